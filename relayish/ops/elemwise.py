@@ -1,0 +1,64 @@
+"""Elementwise and broadcast arithmetic."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..expr import TensorType
+from ..op import Pattern, register_op
+from .common import broadcast_index, broadcast_shape, same_dtype
+
+
+def _unary_infer(arg_types, attrs):
+    return arg_types[0]
+
+
+def _unary(name, ref, scalar, attrs=None, doc=""):
+    """Register an elementwise op given its numpy reference and its scalar te expression scalar(x, attrs)."""
+    def compute(inputs, attrs, out_type):
+        x, = inputs
+        return te.compute(x.shape, lambda *i: scalar(x[i], attrs), name=name.replace("nn.", ""), tag="elemwise")
+
+    register_op(name, inputs=1, pattern=Pattern.ELEMWISE, infer=_unary_infer, ref=ref, compute=compute,
+                attrs=attrs, doc=doc)
+
+
+def _f32(x):
+    return np.asarray(x, dtype=np.float32)
+
+
+_unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda v, a: te.max_(v, te.const(0, v.dtype)))
+_unary("nn.leaky_relu", lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha)).astype(x.dtype),
+       lambda v, a: te.select(v >= 0.0, v, v * float(a.alpha)), attrs={"alpha": 0.01})
+_unary("clip", lambda x, a_min, a_max: np.clip(x, np.float32(a_min), np.float32(a_max)).astype(x.dtype),
+       lambda v, a: te.min_(te.max_(v, float(a.a_min)), float(a.a_max)),
+       attrs={"a_min": float("-inf"), "a_max": float("inf")})
+_unary("sigmoid", lambda x: _f32(1.0 / (1.0 + np.exp(-x.astype(np.float64)))), lambda v, a: te.sigmoid(v))
+_unary("tanh", lambda x: np.tanh(x), lambda v, a: te.tanh(v))
+_unary("exp", lambda x: np.exp(x), lambda v, a: te.exp(v))
+_unary("sqrt", lambda x: np.sqrt(x), lambda v, a: te.sqrt(v))
+_unary("negative", lambda x: -x, lambda v, a: -v)
+_unary("copy", lambda x: x.copy(), lambda v, a: v)
+
+
+def _binary(name, ref, scalar):
+    def infer(arg_types, attrs):
+        a, b = arg_types
+        return TensorType(broadcast_shape(name, a.shape, b.shape), same_dtype(name, arg_types))
+
+    def compute(inputs, attrs, out_type):
+        a, b = inputs
+        nd = len(out_type.shape)
+        return te.compute(out_type.shape,
+                          lambda *i: scalar(broadcast_index(a, i, nd), broadcast_index(b, i, nd)),
+                          name=name, tag="broadcast")
+
+    register_op(name, inputs=2, pattern=Pattern.BROADCAST, infer=infer, ref=ref, compute=compute)
+
+
+_binary("add", np.add, lambda x, y: x + y)
+_binary("subtract", np.subtract, lambda x, y: x - y)
+_binary("multiply", np.multiply, lambda x, y: x * y)
+_binary("divide", np.divide, lambda x, y: x / y)
+_binary("maximum", np.maximum, te.max_)
+_binary("minimum", np.minimum, te.min_)

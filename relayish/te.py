@@ -1,0 +1,516 @@
+"""Tensor expressions: the tensor-level language of op compute definitions (like TVM's TE).
+
+A computation is a DAG of stages. `placeholder` declares an input; `compute(shape, lambda *i: expr)` declares a
+stage whose element at index i is expr; `reduce_axis` + `sum`/`max_reduce` express reductions. Expressions are
+small immutable trees with Python operator overloading; integer constants are folded as they are built so that
+index expressions stay readable. Comparisons build expressions (`a < b`); use `eq(a, b)` for equality.
+
+This module is pure data. Scheduling, lowering and codegen live in `compiler/`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+_counter = itertools.count()
+
+
+class PrimExpr:
+    dtype: str
+
+    def __add__(self, o): return binop("+", self, o)
+    def __radd__(self, o): return binop("+", o, self)
+    def __sub__(self, o): return binop("-", self, o)
+    def __rsub__(self, o): return binop("-", o, self)
+    def __mul__(self, o): return binop("*", self, o)
+    def __rmul__(self, o): return binop("*", o, self)
+    def __truediv__(self, o): return binop("/", self, o)
+    def __rtruediv__(self, o): return binop("/", o, self)
+    def __floordiv__(self, o): return binop("//", self, o)
+    def __rfloordiv__(self, o): return binop("//", o, self)
+    def __mod__(self, o): return binop("%", self, o)
+    def __rmod__(self, o): return binop("%", o, self)
+    def __neg__(self): return binop("-", const(0, self.dtype), self)
+    def __lt__(self, o): return Cmp("<", self, as_expr(o, self.dtype))
+    def __le__(self, o): return Cmp("<=", self, as_expr(o, self.dtype))
+    def __gt__(self, o): return Cmp("<", as_expr(o, self.dtype), self)
+    def __ge__(self, o): return Cmp("<=", as_expr(o, self.dtype), self)
+    def __bool__(self):
+        raise TypeError("a te expression has no truth value; use te.select / te.all_of")
+
+    def __str__(self):
+        return expr_str(self)
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class IntImm(PrimExpr):
+    value: int
+    dtype: str = "int32"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class FloatImm(PrimExpr):
+    value: float
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(PrimExpr):
+    """An index variable (a loop or axis variable). Identity-compared."""
+    name: str
+    dtype: str = "int32"
+    uid: int = field(default_factory=lambda: next(_counter))
+
+    def __hash__(self):
+        return hash(self.uid)
+
+    def __eq__(self, other):
+        return self is other
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class BinOp(PrimExpr):
+    op: str  # + - * / // % min max
+    a: PrimExpr
+    b: PrimExpr
+
+    @property
+    def dtype(self):
+        return self.a.dtype
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Cmp(PrimExpr):
+    op: str  # < <= == !=
+    a: PrimExpr
+    b: PrimExpr
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Logic(PrimExpr):
+    op: str  # and or not
+    args: tuple
+    dtype: str = "bool"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Select(PrimExpr):
+    cond: PrimExpr
+    true_value: PrimExpr
+    false_value: PrimExpr
+
+    @property
+    def dtype(self):
+        return self.true_value.dtype
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Cast(PrimExpr):
+    dtype: str
+    value: PrimExpr
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Call(PrimExpr):
+    """A math intrinsic: exp, log, sqrt, tanh, sigmoid, pow, erf, fabs, floor, ceil."""
+    name: str
+    args: tuple
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class TensorRead(PrimExpr):
+    tensor: "Tensor"
+    indices: tuple
+
+    @property
+    def dtype(self):
+        return self.tensor.dtype
+
+
+@dataclass(frozen=True, eq=True, repr=False)
+class Reduce(PrimExpr):
+    """combiner over axes of body; only allowed at the top of a compute body."""
+    combiner: str  # sum, max, min
+    body: PrimExpr
+    axes: tuple  # of IterVar
+
+    @property
+    def dtype(self):
+        return self.body.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IterVar:
+    var: Var
+    extent: int
+    kind: str  # "spatial" or "reduce"
+
+    @property
+    def name(self):
+        return self.var.name
+
+    def __repr__(self):
+        return f"IterVar({self.var.name}, {self.extent}, {self.kind})"
+
+
+# ---------------------------------------------------------------------------------------------- construction
+
+def const(value, dtype="float32") -> PrimExpr:
+    if dtype.startswith("int") or dtype.startswith("uint") or dtype == "bool":
+        return IntImm(int(value), dtype)
+    return FloatImm(float(value), dtype)
+
+
+def as_expr(x, dtype="int32") -> PrimExpr:
+    if isinstance(x, PrimExpr):
+        return x
+    if isinstance(x, IterVar):
+        return x.var
+    if isinstance(x, bool):
+        return IntImm(int(x), "bool")
+    if isinstance(x, int):
+        return IntImm(x, "int32") if dtype.startswith("int") else FloatImm(float(x), dtype)
+    if isinstance(x, float):
+        return FloatImm(x, "float32" if dtype.startswith("int") else dtype)
+    raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
+
+
+def binop(op: str, a, b) -> PrimExpr:
+    """Build a binary op with integer constant folding and the identities that keep indices short."""
+    if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
+        b = as_expr(b, a.dtype)
+    elif isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):
+        a = as_expr(a, b.dtype)
+    else:
+        a, b = as_expr(a), as_expr(b)
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return IntImm(_fold_int(op, a.value, b.value), a.dtype)
+    if isinstance(a, FloatImm) and isinstance(b, FloatImm) and op in ("+", "-", "*", "/", "min", "max"):
+        return FloatImm(_fold_float(op, a.value, b.value), a.dtype)
+    is_zero = lambda e: isinstance(e, (IntImm, FloatImm)) and e.value == 0
+    is_one = lambda e: isinstance(e, (IntImm, FloatImm)) and e.value == 1
+    if op == "+":
+        if is_zero(b): return a
+        if is_zero(a): return b
+    elif op == "-":
+        if is_zero(b): return a
+    elif op == "*":
+        if is_one(b): return a
+        if is_one(a): return b
+        if isinstance(a, IntImm) and a.value == 0: return a
+        if isinstance(b, IntImm) and b.value == 0: return b
+    elif op in ("/", "//"):
+        if is_one(b): return a
+    elif op == "%":
+        if isinstance(b, IntImm) and b.value == 1: return IntImm(0, a.dtype)
+    return BinOp(op, a, b)
+
+
+def _fold_int(op, a, b):
+    if op == "+": return a + b
+    if op == "-": return a - b
+    if op == "*": return a * b
+    if op in ("//", "/"): return a // b
+    if op == "%": return a % b
+    if op == "min": return min(a, b)
+    if op == "max": return max(a, b)
+    raise ValueError(op)
+
+
+def _fold_float(op, a, b):
+    if op == "+": return a + b
+    if op == "-": return a - b
+    if op == "*": return a * b
+    if op == "/": return a / b
+    if op == "min": return min(a, b)
+    return max(a, b)
+
+
+def min_(a, b): return binop("min", a, b)
+def max_(a, b): return binop("max", a, b)
+def eq(a, b): return Cmp("==", as_expr(a), as_expr(b))
+def ne(a, b): return Cmp("!=", as_expr(a), as_expr(b))
+
+
+def all_of(*conds) -> PrimExpr:
+    conds = [c for c in conds if not (isinstance(c, IntImm) and c.value)]
+    if not conds:
+        return IntImm(1, "bool")
+    return conds[0] if len(conds) == 1 else Logic("and", tuple(conds))
+
+
+def any_of(*conds) -> PrimExpr:
+    return conds[0] if len(conds) == 1 else Logic("or", tuple(conds))
+
+
+def logical_not(c) -> PrimExpr:
+    return Logic("not", (c,))
+
+
+def select(cond, t, f) -> PrimExpr:
+    t = as_expr(t, f.dtype if isinstance(f, PrimExpr) else "float32")
+    f = as_expr(f, t.dtype)
+    if isinstance(cond, IntImm):
+        return t if cond.value else f
+    return Select(cond, t, f)
+
+
+def cast(dtype, x) -> PrimExpr:
+    x = as_expr(x)
+    return x if x.dtype == dtype else Cast(dtype, x)
+
+
+def intrin(name, *args) -> PrimExpr:
+    args = tuple(as_expr(a, "float32") for a in args)
+    return Call(name, args, args[0].dtype)
+
+
+def exp(x): return intrin("exp", x)
+def log(x): return intrin("log", x)
+def sqrt(x): return intrin("sqrt", x)
+def tanh(x): return intrin("tanh", x)
+def sigmoid(x): return intrin("sigmoid", x)
+def power(x, y): return intrin("pow", x, y)
+def erf(x): return intrin("erf", x)
+def fabs(x): return intrin("fabs", x)
+def floor(x): return intrin("floor", x)
+def ceil(x): return intrin("ceil", x)
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+
+@dataclass(eq=False)
+class Operation:
+    name: str
+
+    @property
+    def input_tensors(self) -> list["Tensor"]:
+        return []
+
+
+@dataclass(eq=False)
+class PlaceholderOp(Operation):
+    shape: tuple
+    dtype: str
+
+
+@dataclass(eq=False)
+class ComputeOp(Operation):
+    axes: tuple  # spatial IterVars, one per output dimension
+    body: PrimExpr  # may be a Reduce at the top
+    dtype: str
+    tag: str = ""
+
+    @property
+    def reduce_axes(self) -> tuple:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+    @property
+    def shape(self):
+        return tuple(a.extent for a in self.axes)
+
+    @property
+    def input_tensors(self) -> list["Tensor"]:
+        out, seen = [], set()
+        for e in walk(self.body):
+            if isinstance(e, TensorRead) and id(e.tensor) not in seen:
+                seen.add(id(e.tensor))
+                out.append(e.tensor)
+        return out
+
+
+@dataclass(eq=False)
+class Tensor:
+    op: Operation
+
+    @property
+    def name(self):
+        return self.op.name
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.op.shape)
+
+    @property
+    def dtype(self) -> str:
+        return self.op.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if len(idx) != len(self.shape):
+            raise IndexError(f"tensor {self.name} has {len(self.shape)} dims, indexed with {len(idx)}")
+        return TensorRead(self, tuple(as_expr(i) for i in idx))
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __repr__(self):
+        return f"Tensor({self.name}, {self.shape}, {self.dtype})"
+
+
+def placeholder(shape: Sequence[int], dtype="float32", name="placeholder") -> Tensor:
+    return Tensor(PlaceholderOp(name, tuple(int(s) for s in shape), dtype))
+
+
+def reduce_axis(extent: int, name="r") -> IterVar:
+    return IterVar(Var(name), int(extent), "reduce")
+
+
+def compute(shape: Sequence[int], fcompute: Callable, name="compute", tag="", dtype=None) -> Tensor:
+    """out[i...] = fcompute(*i). fcompute receives one index Var per dimension."""
+    shape = tuple(int(s) for s in shape)
+    nargs = len(shape)
+    names = ["i", "j", "k", "l", "m", "n", "o", "p"]
+    axes = tuple(IterVar(Var(f"{name}_{names[d] if d < len(names) else 'd' + str(d)}"), s, "spatial")
+                 for d, s in enumerate(shape))
+    body = as_expr(fcompute(*[a.var for a in axes]), "float32") if nargs else as_expr(fcompute(), "float32")
+    if dtype is not None and body.dtype != dtype:
+        body = cast(dtype, body) if not isinstance(body, Reduce) else body
+    _check_reduce_on_top(body, name)
+    return Tensor(ComputeOp(name, axes, body, body.dtype, tag))
+
+
+def _check_reduce_on_top(body, name):
+    inner = body.body if isinstance(body, Reduce) else body
+    for e in walk(inner):
+        if isinstance(e, Reduce):
+            raise ValueError(f"compute {name!r}: a reduction must be the whole body, not nested inside it")
+
+
+def _reduce(combiner):
+    def make(expr, axis):
+        axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
+        return Reduce(combiner, as_expr(expr, "float32"), axes)
+    return make
+
+
+sum = _reduce("sum")  # noqa: A001  (mirrors te.sum)
+max_reduce = _reduce("max")
+min_reduce = _reduce("min")
+
+
+def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
+    if combiner == "sum":
+        return const(0, dtype)
+    inf = math.inf if combiner == "min" else -math.inf
+    if dtype.startswith("int"):
+        return IntImm(2**31 - 1 if combiner == "min" else -(2**31), dtype)
+    return FloatImm(inf, dtype)
+
+
+# ---------------------------------------------------------------------------------------------- traversal
+
+def expr_children(e: PrimExpr) -> tuple:
+    if isinstance(e, (BinOp, Cmp)):
+        return (e.a, e.b)
+    if isinstance(e, Logic):
+        return e.args
+    if isinstance(e, Select):
+        return (e.cond, e.true_value, e.false_value)
+    if isinstance(e, Cast):
+        return (e.value,)
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, TensorRead):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.body,)
+    return ()
+
+
+def walk(e: PrimExpr):
+    """Pre-order over an expression tree."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(expr_children(node)))
+
+
+def substitute(e: PrimExpr, fn: Callable) -> PrimExpr:
+    """Rebuild e bottom-up; fn(node) returns a replacement or None to keep (with rebuilt children)."""
+    got = fn(e)
+    if got is not None:
+        return got
+    if isinstance(e, BinOp):
+        return binop(e.op, substitute(e.a, fn), substitute(e.b, fn))
+    if isinstance(e, Cmp):
+        return Cmp(e.op, substitute(e.a, fn), substitute(e.b, fn))
+    if isinstance(e, Logic):
+        return Logic(e.op, tuple(substitute(a, fn) for a in e.args))
+    if isinstance(e, Select):
+        return select(substitute(e.cond, fn), substitute(e.true_value, fn), substitute(e.false_value, fn))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, substitute(e.value, fn))
+    if isinstance(e, Call):
+        return Call(e.name, tuple(substitute(a, fn) for a in e.args), e.dtype)
+    if isinstance(e, TensorRead):
+        return TensorRead(e.tensor, tuple(substitute(i, fn) for i in e.indices))
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, substitute(e.body, fn), e.axes)
+    return e
+
+
+def substitute_vars(e: PrimExpr, mapping: dict) -> PrimExpr:
+    return substitute(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
+
+
+def expr_str(e: PrimExpr) -> str:
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, FloatImm):
+        return repr(e.value) + ("f" if e.dtype == "float32" else "")
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, BinOp):
+        if e.op in ("min", "max"):
+            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+        return f"({expr_str(e.a)} {e.op} {expr_str(e.b)})"
+    if isinstance(e, Cmp):
+        return f"({expr_str(e.a)} {e.op} {expr_str(e.b)})"
+    if isinstance(e, Logic):
+        if e.op == "not":
+            return f"!{expr_str(e.args[0])}"
+        return "(" + f" {'&&' if e.op == 'and' else '||'} ".join(expr_str(a) for a in e.args) + ")"
+    if isinstance(e, Select):
+        return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
+    if isinstance(e, Cast):
+        return f"{e.dtype}({expr_str(e.value)})"
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, TensorRead):
+        return f"{e.tensor.name}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, Reduce):
+        return f"{e.combiner}({expr_str(e.body)}, axes=[{', '.join(a.name for a in e.axes)}])"
+    if hasattr(e, "buffer") and hasattr(e, "index"):  # compiler.loopir.Load
+        return f"{e.buffer.name}[{expr_str(e.index)}]"
+    return repr(e)
+
+
+def stage_dag(outputs: Sequence[Tensor]) -> list[Tensor]:
+    """All tensors reachable from outputs, producers before consumers (placeholders included)."""
+    order, seen = [], set()
+
+    def visit(t: Tensor):
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        for inp in t.op.input_tensors:
+            visit(inp)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
