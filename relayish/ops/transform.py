@@ -1,0 +1,1 @@
+"""Injective data-movement ops: reshape, transpose, concatenate, layout_transform (to be filled)."""
