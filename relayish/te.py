@@ -33,10 +33,10 @@ class PrimExpr:
     def __mod__(self, o): return binop("%", self, o)
     def __rmod__(self, o): return binop("%", o, self)
     def __neg__(self): return binop("-", const(0, self.dtype), self)
-    def __lt__(self, o): return Cmp("<", self, as_expr(o, self.dtype))
-    def __le__(self, o): return Cmp("<=", self, as_expr(o, self.dtype))
-    def __gt__(self, o): return Cmp("<", as_expr(o, self.dtype), self)
-    def __ge__(self, o): return Cmp("<=", as_expr(o, self.dtype), self)
+    def __lt__(self, o): return Cmp("<", as_expr(self), as_expr(o, self.dtype))
+    def __le__(self, o): return Cmp("<=", as_expr(self), as_expr(o, self.dtype))
+    def __gt__(self, o): return Cmp("<", as_expr(o, self.dtype), as_expr(self))
+    def __ge__(self, o): return Cmp("<=", as_expr(o, self.dtype), as_expr(self))
     def __bool__(self):
         raise TypeError("a te expression has no truth value; use te.select / te.all_of")
 
@@ -144,10 +144,18 @@ class Reduce(PrimExpr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class IterVar:
+class IterVar(PrimExpr):
+    """An axis: its variable, extent and kind. Usable in expressions as its variable."""
     var: Var
     extent: int
     kind: str  # "spatial" or "reduce"
+    dtype = "int32"
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
 
     @property
     def name(self):
@@ -166,10 +174,10 @@ def const(value, dtype="float32") -> PrimExpr:
 
 
 def as_expr(x, dtype="int32") -> PrimExpr:
-    if isinstance(x, PrimExpr):
-        return x
     if isinstance(x, IterVar):
         return x.var
+    if isinstance(x, PrimExpr):
+        return x
     if isinstance(x, bool):
         return IntImm(int(x), "bool")
     if isinstance(x, int):
@@ -181,6 +189,10 @@ def as_expr(x, dtype="int32") -> PrimExpr:
 
 def binop(op: str, a, b) -> PrimExpr:
     """Build a binary op with integer constant folding and the identities that keep indices short."""
+    if isinstance(a, IterVar):
+        a = a.var
+    if isinstance(b, IterVar):
+        b = b.var
     if isinstance(a, PrimExpr) and not isinstance(b, PrimExpr):
         b = as_expr(b, a.dtype)
     elif isinstance(b, PrimExpr) and not isinstance(a, PrimExpr):

@@ -1,0 +1,416 @@
+"""Lowering: a scheduled State -> a loop IR PrimFunc.
+
+Every root stage becomes a loop nest over its leaf iterators in order. A stage computed at another is emitted at
+its attach point over the region its consumer needs there (bound inference below), into a local buffer. Inlined
+stages are substituted into their readers. A reduction becomes an init nest (placed just before its first reduce
+loop, over the spatial loops inside it) and an update store in the innermost loop. Splits that do not divide get
+a guard at the innermost loop whose variable they use.
+
+Kernel parameters: the task's inputs, then its outputs, then scratch buffers for intermediate stages at root
+(the graph executor places those in the workspace). `func.attrs` says how many of each.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relayish import te
+
+from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from .schedule import FuseRel, SplitRel, Stage, State
+
+
+def lower(state: State, name: str = "kernel") -> PrimFunc:
+    ctx = _Lowering(state)
+    body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc == ("root",)])
+    params = ctx.input_bufs + ctx.output_bufs + ctx.scratch_bufs
+    return PrimFunc(name, params, body, attrs={"num_inputs": len(ctx.input_bufs),
+                                              "num_outputs": len(ctx.output_bufs),
+                                              "num_scratch": len(ctx.scratch_bufs)})
+
+
+def schedule_text(state: State) -> str:
+    return str(lower(state, "schedule"))
+
+
+@dataclass
+class _Region:
+    buffer: Buffer
+    bases: list  # one PrimExpr per spatial axis: the region's first index
+
+
+class _Lowering:
+    def __init__(self, state: State):
+        self.state = state
+        self.global_bufs: dict[int, Buffer] = {}  # id(tensor) -> buffer
+        self.input_bufs = []
+        for t in state.inputs:
+            buf = Buffer(_ident(t.name), t.shape, t.dtype)
+            self.global_bufs[id(t)] = buf
+            self.input_bufs.append(buf)
+        self.output_bufs, self.scratch_bufs = [], []
+        for t in state.outputs:
+            st = state.stage_of(t)
+            buf = Buffer(_ident(st.name), t.shape, t.dtype)
+            self.global_bufs[id(st.tensor)] = buf
+            self.output_bufs.append(buf)
+        for st in state.stages:
+            if st.loc == ("root",) and id(st.tensor) not in self.global_bufs:
+                buf = Buffer(_ident(st.name), st.op.shape, st.op.dtype)
+                self.global_bufs[id(st.tensor)] = buf
+                self.scratch_bufs.append(buf)
+        self.regions: dict[str, _Region] = {}  # stage name -> its region while lowering inside its attach point
+        self.var_extent: dict[te.Var, int] = {}  # every loop variable made so far -> its extent
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def expand_inline(self, expr: te.PrimExpr) -> te.PrimExpr:
+        """Replace reads of inlined stages by their bodies, recursively."""
+        def fn(node):
+            if isinstance(node, te.TensorRead):
+                st = self.state.stage_of(node.tensor)
+                if st is not None and st.loc == ("inline",):
+                    idx = [self.expand_inline(i) for i in node.indices]
+                    body = te.substitute_vars(st.op.body, {ax.var: i for ax, i in zip(st.op.axes, idx)})
+                    return self.expand_inline(body)
+            return None
+        return te.substitute(expr, fn)
+
+    def resolve(self, expr: te.PrimExpr) -> te.PrimExpr:
+        """Turn every TensorRead (after inlining) into a Load of the buffer that holds the tensor."""
+        def fn(node):
+            if isinstance(node, te.TensorRead):
+                idx = [self.resolve(i) for i in node.indices]
+                t = node.tensor
+                if id(t) in self.global_bufs:
+                    buf = self.global_bufs[id(t)]
+                    return Load(buf, buf.flat_index(idx))
+                st = self.state.stage_of(t)
+                region = self.regions.get(st.name) if st is not None else None
+                if region is None:
+                    raise AssertionError(f"read of {t.name} outside the scope where it is computed")
+                rel = [i - b for i, b in zip(idx, region.bases)]
+                return Load(region.buffer, region.buffer.flat_index(rel))
+            return None
+
+        def simplify_index(node):
+            if isinstance(node, Load):
+                return Load(node.buffer, simplify(node.index, self.var_extent))
+            return None
+        loaded = te.substitute(self.expand_inline(expr), fn)
+        return _guard_select_loads(te.substitute(loaded, simplify_index))
+
+    # ------------------------------------------------------------------------------------------ nests
+
+    def stage_nest(self, st: Stage, region: _Region | None, region_extents=None) -> Stmt:
+        """The loop nest of stage st; region given when it is computed at another stage."""
+        root_ext = st.root_extents()
+        if region_extents is not None:
+            for it, e in zip(st.roots, region_extents):
+                root_ext[it.name] = e
+        ext = st.leaf_extents(root_ext)
+        # a loop of one iteration is no loop: its variable is the constant 0
+        leaf_var = {it.name: te.Var(f"{_ident(st.name)}_{_ident(it.name)}") if ext[it.name] > 1 or
+                    it.annotation == "parallel" else te.IntImm(0) for it in st.leaves}
+        self.var_extent.update({v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)})
+        val = {n: v for n, v in leaf_var.items()}
+        guards = []
+        for rel in reversed(st.relations):
+            if isinstance(rel, SplitRel):
+                val[rel.parent] = val[rel.outer] * rel.factor + val[rel.inner]
+                if ext[rel.parent] % rel.factor:
+                    guards.append(val[rel.parent] < ext[rel.parent])
+            else:
+                val[rel.outer] = val[rel.fused] // ext[rel.inner]
+                val[rel.inner] = val[rel.fused] % ext[rel.inner]
+        axes = st.root_axes
+        n_sp = len(st.op.axes)
+        rel_vals = [val[it.name] for it in st.roots[:n_sp]]  # region-relative spatial indices
+        if region is not None:
+            abs_vals = [b + r for b, r in zip(region.bases, rel_vals)]
+            buf, store_idx = region.buffer, rel_vals
+        else:
+            abs_vals = rel_vals
+            buf, store_idx = self.global_bufs[id(st.tensor)], rel_vals
+        mapping = {ax.var: v for ax, v in zip(axes[:n_sp], abs_vals)}
+        mapping.update({ax.var: val[it.name] for ax, it in zip(axes[n_sp:], st.roots[n_sp:])})
+        body = st.op.body
+        raw = body.body if isinstance(body, te.Reduce) else body
+        body_now = te.substitute_vars(raw, mapping)  # in terms of this nest's loop variables
+        attach_plan = self._plan_attached(st, body_now, leaf_var, ext)
+        flat = simplify(buf.flat_index(store_idx), self.var_extent)
+        value = self.resolve(body_now)
+        if isinstance(body, te.Reduce):
+            update = Store(buf, flat, _combine(body.combiner, Load(buf, flat), value))
+            init = Store(buf, flat, te.reduce_identity(body.combiner, body.dtype))
+        else:
+            update, init = Store(buf, flat, value), None
+        loops = [(it, leaf_var[it.name], ext[it.name]) for it in st.leaves]
+        emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan)
+        return emit.nest(0, set(), update, init)
+
+    def _plan_attached(self, st: Stage, body_now, leaf_var, ext) -> dict:
+        """For each loop of st that has stages computed at it: [(stage, region, extents)], regions registered."""
+        plan = {}
+        for k, it in enumerate(st.leaves):
+            attached = [s for s in self.state.stages if s.loc == ("at", st.name, it.name)]
+            if not attached:
+                continue
+            varying = {leaf_var[i.name]: ext[i.name] for i in st.leaves[k + 1:] if isinstance(leaf_var[i.name], te.Var)}
+            entries = []
+            for prod in attached:
+                bases, extents = self._infer_region(prod, body_now, varying)
+                buf = Buffer(_ident(prod.name) + "_local", tuple(extents), prod.op.dtype, "local")
+                region = _Region(buf, bases)
+                self.regions[prod.name] = region
+                entries.append((prod, region, extents))
+            plan[it.name] = entries
+        return plan
+
+    # ------------------------------------------------------------------------------------------ bounds
+
+    def _infer_region(self, prod: Stage, consumer_body, varying: dict) -> tuple[list, list]:
+        """The box of prod's indices that the consumer reads while the loops in `varying` run (others fixed)."""
+        reads = [r for r in te.walk(self.expand_inline(consumer_body))
+                 if isinstance(r, te.TensorRead) and r.tensor is prod.tensor]
+        full = list(prod.op.shape)
+        bases, extents = [], []
+        for d, full_d in enumerate(full):
+            box = _dim_box([r.indices[d] for r in reads], varying)
+            if box is None:
+                bases.append(te.IntImm(0))
+                extents.append(full_d)
+                continue
+            base, extent = box
+            extent = min(extent, full_d)
+            lo, hi = _value_range(base, self.var_extent)
+            if extent == full_d:
+                base = te.IntImm(0)
+            elif lo is None or lo < 0 or hi + extent > full_d:  # keep the box inside the tensor
+                base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
+            bases.append(base)
+            extents.append(extent)
+        return bases, extents
+
+
+
+class _NestEmitter:
+    """Builds one stage's loop nest: loops in order, guards where they become decidable, attached stages at
+    their loops, and a reduction's init nest just before its first reduce loop."""
+
+    def __init__(self, lowering, loops, guards, unrolled, attach_plan):
+        self.lowering, self.loops, self.guards = lowering, loops, guards
+        self.unrolled, self.attach_plan = unrolled, attach_plan
+
+    def nest(self, k, bound, update, init) -> Stmt:
+        loops = self.loops
+        if init is not None and k < len(loops) and loops[k][0].kind == "reduce":
+            spatial_inner = [l for l in loops[k:] if l[0].kind == "spatial"]
+            allowed = bound | {l[1] for l in spatial_inner}
+            init_guards = [(g, vs) for g, vs in self.guards if vs <= allowed]
+            init_nest = _plain_nest(spatial_inner, init_guards, bound, init, self.unrolled)
+            return Seq([init_nest, self.nest(k, bound, update, None)])
+        if k == len(loops):
+            return update
+        it, var, extent = loops[k]
+        inner_bound = bound | {var}
+        inner = self.nest(k + 1, inner_bound, update, init)
+        for prod, region, extents in reversed(self.attach_plan.get(it.name, [])):
+            inner = Allocate(region.buffer, Seq([self.lowering.stage_nest(prod, region, extents), inner]))
+        if not isinstance(var, te.Var):
+            return inner
+        inner = _wrap_guards(inner, self.guards, inner_bound, var)
+        return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, self.unrolled), inner)
+
+
+def _plain_nest(loops, guards, bound, stmt, unrolled) -> Stmt:
+    if not loops:
+        return stmt
+    (it, var, extent), rest = loops[0], loops[1:]
+    if not isinstance(var, te.Var):
+        return _plain_nest(rest, guards, bound, stmt, unrolled)
+    inner_bound = bound | {var}
+    inner = _wrap_guards(_plain_nest(rest, guards, inner_bound, stmt, unrolled), guards, inner_bound, var)
+    return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, unrolled), inner)
+
+
+def _dim_box(indices, varying: dict):
+    """(base expr, extent) covering every index expression as the varying vars run; None if not affine."""
+    items = []
+    for idx in indices:
+        form = _affine(idx)
+        lo = hi = 0
+        for term, coef in form.items():
+            if term == 1:
+                continue
+            if isinstance(term, te.Var) and term in varying:
+                span = coef * (varying[term] - 1)
+                lo, hi = lo + min(0, span), hi + max(0, span)
+            elif any(isinstance(v, te.Var) and v in varying for v in te.walk(term)):
+                return None
+        fixed = {t: c for t, c in form.items() if not (isinstance(t, te.Var) and t in varying)}
+        items.append((fixed, lo, hi))
+    base_form, _, _ = items[0]
+    lo_all, hi_all = None, None
+    for fixed, lo, hi in items:
+        diff = _sub_forms(fixed, base_form)
+        if any(t != 1 for t in diff):
+            return None
+        off = diff.get(1, 0)
+        lo_all = off + lo if lo_all is None else min(lo_all, off + lo)
+        hi_all = off + hi if hi_all is None else max(hi_all, off + hi)
+    return _form_expr(base_form) + lo_all, hi_all - lo_all + 1
+
+
+def _affine(e) -> dict:
+    """e as {term: coef} with term 1 for the constant; non-affine subterms are opaque terms."""
+    if isinstance(e, te.IntImm):
+        return {1: e.value} if e.value else {}
+    if isinstance(e, te.Var):
+        return {e: 1}
+    if isinstance(e, te.BinOp) and e.op in ("+", "-"):
+        a, b = _affine(e.a), _affine(e.b)
+        return _add_forms(a, b, 1 if e.op == "+" else -1)
+    if isinstance(e, te.BinOp) and e.op == "*":
+        a, b = _affine(e.a), _affine(e.b)
+        for x, y in ((a, b), (b, a)):
+            if set(x) <= {1}:
+                c = x.get(1, 0)
+                return {t: v * c for t, v in y.items() if v * c}
+    return {e: 1}
+
+
+def _add_forms(a, b, sign=1):
+    out = dict(a)
+    for t, c in b.items():
+        out[t] = out.get(t, 0) + sign * c
+        if out[t] == 0:
+            del out[t]
+    return out
+
+
+def _sub_forms(a, b):
+    return _add_forms(a, b, -1)
+
+
+def _form_expr(form) -> te.PrimExpr:
+    out = te.IntImm(form.get(1, 0))
+    for t, c in form.items():
+        if t != 1:
+            out = out + t * c
+    return out
+
+
+def simplify(e: te.PrimExpr, var_extent: dict) -> te.PrimExpr:
+    """Canonicalize an int index: affine terms collected, and (q*c + r) // c -> q, (q*c + r) % c -> r when the
+    range of r is provably inside [0, c) (the splits and fuses of schedules create exactly these)."""
+    def fn(n):
+        if isinstance(n, te.BinOp) and n.op in ("//", "%") and isinstance(n.b, te.IntImm) and n.b.value > 0:
+            c = n.b.value
+            inner = simplify(n.a, var_extent)
+            form = _affine(inner)
+            q = {t: v // c for t, v in form.items() if v % c == 0}
+            r = {t: v for t, v in form.items() if v % c != 0}
+            lo, hi = _value_range(_form_expr(r), var_extent)
+            if lo is not None and 0 <= lo and hi < c:
+                return _form_expr(q) if n.op == "//" else _form_expr(r)
+            return te.binop(n.op, inner, n.b)
+        return None
+    if e.dtype != "int32":
+        return e
+    return _form_expr(_affine(te.substitute(e, fn)))
+
+
+def _value_range(e, var_extent) -> tuple:
+    """(min, max) of an int expression over loop variables with known extents; (None, None) if unknown."""
+    lo = hi = 0
+    for term, coef in _affine(e).items():
+        if term == 1:
+            t_lo = t_hi = 1
+        else:
+            t_lo, t_hi = _term_range(term, var_extent)
+            if t_lo is None:
+                return None, None
+        a, b = coef * t_lo, coef * t_hi
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return lo, hi
+
+
+def _term_range(t, var_extent) -> tuple:
+    if isinstance(t, te.Var):
+        return (0, var_extent[t] - 1) if t in var_extent else (None, None)
+    if isinstance(t, te.BinOp) and isinstance(t.b, te.IntImm) and t.b.value > 0:
+        lo, hi = _value_range(t.a, var_extent)
+        c = t.b.value
+        if t.op == "%":
+            return (lo, hi) if lo is not None and 0 <= lo and hi < c else (0, c - 1)
+        if t.op == "//" and lo is not None:
+            return lo // c, hi // c
+    if isinstance(t, te.BinOp) and t.op in ("min", "max"):
+        (a_lo, a_hi), (b_lo, b_hi) = _value_range(t.a, var_extent), _value_range(t.b, var_extent)
+        if a_lo is None or b_lo is None:
+            return None, None
+        f = min if t.op == "min" else max
+        return f(a_lo, b_lo), f(a_hi, b_hi)
+    return None, None
+
+
+def _combine(combiner, acc, value):
+    if combiner == "sum":
+        return acc + value
+    if combiner == "max":
+        return te.max_(acc, value)
+    return te.min_(acc, value)
+
+
+def _loop_kind(it, unrolled) -> str:
+    if it.annotation == "none":
+        return "unroll" if it.name in unrolled else "serial"
+    return it.annotation
+
+
+def _auto_unroll_set(st: Stage, ext) -> set:
+    """Names of the innermost loops to unroll under the stage's auto_unroll_max_step pragma."""
+    if not st.auto_unroll:
+        return set()
+    out, prod = set(), 1
+    for it in reversed(st.leaves):
+        if it.annotation == "vectorize":
+            continue
+        prod *= ext[it.name]
+        if prod > st.auto_unroll or it.annotation != "none":
+            break
+        out.add(it.name)
+    return out
+
+
+def _vars_of(e) -> set:
+    return {n for n in te.walk(e) if isinstance(n, te.Var)}
+
+
+def _wrap_guards(stmt, guards, bound, newly) -> Stmt:
+    """Wrap stmt in the guards that become decidable at this level (all their vars bound, `newly` just now)."""
+    conds = [g for g, vs in guards if vs <= bound and newly in vs]
+    if not conds:
+        return stmt
+    return IfThenElse(te.all_of(*conds), stmt)
+
+
+def _guard_select_loads(expr):
+    """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp them."""
+    def clamp_loads(e):
+        def fn(n):
+            if isinstance(n, Load):
+                return Load(n.buffer, te.max_(te.IntImm(0), te.min_(n.index, n.buffer.size - 1)))
+            return None
+        return te.substitute(e, fn)
+
+    def fn(n):
+        if isinstance(n, te.Select):
+            return te.select(_guard_select_loads(n.cond), clamp_loads(_guard_select_loads(n.true_value)),
+                             clamp_loads(_guard_select_loads(n.false_value)))
+        return None
+    return te.substitute(expr, fn)
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)

@@ -1,0 +1,110 @@
+"""Tasks: a primitive (fused) Function turned into a tensor-level stage DAG, with a stable workload key.
+
+The key is a hash of the computation (ops, attributes, shapes and dtypes in the order the function computes
+them), not of the weights: two fused groups that compute the same thing on the same shapes are one task.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from relayish import te
+from relayish.expr import Call, Constant, Function, Tuple, TupleGetItem, Var, post_order
+from relayish.op import get_op
+
+from .schedule import State, initial_state
+
+
+@dataclass(eq=False)
+class Task:
+    key: str
+    name: str
+    func: Function
+    inputs: list  # te placeholders, one per function parameter
+    outputs: list  # te tensors, one per function output
+    flops: float
+    weight: int = 1  # occurrences in the model(s)
+    ops: list = field(default_factory=list)  # op names, in compute order
+
+    def initial_state(self) -> State:
+        return initial_state(self.outputs, self.inputs)
+
+    def __repr__(self):
+        return f"Task({self.name}, key={self.key[:10]}, weight={self.weight}, flops={self.flops:.3g})"
+
+
+def workload_key(func: Function) -> str:
+    """A stable hash of the computation, shapes and dtypes of a primitive function."""
+    ids, lines = {}, []
+    for i, p in enumerate(func.params):
+        ids[id(p)] = f"p{i}"
+        lines.append(["param", list(p.type.shape), p.type.dtype])
+    for node in post_order(func.body):
+        if id(node) in ids:
+            continue
+        if isinstance(node, Call):
+            if not isinstance(node.op, str):
+                raise ValueError("nested function calls cannot form a task")
+            attrs = [[k, _jsonable(v)] for k, v in node.attrs.items()]
+            lines.append([node.op, [ids[id(a)] for a in node.args], attrs, list(node.type.shape), node.type.dtype])
+        elif isinstance(node, Tuple):
+            lines.append(["tuple", [ids[id(f)] for f in node.fields]])
+        elif isinstance(node, TupleGetItem):
+            lines.append(["get", ids[id(node.tuple_value)], node.index])
+        elif isinstance(node, Constant):
+            raise ValueError("a primitive function must take its constants as parameters")
+        elif isinstance(node, Var):
+            raise ValueError(f"free variable {node.name} in a primitive function")
+        ids[id(node)] = f"v{len(lines)}"
+    text = json.dumps(lines, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _jsonable(v):
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return repr(v)
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def build_task(func: Function, name: str | None = None) -> Task:
+    """Instantiate each op's compute definition over placeholders for the function's parameters."""
+    tensors: dict[int, te.Tensor] = {}
+    inputs = []
+    for i, p in enumerate(func.params):
+        t = te.placeholder(p.type.shape, p.type.dtype, name=f"p{i}")
+        tensors[id(p)] = t
+        inputs.append(t)
+    flops, ops = 0.0, []
+    for node in post_order(func.body):
+        if id(node) in tensors:
+            continue
+        if isinstance(node, Call):
+            opdef = get_op(node.op)
+            if opdef.compute is None:
+                raise NotImplementedError(f"op {node.op} has no compute definition")
+            args = [tensors[id(a)] for a in node.args]
+            tensors[id(node)] = opdef.compute(args, node.attrs, node.type)
+            arg_types = [a.type for a in node.args]
+            flops += opdef.flops(arg_types, node.attrs, node.type) if opdef.flops else node.type.size
+            ops.append(node.op)
+        elif isinstance(node, (Tuple, TupleGetItem)):
+            continue
+        else:
+            raise ValueError(f"unexpected {type(node).__name__} in a primitive function")
+    body = func.body
+    outs = body.fields if isinstance(body, Tuple) else (body,)
+    outputs = [tensors[id(o)] for o in outs]
+    outputs = [_ensure_compute(t, inputs) for t in outputs]
+    if name is None:
+        name = "fused_" + "_".join(o.replace("nn.", "") for o in ops[:4])
+    return Task(workload_key(func), name, func, inputs, outputs, flops, ops=ops)
+
+
+def _ensure_compute(t: te.Tensor, inputs) -> te.Tensor:
+    """An output that is directly an input (identity function) gets a copy stage."""
+    if isinstance(t.op, te.PlaceholderOp):
+        return te.compute(t.shape, lambda *i: t[i], name="copy")
+    return t
