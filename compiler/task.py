@@ -53,7 +53,9 @@ def workload_key(func: Function) -> str:
         elif isinstance(node, TupleGetItem):
             lines.append(["get", ids[id(node.tuple_value)], node.index])
         elif isinstance(node, Constant):
-            raise ValueError("a primitive function must take its constants as parameters")
+            if node.type.size != 1:
+                raise ValueError("a primitive function must take its non-scalar constants as parameters")
+            lines.append(["const", list(node.type.shape), node.type.dtype, _jsonable(node.data.item())])
         elif isinstance(node, Var):
             raise ValueError(f"free variable {node.name} in a primitive function")
         ids[id(node)] = f"v{len(lines)}"
@@ -90,6 +92,9 @@ def build_task(func: Function, name: str | None = None) -> Task:
             arg_types = [a.type for a in node.args]
             flops += opdef.flops(arg_types, node.attrs, node.type) if opdef.flops else node.type.size
             ops.append(node.op)
+        elif isinstance(node, Constant) and node.type.size == 1:
+            value = te.const(node.data.item(), node.type.dtype)
+            tensors[id(node)] = te.compute(node.type.shape, lambda *i: value, name="scalar")
         elif isinstance(node, (Tuple, TupleGetItem)):
             continue
         else:

@@ -171,8 +171,12 @@ class Constant(Expr):
     type: Type = field(default=None)
 
     def __post_init__(self):
-        data = np.ascontiguousarray(self.data)
-        data.setflags(write=False)
+        data = np.asarray(self.data, order="C")
+        if not data.flags.c_contiguous:
+            data = data.copy()
+        if data.flags.writeable:
+            data = data.copy() if data.base is not None else data
+            data.setflags(write=False)
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "type", TensorType(data.shape, str(data.dtype)))
 

@@ -31,4 +31,4 @@ class Module:
 
     def __str__(self):
         from .printer import astext
-        return astext(self.main)
+        return astext(self)

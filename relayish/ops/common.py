@@ -1,4 +1,9 @@
-"""Helpers shared by op declarations: shape rules and compute building blocks."""
+"""Helpers shared by op declarations: shape rules and compute building blocks.
+
+Invariant of every compute definition: each tensor read is in bounds for every index of its stage, even in the
+arm of a select that is not taken (such reads are clamped), so that codegen may evaluate both arms of a select
+(e.g. as a vector blend) and a read never faults.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -34,3 +39,63 @@ def broadcast_index(tensor: te.Tensor, out_index, out_ndim: int):
     for d, extent in enumerate(tensor.shape):
         idx.append(0 if extent == 1 else out_index[offset + d])
     return tensor[tuple(idx)] if idx else tensor[()]
+
+
+def int_tuple(op: str, attrs, name: str, length: int, minimum: int | None = None) -> tuple[int, ...]:
+    """attrs[name] as a tuple of exactly `length` ints, each >= minimum; else OpError naming op and attribute."""
+    value = attrs[name]
+    if isinstance(value, (int, np.integer)):
+        value = (value,)
+    try:
+        out = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise OpError(f"{op}: attribute {name} must be {length} ints, got {value!r}") from None
+    if len(out) != length:
+        raise OpError(f"{op}: attribute {name} must be {length} ints, got {out}")
+    if minimum is not None and any(v < minimum for v in out):
+        raise OpError(f"{op}: attribute {name} must be >= {minimum}, got {out}")
+    return out
+
+
+def normalize_axis(op: str, axis: int, ndim: int, what: str = "axis") -> int:
+    """axis in [-ndim, ndim) -> [0, ndim); else OpError."""
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise OpError(f"{op}: {what} {axis} out of range for a {ndim}-D input")
+    return axis % ndim
+
+
+def expect_float(op: str, t: TensorType, what: str = "input"):
+    if not t.dtype.startswith("float"):
+        raise OpError(f"{op}: {what} must be a float tensor, got {t.dtype}")
+
+
+def num_elements(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def pad_axis_index(index, before: int, extent: int, padded_extent: int):
+    """Read index into an axis of `extent` elements for padded position `index` in [0, padded_extent), where the
+    data starts at `before`. Returns (conditions for being inside the data, clamped index into the data).
+    Only the conditions that can be false are emitted, so an unpadded side costs nothing."""
+    conds, idx = [], index - before
+    if before > 0:
+        conds.append(index >= before)
+        idx = te.max_(idx, 0)
+    if padded_extent > before + extent:
+        conds.append(index < before + extent)
+        idx = te.min_(idx, extent - 1)
+    return conds, idx
+
+
+def pad_stage(x: te.Tensor, before: dict, padded_shape, value: float, name: str = "pad") -> te.Tensor:
+    """x padded with `value`: before maps axis -> elements added in front; padded_shape is the full output shape
+    (it may also cut off trailing elements that nobody reads). Reads are clamped into x."""
+    def body(*i):
+        conds, idx = [], list(i)
+        for axis, extent in enumerate(x.shape):
+            c, idx[axis] = pad_axis_index(i[axis], before.get(axis, 0), extent, padded_shape[axis])
+            conds += c
+        read = x[tuple(idx)]
+        return te.select(te.all_of(*conds), read, te.const(value, x.dtype)) if conds else read
+    return te.compute(padded_shape, body, name=name, tag="pad")

@@ -1,1 +1,504 @@
-"""Neural-network ops: convolution, pooling, dense, matmul, softmax, LRN, batch norm (to be filled)."""
+"""Neural-network ops: convolution, pooling, dense, matmul, softmax, LRN, batch norm.
+
+Layouts: activations NCHW, conv weights OIHW; `padding` is (top, left, bottom, right). References follow ONNX
+(and onnxruntime where ONNX leaves room). Compute definitions read every tensor in bounds even under a select
+(see relayish/ops/common.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import te
+from ..expr import TensorType
+from ..op import REQUIRED, OpError, Pattern, register_op
+from .common import (broadcast_shape, expect_float, expect_ndim, int_tuple, normalize_axis, pad_stage,
+                     same_dtype)
+
+# ---------------------------------------------------------------------------------------------- conv2d
+
+def _window_attrs(op: str, attrs: dict, names=("strides", "dilation")) -> dict:
+    """Validate/normalize the 2-int window attributes and the 4-int padding into int tuples."""
+    out = dict(attrs)
+    for name in names:
+        out[name] = int_tuple(op, attrs, name, 2, minimum=1)
+    out["padding"] = int_tuple(op, attrs, "padding", 4, minimum=0)
+    return out
+
+
+def _conv_normalize(attrs, arg_types):
+    attrs = _window_attrs("nn.conv2d", attrs)
+    attrs["groups"] = int(attrs["groups"])
+    return attrs
+
+
+def _conv_out(op: str, what: str, size: int, kernel: int, stride: int, dilation: int, pad: int) -> int:
+    span = size + pad - (kernel - 1) * dilation - 1
+    if span < 0:
+        raise OpError(f"{op}: padded input {what} {size + pad} is smaller than the dilated kernel {what} "
+                      f"{(kernel - 1) * dilation + 1}")
+    return span // stride + 1
+
+
+def _conv_infer(arg_types, attrs):
+    op = "nn.conv2d"
+    x, w = arg_types
+    expect_ndim(op, x, 4, "data")
+    expect_ndim(op, w, 4, "weight")
+    dtype = same_dtype(op, arg_types)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    g = attrs.groups
+    if g < 1 or c % g or o % g:
+        raise OpError(f"{op}: groups={g} must divide data channels {c} and weight output channels {o}")
+    if cg * g != c:
+        raise OpError(f"{op}: weight has {cg} input channels per group but data has {c} channels (groups={g})")
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs.strides, attrs.dilation, attrs.padding
+    return TensorType((n, o, _conv_out(op, "height", h, kh, sh, dh, pt + pb),
+                       _conv_out(op, "width", wd, kw, sw, dw, pl + pr)), dtype)
+
+
+def _conv_ref(x, w, strides, padding, dilation, groups):
+    """Per kernel tap, one batched matmul of the grouped weights with the strided input patch."""
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (xp.shape[2] - (kh - 1) * dh - 1) // sh + 1
+    ow = (xp.shape[3] - (kw - 1) * dw - 1) // sw + 1
+    wg = w.reshape(groups, o // groups, cg, kh, kw)
+    out = np.zeros((n, groups, o // groups, oh * ow), dtype=x.dtype)
+    for ky in range(kh):
+        for kx in range(kw):
+            patch = xp[:, :, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
+            out += wg[..., ky, kx] @ patch.reshape(n, groups, cg, oh * ow)
+    return out.reshape(n, o, oh, ow)
+
+
+def _conv_compute(inputs, attrs, out_type):
+    x, w = inputs
+    _, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs.strides, attrs.dilation, attrs.padding
+    data = x
+    if any(attrs.padding):
+        data = pad_stage(x, {2: pt, 3: pl}, (x.shape[0], c, h + pt + pb, wd + pl + pr), 0.0, name="pad")
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    rc = te.reduce_axis(cg, "rc") if cg > 1 else None  # depthwise: a single input channel per output channel
+    axes = [a for a in (rc, ry, rx) if a is not None]
+    per_group = o // attrs.groups
+
+    def body(n, oc, y, xx):
+        ic = rc.var if rc is not None else 0
+        channel = ic if attrs.groups == 1 else (oc // per_group) * cg + ic
+        read = data[n, channel, y * sh + ry.var * dh, xx * sw + rx.var * dw]
+        return te.sum(read * w[oc, ic, ry.var, rx.var], axes)
+    return te.compute(out_type.shape, body, name="conv2d", tag="conv2d")
+
+
+def _conv_flops(arg_types, attrs, out_type):
+    _, cg, kh, kw = arg_types[1].shape
+    return 2.0 * out_type.size * cg * kh * kw
+
+
+register_op("nn.conv2d", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_conv_infer, ref=_conv_ref,
+            compute=_conv_compute, flops=_conv_flops, normalize=_conv_normalize,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+            doc="2-D convolution, NCHW data, OIHW weight; grouped and depthwise through groups.")
+
+# ---------------------------------------------------------------------------------------------- pooling
+
+
+def pool_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
+                  ceil_mode: bool) -> int:
+    """ONNX/onnxruntime pooling output size. In ceil mode a last window that would start past the input and its
+    leading padding (in the trailing padding or beyond) is dropped."""
+    span = size + pad_begin + pad_end - (kernel - 1) * dilation - 1
+    out = (-(-span // stride) if ceil_mode else span // stride) + 1
+    if ceil_mode and (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def _pool_out_shape(x_shape, pool_size, strides, padding, dilation, ceil_mode):
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = pool_size, strides, dilation, padding
+    n, c, h, w = x_shape
+    return (n, c, pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode), pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode))
+
+
+def _pool_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = _window_attrs(op, attrs)
+        attrs["pool_size"] = int_tuple(op, attrs, "pool_size", 2, minimum=1)
+        attrs["ceil_mode"] = bool(attrs["ceil_mode"])
+        if "count_include_pad" in attrs:
+            attrs["count_include_pad"] = bool(attrs["count_include_pad"])
+        return attrs
+    return normalize
+
+
+def _pool_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        expect_ndim(op, x, 4, "data")
+        expect_float(op, x, "data")
+        h, w = x.shape[2:]
+        (kh, kw), (dh, dw) = attrs.pool_size, attrs.dilation
+        pt, pl, pb, pr = attrs.padding
+        # onnxruntime's rule; it also keeps every window overlapping the real input
+        if max(pt, pb) >= kh or max(pl, pr) >= kw:
+            raise OpError(f"{op}: padding {attrs.padding} must be smaller than pool_size {attrs.pool_size}")
+        for what, size, k, d, pad in (("height", h, kh, dh, pt + pb), ("width", w, kw, dw, pl + pr)):
+            if size + pad < (k - 1) * d + 1:
+                raise OpError(f"{op}: padded input {what} {size + pad} is smaller than the dilated pool {what} "
+                              f"{(k - 1) * d + 1}")
+        return TensorType(_pool_out_shape(x.shape, attrs.pool_size, attrs.strides, attrs.padding, attrs.dilation,
+                                          attrs.ceil_mode), x.dtype)
+    return infer
+
+
+def _pool_geometry(out_shape, pool_size, strides, dilation):
+    """Extent of the padded input that the windows read, per spatial axis: (OH-1)*s + (K-1)*d + 1."""
+    return tuple((o - 1) * s + (k - 1) * d + 1
+                 for o, k, s, d in zip(out_shape[2:], pool_size, strides, dilation))
+
+
+def _pool_taps(x, out_shape, pool_size, strides, dilation, padding, fill):
+    """Array (N, C, OH, OW, KH*KW) of every window tap; positions outside the input read `fill`."""
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = pool_size, strides, dilation, padding
+    oh, ow = out_shape[2:]
+    need_h, need_w = _pool_geometry(out_shape, pool_size, strides, dilation)
+    h, w = x.shape[2:]
+    xp = np.full(x.shape[:2] + (max(need_h, pt + h), max(need_w, pl + w)), fill, dtype=x.dtype)
+    xp[:, :, pt:pt + h, pl:pl + w] = x
+    taps = [xp[:, :, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
+            for ky in range(kh) for kx in range(kw)]
+    return np.stack(taps, axis=-1)
+
+
+def _max_pool_ref(x, pool_size, strides, padding, dilation, ceil_mode):
+    out_shape = _pool_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
+    return _pool_taps(x, out_shape, pool_size, strides, dilation, padding, -np.inf).max(axis=-1)
+
+
+def _avg_pool_ref(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad):
+    """Sum of the taps over the count of taps inside the input (or inside input + explicit padding if
+    count_include_pad); taps in the ceil_mode overhang past the explicit padding never count (onnxruntime)."""
+    out_shape = _pool_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
+    total = _pool_taps(x, out_shape, pool_size, strides, dilation, padding, 0).sum(axis=-1)
+    h, w = x.shape[2:]
+    pt, pl, pb, pr = padding
+    counted = np.zeros((1, 1, h + pt + pb, w + pl + pr), dtype=x.dtype)  # 1 where a tap counts
+    if count_include_pad:
+        counted[:] = 1
+    else:
+        counted[:, :, pt:pt + h, pl:pl + w] = 1
+    count = _pool_taps(counted, out_shape, pool_size, strides, dilation, (0, 0, 0, 0), 0).sum(axis=-1)
+    return (total / count).astype(x.dtype)
+
+
+def _tap_count(start, kernel: int, dilation: int, lo: int, hi: int):
+    """How many taps start + k*dilation (0 <= k < kernel) land in [lo, hi); works on ints and te expressions.
+    k ranges over [ceil((lo-start)/d), ceil((hi-start)/d)) clipped to [0, kernel); ceil(a/d) = (a+d-1)//d."""
+    first = te.max_((lo - start + (dilation - 1)) // dilation, 0)
+    last = te.min_((hi - start + (dilation - 1)) // dilation, kernel)
+    return last - first
+
+
+def _pool_input(x, attrs, out_type, value):
+    """x padded for the windows (explicit padding plus any ceil_mode overhang), or x itself if none is needed."""
+    pt, pl, _, _ = attrs.padding
+    need_h, need_w = _pool_geometry(out_type.shape, attrs.pool_size, attrs.strides, attrs.dilation)
+    if pt == 0 and pl == 0 and need_h <= x.shape[2] and need_w <= x.shape[3]:
+        return x
+    return pad_stage(x, {2: pt, 3: pl}, x.shape[:2] + (need_h, need_w), value, name="pad")
+
+
+def _window_reduce(data, attrs, out_type, reducer, name, tag):
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    return te.compute(out_type.shape,
+                      lambda n, c, y, x: reducer(data[n, c, y * sh + ry.var * dh, x * sw + rx.var * dw], [ry, rx]),
+                      name=name, tag=tag)
+
+
+def _max_pool_compute(inputs, attrs, out_type):
+    data = _pool_input(inputs[0], attrs, out_type, -math.inf)
+    return _window_reduce(data, attrs, out_type, te.max_reduce, "max_pool2d", "pool")
+
+
+def _avg_pool_compute(inputs, attrs, out_type):
+    x, = inputs
+    data = _pool_input(x, attrs, out_type, 0.0)
+    total = _window_reduce(data, attrs, out_type, te.sum, "avg_pool2d_sum", "pool")
+    (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    pt, pl, pb, pr = attrs.padding
+    h, w = x.shape[2:]
+    # counted region in padded coordinates
+    (lo_h, hi_h), (lo_w, hi_w) = ((0, h + pt + pb), (0, w + pl + pr)) if attrs.count_include_pad else \
+        ((pt, pt + h), (pl, pl + w))
+
+    def count(y, xx):
+        return _tap_count(y * sh, kh, dh, lo_h, hi_h) * _tap_count(xx * sw, kw, dw, lo_w, hi_w)
+
+    oh, ow = out_type.shape[2:]
+    rows = {_tap_count(y * sh, kh, dh, lo_h, hi_h).value for y in range(oh)}
+    cols = {_tap_count(xx * sw, kw, dw, lo_w, hi_w).value for xx in range(ow)}
+    if len(rows) == len(cols) == 1:  # the common case: every window counts the same, a constant reciprocal
+        inv = 1.0 / (rows.pop() * cols.pop())
+        return te.compute(out_type.shape, lambda n, c, y, xx: total[n, c, y, xx] * inv, name="avg_pool2d",
+                          tag="pool")
+    return te.compute(out_type.shape,
+                      lambda n, c, y, xx: total[n, c, y, xx] / te.cast(x.dtype, count(y, xx)),
+                      name="avg_pool2d", tag="pool")
+
+
+def _pool_flops(arg_types, attrs, out_type):
+    kh, kw = attrs.pool_size
+    return float(out_type.size * kh * kw)
+
+
+_POOL_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1),
+               "ceil_mode": False}
+register_op("nn.max_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.max_pool2d"),
+            ref=_max_pool_ref, compute=_max_pool_compute, flops=_pool_flops,
+            normalize=_pool_normalize("nn.max_pool2d"), attrs=_POOL_ATTRS,
+            doc="2-D max pooling (ONNX MaxPool); padded and overhanging taps are -inf.")
+register_op("nn.avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.avg_pool2d"),
+            ref=_avg_pool_ref, compute=_avg_pool_compute, flops=_pool_flops,
+            normalize=_pool_normalize("nn.avg_pool2d"), attrs=dict(_POOL_ATTRS, count_include_pad=False),
+            doc="2-D average pooling (ONNX AveragePool).")
+
+
+def _global_pool_infer(arg_types, attrs):
+    x, = arg_types
+    expect_ndim("nn.global_avg_pool2d", x, 4, "data")
+    expect_float("nn.global_avg_pool2d", x, "data")
+    return TensorType(x.shape[:2] + (1, 1), x.dtype)
+
+
+def _global_pool_compute(inputs, attrs, out_type):
+    x, = inputs
+    h, w = x.shape[2:]
+    rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
+    total = te.compute(out_type.shape, lambda n, c, y, xx: te.sum(x[n, c, rh.var, rw.var], [rh, rw]),
+                       name="global_avg_pool2d_sum", tag="pool")
+    inv = 1.0 / (h * w)
+    return te.compute(out_type.shape, lambda n, c, y, xx: total[n, c, y, xx] * inv, name="global_avg_pool2d",
+                      tag="pool")
+
+
+register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_global_pool_infer,
+            ref=lambda x: x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
+            compute=_global_pool_compute, flops=lambda arg_types, attrs, out: float(arg_types[0].size),
+            doc="Mean over H and W, keeping them as extent-1 dims (ONNX GlobalAveragePool).")
+
+# ---------------------------------------------------------------------------------------------- dense, matmul
+
+
+def _dense_infer(arg_types, attrs):
+    op = "nn.dense"
+    x, w = arg_types
+    expect_ndim(op, x, 2, "data")
+    expect_ndim(op, w, 2, "weight")
+    if x.shape[1] != w.shape[1]:
+        raise OpError(f"{op}: data has {x.shape[1]} features (shape {x.shape}) but weight expects {w.shape[1]} "
+                      f"(shape {w.shape}, [units, features])")
+    return TensorType((x.shape[0], w.shape[0]), same_dtype(op, arg_types))
+
+
+def _dense_compute(inputs, attrs, out_type):
+    x, w = inputs
+    k = te.reduce_axis(x.shape[1], "k")
+    return te.compute(out_type.shape, lambda i, j: te.sum(x[i, k.var] * w[j, k.var], k), name="dense",
+                      tag="dense")
+
+
+register_op("nn.dense", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_dense_infer,
+            ref=lambda x, w: x @ w.T, compute=_dense_compute,
+            flops=lambda arg_types, attrs, out: 2.0 * out.size * arg_types[0].shape[1],
+            doc="y = x @ w.T with x [M, K] and w [N, K].")
+
+
+def _matmul_dims(a: TensorType, b: TensorType):
+    """numpy matmul shapes: (batch shape, M or None if a is 1-D, K, N or None if b is 1-D); raises OpError."""
+    op = "nn.matmul"
+    if a.ndim == 0 or b.ndim == 0:
+        raise OpError(f"{op}: operands must be at least 1-D, got shapes {a.shape} and {b.shape}")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if ka != kb:
+        raise OpError(f"{op}: a has {ka} columns (shape {a.shape}) but b has {kb} rows (shape {b.shape})")
+    batch = broadcast_shape(op, a.shape[:-2], b.shape[:-2])
+    return batch, (a.shape[-2] if a.ndim > 1 else None), ka, (b.shape[-1] if b.ndim > 1 else None)
+
+
+def _matmul_infer(arg_types, attrs):
+    batch, m, _, n = _matmul_dims(*arg_types)
+    dtype = same_dtype("nn.matmul", arg_types)
+    return TensorType(batch + tuple(d for d in (m, n) if d is not None), dtype)
+
+
+def _matmul_compute(inputs, attrs, out_type):
+    a, b = inputs
+    batch, m, kdim, n = _matmul_dims(TensorType(a.shape, a.dtype), TensorType(b.shape, b.dtype))
+    k = te.reduce_axis(kdim, "k")
+    nb = len(batch)
+
+    def batch_index(t: te.Tensor, i):
+        """t's batch dims, right-aligned with the output's and broadcast (extent 1 -> index 0)."""
+        dims = t.shape[:-2]
+        return tuple(0 if extent == 1 else i[nb - len(dims) + d] for d, extent in enumerate(dims))
+
+    def body(*i):
+        mi = i[nb] if m is not None else None
+        ni = i[-1] if n is not None else None
+        a_idx = (k.var,) if m is None else batch_index(a, i) + (mi, k.var)
+        b_idx = (k.var,) if n is None else batch_index(b, i) + (k.var, ni)
+        return te.sum(a[a_idx] * b[b_idx], k)
+    return te.compute(out_type.shape, body, name="matmul", tag="matmul")
+
+
+register_op("nn.matmul", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_matmul_infer, ref=np.matmul,
+            compute=_matmul_compute,
+            flops=lambda arg_types, attrs, out: 2.0 * out.size * _matmul_dims(*arg_types)[2],
+            doc="numpy matmul: 1-D operands promoted then squeezed, batch dims broadcast.")
+
+# ---------------------------------------------------------------------------------------------- softmax
+
+
+def _axis_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = dict(attrs)
+        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
+        return attrs
+    return normalize
+
+
+def _softmax_infer(arg_types, attrs):
+    x, = arg_types
+    expect_float("nn.softmax", x)
+    return x
+
+
+def _softmax_ref(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_compute(inputs, attrs, out_type):
+    """max over the axis, exp(x - max), sum of that, divide: the reduced stages drop the axis."""
+    x, = inputs
+    ax = attrs.axis
+    reduced = x.shape[:ax] + x.shape[ax + 1:]
+
+    def full(i, k):  # index of x for reduced index i and position k along the axis
+        return tuple(i[:ax]) + (k,) + tuple(i[ax:])
+
+    def dropped(i):
+        return tuple(i[:ax]) + tuple(i[ax + 1:])
+
+    k1, k2 = te.reduce_axis(x.shape[ax], "k"), te.reduce_axis(x.shape[ax], "k")
+    xmax = te.compute(reduced, lambda *i: te.max_reduce(x[full(i, k1.var)], k1), name="softmax_max",
+                      tag="softmax")
+    ex = te.compute(x.shape, lambda *i: te.exp(x[i] - xmax[dropped(i)]), name="softmax_exp", tag="softmax")
+    total = te.compute(reduced, lambda *i: te.sum(ex[full(i, k2.var)], k2), name="softmax_sum", tag="softmax")
+    return te.compute(x.shape, lambda *i: ex[i] / total[dropped(i)], name="softmax", tag="softmax")
+
+
+register_op("nn.softmax", inputs=1, pattern=Pattern.OPAQUE, infer=_softmax_infer, ref=_softmax_ref,
+            compute=_softmax_compute, attrs={"axis": -1}, normalize=_axis_normalize("nn.softmax"),
+            flops=lambda arg_types, attrs, out: 4.0 * out.size,
+            doc="softmax along one axis (ONNX Softmax since opset 13; the frontend reshapes for older opsets).")
+
+# ---------------------------------------------------------------------------------------------- lrn
+
+
+def _lrn_normalize(attrs, arg_types):
+    attrs = dict(attrs)
+    attrs["size"] = int(attrs["size"])
+    if attrs["size"] < 1:
+        raise OpError(f"nn.lrn: size must be >= 1, got {attrs['size']}")
+    for name in ("alpha", "beta", "bias"):
+        attrs[name] = float(attrs[name])
+    return attrs
+
+
+def _lrn_infer(arg_types, attrs):
+    x, = arg_types
+    expect_ndim("nn.lrn", x, 4, "data")
+    expect_float("nn.lrn", x, "data")
+    return x
+
+
+def _lrn_window(size: int) -> tuple[int, int]:
+    """ONNX: channels c - floor((size-1)/2) .. c + ceil((size-1)/2) are summed."""
+    return (size - 1) // 2, size // 2
+
+
+def _lrn_ref(x, size, alpha, beta, bias):
+    before, after = _lrn_window(size)
+    c = x.shape[1]
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (before, after), (0, 0), (0, 0)))
+    total = sum(sq[:, r:r + c] for r in range(size))
+    return (x / (bias + alpha / size * total) ** beta).astype(x.dtype)
+
+
+def _lrn_compute(inputs, attrs, out_type):
+    x, = inputs
+    n, c, h, w = x.shape
+    before, after = _lrn_window(attrs.size)
+    data = x
+    if before or after:
+        data = pad_stage(x, {1: before}, (n, c + before + after, h, w), 0.0, name="lrn_pad")
+    r = te.reduce_axis(attrs.size, "r")
+    sqsum = te.compute(x.shape, lambda i, j, k, l: te.sum(data[i, j + r.var, k, l] * data[i, j + r.var, k, l], r),
+                       name="lrn_sqr_sum", tag="lrn")
+    scale = attrs.alpha / attrs.size
+    return te.compute(x.shape, lambda *i: x[i] / te.power(attrs.bias + sqsum[i] * scale, attrs.beta), name="lrn",
+                      tag="lrn")
+
+
+register_op("nn.lrn", inputs=1, pattern=Pattern.OPAQUE, infer=_lrn_infer, ref=_lrn_ref, compute=_lrn_compute,
+            normalize=_lrn_normalize, attrs={"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "bias": 1.0},
+            flops=lambda arg_types, attrs, out: (2.0 * attrs.size + 4.0) * out.size,
+            doc="ONNX LRN across channels: x / (bias + alpha/size * sum of squares)^beta.")
+
+# ---------------------------------------------------------------------------------------------- batch_norm
+
+_BN_PARAMS = ("gamma", "beta", "mean", "var")
+
+
+def _bn_infer(arg_types, attrs):
+    op = "nn.batch_norm"
+    x = arg_types[0]
+    expect_float(op, x, "data")
+    channels = x.shape[attrs.axis]
+    for name, t in zip(_BN_PARAMS, arg_types[1:]):
+        if t.shape != (channels,):
+            raise OpError(f"{op}: {name} must have shape ({channels},) (channels of data {x.shape} on axis "
+                          f"{attrs.axis}), got {t.shape}")
+    return TensorType(x.shape, same_dtype(op, arg_types))
+
+
+def _bn_ref(x, gamma, beta, mean, var, axis, epsilon):
+    shape = (-1,) + (1,) * (x.ndim - axis - 1)
+    p = [a.reshape(shape) for a in (gamma, beta, mean, var)]
+    return ((x - p[2]) / np.sqrt(p[3] + np.float32(epsilon)) * p[0] + p[1]).astype(x.dtype)
+
+
+def _bn_compute(inputs, attrs, out_type):
+    x, gamma, beta, mean, var = inputs
+    ax, eps = attrs.axis, float(attrs.epsilon)
+
+    def body(*i):
+        c = i[ax]
+        return (x[i] - mean[c]) / te.sqrt(var[c] + eps) * gamma[c] + beta[c]
+    return te.compute(x.shape, body, name="batch_norm", tag="broadcast")
+
+
+register_op("nn.batch_norm", inputs=5, pattern=Pattern.BROADCAST, infer=_bn_infer, ref=_bn_ref,
+            compute=_bn_compute, attrs={"axis": 1, "epsilon": 1e-5}, normalize=_axis_normalize("nn.batch_norm"),
+            flops=lambda arg_types, attrs, out: 4.0 * out.size,
+            doc="Inference batch norm: (x - mean) / sqrt(var + eps) * gamma + beta, params on `axis`.")

@@ -1,1 +1,186 @@
-"""Injective data-movement ops: reshape, transpose, concatenate, layout_transform (to be filled)."""
+"""Injective data-movement ops: reshape, transpose, concatenate (layout_transform is declared by the lead).
+
+They do no arithmetic; their FLOPs count 1 per output element like the registry's default, so that no task has a
+FLOP count of zero (tuners divide by it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from ..expr import TensorType
+from ..op import REQUIRED, OpError, Pattern, register_op
+from .common import normalize_axis, num_elements, same_dtype
+
+
+def _movement_flops(arg_types, attrs, out_type):
+    return float(out_type.size)
+
+# ---------------------------------------------------------------------------------------------- reshape
+
+
+def _reshape_normalize(attrs, arg_types):
+    attrs = dict(attrs)
+    try:
+        attrs["newshape"] = tuple(int(d) for d in attrs["newshape"])
+    except (TypeError, ValueError):
+        raise OpError(f"reshape: newshape must be a sequence of ints, got {attrs['newshape']!r}") from None
+    return attrs
+
+
+def _reshape_infer(arg_types, attrs):
+    x, = arg_types
+    new = attrs.newshape
+    if any(d < 1 for d in new):
+        raise OpError(f"reshape: newshape {new} must be fully resolved (every dim >= 1; no 0 or -1)")
+    if num_elements(new) != x.size:
+        raise OpError(f"reshape: cannot reshape {x.shape} ({x.size} elements) to {new} "
+                      f"({num_elements(new)} elements)")
+    return TensorType(new, x.dtype)
+
+
+def _reshape_groups(src: tuple, dst: tuple) -> list[tuple[range, range]]:
+    """Split both shapes into consecutive groups of dims with equal element counts (src dims, dst dims), the
+    finest such split: e.g. (2, 3, 4, 5) -> (6, 20) gives [(0..2, 0..1), (2..4, 1..2)]. Each group is reshaped on
+    its own, which keeps index expressions short (a dim that is unchanged maps straight through)."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        i0, j0 = i, j
+        ps = pd = 1
+        while True:  # grow the side with the smaller product until both are equal and non-empty
+            if (ps < pd or j == len(dst)) and i < len(src):
+                ps *= src[i]
+                i += 1
+            elif j < len(dst):
+                pd *= dst[j]
+                j += 1
+            else:
+                break
+            if ps == pd and i > i0 and j > j0:
+                break
+        # trailing extent-1 dims join the last group
+        if i == len(src) or j == len(dst):
+            i, j = len(src), len(dst)
+        groups.append((range(i0, i), range(j0, j)))
+    return groups
+
+
+def _reshape_compute(inputs, attrs, out_type):
+    x, = inputs
+    src, dst = x.shape, out_type.shape
+
+    def body(*out_idx):
+        in_idx = [None] * len(src)
+        for sdims, ddims in _reshape_groups(src, dst):
+            flat = 0  # row-major position inside the group
+            for d in ddims:
+                flat = flat * dst[d] + (out_idx[d] if dst[d] > 1 else 0)
+            stride = num_elements([src[d] for d in sdims])
+            for d in sdims:
+                stride //= src[d]
+                if src[d] == 1:
+                    in_idx[d] = 0
+                    continue
+                index = flat // stride
+                in_idx[d] = index % src[d] if d != sdims[0] else index  # the leading dim needs no wrap
+        return x[tuple(in_idx)]
+    return te.compute(dst, body, name="reshape", tag="injective")
+
+
+register_op("reshape", inputs=1, pattern=Pattern.INJECTIVE, infer=_reshape_infer,
+            ref=lambda x, newshape: x.reshape(newshape), compute=_reshape_compute, normalize=_reshape_normalize,
+            attrs={"newshape": REQUIRED}, flops=_movement_flops,
+            doc="Row-major reshape to a fully resolved shape (the frontend resolves 0 and -1).")
+
+# ---------------------------------------------------------------------------------------------- transpose
+
+
+def _transpose_normalize(attrs, arg_types):
+    attrs = dict(attrs)
+    ndim = arg_types[0].ndim
+    axes = attrs["axes"]
+    axes = tuple(range(ndim))[::-1] if axes is None else tuple(int(a) for a in axes)
+    if len(axes) != ndim or any(not -ndim <= a < ndim for a in axes) or \
+            sorted(a % ndim for a in axes) != list(range(ndim)):
+        raise OpError(f"transpose: axes {axes} is not a permutation of the {ndim} axes of the input")
+    attrs["axes"] = tuple(a % ndim for a in axes)
+    return attrs
+
+
+def _transpose_infer(arg_types, attrs):
+    x, = arg_types
+    return TensorType(tuple(x.shape[a] for a in attrs.axes), x.dtype)
+
+
+def _transpose_compute(inputs, attrs, out_type):
+    x, = inputs
+
+    def body(*i):
+        idx = [None] * x.ndim
+        for out_dim, in_dim in enumerate(attrs.axes):
+            idx[in_dim] = i[out_dim]
+        return x[tuple(idx)]
+    return te.compute(out_type.shape, body, name="transpose", tag="injective")
+
+
+register_op("transpose", inputs=1, pattern=Pattern.INJECTIVE, infer=_transpose_infer,
+            ref=lambda x, axes: np.ascontiguousarray(np.transpose(x, axes)), compute=_transpose_compute,
+            normalize=_transpose_normalize, attrs={"axes": None}, flops=_movement_flops,
+            doc="out dim d is input dim axes[d]; axes None reverses the dims.")
+
+# ---------------------------------------------------------------------------------------------- concatenate
+
+
+def _concat_normalize(attrs, arg_types):
+    if not arg_types:
+        raise OpError("concatenate: needs at least one input")
+    attrs = dict(attrs)
+    attrs["axis"] = normalize_axis("concatenate", attrs["axis"], arg_types[0].ndim)
+    return attrs
+
+
+def _concat_infer(arg_types, attrs):
+    ax = attrs.axis
+    first = arg_types[0]
+    dtype = same_dtype("concatenate", arg_types)
+    for k, t in enumerate(arg_types[1:], start=1):
+        if t.ndim != first.ndim:
+            raise OpError(f"concatenate: input {k} has rank {t.ndim} (shape {t.shape}) but input 0 has rank "
+                          f"{first.ndim} (shape {first.shape})")
+        for d in range(first.ndim):
+            if d != ax and t.shape[d] != first.shape[d]:
+                raise OpError(f"concatenate: input {k} has shape {t.shape} but input 0 has {first.shape}: they "
+                              f"differ in dim {d}, not only in the concatenation axis {ax}")
+    total = sum(t.shape[ax] for t in arg_types)
+    return TensorType(first.shape[:ax] + (total,) + first.shape[ax + 1:], dtype)
+
+
+def _concat_compute(inputs, attrs, out_type):
+    """Nested selects on the position along the axis; each input's read index is clamped into that input."""
+    ax = attrs.axis
+
+    offsets = np.cumsum([0] + [t.shape[ax] for t in inputs]).tolist()
+
+    def read(k, i):
+        """Input k at output index i; only the bounds that i can cross (a select not taken) are clamped."""
+        t, idx = inputs[k], list(i)
+        pos = i[ax] - offsets[k]
+        if k > 0:
+            pos = te.max_(pos, 0)
+        if k < len(inputs) - 1:
+            pos = te.min_(pos, t.shape[ax] - 1)
+        idx[ax] = pos
+        return t[tuple(idx)]
+
+    def body(*i):
+        value = read(len(inputs) - 1, i)
+        for k in range(len(inputs) - 2, -1, -1):  # from the back so that input 0 is the outermost test
+            value = te.select(i[ax] < offsets[k + 1], read(k, i), value)
+        return value
+    return te.compute(out_type.shape, body, name="concatenate", tag="injective")
+
+
+register_op("concatenate", inputs=None, pattern=Pattern.INJECTIVE, infer=_concat_infer,
+            ref=lambda *xs, axis: np.concatenate(xs, axis=axis), compute=_concat_compute,
+            normalize=_concat_normalize, attrs={"axis": 0}, flops=_movement_flops,
+            doc="Join inputs along axis; all other dims must match.")

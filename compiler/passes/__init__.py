@@ -1,0 +1,63 @@
+"""The pass pipeline, on one page. Read this first.
+
+Each pass is a function Module -> Module. `PIPELINE` lists them in order with the opt level from which they run;
+`run_pipeline` runs them, timing each, and can stop after any one (`relayish inspect --after NAME`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from relayish import Module
+
+from .fuse import fuse_ops
+from .layout import alter_layout, propagate_layout
+from .simplify import eliminate_dead_code, fold_batch_norm, fold_constants
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    fn: Callable  # (Module, PassContext) -> Module
+    opt_level: int  # runs when the context's opt_level >= this
+    doc: str
+
+
+@dataclass(frozen=True)
+class PassContext:
+    opt_level: int = 3
+    layout: str = "NCHWc"  # or "NCHW": keep the model's layout
+    vector_width: int = 16
+    max_fused_ops: int = 32
+
+
+PIPELINE = [
+    Pass("fold_constants", lambda m, c: fold_constants(m), 1, "evaluate calls whose inputs are constants"),
+    Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
+    Pass("eliminate_dead_code", lambda m, c: eliminate_dead_code(m), 0, "drop identity ops and unused nodes"),
+    Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width) if c.layout == "NCHWc" else m, 2,
+         "conv2d -> NCHW{c}c conv2d_nchwc between layout transforms; dense -> dense_pack"),
+    Pass("propagate_layout", lambda m, c: propagate_layout(m) if c.layout == "NCHWc" else m, 2,
+         "push layout transforms through elementwise ops and pools; cancel inverse pairs"),
+    Pass("fold_constants_2", lambda m, c: fold_constants(m), 0, "pre-transform constant weights"),
+    Pass("fuse", lambda m, c: fuse_ops(m, c.max_fused_ops, fuse=c.opt_level >= 1), 0,
+         "group ops into primitive functions (one kernel each) by post-dominator fusion"),
+]
+
+PASS_NAMES = [p.name for p in PIPELINE]
+
+
+def run_pipeline(mod: Module, ctx: PassContext = PassContext(), stop_after: str | None = None,
+                 timings: dict | None = None) -> Module:
+    if stop_after is not None and stop_after not in PASS_NAMES:
+        raise ValueError(f"unknown pass {stop_after!r}; passes are {', '.join(PASS_NAMES)}")
+    for p in PIPELINE:
+        if ctx.opt_level >= p.opt_level:
+            t0 = time.perf_counter()
+            mod = p.fn(mod, ctx)
+            if timings is not None:
+                timings[p.name] = time.perf_counter() - t0
+        if p.name == stop_after:
+            break
+    return mod

@@ -1,0 +1,167 @@
+"""Graph simplifications: constant folding, batch-norm folding, identity elimination.
+
+Local rewrites are a table of (name, function) pairs; each function returns a replacement node or None.
+`rewrite(mod, rules)` applies them bottom-up until no rule fires at a node.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish import Call, Constant, Module, get_op
+from relayish.expr import Expr, Function, post_order, rebuild
+
+MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
+
+
+def rewrite(mod: Module, rules, origin: dict | None = None) -> Module:
+    """origin, if given, is filled with id(rewritten node) -> id(original node), so that rules can ask about
+    the original graph (use counts)."""
+    def visit(old, node):
+        if origin is not None:
+            origin[id(node)] = id(old)
+        for _ in range(16):  # a rule's result may match another rule
+            for _, rule in rules:
+                got = rule(node) if isinstance(node, Call) and isinstance(node.op, str) else None
+                if got is not None:
+                    node = got
+                    break
+            else:
+                return node
+        return node
+    return mod.with_main(Function(mod.main.params, rebuild(mod.main.body, visit), mod.main.attrs))
+
+
+# ---------------------------------------------------------------------------------------------- folding
+
+def _fold_call(node: Call):
+    """op(constants...) -> constant, evaluated with the op's numpy reference."""
+    if not node.args or not all(isinstance(a, Constant) for a in node.args):
+        return None
+    if node.type.size > MAX_FOLD_ELEMENTS:
+        return None
+    value = get_op(node.op).ref(*[a.data for a in node.args], **node.attrs.as_dict())
+    return Constant(np.asarray(value, dtype=node.type.dtype).reshape(node.type.shape))
+
+
+def fold_constants(mod: Module) -> Module:
+    """Evaluate every call whose inputs are all constants."""
+    return rewrite(mod, [("fold", _fold_call)])
+
+
+# ---------------------------------------------------------------------------------------------- batch norm
+
+def _const(node) -> np.ndarray | None:
+    return node.data if isinstance(node, Constant) else None
+
+
+def _bn_to_affine(node: Call):
+    # batch_norm(x, g, b, m, v) -> x * s + (b - m * s), s = g / sqrt(v + eps), per channel on `axis`
+    if node.op != "nn.batch_norm":
+        return None
+    x, g, b, m, v = node.args
+    params = [_const(a) for a in (g, b, m, v)]
+    if any(p is None for p in params):
+        return None
+    g, b, m, v = (p.astype(np.float64) for p in params)
+    scale = g / np.sqrt(v + node.attrs.epsilon)
+    shift = b - m * scale
+    axis = node.attrs.axis % len(x.type.shape)
+    shape = [1] * (len(x.type.shape) - axis)
+    shape[0] = -1
+    dtype = x.type.dtype
+    s = Constant(scale.astype(dtype).reshape(shape))
+    t = Constant(shift.astype(dtype).reshape(shape))
+    return Call("add", (Call("multiply", (x, s)), t))
+
+
+def _per_out_channel(scale: np.ndarray, conv: Call) -> np.ndarray | None:
+    """scale as a vector over conv's output channels, if it broadcasts only along them."""
+    oc = conv.type.shape[1]
+    s = scale.reshape(scale.shape[-3:]) if scale.ndim == 4 and scale.shape[0] == 1 else scale
+    if s.size == 1:
+        return np.full(oc, s.reshape(()), dtype=scale.dtype)
+    if s.ndim == 3 and s.shape[1:] == (1, 1) and s.shape[0] == oc:
+        return s.reshape(oc)
+    return None
+
+
+def _is_conv(node, single_use) -> bool:
+    return isinstance(node, Call) and node.op == "nn.conv2d" and isinstance(node.args[1], Constant) and \
+        single_use(node)
+
+
+def _make_rules(uses, origin):
+    single = lambda n: uses.get(origin.get(id(n), id(n)), 0) <= 1
+
+    def scale_conv(node: Call):
+        # conv(x, w) * s -> conv(x, w * s)                 (s per output channel)
+        # (conv(x, w) + b) * s -> conv(x, w * s) + b * s
+        if node.op != "multiply" or not isinstance(node.args[1], Constant):
+            return None
+        lhs, s = node.args
+        if _is_conv(lhs, single):
+            conv, bias = lhs, None
+        elif isinstance(lhs, Call) and lhs.op == "add" and single(lhs) and _is_conv(lhs.args[0], single) \
+                and isinstance(lhs.args[1], Constant):
+            conv, bias = lhs.args
+        else:
+            return None
+        vec = _per_out_channel(s.data, conv)
+        if vec is None:
+            return None
+        w = conv.args[1].data * vec.reshape(-1, 1, 1, 1)
+        new_conv = conv.replace(args=(conv.args[0], Constant(w.astype(conv.args[1].data.dtype))))
+        if bias is None:
+            return new_conv
+        b = np.broadcast_to(bias.data, np.broadcast_shapes(bias.data.shape, s.data.shape)) * s.data
+        return Call("add", (new_conv, Constant(b.astype(bias.data.dtype))))
+
+    def merge_bias(node: Call):
+        # (x + c1) + c2 -> x + (c1 + c2)                   (both constants)
+        if node.op != "add" or not isinstance(node.args[1], Constant):
+            return None
+        lhs, c2 = node.args
+        if isinstance(lhs, Call) and lhs.op == "add" and single(lhs) and isinstance(lhs.args[1], Constant):
+            merged = lhs.args[1].data + c2.data
+            if merged.ndim <= lhs.type.ndim:
+                return Call("add", (lhs.args[0], Constant(merged.astype(c2.data.dtype))))
+        return None
+
+    return [("bn_to_affine", _bn_to_affine), ("scale_conv", scale_conv), ("merge_bias", merge_bias),
+            ("fold", _fold_call)]
+
+
+def use_counts(root: Expr) -> dict[int, int]:
+    from relayish.expr import children
+    uses: dict[int, int] = {}
+    for node in post_order(root):
+        for c in children(node):
+            uses[id(c)] = uses.get(id(c), 0) + 1
+    return uses
+
+
+def fold_batch_norm(mod: Module) -> Module:
+    """Fold inference batch norms into the convolution before them (weights scaled, bias shifted); a batch norm
+    with no convolution before it becomes a multiply and an add."""
+    # bn -> affine first, then fold the affine into convs (use counts taken on the affine form)
+    mod = rewrite(mod, [("bn_to_affine", _bn_to_affine)])
+    origin: dict[int, int] = {}
+    return rewrite(mod, _make_rules(use_counts(mod.main.body), origin), origin)
+
+
+# ---------------------------------------------------------------------------------------------- identity
+
+def _drop_identity(node: Call):
+    # copy(x) -> x;  reshape(x) to x's own shape -> x
+    if node.op == "copy":
+        return node.args[0]
+    if node.op == "reshape" and tuple(node.type.shape) == tuple(node.args[0].type.shape):
+        return node.args[0]
+    if node.op == "reshape" and isinstance(node.args[0], Call) and node.args[0].op == "reshape":
+        return Call("reshape", (node.args[0].args[0],), node.attrs)
+    return None
+
+
+def eliminate_dead_code(mod: Module) -> Module:
+    """Drop identity ops. (Unused nodes are already gone: the graph holds only what reaches the outputs.)"""
+    return rewrite(mod, [("identity", _drop_identity)])

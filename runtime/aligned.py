@@ -1,0 +1,51 @@
+"""64-byte aligned, C-contiguous numpy buffers: the only kind the native ABI accepts.
+
+numpy guarantees only 16-byte alignment, while the generated kernels use aligned AVX-512 loads and stores, so every
+buffer handed to a compiled library comes from `aligned_empty` (or has been checked by `is_aligned`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+ALIGNMENT = 64
+
+
+def aligned_empty(shape, dtype, align: int = ALIGNMENT) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data pointer is a multiple of `align`.
+
+    The array is a view into a slightly larger uint8 block (kept alive by the view's `.base` chain). Even a
+    zero-size array gets a valid, aligned, non-null pointer, so the native side never sees NULL.
+    """
+    dtype = np.dtype(dtype)
+    shape = (int(shape),) if np.isscalar(shape) else tuple(int(d) for d in shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(max(nbytes, 1) + align, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % align
+    # The ndarray constructor keeps the exact offset even for zero-size arrays (slicing would not).
+    return np.ndarray(shape, dtype=dtype, buffer=raw, offset=offset)
+
+
+def is_aligned(array: np.ndarray, align: int = ALIGNMENT) -> bool:
+    """True when `array` is C-contiguous and its data pointer is a multiple of `align`."""
+    return array.flags.c_contiguous and array.ctypes.data % align == 0
+
+
+def as_aligned(array: np.ndarray, align: int = ALIGNMENT) -> np.ndarray:
+    """`array` itself when already aligned and C-contiguous, else an aligned C-contiguous copy of it."""
+    if is_aligned(array, align):
+        return array
+    out = aligned_empty(array.shape, array.dtype, align)
+    out[...] = array
+    return out
+
+
+def packed_offsets(nbytes_list, align: int = ALIGNMENT) -> tuple[list[int], int]:
+    """Offsets that place buffers of the given sizes back to back in one block, each starting `align`-aligned;
+    returns (offsets, total block size)."""
+    offsets, end = [], 0
+    for nbytes in nbytes_list:
+        offsets.append(end)
+        end += -(-nbytes // align) * align
+    return offsets, end

@@ -1,0 +1,361 @@
+"""Load a compiled library and run it: `Module` and `load_module`.
+
+The native ABI (every buffer 64-byte aligned and C-contiguous, shapes and dtypes as in the metadata):
+
+    void    relayish_run(i8** inputs, i8** outputs, i8* params, i8* workspace);
+    void    relayish_run_profiled(i8** inputs, i8** outputs, i8* params, i8* workspace, int64* ns_per_kernel);
+    void    relayish_set_num_threads(int32);
+    int32   relayish_get_num_threads(void);
+
+`inputs[i]` / `outputs[i]` follow the order of meta["inputs"] / meta["outputs"]; `ns_per_kernel[k]` receives the
+nanoseconds of meta["kernels"][k]. The library never allocates its inputs, outputs, params or workspace: the Module
+owns them. Everything is checked in Python before the one native call of an inference, because a wrong shape
+reaching native code is a silent memory corruption, not an exception.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from typing import NamedTuple
+
+import numpy as np
+
+from .aligned import ALIGNMENT, aligned_empty, as_aligned, packed_offsets
+from .metadata import LoadError, dump_metadata, read_metadata, validate_metadata
+from .profiling import profile_rows, summarize_times
+from .target import check_target
+
+_PTRS = ctypes.POINTER(ctypes.c_void_p)
+# symbol -> (restype, argtypes) of the ABI above.
+_ABI = {
+    "relayish_run": (None, [_PTRS, _PTRS, ctypes.c_void_p, ctypes.c_void_p]),
+    "relayish_run_profiled": (None, [_PTRS, _PTRS, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]),
+    "relayish_set_num_threads": (None, [ctypes.c_int32]),
+    "relayish_get_num_threads": (ctypes.c_int32, []),
+}
+# realpath -> identity (dev, inode, size, mtime) of every library this process has dlopen'ed. dlopen returns the
+# already-loaded object for a path it has seen, even if the file was replaced since, so a changed file is loaded
+# from a private copy instead (see _open_library).
+_LOADED: dict[str, tuple] = {}
+
+
+class TensorSpec(NamedTuple):
+    """One input or output of a compiled model."""
+    name: str
+    shape: tuple
+    dtype: np.dtype
+
+
+def default_num_threads() -> int:
+    """All the cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _file_identity(path: str) -> tuple:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _open_library(lib_path: str, scratch_dir_factory) -> ctypes.CDLL:
+    """dlopen `lib_path` with the ABI's signatures set; errors name the file.
+
+    If this process already loaded a different file under the same path, load a private copy (made in the directory
+    returned by `scratch_dir_factory()`) so that we really get the new code.
+    """
+    if not os.path.isfile(lib_path):
+        raise FileNotFoundError(f"compiled library not found: {lib_path}")
+    real = os.path.realpath(lib_path)
+    identity = _file_identity(real)
+    if _LOADED.setdefault(real, identity) != identity:
+        copy = os.path.join(scratch_dir_factory(), os.path.basename(real))
+        shutil.copyfile(real, copy)
+        real = copy
+    try:
+        lib = ctypes.CDLL(real)
+    except OSError as e:
+        raise LoadError(f"cannot load compiled library {lib_path}: {e}") from None
+    for symbol, (restype, argtypes) in _ABI.items():
+        try:
+            fn = getattr(lib, symbol)
+        except AttributeError:
+            raise LoadError(f"{lib_path} is not a relayish library: it does not export {symbol}") from None
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def _read_params(path: str, nbytes: int) -> np.ndarray:
+    """The weights file read once into an aligned uint8 buffer of exactly `nbytes`; errors name the file."""
+    if nbytes == 0 and not os.path.exists(path):
+        return aligned_empty(0, np.uint8)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"params file not found: {path}")
+    size = os.path.getsize(path)
+    if size != nbytes:
+        raise LoadError(f"corrupt params file {path}: it has {size} bytes, the metadata says {nbytes}")
+    buf = aligned_empty(nbytes, np.uint8)
+    with open(path, "rb") as f:
+        if f.readinto(memoryview(buf)) != nbytes:
+            raise LoadError(f"corrupt params file {path}: short read")
+    return buf
+
+
+def _replace_file(path: str, write) -> None:
+    """Write a file through a temporary sibling and an atomic rename, so that a process that has the old file
+    mapped (a loaded library) keeps a valid mapping instead of seeing it truncated under its feet."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".relayish-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Module:
+    """A compiled model, loaded and ready to run. Mirrors onnxruntime.InferenceSession's `run`.
+
+    Owns: the CDLL (alive as long as the Module), the aligned params and workspace buffers (allocated once), and
+    optionally `owned_dir`, a temporary directory holding the library, deleted when the Module is collected or at
+    interpreter exit. Modules loaded from the same library file share its native thread count (one dlopen handle).
+    Not thread-safe: the workspace is shared by all calls, so one Module runs one inference at a time.
+    """
+
+    def __init__(self, lib_path: str, meta: dict, params: np.ndarray | None = None, *, owned_dir: str | None = None):
+        self._finalizer = weakref.finalize(self, shutil.rmtree, owned_dir, True) if owned_dir else None
+        self.lib_path = os.path.abspath(lib_path)
+        validate_metadata(meta, f"the metadata of {lib_path}")
+        check_target(meta["target"], lib_path)
+        self._meta = meta
+        self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["inputs"]]
+        self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["outputs"]]
+        self._input_name_set = {t.name for t in self._inputs}
+        self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        self._params = self._init_params(params)
+        self._workspace = aligned_empty(meta["workspace_bytes"], np.uint8)
+        self._scratch_dir = owned_dir
+        self._lib = _open_library(self.lib_path, self._private_dir)
+        # The pointer arrays of the native call are allocated once and refilled by every call (one more reason a
+        # Module runs one inference at a time); the outputs of one call share one aligned block.
+        self._in_ptrs = (ctypes.c_void_p * len(self._inputs))()
+        self._out_ptrs = (ctypes.c_void_p * len(self._outputs))()
+        self._out_offsets, self._out_block_bytes = packed_offsets(
+            math.prod(t.shape) * t.dtype.itemsize for t in self._outputs)
+        self._params_ptr, self._workspace_ptr = self._params.ctypes.data, self._workspace.ctypes.data
+        self.num_threads = default_num_threads()
+
+    def _init_params(self, params: np.ndarray | None) -> np.ndarray:
+        nbytes = self._meta["params_bytes"]
+        if params is None:
+            name = self._meta.get("params_file", os.path.basename(self.lib_path) + ".params")
+            return _read_params(os.path.join(os.path.dirname(self.lib_path), name), nbytes)
+        if not isinstance(params, np.ndarray) or params.nbytes != nbytes:
+            given = f"{params.nbytes} bytes" if isinstance(params, np.ndarray) else type(params).__name__
+            raise ValueError(f"params for {self.lib_path} must be a numpy array of {nbytes} bytes, got {given}")
+        flat = np.ascontiguousarray(params).reshape(-1).view(np.uint8)
+        return as_aligned(flat)
+
+    def _private_dir(self) -> str:
+        """A temporary directory owned by this Module (created on first use)."""
+        if self._scratch_dir is None:
+            self._scratch_dir = tempfile.mkdtemp(prefix="relayish-lib-")
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self._scratch_dir, True)
+        return self._scratch_dir
+
+    # ---- description -------------------------------------------------------------------------------------------
+    @property
+    def meta(self) -> dict:
+        """The metadata (see runtime.metadata); treat it as read-only."""
+        return self._meta
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self._inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self._outputs]
+
+    @property
+    def input_shapes(self) -> dict[str, tuple]:
+        return {t.name: t.shape for t in self._inputs}
+
+    @property
+    def input_dtypes(self) -> dict[str, np.dtype]:
+        return {t.name: t.dtype for t in self._inputs}
+
+    @property
+    def output_shapes(self) -> dict[str, tuple]:
+        return {t.name: t.shape for t in self._outputs}
+
+    @property
+    def output_dtypes(self) -> dict[str, np.dtype]:
+        return {t.name: t.dtype for t in self._outputs}
+
+    @property
+    def kernels(self) -> list[dict]:
+        return self._meta["kernels"]
+
+    def __repr__(self):
+        return (f"Module({self.lib_path!r}, inputs={self.input_shapes}, outputs={self.output_shapes}, "
+                f"kernels={len(self.kernels)})")
+
+    # ---- threads -----------------------------------------------------------------------------------------------
+    @property
+    def num_threads(self) -> int:
+        """Threads the library's pool uses (default: all cores of this process)."""
+        return int(self._lib.relayish_get_num_threads())
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"num_threads must be an integer >= 1, got {n!r}")
+        self._lib.relayish_set_num_threads(int(n))
+
+    # ---- running -----------------------------------------------------------------------------------------------
+    def _check_input(self, spec: TensorSpec, value) -> tuple[np.ndarray, int]:
+        """(array, its address): `value` itself if it is an aligned C-contiguous array of `spec`'s shape and
+        dtype, an aligned copy if only its layout is off; a ValueError naming the input, the expected and the given
+        otherwise."""
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f"input '{spec.name}' must be a numpy.ndarray of shape {spec.shape} and dtype "
+                             f"{spec.dtype}, got {type(value).__name__}")
+        if value.dtype != spec.dtype:
+            raise ValueError(f"input '{spec.name}' has dtype {value.dtype}, expected {spec.dtype} (no implicit "
+                             f"casting: pass value.astype(np.{spec.dtype}))")
+        if value.shape != spec.shape:
+            raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
+        address = value.ctypes.data
+        if address % ALIGNMENT or not value.flags.c_contiguous:
+            value = as_aligned(value)
+            address = value.ctypes.data
+        return value, address
+
+    def _bind_inputs(self, input_feed) -> list[np.ndarray]:
+        """Validate the feed and point the native input array at it (ABI order). Returns the arrays, which must
+        stay alive until the native call returns. Raises ValueError before anything native runs."""
+        if not isinstance(input_feed, dict):
+            raise ValueError(f"input_feed must be a dict of input name -> numpy array, got {type(input_feed).__name__}")
+        if len(input_feed) != len(self._inputs) or not all(t.name in input_feed for t in self._inputs):
+            self._raise_name_mismatch(input_feed)
+        checked = [self._check_input(spec, input_feed[spec.name]) for spec in self._inputs]
+        for i, (_, address) in enumerate(checked):
+            self._in_ptrs[i] = address
+        return checked
+
+    def _raise_name_mismatch(self, input_feed) -> None:
+        unknown = [k for k in input_feed if k not in self._input_name_set]
+        missing = [k for k in self.input_names if k not in input_feed]
+        parts = ([f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else []) + \
+                ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
+        raise ValueError(f"{'; '.join(parts)} (the model's inputs are {', '.join(map(repr, self.input_names))})")
+
+    def _output_indices(self, output_names) -> list[int]:
+        if output_names is None:
+            return list(range(len(self._outputs)))
+        if isinstance(output_names, str) or not all(isinstance(n, str) for n in output_names):
+            raise ValueError(f"output_names must be a list of output names or None, got {output_names!r}")
+        unknown = [n for n in output_names if n not in self._output_index]
+        if unknown:
+            raise ValueError(f"unknown output(s) {', '.join(map(repr, unknown))} (the model's outputs are "
+                             f"{', '.join(map(repr, self.output_names))})")
+        return [self._output_index[n] for n in output_names]
+
+    def _bind_outputs(self) -> list[np.ndarray]:
+        """Fresh output arrays, all in one new aligned block, and the native output array pointed at them."""
+        raw = np.empty(self._out_block_bytes + ALIGNMENT, dtype=np.uint8)  # aligned_empty, inlined: hot path
+        address = raw.ctypes.data
+        start = -address % ALIGNMENT
+        outputs = []
+        for i, (spec, offset) in enumerate(zip(self._outputs, self._out_offsets)):
+            outputs.append(np.ndarray(spec.shape, dtype=spec.dtype, buffer=raw, offset=start + offset))
+            self._out_ptrs[i] = address + start + offset
+        return outputs
+
+    def run(self, output_names: list[str] | None, input_feed: dict) -> list[np.ndarray]:
+        """Run one inference: one native call. Returns the requested outputs (all if None), freshly allocated."""
+        wanted = self._output_indices(output_names)
+        inputs = self._bind_inputs(input_feed)  # noqa: F841 - keeps copies alive during the call
+        outputs = self._bind_outputs()
+        self._lib.relayish_run(self._in_ptrs, self._out_ptrs, self._params_ptr, self._workspace_ptr)
+        return [outputs[i] for i in wanted]
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Reproducible inputs: floats ~ N(0, 1); integers in {0, 1} (valid as indices into any non-empty axis)."""
+        rng = np.random.default_rng(seed)
+        feed = {}
+        for t in self._inputs:
+            if t.dtype.kind == "f":
+                feed[t.name] = rng.standard_normal(t.shape).astype(t.dtype)
+            else:
+                feed[t.name] = rng.integers(0, 2, size=t.shape).astype(t.dtype)
+        return feed
+
+    # ---- measuring ---------------------------------------------------------------------------------------------
+    def benchmark(self, repeat: int = 50, warmup: int = 5, inputs: dict | None = None) -> dict:
+        """Wall time of `run` (as a caller sees it): {median_ms, mean_ms, min_ms, max_ms, std_ms, repeat}."""
+        if repeat < 1 or warmup < 0:
+            raise ValueError(f"benchmark needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+        feed = self.random_inputs() if inputs is None else inputs
+        for _ in range(warmup):
+            self.run(None, feed)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter_ns()
+            self.run(None, feed)
+            times.append(time.perf_counter_ns() - start)
+        return summarize_times(times)
+
+    def profile(self, repeat: int = 20, inputs: dict | None = None) -> list[dict]:
+        """Per-kernel median times over `repeat` profiled runs (after one warm-up run); see profiling.profile_rows."""
+        if repeat < 1:
+            raise ValueError(f"profile needs repeat >= 1, got {repeat}")
+        arrays = self._bind_inputs(self.random_inputs() if inputs is None else inputs)  # noqa: F841 - kept alive
+        outputs = self._bind_outputs()  # noqa: F841 - kept alive
+        counters = (ctypes.c_int64 * max(len(self.kernels), 1))()
+        samples = np.zeros((repeat, len(self.kernels)), dtype=np.int64)
+        args = (self._in_ptrs, self._out_ptrs, self._params_ptr, self._workspace_ptr, counters)
+        self._lib.relayish_run_profiled(*args)  # warm-up
+        for r in range(repeat):
+            self._lib.relayish_run_profiled(*args)
+            samples[r] = counters[:len(self.kernels)]
+        return profile_rows(self.kernels, samples)
+
+    # ---- saving ------------------------------------------------------------------------------------------------
+    def export_library(self, path: str) -> str:
+        """Write the library to `path`, with its metadata at path + ".json" and its weights at path + ".params".
+
+        Each file is replaced atomically, so exporting over a library that some process has loaded is safe.
+        Returns the absolute path of the library.
+        """
+        path = os.path.abspath(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        meta = dict(self._meta, params_file=os.path.basename(path) + ".params")
+        if not (os.path.exists(path) and os.path.samefile(path, self.lib_path)):
+            with open(self.lib_path, "rb") as src:
+                _replace_file(path, lambda f: shutil.copyfileobj(src, f))
+        _replace_file(path + ".params", lambda f: f.write(memoryview(self._params)))
+        meta_text = dump_metadata(meta, path + ".json").encode()
+        _replace_file(path + ".json", lambda f: f.write(meta_text))
+        return path
+
+
+def load_module(path: str) -> Module:
+    """Load the library at `path` with its metadata (path + ".json") and weights (meta["params_file"]).
+
+    Raises FileNotFoundError for a missing file, LoadError (a ValueError) for a corrupt one or a library built for
+    a CPU this machine cannot run; every message names the file. Imports neither onnx nor llvmlite.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"compiled library not found: {path}")
+    meta = read_metadata(path + ".json")
+    return Module(path, meta)

@@ -1,0 +1,266 @@
+"""The `relayish` command line and the onnxruntime comparison, with compile_model replaced by a fake that returns
+the C fixture module (tests/fixtures_native.py) and an ONNX model that computes the same thing."""
+import types
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import compiler
+import runtime
+from tuning import bench, cli
+
+from fixtures_native import build_fixture_library, have_compiler, reference_outputs
+
+pytestmark = pytest.mark.skipif(not have_compiler(), reason="needs a C compiler (cc) to build the fixture library")
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory):
+    """The fixture library, and a wrong build of it (y off by one) to make verification fail."""
+    good = build_fixture_library(str(tmp_path_factory.mktemp("good")))
+    wrong = build_fixture_library(str(tmp_path_factory.mktemp("wrong")), extra=1.0)
+    return {"good": good, "wrong": wrong}
+
+
+@pytest.fixture(scope="module")
+def onnx_path(tmp_path_factory):
+    """y = x * 2.5 - 1; s = sum(y, axis=1) + float(k): the fixture's model in ONNX."""
+    nodes = [
+        helper.make_node("Mul", ["x", "scale"], ["t"]),
+        helper.make_node("Add", ["t", "shift"], ["y"]),
+        helper.make_node("ReduceSum", ["y", "axes"], ["r"], keepdims=0),
+        helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["r", "kf"], ["s"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "fixture",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("k", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("scale", TensorProto.FLOAT, [], [2.5]),
+         helper.make_tensor("shift", TensorProto.FLOAT, [], [-1.0]),
+         helper.make_tensor("axes", TensorProto.INT64, [1], [1])])
+    return save_model(graph, tmp_path_factory.mktemp("model") / "fixture.onnx")
+
+
+def save_model(graph, path) -> str:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # what the installed onnxruntime reads, whatever onnx writes by default
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.fixture()
+def fake_compile(monkeypatch, libs):
+    """Install a fake compiler.compile_model; returns the list of its calls. Set .lib to choose the build."""
+    calls = []
+
+    def compile_model(model_path_or_proto, input_shapes=None, layout="NCHWc", opt_level=3, records=None,
+                      num_threads=None, verbose=False):
+        calls.append(dict(model=model_path_or_proto, input_shapes=input_shapes, layout=layout, opt_level=opt_level,
+                          records=records, num_threads=num_threads))
+        return runtime.load_module(libs[state.lib])
+
+    state = types.SimpleNamespace(lib="good", calls=calls)
+    monkeypatch.setattr(compiler, "compile_model", compile_model, raising=False)
+    return state
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---- parsing ---------------------------------------------------------------------------------------------------
+def test_parse_input_shape():
+    assert cli.parse_input_shape("data=1,3,224,224") == ("data", (1, 3, 224, 224))
+    assert cli.parse_input_shape("in:0=4") == ("in:0", (4,))
+    for bad in ("data", "=1,2", "data=1,x", "data=1,-2", "data=1,,2"):
+        with pytest.raises(Exception, match="expected NAME=D1,D2"):
+            cli.parse_input_shape(bad)
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["compile", "m.onnx"], ["bench", "m.onnx", "--threads", "0"],
+                                  ["compile", "m.onnx", "-o", "l.so", "--layout", "NHWC"],
+                                  ["compile", "m.onnx", "-o", "l.so", "--input-shape", "x"]])
+def test_bad_command_lines_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2
+    assert "usage: relayish" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["tune", "records"])
+def test_unimplemented_commands_say_so(command, capsys):
+    code, out, err = run_cli(capsys, command, "model.onnx")
+    assert code == 2 and err == f"error: 'relayish {command}' is not implemented yet\n"
+
+
+# ---- compile ---------------------------------------------------------------------------------------------------
+def test_compile_passes_options_and_exports(fake_compile, onnx_path, tmp_path, capsys):
+    out_lib = str(tmp_path / "lib" / "m.so")
+    code, out, err = run_cli(capsys, "compile", onnx_path, "-o", out_lib, "--input-shape", "x=2,3",
+                             "--input-shape", "k=2", "--layout", "NCHW", "--records", "r.db", "--threads", "1")
+    assert code == 0, err
+    assert fake_compile.calls == [dict(model=onnx_path, input_shapes={"x": (2, 3), "k": (2,)}, layout="NCHW",
+                                       opt_level=3, records="r.db", num_threads=1)]
+    assert f"wrote {out_lib}" in out and "3 kernels" in out
+    f = {"x": np.ones((2, 3), np.float32), "k": np.array([1, 2])}
+    np.testing.assert_array_equal(runtime.load_module(out_lib).run(["y"], f)[0], reference_outputs(**f)[0])
+
+
+def test_compile_errors_are_one_clean_line(fake_compile, monkeypatch, onnx_path, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "compile", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "m.so"))
+    assert code == 2 and err.startswith("error: model file not found: ") and err.count("\n") == 1
+
+    class ShapeError(ValueError):
+        pass
+
+    def failing(*args, **kwargs):
+        raise ShapeError("node 'conv1' (Conv): input 'W' expected shape (64, 3, 7, 7), got (64, 3, 5, 5)")
+
+    monkeypatch.setattr(compiler, "compile_model", failing)
+    code, out, err = run_cli(capsys, "compile", onnx_path, "-o", str(tmp_path / "m.so"))
+    assert code == 2 and "Traceback" not in err
+    assert err == "error: node 'conv1' (Conv): input 'W' expected shape (64, 3, 7, 7), got (64, 3, 5, 5)\n"
+    monkeypatch.delattr(compiler, "compile_model")
+    code, out, err = run_cli(capsys, "compile", onnx_path, "-o", str(tmp_path / "m.so"))
+    assert code == 2 and err.startswith("error: the compiler is not available yet")
+
+
+def test_duplicate_input_shape_is_an_error(fake_compile, onnx_path, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "compile", onnx_path, "-o", str(tmp_path / "m.so"), "--input-shape", "x=1",
+                             "--input-shape", "x=2")
+    assert code == 2 and err == "error: --input-shape given twice for input 'x'\n" and not fake_compile.calls
+
+
+# ---- run -------------------------------------------------------------------------------------------------------
+def test_run_a_library_with_inputs_file(libs, tmp_path, capsys):
+    f = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "k": np.array([5, 7])}
+    np.savez(tmp_path / "in.npz", **f)
+    code, out, err = run_cli(capsys, "run", libs["good"], "-i", str(tmp_path / "in.npz"), "-o",
+                             str(tmp_path / "out.npz"), "--threads", "1")
+    assert code == 0, err
+    want_y, want_s = reference_outputs(**f)
+    assert f"y: shape (2, 3) float32  min {want_y.min():.6g}  max {want_y.max():.6g}" in out
+    assert "s: shape (2,) float32" in out
+    saved = np.load(tmp_path / "out.npz")
+    np.testing.assert_array_equal(saved["y"], want_y)
+    np.testing.assert_allclose(saved["s"], want_s, rtol=1e-6)
+
+
+def test_run_compiles_a_model_and_uses_seeded_random_inputs(fake_compile, onnx_path, capsys):
+    first = run_cli(capsys, "run", onnx_path, "--seed", "3")
+    second = run_cli(capsys, "run", onnx_path, "--seed", "3")
+    other = run_cli(capsys, "run", onnx_path, "--seed", "4")
+    assert first[0] == 0 and first == second and first[1] != other[1]
+    assert len(fake_compile.calls) == 3
+
+
+def test_run_input_errors(libs, tmp_path, capsys):
+    np.savez(tmp_path / "bad.npz", x=np.zeros((2, 3)), k=np.zeros(2, np.int64))
+    code, out, err = run_cli(capsys, "run", libs["good"], "-i", str(tmp_path / "bad.npz"))
+    assert code == 2 and err.startswith("error: input 'x' has dtype float64, expected float32")
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "nope.so"))
+    assert code == 2 and err.startswith("error: compiled library not found:")
+    code, out, err = run_cli(capsys, "run", libs["good"], "-i", str(tmp_path / "nope.npz"))
+    assert code == 2 and err.startswith("error: inputs file not found:")
+
+
+# ---- verify and bench ------------------------------------------------------------------------------------------
+def test_verify_passes_against_onnxruntime(fake_compile, onnx_path, capsys):
+    code, out, err = run_cli(capsys, "verify", onnx_path)
+    assert code == 0, out + err
+    assert [line.split()[-1] for line in out.splitlines()[1:3]] == ["PASS", "PASS"]
+    assert out.splitlines()[-1].startswith("PASS")
+
+
+def test_verify_fails_with_exit_1_on_a_wrong_library(fake_compile, onnx_path, capsys):
+    fake_compile.lib = "wrong"
+    code, out, err = run_cli(capsys, "verify", onnx_path)
+    assert code == 1
+    y_line = next(line for line in out.splitlines() if line.startswith("y "))
+    assert y_line.endswith("FAIL") and "1.000e+00" in y_line  # max abs error: the +1 of the wrong build
+    assert out.splitlines()[-1].startswith("FAIL")
+
+
+def test_bench_prints_both_engines_and_the_profile(fake_compile, onnx_path, capsys):
+    code, out, err = run_cli(capsys, "bench", onnx_path, "--repeat", "5", "--warmup", "1", "--threads", "1",
+                             "--profile")
+    assert code == 0, err
+    assert "threads 1, 5 alternating runs" in out
+    assert any(line.startswith("relayish ") for line in out.splitlines())
+    assert any(line.startswith("onnxruntime ") for line in out.splitlines())
+    assert "ratio relayish/onnxruntime:" in out and "outputs agree with onnxruntime" in out
+    assert "fused_sum_add" in out and "Total_time" in out
+
+
+def test_compare_with_onnxruntime_alternates_engines(libs, onnx_path, monkeypatch):
+    module = runtime.load_module(libs["good"])
+    order = []
+    real_session = bench.make_ort_session(onnx_path, 1)
+
+    class RecordingSession:
+        def get_inputs(self):
+            return real_session.get_inputs()
+
+        def get_outputs(self):
+            return real_session.get_outputs()
+
+        def run(self, names, feed):
+            order.append("ort")
+            return real_session.run(names, feed)
+
+    real_run = module.run
+    monkeypatch.setattr(module, "run", lambda names, feed: order.append("ours") or real_run(names, feed))
+    monkeypatch.setattr(bench, "make_ort_session", lambda path, threads: RecordingSession())
+    result = bench.compare_with_onnxruntime(module, onnx_path, threads=1, repeat=4, warmup=2)
+    assert order == ["ours", "ort"] * (1 + 2 + 4)  # correctness check, warm-up, timed runs
+    assert result["ours"]["repeat"] == result["onnxruntime"]["repeat"] == 4 and module.num_threads == 1
+    assert result["ratio"] == pytest.approx(result["ours"]["median_ms"] / result["onnxruntime"]["median_ms"])
+    assert all(e["passed"] and e["max_rel"] < 1e-6 for e in result["outputs"].values())
+
+
+def test_output_error_criterion():
+    ref = np.array([1.0, -4.0, 2.0], np.float32)
+    e = bench.output_error(ref + np.array([0, 2e-4, 0], np.float32), ref)
+    assert e["max_abs"] == pytest.approx(2e-4, rel=1e-3) and e["max_rel"] == pytest.approx(5e-5, rel=1e-3)
+    assert e["passed"]
+    assert not bench.output_error(ref + np.array([0, 8e-4, 0], np.float32), ref)["passed"]
+    assert not bench.output_error(np.array([1.0, np.nan, 2.0], np.float32), ref)["passed"]
+    assert not bench.output_error(ref[:2], ref)["passed"]
+    assert bench.output_error(np.zeros(3), np.zeros(3))["passed"]
+    assert bench.compare_outputs({}, {"y": ref})["y"]["passed"] is False
+
+
+def test_an_unloadable_model_is_a_clean_error_for_onnxruntime(fake_compile, tmp_path, capsys):
+    (tmp_path / "broken.onnx").write_bytes(b"not a model")
+    code, out, err = run_cli(capsys, "verify", str(tmp_path / "broken.onnx"))
+    assert code == 2 and err.startswith("error: onnxruntime cannot load ") and err.count("\n") == 1
+
+
+# ---- inspect ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def relu_model(tmp_path_factory):
+    """relu(x + x), ops any importer supports."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "x"], ["t"]), helper.make_node("Relu", ["t"], ["y"])], "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])])
+    return save_model(graph, tmp_path_factory.mktemp("relu") / "relu.onnx")
+
+
+def test_inspect_prints_the_imported_graph(relu_model, capsys):
+    code, out, err = run_cli(capsys, "inspect", relu_model, "--input-shape", "x=3,4")
+    assert code == 0, err
+    assert "relu" in out and "3, 4" in out
+
+
+def test_inspect_after_an_unknown_pass_is_an_error(relu_model, capsys):
+    code, out, err = run_cli(capsys, "inspect", relu_model, "--input-shape", "x=3,4", "--after", "no_such_pass")
+    assert code == 2 and err.startswith("error: ")
+    assert "unknown pass 'no_such_pass'" in err or "not implemented" in err

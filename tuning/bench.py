@@ -1,0 +1,136 @@
+"""Our compiled module against onnxruntime: same process, same inputs, same thread count, alternating runs.
+
+Why alternate (ours, ort, ours, ort, ...) instead of timing one engine then the other: the machine drifts (clock
+boost, other load), and alternation spreads any drift evenly over both engines. No sleep between engines: our
+native pool stops spinning by itself right after a run, and onnxruntime runs with its default settings.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from runtime import Module, default_num_threads, summarize_times
+
+DEFAULT_TOLERANCE = 1e-4
+
+
+def make_ort_session(onnx_path: str, threads: int):
+    """An onnxruntime CPU session that uses `threads` threads for one op and runs ops one at a time."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own RuntimeError subclasses; the cause is the model file
+        raise ValueError(f"onnxruntime cannot load {onnx_path}: {str(e).splitlines()[0] if str(e) else e!r}") from e
+
+
+def ort_feed(session, inputs: dict) -> dict:
+    """The subset of `inputs` the session takes; a missing one is a ValueError naming it."""
+    names = [i.name for i in session.get_inputs()]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise ValueError(f"onnxruntime needs input(s) {', '.join(map(repr, missing))} that the inputs lack "
+                         f"(given: {', '.join(map(repr, inputs))})")
+    return {n: inputs[n] for n in names}
+
+
+def output_error(ours: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_TOLERANCE) -> dict:
+    """max|ours - ref|, and max|ours - ref| / max|ref| (the project's fp32 criterion), and whether it passes.
+
+    A shape mismatch, or a NaN where the reference has none, fails with an infinite error.
+    """
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    if ours.shape != ref.shape:
+        return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": np.inf, "max_rel": np.inf, "passed": False}
+    if ours.size == 0:
+        return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": 0.0, "max_rel": 0.0, "passed": True}
+    diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
+    diff[np.isnan(ours) & np.isnan(ref)] = 0.0  # both NaN: agreement
+    max_abs = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    scale = float(np.max(np.abs(np.nan_to_num(ref.astype(np.float64)))))
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else np.inf)
+    return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": max_abs, "max_rel": max_rel,
+            "passed": bool(max_rel <= tolerance)}
+
+
+def compare_outputs(ours: dict, ref: dict, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, dict]:
+    """output_error for every output of `ref` (by name); an output we do not produce fails."""
+    result = {}
+    for name, r in ref.items():
+        if name not in ours:
+            result[name] = {"shape": None, "ref_shape": np.shape(r), "max_abs": np.inf, "max_rel": np.inf,
+                            "passed": False}
+        else:
+            result[name] = output_error(ours[name], r, tolerance)
+    return result
+
+
+def run_onnxruntime(session, inputs: dict) -> dict[str, np.ndarray]:
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, ort_feed(session, inputs))))
+
+
+def _timed(fn) -> int:
+    start = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - start
+
+
+def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
+                             repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE) -> dict:
+    """Time `module` and onnxruntime on `onnx_path` in strict alternation; check they agree.
+
+    inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
+    (default: all cores; sets module.num_threads). Returns {"threads", "repeat", "warmup", "ours": stats,
+    "onnxruntime": stats, "ratio": ours median / ort median (< 1: we are faster), "outputs": compare_outputs(...)},
+    where stats are runtime.summarize_times dicts.
+    """
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"compare_with_onnxruntime needs repeat >= 1 and warmup >= 0, got {repeat}, {warmup}")
+    threads = default_num_threads() if threads is None else threads
+    module.num_threads = threads
+    inputs = module.random_inputs(seed=0) if inputs is None else inputs
+    session = make_ort_session(onnx_path, threads)
+    feed = ort_feed(session, inputs)
+    ort_names = [o.name for o in session.get_outputs()]
+
+    def ours():
+        return module.run(None, inputs)
+
+    def theirs():
+        return session.run(ort_names, feed)
+
+    outputs = compare_outputs(dict(zip(module.output_names, ours())), dict(zip(ort_names, theirs())), tolerance)
+    for _ in range(warmup):
+        ours()
+        theirs()
+    ours_ns, ort_ns = [], []
+    for _ in range(repeat):
+        ours_ns.append(_timed(ours))
+        ort_ns.append(_timed(theirs))
+    ours_stats, ort_stats = summarize_times(ours_ns), summarize_times(ort_ns)
+    return {"threads": threads, "repeat": repeat, "warmup": warmup, "ours": ours_stats, "onnxruntime": ort_stats,
+            "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
+
+
+def format_comparison(result: dict) -> str:
+    """A short human-readable report of a compare_with_onnxruntime result."""
+    lines = [f"threads {result['threads']}, {result['repeat']} alternating runs after {result['warmup']} warm-up "
+             f"runs each, same inputs",
+             f"{'engine':<12} {'median_ms':>10} {'min_ms':>10} {'max_ms':>10}"]
+    for label, key in (("relayish", "ours"), ("onnxruntime", "onnxruntime")):
+        s = result[key]
+        lines.append(f"{label:<12} {s['median_ms']:>10.3f} {s['min_ms']:>10.3f} {s['max_ms']:>10.3f}")
+    ratio = result["ratio"]
+    verdict = "relayish faster" if ratio < 1 else "onnxruntime faster" if ratio > 1 else "equal"
+    lines.append(f"ratio relayish/onnxruntime: {ratio:.3f} ({verdict})")
+    worst = max((e["max_rel"] for e in result["outputs"].values()), default=0.0)
+    agree = all(e["passed"] for e in result["outputs"].values())
+    lines.append(f"outputs {'agree' if agree else 'DISAGREE'} with onnxruntime: max relative error {worst:.2e}")
+    return "\n".join(lines)

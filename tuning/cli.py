@@ -1,0 +1,287 @@
+"""The `relayish` command line.
+
+    relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
+    relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
+    relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
+    relayish bench MODEL [--repeat 50] [--threads N] [--profile]
+    relayish inspect MODEL [--after PASS]
+    relayish tune ... / relayish records ...   (not implemented yet)
+
+Exit codes: 0 success, 1 verification failed, 2 usage or input error (printed as one line `error: ...`, no
+traceback). Heavy imports (the compiler, onnxruntime) happen inside the commands, so `--help` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as `error: <message>`, exit code 2."""
+
+
+# ---- argument parsing ------------------------------------------------------------------------------------------
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """'data=1,3,224,224' -> ('data', (1, 3, 224, 224)). The name is everything before the last '='."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+    except ValueError:
+        shape = None
+    if not sep or not name or shape is None or any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with non-negative integer dims, got {text!r}")
+    return name, shape
+
+
+def input_shapes_arg(pairs) -> dict | None:
+    """The --input-shape list as a dict (None when not given); a name given twice is an error."""
+    if not pairs:
+        return None
+    shapes = {}
+    for name, shape in pairs:
+        if name in shapes:
+            raise CliError(f"--input-shape given twice for input {name!r}")
+        shapes[name] = shape
+    return shapes
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape, metavar="NAME=DIMS",
+                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
+    p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
+    p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
+    p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
+
+
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=positive_int, metavar="N", help="threads to run with (default: all cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile an ONNX model into a library")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("-o", "--output", required=True, metavar="LIB", help="library to write (LIB, LIB.json, LIB.params)")
+    _add_compile_options(p)
+    _add_threads(p)
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("run", help="run a compiled library or an ONNX model (compiled first)")
+    p.add_argument("path", metavar="LIB|MODEL", help="a compiled library, or an .onnx model")
+    p.add_argument("-i", "--inputs", metavar="NPZ", help="inputs by name (default: random, seeded)")
+    p.add_argument("-o", "--outputs", metavar="NPZ", help="write the outputs here")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_compile_options(p)
+    _add_threads(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("verify", help="compile, then compare with onnxruntime on the same random inputs")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="max |ours-ort| / max |ort| to pass")
+    _add_compile_options(p)
+    _add_threads(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("bench", help="compile, then time ours and onnxruntime alternately in one process")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--repeat", type=positive_int, default=50, help="timed runs of each engine")
+    p.add_argument("--warmup", type=int, default=5, help="untimed runs of each engine first")
+    p.add_argument("--profile", action="store_true", help="also print our per-kernel profile")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_compile_options(p)
+    _add_threads(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("inspect", help="print the model's graph after import or after a compiler pass")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--after", metavar="PASS", help="print the graph after this pass of the pipeline")
+    p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape,
+                   metavar="NAME=DIMS", help="fix an input's shape (repeatable)")
+    p.set_defaults(func=cmd_inspect)
+
+    for name, text in (("tune", "tune a model's kernels and store the records"),
+                       ("records", "list or manage tuning records")):
+        p = sub.add_parser(name, help=f"{text} (not implemented yet)")
+        p.add_argument("args", nargs=argparse.REMAINDER)
+        p.set_defaults(func=cmd_not_implemented)
+    return parser
+
+
+# ---- helpers ---------------------------------------------------------------------------------------------------
+def _existing(path: str, what: str) -> str:
+    if not os.path.isfile(path):
+        raise CliError(f"{what} not found: {path}")
+    return path
+
+
+def compile_from_args(args, model_path: str):
+    """compile_model with the command's options; the compiler is imported only here."""
+    try:
+        from compiler import compile_model
+    except ImportError as e:
+        raise CliError(f"the compiler is not available yet (from compiler import compile_model: {e})") from None
+    _existing(model_path, "model file")
+    module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
+                           opt_level=args.opt_level, records=args.records, num_threads=args.threads,
+                           verbose=args.verbose)
+    if args.threads:
+        module.num_threads = args.threads
+    return module
+
+
+def load_or_compile(args):
+    """A compiled library is loaded; an .onnx model is compiled."""
+    if args.path.lower().endswith(".onnx"):
+        return compile_from_args(args, args.path)
+    import runtime
+
+    module = runtime.load_module(args.path)
+    if args.threads:
+        module.num_threads = args.threads
+    return module
+
+
+def read_inputs(path: str | None, module, seed: int) -> dict:
+    if path is None:
+        return module.random_inputs(seed)
+    _existing(path, "inputs file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (ValueError, OSError) as e:
+        raise CliError(f"cannot read inputs file {path}: {e}") from None
+
+
+def describe(name: str, array: np.ndarray) -> str:
+    stats = ""
+    if array.size:
+        a = array.astype(np.float64)
+        stats = f"  min {a.min():.6g}  max {a.max():.6g}  mean {a.mean():.6g}  std {a.std():.6g}"
+    return f"{name}: shape {tuple(array.shape)} {array.dtype}{stats}"
+
+
+def format_errors(errors: dict) -> list[str]:
+    lines = [f"{'output':<24} {'shape':<20} {'max_abs_err':>12} {'max_rel_err':>12}  result"]
+    for name, e in errors.items():
+        shape = str(tuple(e["shape"])) if e["shape"] is not None else "missing"
+        if e["shape"] is not None and tuple(e["shape"]) != tuple(e["ref_shape"]):
+            shape += f" vs {tuple(e['ref_shape'])}"
+        lines.append(f"{name:<24} {shape:<20} {e['max_abs']:>12.3e} {e['max_rel']:>12.3e}  "
+                     f"{'PASS' if e['passed'] else 'FAIL'}")
+    return lines
+
+
+# ---- commands: each returns an exit code -----------------------------------------------------------------------
+def cmd_compile(args) -> int:
+    module = compile_from_args(args, args.model)
+    path = module.export_library(args.output)
+    print(f"wrote {path} (+ .json, .params): {len(module.kernels)} kernels, inputs {module.input_shapes}, "
+          f"outputs {module.output_shapes}")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    module = load_or_compile(args)
+    inputs = read_inputs(args.inputs, module, args.seed)
+    outputs = module.run(None, inputs)
+    for name, array in zip(module.output_names, outputs):
+        print(describe(name, array))
+    if args.outputs:
+        np.savez(args.outputs, **dict(zip(module.output_names, outputs)))
+        print(f"wrote {args.outputs}")
+    return EXIT_OK
+
+
+def cmd_verify(args) -> int:
+    from tuning.bench import compare_outputs, make_ort_session, run_onnxruntime
+
+    module = compile_from_args(args, args.model)
+    inputs = module.random_inputs(args.seed)
+    ours = dict(zip(module.output_names, module.run(None, inputs)))
+    ref = run_onnxruntime(make_ort_session(args.model, module.num_threads), inputs)
+    errors = compare_outputs(ours, ref, args.tolerance)
+    print("\n".join(format_errors(errors)))
+    passed = all(e["passed"] for e in errors.values())
+    print(f"{'PASS' if passed else 'FAIL'} (tolerance {args.tolerance:g} on max|ours-ort| / max|ort|)")
+    return EXIT_OK if passed else EXIT_FAIL
+
+
+def cmd_bench(args) -> int:
+    import runtime
+    from tuning.bench import compare_with_onnxruntime, format_comparison
+
+    if args.warmup < 0:
+        raise CliError(f"--warmup must be >= 0, got {args.warmup}")
+    module = compile_from_args(args, args.model)
+    threads = args.threads or runtime.default_num_threads()
+    inputs = module.random_inputs(args.seed)
+    result = compare_with_onnxruntime(module, args.model, inputs, threads=threads, repeat=args.repeat,
+                                      warmup=args.warmup)
+    print(format_comparison(result))
+    if args.profile:
+        print()
+        print(runtime.format_profile(module.profile(repeat=min(args.repeat, 20), inputs=inputs)))
+    return EXIT_OK
+
+
+def _pipeline_passes():
+    """The compiler's ordered passes as (name, fn) pairs: compiler.pipeline.PASSES holds functions or pairs."""
+    try:
+        from compiler.pipeline import PASSES
+    except ImportError as e:
+        raise CliError(f"inspect --after is not implemented yet (needs compiler.pipeline.PASSES: {e})") from None
+    return [p if isinstance(p, tuple) else (p.__name__, p) for p in PASSES]
+
+
+def cmd_inspect(args) -> int:
+    from frontends import from_onnx
+
+    mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
+    if args.after:
+        passes = _pipeline_passes()
+        names = [name for name, _ in passes]
+        if args.after not in names:
+            raise CliError(f"unknown pass {args.after!r}; the pipeline's passes are: {', '.join(names)}")
+        for name, fn in passes[:names.index(args.after) + 1]:
+            mod = fn(mod)
+    print(mod)
+    return EXIT_OK
+
+
+def cmd_not_implemented(args) -> int:
+    raise CliError(f"'relayish {args.command}' is not implemented yet")
+
+
+def main(argv=None) -> int:
+    """Entry point of the `relayish` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, ValueError, OSError) as e:
+        # ValueError covers compile errors (OnnxImportError, OpError, ...) and runtime.LoadError; OSError covers
+        # missing files. Both are the user's input, not our bug: one clean line, no traceback.
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
