@@ -1,0 +1,189 @@
+"""Schedule steps: JSON round trip, legality errors, and random legal schedules that must keep results
+(checked with the loop-IR interpreter, so that lowering is tested apart from codegen)."""
+import json
+import random
+
+import numpy as np
+import pytest
+
+from compiler.lower import lower
+from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Pragma, Reorder,
+                               Rfactor, Schedule, ScheduleError, Split, initial_state)
+from loop_eval import run_primfunc
+from relayish import te
+
+
+def matmul_relu(m=6, n=10, k=7):
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis(k, "r")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], r), name="C")
+    D = te.compute((m, n), lambda i, j: te.max_(C[i, j], 0.0), name="D")
+    return [A, B], D
+
+
+def run(state, inputs):
+    func = lower(state)
+    arrays = list(inputs) + [np.zeros(b.shape, np.float32) for b in func.params[len(inputs):]]
+    run_primfunc(func, arrays)
+    return arrays[len(inputs)]
+
+
+def data(*shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def test_unscheduled_matches_numpy():
+    (A, B), D = matmul_relu()
+    a, b = data((6, 7), (7, 10))
+    out = run(initial_state([D], [A, B]), [a, b])
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_json_round_trip_and_replay_is_deterministic():
+    (A, B), D = matmul_relu()
+    s0 = initial_state([D], [A, B])
+    sch = Schedule((Split("D", "i", (4,)), Fuse("D", ("i.0", "i.1")), Split("D", "j", (3, 2)),
+                    ComputeAt("C", "D", "j.0"), Annotate("D", "j.2", "vectorize"), Pragma("D", "j.0", "auto_unroll_max_step", 16)))
+    text = sch.to_json()
+    again = Schedule.from_json(text)
+    assert again == sch and json.loads(again.to_json()) == json.loads(text)
+    assert str(lower(sch.apply(s0))) == str(lower(again.apply(s0))).replace("kernel", "kernel")
+
+
+def test_non_dividing_split_is_guarded_and_correct():
+    (A, B), D = matmul_relu(m=7, n=11, k=5)
+    s0 = initial_state([D], [A, B])
+    sch = Schedule((Split("D", "i", (3,)), Split("D", "j", (4,)), Reorder("D", ("i.0", "j.0", "i.1", "j.1")),
+                    ComputeAt("C", "D", "j.0"), Split("C", "r", (2,))))
+    a, b = data((7, 5), (5, 11))
+    out = run(sch.apply(s0), [a, b])
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-5, atol=1e-5)
+    assert "if " in str(lower(sch.apply(s0)))
+
+
+@pytest.mark.parametrize("step, message", [
+    (Annotate("C", "r", "vectorize"), "rfactor"),
+    (Annotate("C", "r", "parallel"), "race"),
+    (Split("D", "i", (0,)), "positive"),
+    (Split("D", "zz", (2,)), "no iterator 'zz'"),
+    (Fuse("D", ("j", "i")), "consecutive"),
+    (Reorder("D", ("i",)), "permutation"),
+    (ComputeInline("C"), "reduction cannot be inlined"),
+    (ComputeInline("D"), "output"),
+    (Annotate("D", "i", "vectorize"), "innermost"),
+    (ComputeAt("D", "C", "i"), "output"),
+])
+def test_illegal_steps_are_rejected_with_reason(step, message):
+    (A, B), D = matmul_relu()
+    s0 = initial_state([D], [A, B])
+    with pytest.raises(ScheduleError) as err:
+        Schedule((step,)).apply(s0)
+    assert message in str(err.value) and type(step).__name__ in str(err.value)
+
+
+def test_reorder_across_compute_at_is_rejected():
+    (A, B), D = matmul_relu()
+    s0 = initial_state([D], [A, B])
+    with pytest.raises(ScheduleError, match="across the compute_at"):
+        Schedule((ComputeAt("C", "D", "i"), Reorder("D", ("j", "i")))).apply(s0)
+
+
+def test_cache_write_and_rfactor_keep_results():
+    (A, B), D = matmul_relu(m=2, n=3, k=12)
+    s0 = initial_state([D], [A, B])
+    a, b = data((2, 12), (12, 3))
+    ref = np.maximum(a @ b, 0)
+    sch = Schedule((CacheWrite("C"), ComputeAt("C.local", "C", "j")))
+    np.testing.assert_allclose(run(sch.apply(s0), [a, b]), ref, rtol=1e-5, atol=1e-5)
+    state = Schedule((Rfactor("C", "r", 4),)).apply(s0)
+    rf = state.stage("C.rf")
+    assert rf.leaves[0].kind == "spatial" and rf.leaves[0].name.endswith("i")
+    np.testing.assert_allclose(run(state, [a, b]), ref, rtol=1e-5, atol=1e-5)
+    # the rfactor'd axis is spatial: it may now be vectorized once innermost
+    names = [i.name for i in rf.leaves]
+    order = tuple(names[1:] + names[:1])
+    state2 = Schedule((Rfactor("C", "r", 4), Reorder("C.rf", order), Annotate("C.rf", names[0], "vectorize"))).apply(s0)
+    np.testing.assert_allclose(run(state2, [a, b]), ref, rtol=1e-5, atol=1e-5)
+
+
+def random_schedule(state, rng: random.Random) -> Schedule:
+    """A random sequence of legal steps (illegal picks are skipped, as a search would)."""
+    steps = []
+    cur = state.copy()
+    for _ in range(rng.randint(1, 8)):
+        st = rng.choice(cur.stages)
+        kind = rng.choice(["split", "fuse", "reorder", "at", "unroll", "vec", "par", "pragma", "inline"])
+        names = [i.name for i in st.leaves]
+        if kind == "split":
+            step = Split(st.name, rng.choice(names), tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 2))))
+        elif kind == "fuse" and len(names) >= 2:
+            k = rng.randrange(len(names) - 1)
+            step = Fuse(st.name, (names[k], names[k + 1]))
+        elif kind == "reorder":
+            perm = names[:]
+            rng.shuffle(perm)
+            step = Reorder(st.name, tuple(perm))
+        elif kind == "at":
+            other = rng.choice(cur.stages)
+            step = ComputeAt(st.name, other.name, rng.choice([i.name for i in other.leaves]))
+        elif kind == "unroll":
+            step = Annotate(st.name, rng.choice(names), "unroll")
+        elif kind == "vec":
+            step = Annotate(st.name, names[-1], "vectorize")
+        elif kind == "par":
+            step = Annotate(st.name, names[0], "parallel")
+        elif kind == "pragma":
+            step = Pragma(st.name, names[0], "auto_unroll_max_step", rng.choice([0, 4, 16]))
+        elif kind == "inline":
+            step = ComputeInline(st.name) if rng.random() < 0.5 else ComputeRoot(st.name)
+        else:
+            continue
+        try:
+            step.apply(cur)
+            steps.append(step)
+        except ScheduleError:
+            pass
+    return Schedule(tuple(steps))
+
+
+def test_random_legal_schedules_match_reference():
+    rng = random.Random(0)
+    (A, B), D = matmul_relu(m=5, n=6, k=4)
+    # a producer stage to inline or compute_at as well
+    s0 = initial_state([D], [A, B])
+    a, b = data((5, 4), (4, 6))
+    ref = np.maximum(a @ b, 0)
+    for trial in range(40):
+        sch = random_schedule(s0, rng)
+        out = run(sch.apply(s0), [a, b])
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
+
+
+def padded_conv1d(n=9, k=3, pad=1):
+    """pad -> conv (reduce) -> bias+relu: an injective producer with a window read, a reduction, a consumer."""
+    X = te.placeholder((2, n), name="X")
+    W = te.placeholder((3, 2, k), name="W")
+    P = te.compute((2, n + 2 * pad), lambda c, i: te.select(te.all_of(i >= pad, i < n + pad),
+                                                             X[c, i - pad], 0.0),
+                   name="P", tag="pad")
+    rc, rk = te.reduce_axis(2, "rc"), te.reduce_axis(k, "rk")
+    out_n = n + 2 * pad - k + 1
+    C = te.compute((3, out_n), lambda o, i: te.sum(P[rc, i + rk] * W[o, rc, rk], (rc, rk)), name="C")
+    R = te.compute((3, out_n), lambda o, i: te.max_(C[o, i] + 1.0, 0.0), name="R")
+    return [X, W], R
+
+
+def test_random_legal_schedules_of_a_padded_conv_match_reference():
+    rng = random.Random(1)
+    (X, W), R = padded_conv1d()
+    s0 = initial_state([R], [X, W])
+    x, w = data((2, 9), (3, 2, 3))
+    xp = np.pad(x, ((0, 0), (1, 1)))
+    ref = np.maximum(np.stack([sum(np.convolve(xp[c], w[o, c][::-1], "valid") for c in range(2))
+                               for o in range(3)]) + 1.0, 0)
+    for trial in range(40):
+        sch = random_schedule(s0, rng)
+        out = run(sch.apply(s0), [x, w])
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
