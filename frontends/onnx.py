@@ -1,0 +1,241 @@
+"""The ONNX importer: an ONNX model (file, bytes or ModelProto) -> a relayish Module.
+
+    module = from_onnx("resnet18.onnx", input_shapes={"input": (4, 3, 224, 224)})
+
+The Module's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
+returns the graph outputs (a Tuple if there are several); Module.output_names are the ONNX output names.
+Initializers become Constants. Default-domain opsets 7 to 21 are supported; the per-op converters and their
+opset table live in frontends/onnx_ops.py.
+
+Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
+node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
+the model), a converter that rejects its node, bad input_shapes.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from relayish import Constant, Expr, Function, Module, OpError, TensorType, Tuple, Var
+
+from .onnx_ops import ConversionError, lookup_converter
+
+MIN_OPSET, MAX_OPSET = 7, 21
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class OnnxImportError(ValueError):
+    """The model cannot be imported. The message says which file, which node or input, and why."""
+
+
+def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None) -> Module:
+    """Import an ONNX model. input_shapes maps input names to full shapes; it binds symbolic dims (a dim_param
+    bound in one input is bound in all), unbound symbolic or unknown dims are 1."""
+    model, source = load_model(model_or_path)
+    opset = default_opset(model, source)
+    check_supported(model, source)
+    graph = model.graph
+    env: dict[str, Expr] = {}
+    for init in graph.initializer:
+        env[init.name] = Constant(numpy_helper.to_array(init))
+    params = _graph_inputs(graph, set(env), input_shapes or {}, source)
+    env.update((p.name, p) for p in params)
+    used = _used_names(graph)
+    for index, node in enumerate(graph.node):
+        _convert_node(node, index, opset, env, used, source)
+    outputs = []
+    for out in graph.output:
+        if out.name not in env:
+            raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
+        outputs.append(env[out.name])
+    body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+    return Module(Function(params, body), output_names=tuple(o.name for o in graph.output))
+
+
+# ---- loading and validation ----
+
+def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
+    """(a checked ModelProto, a name for messages). Any unreadable input is an OnnxImportError naming it."""
+    if isinstance(model_or_path, onnx.ModelProto):
+        model, source = model_or_path, f"<ModelProto {model_or_path.graph.name or 'unnamed'}>"
+    elif isinstance(model_or_path, (bytes, bytearray)):
+        model, source = _parse(bytes(model_or_path), "<bytes>"), "<bytes>"
+    else:
+        path = Path(model_or_path)
+        source = str(path)
+        if not path.is_file():
+            raise OnnxImportError(f"{source}: no such file" if not path.exists() else f"{source}: not a file")
+        if path.stat().st_size == 0:
+            raise OnnxImportError(f"{source}: empty file, not an ONNX model")
+        model = _parse(path, source)
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as e:
+        raise OnnxImportError(f"{source}: not a valid ONNX model: {_one_line(e)}") from None
+    return model, source
+
+
+def _parse(data_or_path, source) -> onnx.ModelProto:
+    try:
+        model = onnx.load(str(data_or_path)) if isinstance(data_or_path, Path) else onnx.load_from_string(data_or_path)
+    except Exception as e:  # protobuf's DecodeError, external-data OSErrors...: all mean "cannot read this model"
+        raise OnnxImportError(f"{source}: not a valid ONNX model (cannot parse it: {_one_line(e)})") from None
+    if not model.HasField("graph"):  # protobuf parses many byte strings as a message with unknown fields
+        raise OnnxImportError(f"{source}: not a valid ONNX model (no graph)")
+    return model
+
+
+def _one_line(e: Exception, limit: int = 300) -> str:
+    """The exception's message on one line (the checker's span several), cut to a readable length."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def default_opset(model: onnx.ModelProto, source: str) -> int:
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise OnnxImportError(f"{source}: the model imports no default-domain (ai.onnx) opset")
+    opset = max(versions)
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise OnnxImportError(f"{source}: ai.onnx opset {opset} is not supported (supported: {MIN_OPSET} to "
+                              f"{MAX_OPSET})")
+    return opset
+
+
+def check_supported(model: onnx.ModelProto, source: str):
+    """Raise ONE OnnxImportError listing every unsupported op type (domain, version, node count, first node)."""
+    opset = default_opset(model, source)
+    domain_versions = {o.domain: o.version for o in model.opset_import}
+    missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for index, node in enumerate(model.graph.node):
+        if node.domain in _DEFAULT_DOMAINS and lookup_converter(node.op_type, opset) is not None:
+            continue
+        missing[(node.domain or "ai.onnx", node.op_type)].append(_node_label(node, index))
+    if not missing:
+        return
+    lines = []
+    for (domain, op_type), nodes in sorted(missing.items()):
+        version = opset if domain in _DEFAULT_DOMAINS else domain_versions.get(domain, "?")
+        lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}")
+    raise OnnxImportError(f"{source}: {len(missing)} unsupported op type(s):\n" + "\n".join(lines))
+
+
+def _node_label(node: onnx.NodeProto, index: int) -> str:
+    return repr(node.name) if node.name else f"#{index} (unnamed, output {node.output[0]!r})"
+
+
+# ---- graph inputs ----
+
+def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source: str) -> list[Var]:
+    """One float32 Var per non-initializer graph input, with dims resolved from the model and input_shapes."""
+    inputs = [vi for vi in graph.input if vi.name not in initializer_names]
+    names = [vi.name for vi in inputs]
+    unknown = sorted(set(input_shapes) - set(names))
+    if unknown:
+        raise OnnxImportError(f"{source}: input_shapes names unknown input(s) {unknown}; model inputs: {names}")
+    declared = {vi.name: _declared_dims(vi, source) for vi in inputs}
+    bindings = _bind_symbols(declared, input_shapes, source)
+    params = []
+    for vi in inputs:
+        dims = declared[vi.name]
+        if vi.name in input_shapes:
+            shape = tuple(int(d) for d in input_shapes[vi.name])
+        elif dims is None:
+            raise OnnxImportError(f"{source}: input {vi.name!r} has no shape in the model; give it in input_shapes")
+        else:
+            shape = tuple(bindings.get(d, 1) if isinstance(d, str) else (d or 1) for d in dims)
+        params.append(Var(vi.name, TensorType(shape, "float32")))
+    return params
+
+
+def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
+    """The input's dims as ints, dim_param strings or None (unknown); None if the model gives no shape."""
+    ttype = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type"):
+        raise OnnxImportError(f"{source}: input {vi.name!r} is not a tensor")
+    if ttype.elem_type != TensorProto.FLOAT:
+        dtype = helper.tensor_dtype_to_np_dtype(ttype.elem_type) if ttype.elem_type else "undefined"
+        raise OnnxImportError(f"{source}: input {vi.name!r} has dtype {dtype}; only float32 graph inputs are "
+                              f"supported")
+    if not ttype.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+
+
+def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, int]:
+    """Check each input_shapes entry against the model (rank, fixed dims) and collect dim_param -> size."""
+    bindings: dict[str, int] = {}
+    for name, shape in input_shapes.items():
+        dims = declared[name]
+        shape = tuple(shape)
+        if any(not isinstance(d, (int, np.integer)) or d < 1 for d in shape):
+            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be positive ints")
+        if dims is None:
+            continue
+        model_shape = tuple(d if d else "?" for d in dims)
+        if len(shape) != len(dims):
+            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape} has rank {len(shape)}, but model "
+                                  f"input {name!r} has rank {len(dims)} {model_shape}")
+        for axis, (given, d) in enumerate(zip(shape, dims)):
+            if isinstance(d, int) and d and d != given:
+                raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dim {axis} must be {d} "
+                                      f"(model shape {model_shape})")
+            if isinstance(d, str):
+                if bindings.setdefault(d, int(given)) != given:
+                    raise OnnxImportError(f"{source}: input_shapes binds dim {d!r} to both {bindings[d]} and "
+                                          f"{given}")
+    return bindings
+
+
+# ---- nodes ----
+
+def _used_names(graph) -> set[str]:
+    return {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
+
+
+def _attribute(attr: onnx.AttributeProto):
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return tuple(v.decode() if isinstance(v, bytes) else v for v in value)
+    return value
+
+
+def _convert_node(node, index, opset, env, used, source):
+    """Run the node's converter and bind its first output; any failure names the node."""
+    label = f"{source}: node {_node_label(node, index)} ({node.op_type})"
+    conv = lookup_converter(node.op_type, opset)
+    for i, name in enumerate(node.output[1:], start=1):
+        if name and name in used:
+            raise OnnxImportError(f"{label}: output {i} ({name!r}) is used, but only the first output of "
+                                  f"{node.op_type} is supported")
+    inputs = []
+    for name in node.input:
+        if name and name not in env:
+            raise OnnxImportError(f"{label}: input {name!r} is not defined before this node")
+        inputs.append(env[name] if name else None)
+    while inputs and inputs[-1] is None:  # trailing omitted optional inputs: let the converter's defaults apply
+        inputs.pop()
+    absent = [conv.inputs[i] for i in range(conv.required_inputs) if i >= len(inputs) or inputs[i] is None]
+    if absent:
+        raise OnnxImportError(f"{label}: missing required input(s) {absent}")
+    if len(inputs) > len(conv.inputs) and not conv.variadic:
+        raise OnnxImportError(f"{label}: {len(inputs)} inputs given, at most {len(conv.inputs)} supported "
+                              f"({', '.join(conv.inputs)})")
+    attrs = {a.name: _attribute(a) for a in node.attribute}
+    unknown = sorted(set(attrs) - conv.attrs)
+    if unknown:
+        raise OnnxImportError(f"{label}: unsupported attribute(s) {unknown}")
+    absent = sorted(conv.required_attrs - set(attrs))
+    if absent:
+        raise OnnxImportError(f"{label}: missing required attribute(s) {absent}")
+    try:
+        result = conv.fn(*inputs, **attrs)
+    except (ConversionError, OpError) as e:
+        raise OnnxImportError(f"{label}: {e}") from e
+    env[node.output[0]] = result

@@ -1,0 +1,539 @@
+"""One small converter per ONNX op: ONNX inputs as positional arguments, ONNX attributes as keyword arguments with
+their ONNX defaults. A converter returns the relayish expression of the node's first output.
+
+Opset differences are an explicit table: `@converter("Squeeze", since=13)` registers the form used from opset 13
+on; the importer picks, for a model's opset, the registration with the largest `since` not above it.
+
+Inputs arrive as relayish expressions (initializers and folded values as `Constant`s), or None for an omitted
+optional input. Computations whose inputs are all constants (the int64 shape arithmetic of exported models) are
+folded here with numpy, so they never reach the graph. A converter that cannot handle its node raises
+ConversionError; the importer adds the node's name and op type.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from onnx import helper, numpy_helper
+
+from relayish import Constant, Expr, call, const
+
+
+class ConversionError(ValueError):
+    """A node that its converter cannot handle (unsupported attribute value, non-constant shape input...)."""
+
+
+@dataclass(frozen=True)
+class Converter:
+    op_type: str
+    since: int
+    fn: Callable
+    inputs: tuple[str, ...]  # positional parameter names, for messages
+    required_inputs: int  # the first this many inputs must be given
+    variadic: bool  # takes *inputs
+    attrs: frozenset[str]  # keyword-only parameters = the ONNX attributes the converter knows
+    required_attrs: frozenset[str]
+
+
+_CONVERTERS: dict[str, list[Converter]] = {}
+
+
+def converter(op_type: str, since: int = 1):
+    """Register fn as the converter of op_type for opsets >= since (until a later registration takes over)."""
+    def register(fn):
+        params = inspect.signature(fn).parameters.values()
+        kw = [p for p in params if p.kind is p.KEYWORD_ONLY]
+        _CONVERTERS.setdefault(op_type, []).append(Converter(
+            op_type, since, fn,
+            inputs=tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD),
+            required_inputs=sum(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params),
+            variadic=any(p.kind is p.VAR_POSITIONAL for p in params),
+            attrs=frozenset(p.name for p in kw),
+            required_attrs=frozenset(p.name for p in kw if p.default is p.empty)))
+        _CONVERTERS[op_type].sort(key=lambda c: c.since)
+        return fn
+    return register
+
+
+def lookup_converter(op_type: str, opset: int) -> Converter | None:
+    """The converter of op_type at this default-domain opset, or None if the op is unsupported there."""
+    found = None
+    for conv in _CONVERTERS.get(op_type, ()):
+        if conv.since <= opset:
+            found = conv
+    return found
+
+
+def supported_ops() -> list[str]:
+    return sorted(_CONVERTERS)
+
+
+# ---- building blocks: relayish calls that fold when their inputs are constants ----
+
+def _is_const(*exprs) -> bool:
+    return all(isinstance(e, Constant) for e in exprs)
+
+
+def constant_value(expr: Expr | None, what: str) -> np.ndarray:
+    """The numpy value of a constant input; ConversionError if it is computed at run time."""
+    if not isinstance(expr, Constant):
+        raise ConversionError(f"input {what!r} must be a constant (an initializer or computable at import), "
+                              f"got a run-time tensor")
+    return expr.data
+
+
+def _shape(x: Expr) -> tuple[int, ...]:
+    return x.type.shape
+
+
+def _ints(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.asarray(values).reshape(-1))
+
+
+def _reshape(x: Expr, newshape) -> Expr:
+    newshape = tuple(int(d) for d in newshape)
+    if newshape == _shape(x):
+        return x
+    if _is_const(x):
+        return Constant(x.data.reshape(newshape))
+    return call("reshape", x, newshape=newshape)
+
+
+def _transpose(x: Expr, axes) -> Expr:
+    axes = tuple(int(a) for a in axes)
+    if axes == tuple(range(len(axes))):
+        return x
+    if _is_const(x):
+        return Constant(np.transpose(x.data, axes))
+    return call("transpose", x, axes=axes)
+
+
+def _int_divide(a, b):
+    return np.trunc(a / b).astype(np.result_type(a, b))  # ONNX integer Div truncates toward zero
+
+
+_NUMPY_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
+                 "minimum": np.minimum, "divide": lambda a, b: a / b if a.dtype.kind == "f" else _int_divide(a, b)}
+
+
+def _binary(op: str, a: Expr, b: Expr) -> Expr:
+    if _is_const(a, b):
+        if a.data.dtype != b.data.dtype:
+            raise ConversionError(f"{op}: inputs have different dtypes {a.data.dtype} and {b.data.dtype}")
+        return Constant(np.asarray(_NUMPY_BINARY[op](a.data, b.data), dtype=a.data.dtype))
+    return call(op, a, b)
+
+
+def _scalar(value: float, like: Expr) -> Constant:
+    return const(value, like.type.dtype)
+
+
+def _axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if not -ndim <= axis < ndim:
+        raise ConversionError(f"{what} {axis} out of range for a {ndim}-D input")
+    return axis % ndim
+
+
+def _expect_spatial_2d(x: Expr, op: str):
+    if len(_shape(x)) != 4:
+        raise ConversionError(f"only 2-D {op} (a 4-D NCHW input) is supported, got input shape {_shape(x)}")
+
+
+def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple[int, int, int, int]:
+    """ONNX auto_pad/pads -> relayish (top, left, bottom, right). ONNX pads are (x1_begin, x2_begin, x1_end,
+    x2_end), the same order. SAME_*: output = ceil(in / stride), the odd pad element at the end (UPPER) or the
+    beginning (LOWER)."""
+    if auto_pad == "NOTSET":
+        pads = tuple(pads) if pads is not None else (0, 0, 0, 0)
+        if len(pads) != 4:
+            raise ConversionError(f"pads must have 4 values for a 2-D window, got {pads}")
+        return pads
+    if auto_pad == "VALID":
+        return (0, 0, 0, 0)
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ConversionError(f"unknown auto_pad {auto_pad!r}")
+    begin, end = [], []
+    for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
+        total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else big)
+        end.append(big if auto_pad == "SAME_UPPER" else small)
+    return (begin[0], begin[1], end[0], end[1])
+
+
+def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
+    """The shared attrs of conv and pooling windows over a 4-D input."""
+    strides = tuple(strides) if strides is not None else (1, 1)
+    dilations = tuple(dilations) if dilations is not None else (1, 1)
+    if len(kernel_shape) != 2 or len(strides) != 2 or len(dilations) != 2:
+        raise ConversionError(f"kernel_shape, strides and dilations must have 2 values, got "
+                              f"{tuple(kernel_shape)}, {strides}, {dilations}")
+    return dict(strides=strides, dilation=dilations,
+                padding=_padding(auto_pad, pads, _shape(x)[2:], kernel_shape, strides, dilations))
+
+
+# ---- elementwise ----
+
+@converter("Relu")
+def relu(x):
+    return call("nn.relu", x)
+
+
+@converter("LeakyRelu")
+def leaky_relu(x, *, alpha=0.01):
+    return call("nn.leaky_relu", x, alpha=alpha)
+
+
+@converter("Sigmoid")
+def sigmoid(x):
+    return call("sigmoid", x)
+
+
+@converter("Tanh")
+def tanh(x):
+    return call("tanh", x)
+
+
+@converter("Exp")
+def exp(x):
+    return call("exp", x)
+
+
+@converter("Sqrt")
+def sqrt(x):
+    return call("sqrt", x)
+
+
+@converter("Neg")
+def neg(x):
+    return call("negative", x)
+
+
+@converter("Clip")
+def clip_v1(x, *, min=-math.inf, max=math.inf):  # noqa: A002  (ONNX's attribute names)
+    return call("clip", x, a_min=float(min), a_max=float(max))
+
+
+@converter("Clip", since=11)
+def clip_v11(x, min=None, max=None):  # noqa: A002
+    lo = -math.inf if min is None else float(constant_value(min, "min").reshape(()))
+    hi = math.inf if max is None else float(constant_value(max, "max").reshape(()))
+    return call("clip", x, a_min=lo, a_max=hi)
+
+
+@converter("Add")
+def add(a, b):
+    return _binary("add", a, b)
+
+
+@converter("Sub")
+def sub(a, b):
+    return _binary("subtract", a, b)
+
+
+@converter("Mul")
+def mul(a, b):
+    return _binary("multiply", a, b)
+
+
+@converter("Div")
+def div(a, b):
+    return _binary("divide", a, b)
+
+
+def _chain(op: str, inputs) -> Expr:
+    out = inputs[0]
+    for x in inputs[1:]:
+        out = _binary(op, out, x)
+    return out
+
+
+@converter("Sum")
+def sum_(*inputs):
+    return _chain("add", inputs)
+
+
+@converter("Max")
+def max_(*inputs):
+    return _chain("maximum", inputs)
+
+
+@converter("Min")
+def min_(*inputs):
+    return _chain("minimum", inputs)
+
+
+@converter("Mean")
+def mean(*inputs):
+    total = _chain("add", inputs)
+    return _binary("divide", total, _scalar(len(inputs), total))
+
+
+# ---- nn ----
+
+@converter("Conv")
+def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    _expect_spatial_2d(x, "Conv")
+    kernel = _shape(w)[2:]
+    if kernel_shape is not None and tuple(kernel_shape) != kernel:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {_shape(w)}")
+    y = call("nn.conv2d", x, w, groups=group, **_window(x, kernel, strides, dilations, auto_pad, pads))
+    if b is None:
+        return y
+    if _shape(b) != (_shape(w)[0],):
+        raise ConversionError(f"bias shape {_shape(b)} does not match {_shape(w)[0]} output channels")
+    return _binary("add", y, _reshape(b, (_shape(b)[0], 1, 1)))
+
+
+@converter("BatchNormalization")
+def batch_norm(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1, training_mode=0):
+    if training_mode:
+        raise ConversionError("training_mode=1 is not supported (inference only)")
+    if not spatial:
+        raise ConversionError("spatial=0 (per-activation statistics) is not supported")
+    return call("nn.batch_norm", x, scale, b, mean, var, axis=1, epsilon=epsilon)
+
+
+@converter("MaxPool")
+def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
+             strides=None):
+    _expect_spatial_2d(x, "MaxPool")
+    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=bool(ceil_mode),
+                **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
+
+
+@converter("AveragePool")
+def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, pads=None,
+             strides=None):
+    _expect_spatial_2d(x, "AveragePool")
+    return call("nn.avg_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=bool(ceil_mode),
+                count_include_pad=bool(count_include_pad),
+                **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
+
+
+@converter("GlobalAveragePool")
+def global_avg_pool(x):
+    _expect_spatial_2d(x, "GlobalAveragePool")
+    return call("nn.global_avg_pool2d", x)
+
+
+@converter("GlobalMaxPool")
+def global_max_pool(x):
+    _expect_spatial_2d(x, "GlobalMaxPool")
+    return call("nn.max_pool2d", x, pool_size=_shape(x)[2:])
+
+
+@converter("Gemm")
+def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N803  (ONNX's names)
+    """alpha * A' @ B' + beta * C -> dense(A', W) with W = B'^T in [N, K] layout, as nn.dense wants."""
+    for name, v in (("A", a), ("B", b)):
+        if len(_shape(v)) != 2:
+            raise ConversionError(f"input {name} must be 2-D, got shape {_shape(v)}")
+    x = _transpose(a, (1, 0)) if transA else a
+    w = b if transB else _transpose(b, (1, 0))
+    y = call("nn.dense", x, w)
+    if alpha != 1.0:
+        y = _binary("multiply", y, _scalar(alpha, y))
+    if c is not None and beta != 0.0:
+        y = _binary("add", y, c if beta == 1.0 else _binary("multiply", c, _scalar(beta, c)))
+    return y
+
+
+@converter("MatMul")
+def matmul(a, b):
+    """numpy matmul semantics; a 1-D operand is promoted to a matrix and the added axis removed after."""
+    sa, sb = _shape(a), _shape(b)
+    if not sa or not sb:
+        raise ConversionError(f"MatMul operands must be at least 1-D, got shapes {sa} and {sb}")
+    a2 = _reshape(a, (1,) + sa) if len(sa) == 1 else a
+    b2 = _reshape(b, sb + (1,)) if len(sb) == 1 else b
+    y = call("nn.matmul", a2, b2)
+    out = _shape(y)
+    if len(sa) == 1:
+        out = out[:-2] + out[-1:]
+    if len(sb) == 1:
+        out = out[:-1]
+    return _reshape(y, out)
+
+
+@converter("Softmax")
+def softmax_v1(x, *, axis=1):
+    """Before opset 13: x is coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])] and softmax runs over the
+    whole flattened tail."""
+    shape = _shape(x)
+    axis = _axis(axis, len(shape))
+    if axis == len(shape) - 1:
+        return call("nn.softmax", x, axis=-1)
+    flat = _reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+    return _reshape(call("nn.softmax", flat, axis=-1), shape)
+
+
+@converter("Softmax", since=13)
+def softmax_v13(x, *, axis=-1):
+    return call("nn.softmax", x, axis=_axis(axis, len(_shape(x))))
+
+
+@converter("LRN")
+def lrn(x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    return call("nn.lrn", x, size=size, alpha=alpha, beta=beta, bias=bias)
+
+
+@converter("Dropout")
+def dropout_v1(x, *, ratio=0.5, is_test=0):
+    return x  # inference: identity (the mask output is rejected by the importer if used)
+
+
+@converter("Dropout", since=12)
+def dropout_v12(x, ratio=None, training_mode=None, *, seed=0):
+    if training_mode is not None and bool(constant_value(training_mode, "training_mode").reshape(())):
+        raise ConversionError("training_mode=True is not supported (inference only)")
+    return x
+
+
+@converter("Identity")
+def identity(x):
+    return x
+
+
+# ---- data movement ----
+
+@converter("Flatten")
+def flatten(x, *, axis=1):
+    shape = _shape(x)
+    if not -len(shape) <= axis <= len(shape):
+        raise ConversionError(f"axis {axis} out of range for a {len(shape)}-D input")
+    axis = axis + len(shape) if axis < 0 else axis
+    return _reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+
+
+@converter("Reshape")
+def reshape(data, shape, *, allowzero=0):
+    """0 copies the input's dim at that position (unless allowzero), -1 is inferred (at most one)."""
+    target = list(_ints(constant_value(shape, "shape")))
+    in_shape = _shape(data)
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if i >= len(in_shape):
+                raise ConversionError(f"shape {tuple(target)}: a 0 at position {i} has no input dim to copy "
+                                      f"(input shape {in_shape})")
+            target[i] = in_shape[i]
+    if target.count(-1) > 1 or any(d < -1 for d in target):
+        raise ConversionError(f"invalid shape {tuple(target)}")
+    size, known = math.prod(in_shape), math.prod(d for d in target if d != -1)
+    if -1 in target:
+        if known == 0 or size % known:
+            raise ConversionError(f"cannot reshape {in_shape} to {tuple(target)}")
+        target[target.index(-1)] = size // known
+    if math.prod(target) != size:
+        raise ConversionError(f"cannot reshape {in_shape} ({size} elements) to {tuple(target)}")
+    return _reshape(data, target)
+
+
+@converter("Transpose")
+def transpose(data, *, perm=None):
+    ndim = len(_shape(data))
+    perm = tuple(perm) if perm is not None else tuple(reversed(range(ndim)))
+    if sorted(perm) != list(range(ndim)):
+        raise ConversionError(f"perm {perm} is not a permutation of the {ndim} axes")
+    return _transpose(data, perm)
+
+
+def _squeeze(data, axes):
+    shape = _shape(data)
+    if axes is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = {_axis(a, len(shape), "squeeze axis") for a in axes}
+    for a in sorted(axes):
+        if shape[a] != 1:
+            raise ConversionError(f"cannot squeeze axis {a} of size {shape[a]} (input shape {shape})")
+    return _reshape(data, [d for i, d in enumerate(shape) if i not in axes])
+
+
+def _unsqueeze(data, axes):
+    shape = _shape(data)
+    ndim = len(shape) + len(axes)
+    axes = [_axis(a, ndim, "unsqueeze axis") for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ConversionError(f"duplicate unsqueeze axes {tuple(axes)}")
+    dims = iter(shape)
+    return _reshape(data, [1 if i in axes else next(dims) for i in range(ndim)])
+
+
+@converter("Squeeze")
+def squeeze_v1(data, *, axes=None):
+    return _squeeze(data, axes)
+
+
+@converter("Squeeze", since=13)
+def squeeze_v13(data, axes=None):
+    return _squeeze(data, None if axes is None else _ints(constant_value(axes, "axes")))
+
+
+@converter("Unsqueeze")
+def unsqueeze_v1(data, *, axes):
+    return _unsqueeze(data, axes)
+
+
+@converter("Unsqueeze", since=13)
+def unsqueeze_v13(data, axes):
+    return _unsqueeze(data, _ints(constant_value(axes, "axes")))
+
+
+@converter("Concat")
+def concat(*inputs, axis):
+    axis = _axis(axis, len(_shape(inputs[0])))
+    if len(inputs) == 1:
+        return inputs[0]
+    if _is_const(*inputs):
+        return Constant(np.concatenate([x.data for x in inputs], axis=axis))
+    return call("concatenate", *inputs, axis=axis)
+
+
+# ---- constants and shape computations (folded at import) ----
+
+@converter("Constant")
+def constant(*, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None,
+             sparse_value=None, value_string=None, value_strings=None):
+    given = {k: v for k, v in locals().items() if v is not None}
+    if len(given) != 1:
+        raise ConversionError(f"exactly one value attribute must be set, got {sorted(given) or 'none'}")
+    kind, v = given.popitem()
+    if kind == "value":
+        return Constant(numpy_helper.to_array(v))
+    if kind in ("value_float", "value_floats"):
+        return Constant(np.asarray(v, np.float32))
+    if kind in ("value_int", "value_ints"):
+        return Constant(np.asarray(v, np.int64))
+    raise ConversionError(f"attribute {kind} is not supported (only numeric constants)")
+
+
+@converter("ConstantOfShape")
+def constant_of_shape(shape, *, value=None):
+    fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    if fill.size != 1:
+        raise ConversionError(f"value must have exactly one element, got {fill.size}")
+    return Constant(np.full(_ints(constant_value(shape, "shape")), fill[0], dtype=fill.dtype))
+
+
+@converter("Shape")
+def shape_(data, *, start=0, end=None):
+    return Constant(np.asarray(_shape(data)[start:end], np.int64))
+
+
+@converter("Gather")
+def gather(data, indices, *, axis=0):
+    values = constant_value(data, "data")
+    return Constant(np.take(values, constant_value(indices, "indices"), axis=_axis(axis, values.ndim)))
+
+
+@converter("Cast")
+def cast(x, *, to, saturate=1):
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to))
+    if _is_const(x):
+        return Constant(x.data.astype(dtype))
+    if dtype != np.dtype(x.type.dtype):
+        raise ConversionError(f"casting a run-time {x.type.dtype} tensor to {dtype} is not supported")
+    return x
