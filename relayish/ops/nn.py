@@ -122,9 +122,31 @@ def pool_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin:
 
 
 def _pool_out_shape(x_shape, pool_size, strides, padding, dilation, ceil_mode):
+    """Output shape for NCHW or blocked NCHW{c}c data (the block axis, if any, rides along at the end)."""
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = pool_size, strides, dilation, padding
-    n, c, h, w = x_shape
-    return (n, c, pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode), pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode))
+    n, c, h, w = x_shape[:4]
+    return (n, c, pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode),
+            pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)) + tuple(x_shape[4:])
+
+
+def _layout_ndim(op, layout: str) -> int:
+    """4 for NCHW, 5 for a channel-blocked NCHW{c}c layout; anything else is an error."""
+    if layout == "NCHW":
+        return 4
+    if layout.startswith("NCHW") and layout.endswith("c") and layout[4:-1].isdigit():
+        return 5
+    raise OpError(f"{op}: layout must be NCHW or NCHW<block>c, got {layout!r}")
+
+
+def _blocked_ref(ref):
+    """A pooling reference for NCHW data made to accept NCHW{c}c data too (layout attr)."""
+    def wrapped(x, layout="NCHW", **kw):
+        if x.ndim == 4:
+            return ref(x, **kw)
+        n, cb, h, w, c = x.shape
+        y = ref(np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3)).reshape(n, cb * c, h, w), **kw)
+        return np.ascontiguousarray(y.reshape(n, cb, c, *y.shape[2:]).transpose(0, 1, 3, 4, 2))
+    return wrapped
 
 
 def _pool_normalize(op):
@@ -141,9 +163,9 @@ def _pool_normalize(op):
 def _pool_infer(op):
     def infer(arg_types, attrs):
         x, = arg_types
-        expect_ndim(op, x, 4, "data")
+        expect_ndim(op, x, _layout_ndim(op, attrs.layout), f"data (layout {attrs.layout})")
         expect_float(op, x, "data")
-        h, w = x.shape[2:]
+        h, w = x.shape[2:4]
         (kh, kw), (dh, dw) = attrs.pool_size, attrs.dilation
         pt, pl, pb, pr = attrs.padding
         # onnxruntime's rule; it also keeps every window overlapping the real input
@@ -169,7 +191,7 @@ def _pool_taps(x, out_shape, pool_size, strides, dilation, padding, fill):
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = pool_size, strides, dilation, padding
     oh, ow = out_shape[2:]
     need_h, need_w = _pool_geometry(out_shape, pool_size, strides, dilation)
-    h, w = x.shape[2:]
+    h, w = x.shape[2:4]
     xp = np.full(x.shape[:2] + (max(need_h, pt + h), max(need_w, pl + w)), fill, dtype=x.dtype)
     xp[:, :, pt:pt + h, pl:pl + w] = x
     taps = [xp[:, :, ky * dh: ky * dh + (oh - 1) * sh + 1: sh, kx * dw: kx * dw + (ow - 1) * sw + 1: sw]
@@ -212,14 +234,15 @@ def _pool_input(x, attrs, out_type, value):
     need_h, need_w = _pool_geometry(out_type.shape, attrs.pool_size, attrs.strides, attrs.dilation)
     if pt == 0 and pl == 0 and need_h <= x.shape[2] and need_w <= x.shape[3]:
         return x
-    return pad_stage(x, {2: pt, 3: pl}, x.shape[:2] + (need_h, need_w), value, name="pad")
+    return pad_stage(x, {2: pt, 3: pl}, x.shape[:2] + (need_h, need_w) + x.shape[4:], value, name="pad")
 
 
 def _window_reduce(data, attrs, out_type, reducer, name, tag):
     (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
     ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
     return te.compute(out_type.shape,
-                      lambda n, c, y, x: reducer(data[n, c, y * sh + ry.var * dh, x * sw + rx.var * dw], [ry, rx]),
+                      lambda n, c, y, x, *blk: reducer(data[(n, c, y * sh + ry.var * dh, x * sw + rx.var * dw)
+                                                              + blk], [ry, rx]),
                       name=name, tag=tag)
 
 
@@ -234,7 +257,7 @@ def _avg_pool_compute(inputs, attrs, out_type):
     total = _window_reduce(data, attrs, out_type, te.sum, "avg_pool2d_sum", "pool")
     (kh, kw), (sh, sw), (dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
     pt, pl, pb, pr = attrs.padding
-    h, w = x.shape[2:]
+    h, w = x.shape[2:4]
     # counted region in padded coordinates
     (lo_h, hi_h), (lo_w, hi_w) = ((0, h + pt + pb), (0, w + pl + pr)) if attrs.count_include_pad else \
         ((pt, pt + h), (pl, pl + w))
@@ -242,15 +265,15 @@ def _avg_pool_compute(inputs, attrs, out_type):
     def count(y, xx):
         return _tap_count(y * sh, kh, dh, lo_h, hi_h) * _tap_count(xx * sw, kw, dw, lo_w, hi_w)
 
-    oh, ow = out_type.shape[2:]
+    oh, ow = out_type.shape[2:4]
     rows = {_tap_count(y * sh, kh, dh, lo_h, hi_h).value for y in range(oh)}
     cols = {_tap_count(xx * sw, kw, dw, lo_w, hi_w).value for xx in range(ow)}
     if len(rows) == len(cols) == 1:  # the common case: every window counts the same, a constant reciprocal
         inv = 1.0 / (rows.pop() * cols.pop())
-        return te.compute(out_type.shape, lambda n, c, y, xx: total[n, c, y, xx] * inv, name="avg_pool2d",
-                          tag="pool")
+        return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
+                          name="avg_pool2d", tag="pool")
     return te.compute(out_type.shape,
-                      lambda n, c, y, xx: total[n, c, y, xx] / te.cast(x.dtype, count(y, xx)),
+                      lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / te.cast(x.dtype, count(y, xx)),
                       name="avg_pool2d", tag="pool")
 
 
@@ -260,37 +283,40 @@ def _pool_flops(arg_types, attrs, out_type):
 
 
 _POOL_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1),
-               "ceil_mode": False}
+               "ceil_mode": False, "layout": "NCHW"}
 register_op("nn.max_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.max_pool2d"),
-            ref=_max_pool_ref, compute=_max_pool_compute, flops=_pool_flops,
+            ref=_blocked_ref(_max_pool_ref), compute=_max_pool_compute, flops=_pool_flops,
             normalize=_pool_normalize("nn.max_pool2d"), attrs=_POOL_ATTRS,
             doc="2-D max pooling (ONNX MaxPool); padded and overhanging taps are -inf.")
 register_op("nn.avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.avg_pool2d"),
-            ref=_avg_pool_ref, compute=_avg_pool_compute, flops=_pool_flops,
+            ref=_blocked_ref(_avg_pool_ref), compute=_avg_pool_compute, flops=_pool_flops,
             normalize=_pool_normalize("nn.avg_pool2d"), attrs=dict(_POOL_ATTRS, count_include_pad=False),
             doc="2-D average pooling (ONNX AveragePool).")
 
 
 def _global_pool_infer(arg_types, attrs):
     x, = arg_types
-    expect_ndim("nn.global_avg_pool2d", x, 4, "data")
-    expect_float("nn.global_avg_pool2d", x, "data")
-    return TensorType(x.shape[:2] + (1, 1), x.dtype)
+    op = "nn.global_avg_pool2d"
+    expect_ndim(op, x, _layout_ndim(op, attrs.layout), f"data (layout {attrs.layout})")
+    expect_float(op, x, "data")
+    return TensorType(x.shape[:2] + (1, 1) + x.shape[4:], x.dtype)
 
 
 def _global_pool_compute(inputs, attrs, out_type):
     x, = inputs
-    h, w = x.shape[2:]
+    h, w = x.shape[2:4]
     rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
-    total = te.compute(out_type.shape, lambda n, c, y, xx: te.sum(x[n, c, rh.var, rw.var], [rh, rw]),
+    total = te.compute(out_type.shape,
+                       lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
                        name="global_avg_pool2d_sum", tag="pool")
     inv = 1.0 / (h * w)
-    return te.compute(out_type.shape, lambda n, c, y, xx: total[n, c, y, xx] * inv, name="global_avg_pool2d",
-                      tag="pool")
+    return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
+                      name="global_avg_pool2d", tag="pool")
 
 
 register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_global_pool_infer,
-            ref=lambda x: x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
+            ref=lambda x, layout="NCHW": x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
+            attrs={"layout": "NCHW"},
             compute=_global_pool_compute, flops=lambda arg_types, attrs, out: float(arg_types[0].size),
             doc="Mean over H and W, keeping them as extent-1 dims (ONNX GlobalAveragePool).")
 
