@@ -1,0 +1,167 @@
+"""Build: kernels (+ thread pool + executor) -> one LLVM module -> optimized object file -> shared library.
+
+The target is always the host: its triple, CPU name and feature string (so AVX-512 is used where present). The
+optimizer is LLVM's new pass manager at O3 with loop and SLP vectorization on. Fast-math is not global: only the
+instructions codegen marks (`contract` on float + - *) may be fused. The object is linked with the system C compiler
+(`cc -shared`) against libc only (pthread_create, pthread_atfork, syscall, sysconf, clock_gettime).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from ..loopir import PrimFunc
+from .executor import ExecutorPlan, emit_executor
+from .llvm import emit_kernel
+from .threadpool import emit_thread_pool
+
+_LAST_STATS: dict = {}
+# LLVM's global context and a shared TargetMachine are not safe to use from two threads at once: builds from
+# several Python threads are serialized (build in processes to build in parallel).
+_LLVM_LOCK = threading.RLock()
+
+
+@functools.lru_cache(maxsize=None)
+def _init_llvm() -> None:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+@functools.lru_cache(maxsize=None)
+def host_target() -> dict:
+    """dict(triple=..., cpu=..., features=...) of this machine; the key tuning records are stored under."""
+    _init_llvm()
+    return dict(triple=llvm.get_process_triple(), cpu=llvm.get_host_cpu_name(),
+                features=llvm.get_host_cpu_features().flatten())
+
+
+def vector_width(dtype: str = "float32") -> int:
+    """Lanes of `dtype` in one native vector register: 512-bit with avx512f, 256 with avx2, else 128."""
+    features = host_target()["features"].split(",")
+    bits = 512 if "+avx512f" in features else 256 if "+avx2" in features else 128
+    itemsize = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+    if dtype not in itemsize:
+        raise ValueError(f"vector_width: unsupported dtype {dtype!r}")
+    return bits // (8 * itemsize[dtype])
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(opt_level: int = 3) -> llvm.TargetMachine:
+    """The host target machine (PIC, for shared libraries), cached per optimization level."""
+    t = host_target()
+    target = llvm.Target.from_triple(t["triple"])
+    return target.create_target_machine(cpu=t["cpu"], features=t["features"], opt=opt_level,
+                                        reloc="pic", codemodel="default")
+
+
+def _arch() -> str:
+    return host_target()["triple"].split("-")[0]
+
+
+def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "relayish") -> ir.Module:
+    """One llvmlite.ir module: every kernel, the thread pool and (if plan) the executor."""
+    module = ir.Module(name=name)
+    module.triple = host_target()["triple"]
+    module.data_layout = str(target_machine().target_data)
+    for f in funcs:
+        if not isinstance(f, PrimFunc):
+            raise TypeError(f"build: expected PrimFunc, got {type(f).__name__}")
+        emit_kernel(module, f)
+    emit_thread_pool(module, _arch(), host_target()["features"])
+    if plan is not None:
+        emit_executor(module, plan)
+    return module
+
+
+def optimize(mod: llvm.ModuleRef, opt_level: int = 3) -> None:
+    """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = opt_level >= 2
+    pb = llvm.create_pass_builder(target_machine(opt_level), pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None):
+    """funcs (+ plan) -> verified, optimized llvm.ModuleRef. Fills stats with emit/parse/optimize seconds."""
+    _init_llvm()
+    stats = {} if stats is None else stats
+    t0 = time.perf_counter()
+    text = str(build_ir_module(funcs, plan))
+    t1 = time.perf_counter()
+    with _LLVM_LOCK:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        t2 = time.perf_counter()
+        if opt_level > 0:
+            optimize(mod, opt_level)
+    t3 = time.perf_counter()
+    stats.update(emit_ir_s=t1 - t0, parse_s=t2 - t1, optimize_s=t3 - t2, kernels=len(funcs))
+    return mod
+
+
+def emit_llvm_ir(funcs: list, plan: ExecutorPlan | None = None, optimized: bool = False, opt_level: int = 3) -> str:
+    """The module's LLVM IR text, before or after optimization (for debugging)."""
+    if not optimized:
+        return str(build_ir_module(funcs, plan))
+    return str(compile_module(funcs, plan, opt_level))
+
+
+def emit_assembly(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3) -> str:
+    """Host assembly of the optimized module (to check e.g. for zmm FMAs)."""
+    with _LLVM_LOCK:
+        return target_machine(opt_level).emit_assembly(compile_module(funcs, plan, opt_level))
+
+
+def _c_compiler() -> str:
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise RuntimeError("build_library: no C compiler found to link the shared library (install cc/gcc/clang "
+                           "or set CC)")
+    return cc
+
+
+def link_shared(obj: bytes, path: str) -> None:
+    """Link object code into the shared library `path` with the system C compiler."""
+    cc = _c_compiler()
+    with tempfile.TemporaryDirectory(prefix="relayish-") as tmp:
+        obj_path = os.path.join(tmp, "module.o")
+        with open(obj_path, "wb") as f:
+            f.write(obj)
+        tmp_out = os.path.join(tmp, "lib.so")  # link aside, then rename: a loaded library is never overwritten
+        proc = subprocess.run([cc, "-shared", "-o", tmp_out, obj_path, "-lpthread"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"build_library: linking with {cc} failed:\n{proc.stderr.strip()}")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        shutil.move(tmp_out, path)
+
+
+def build_library(funcs: list, plan: ExecutorPlan | None, path: str, opt_level: int = 3) -> str:
+    """Compile funcs (+ executor for plan) into the shared library `path`; returns path.
+    The phase timings (seconds) are kept and returned by last_build_stats()."""
+    stats: dict = {}
+    t0 = time.perf_counter()
+    mod = compile_module(funcs, plan, opt_level, stats)
+    t1 = time.perf_counter()
+    with _LLVM_LOCK:
+        obj = target_machine(opt_level).emit_object(mod)
+    t2 = time.perf_counter()
+    link_shared(obj, path)
+    t3 = time.perf_counter()
+    stats.update(codegen_s=t2 - t1, link_s=t3 - t2, total_s=t3 - t0, path=path)
+    _LAST_STATS.clear()
+    _LAST_STATS.update(stats)
+    return path
+
+
+def last_build_stats() -> dict:
+    """Timings of the last build_library call: emit_ir_s, parse_s, optimize_s, codegen_s, link_s, total_s."""
+    return dict(_LAST_STATS)

@@ -1,0 +1,688 @@
+"""Loop IR (compiler/loopir.py) -> LLVM IR (llvmlite.ir), one kernel at a time.
+
+`emit_kernel(module, func)` adds `void NAME(T0* noalias align 64 p0, T1* ...)` to `module`, one pointer per PrimFunc
+parameter in order (bool buffers are i8 in memory). Semantics:
+
+- int index math is int32 with `nsw` (an index that overflows is a lowering bug); pointer offsets are i64 GEPs.
+  `//`, `/` and `%` on ints are floor division / modulo (Python semantics, operands may be negative).
+- float `+ - *` carry the `contract` fast-math flag (a*b+c may become one FMA); nothing is reassociated.
+- float min/max are selects: max(a, b) = a < b ? b : a and min(a, b) = b < a ? b : a. A NaN in `a` propagates,
+  a NaN in `b` yields `a`. One vmaxps/vminps on x86; relu written max(x, 0) keeps numpy's NaN -> NaN.
+- Loop kinds: serial -> a phi loop; unroll (constant extent) -> the body emitted extent times with the variable
+  bound to constants; vectorize (constant extent N) -> the body emitted once on <N x T> values when
+  `vectorize_blocker` finds nothing unsafe, else a serial loop; parallel -> the body outlined into
+  `void NAME.parK(i8* closure, i32 task, i32 ntasks)` run by the module's thread pool (nested parallel -> serial).
+- Allocate -> an `alloca` (align 64) in the entry block of the current LLVM function, so SROA can promote it.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from collections import defaultdict
+
+from llvmlite import ir
+
+from relayish import te
+from relayish.te import BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
+
+from .. import loopir
+from ..loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
+from . import threadpool
+from .intrinsics import FAST, emit_intrinsic
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+VOID = ir.VoidType()
+I8P = I8.as_pointer()
+ALIGN = 64  # every kernel parameter and local buffer is 64-byte aligned
+
+_VALUE_TYPES = {"float32": F32, "float64": F64, "int64": I64, "int32": I32, "int16": ir.IntType(16),
+                "int8": I8, "uint8": I8, "bool": I1}
+_UNSIGNED = {"uint8", "bool"}
+
+
+def value_type(dtype: str) -> ir.Type:
+    """LLVM type of a value of `dtype` in registers."""
+    try:
+        return _VALUE_TYPES[dtype]
+    except KeyError:
+        raise TypeError(f"codegen: unsupported dtype {dtype!r}; supported: {sorted(_VALUE_TYPES)}") from None
+
+
+def memory_type(dtype: str) -> ir.Type:
+    """LLVM type of one element of a buffer of `dtype` (bool is a byte in memory)."""
+    return I8 if dtype == "bool" else value_type(dtype)
+
+
+# ---------------------------------------------------------------------------------------------- cgutils
+
+def is_vector(v) -> bool:
+    return isinstance(v.type, ir.VectorType)
+
+
+def scalar_type(ty: ir.Type) -> ir.Type:
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
+def is_float(ty: ir.Type) -> bool:
+    return isinstance(scalar_type(ty), (ir.FloatType, ir.DoubleType))
+
+
+def shaped(ty: ir.Type, lanes: int | None) -> ir.Type:
+    return ir.VectorType(ty, lanes) if lanes else ty
+
+
+def _rank(ty: ir.Type) -> int:
+    """Bit width of a scalar int or float type (the wider of two wins when operands are unified)."""
+    return 64 if ty == F64 else 32 if ty == F32 else ty.width
+
+
+def _nbytes(ty: ir.Type) -> int:
+    return _rank(ty) // 8
+
+
+def const(ty: ir.Type, value) -> ir.Constant:
+    """A constant of scalar or vector type `ty` (vectors get `value` in every lane)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [value] * ty.count)
+    return ir.Constant(ty, value)
+
+
+def splat(b: ir.IRBuilder, v, lanes: int):
+    """Broadcast scalar v to <lanes x T> (constants fold to a constant vector)."""
+    if is_vector(v):
+        return v
+    if isinstance(v, ir.Constant):
+        return ir.Constant(ir.VectorType(v.type, lanes), [v.constant] * lanes)
+    vec = b.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
+    return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+
+
+def entry_alloca(fn: ir.Function, ty: ir.Type, name: str = "", align: int = ALIGN):
+    """An alloca in fn's entry block: allocated once per call, and promotable by SROA/mem2reg. Emitters keep the
+    entry block for allocas only (code starts in the next block), so appending here never reorders code."""
+    entry = fn.entry_basic_block
+    b = ir.IRBuilder(entry)
+    if entry.is_terminated:
+        b.position_before(entry.terminator)
+    slot = b.alloca(ty, name=name)
+    slot.align = align
+    return slot
+
+
+@contextlib.contextmanager
+def for_range(b: ir.IRBuilder, start, stop, name: str = "i"):
+    """`for i in range(start, stop)` (i32, step 1); yields the induction variable; builder ends after the loop."""
+    pre = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    end = b.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(start.type, name=name)
+    i.add_incoming(start, pre)
+    b.cbranch(b.icmp_signed("<", i, stop), body, end)
+    b.position_at_end(body)
+    yield i
+    i.add_incoming(b.add(i, const(start.type, 1), flags=("nsw",)), b.block)
+    b.branch(head)
+    b.position_at_end(end)
+
+
+# ---------------------------------------------------------------------------------------------- analysis
+
+def walk_expr(e):
+    """Pre-order over an expression, descending into Load indices (te.walk does not know Load)."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend([node.index] if isinstance(node, Load) else reversed(te.expr_children(node)))
+
+
+def walk_stmt(s):
+    """Pre-order over statements."""
+    yield s
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_stmt(x)
+    elif isinstance(s, (For, LetStmt, Allocate)):
+        yield from walk_stmt(s.body)
+    elif isinstance(s, IfThenElse):
+        yield from walk_stmt(s.then_case)
+        if s.else_case is not None:
+            yield from walk_stmt(s.else_case)
+
+
+def stmt_exprs(s) -> tuple:
+    """The expressions held directly by one statement."""
+    if isinstance(s, For):
+        return (s.start, s.extent)
+    if isinstance(s, Store):
+        return (s.index, s.value)
+    if isinstance(s, IfThenElse):
+        return (s.cond,)
+    if isinstance(s, LetStmt):
+        return (s.value,)
+    return ()
+
+
+def referenced(s) -> tuple[list, list]:
+    """(Vars, Buffers) that statement s mentions, each in first-use order without duplicates."""
+    vars_, bufs = {}, {}
+    for st in walk_stmt(s):
+        if isinstance(st, Store):
+            bufs[st.buffer] = None
+        for e in stmt_exprs(st):
+            for n in walk_expr(e):
+                if isinstance(n, Var):
+                    vars_[n] = None
+                elif isinstance(n, Load):
+                    bufs[n.buffer] = None
+    return list(vars_), list(bufs)
+
+
+def affine_coeff(e, var: Var, lets: dict | None = None) -> int | None:
+    """Coefficient c such that e = c * var + (terms without var); 0 if e does not depend on var; None if e
+    depends on var but not affinely (or with a non-constant coefficient). `lets` maps let-bound Vars to their own
+    coefficient in var."""
+    lets = lets or {}
+    if isinstance(e, Var):
+        return 1 if e is var else lets.get(e, 0)
+    if isinstance(e, (IntImm, FloatImm)):
+        return 0
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        ca, cb = affine_coeff(e.a, var, lets), affine_coeff(e.b, var, lets)
+        if ca is None or cb is None:
+            return None
+        if e.op == "+":
+            return ca + cb
+        if e.op == "-":
+            return ca - cb
+        if ca == 0 and cb == 0:
+            return 0
+        if cb == 0 and isinstance(e.b, IntImm):
+            return ca * e.b.value
+        if ca == 0 and isinstance(e.a, IntImm):
+            return cb * e.a.value
+        return None
+    children = (e.index,) if isinstance(e, Load) else te.expr_children(e)
+    return 0 if all(affine_coeff(c, var, lets) == 0 for c in children) else None
+
+
+class _Blocked(Exception):
+    pass
+
+
+def vectorize_blocker(loop: For) -> str | None:
+    """Why `loop`'s body cannot run as one <N x T> pass (None: it can).
+
+    Emitting the body once on vectors performs each statement for all lanes before the next statement, which
+    equals serial order only without cross-lane dependences through memory. We accept a body when: the extent is a
+    positive constant; it holds no loop and no allocation; every condition is lane-uniform; every store index
+    depends on the loop variable; and every buffer the body writes is accessed at one single index expression
+    (injective in the lane if the buffer is also read). A store at a lane-independent index (a reduction into an
+    accumulator) is refused: it is a loop-carried dependence.
+    """
+    if not isinstance(loop.extent, IntImm) or loop.extent.value < 1:
+        return f"extent {te.expr_str(loop.extent)} is not a positive constant"
+    var, lets = loop.var, {}
+    accesses = defaultdict(list)  # buffer -> [(is_store, index, coeff)]
+
+    def note_loads(e):
+        for n in walk_expr(e):
+            if isinstance(n, Load):
+                accesses[n.buffer].append((False, n.index, affine_coeff(n.index, var, lets)))
+
+    def visit(s):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                visit(x)
+        elif isinstance(s, For):
+            raise _Blocked(f"nested loop over {s.var.name}")
+        elif isinstance(s, Allocate):
+            raise _Blocked(f"allocation of {s.buffer.name} inside the loop")
+        elif isinstance(s, IfThenElse):
+            if affine_coeff(s.cond, var, lets) != 0:
+                raise _Blocked(f"condition {te.expr_str(s.cond)} depends on {var.name}")
+            note_loads(s.cond)
+            visit(s.then_case)
+            if s.else_case is not None:
+                visit(s.else_case)
+        elif isinstance(s, LetStmt):
+            note_loads(s.value)
+            lets[s.var] = affine_coeff(s.value, var, lets)
+            visit(s.body)
+        elif isinstance(s, Store):
+            note_loads(s.index)
+            note_loads(s.value)
+            coeff = affine_coeff(s.index, var, lets)
+            if coeff == 0:
+                raise _Blocked(f"store to {s.buffer.name} at an index independent of {var.name} (reduction)")
+            accesses[s.buffer].append((True, s.index, coeff))
+        else:
+            raise _Blocked(f"statement {type(s).__name__}")
+
+    try:
+        visit(loop.body)
+    except _Blocked as why:
+        return str(why)
+    for buf, acc in accesses.items():
+        if not any(is_store for is_store, _, _ in acc):
+            continue
+        first = acc[0][1]
+        if any(not (idx == first) for _, idx, _ in acc):
+            return f"buffer {buf.name} is written and accessed at different indices"
+        if len(acc) > 1 and acc[0][2] is None:
+            return f"buffer {buf.name} is written and read at an index that is not injective in {var.name}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- emission
+
+def vectorize_report(func: PrimFunc) -> dict:
+    """{loop variable name: None if the vectorize loop becomes <N x T> code, else why it runs serially}."""
+    loops = [s for s in walk_stmt(func.body) if isinstance(s, For) and s.kind == "vectorize"]
+    return {s.var.name: vectorize_blocker(s) for s in loops}
+
+
+class _Kernel:
+    """Per-kernel emission state shared by the kernel function and the functions outlined from it."""
+
+    def __init__(self, module: ir.Module, func: PrimFunc):
+        self.module = module
+        self.func = func
+        self.outlined = 0
+
+
+class _FunctionEmitter:
+    """Emits statements into one LLVM function. env: Var -> value; bufs: Buffer -> element pointer.
+
+    Vector mode (self.lanes = N): the loop variable self.vec_var is bound to the lane vector <s, s+1, ...>;
+    any value may be a scalar (lane-uniform) or an <N x T> vector, and operations splat scalars as needed.
+    """
+
+    def __init__(self, kernel: _Kernel, fn: ir.Function, in_parallel: bool):
+        self.k = kernel
+        self.fn = fn
+        self.entry = fn.append_basic_block("entry")  # allocas only; branches to `body` in finish()
+        self.b = ir.IRBuilder(fn.append_basic_block("body"))
+        self.in_parallel = in_parallel
+        self.env: dict = {}
+        self.bufs: dict = {}
+        self.lanes: int | None = None
+        self.vec_var: Var | None = None
+        self.lets: dict = {}  # let-bound Var -> its coefficient in vec_var (vector mode only)
+
+    def finish(self):
+        self.b.ret_void()
+        ir.IRBuilder(self.entry).branch(self.fn.blocks[1])
+
+    def error(self, msg: str):
+        return ValueError(f"codegen: kernel {self.k.func.name}: {msg}")
+
+    # ------------------------------------------------------------------ statements
+
+    def stmt(self, s):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, IfThenElse):
+            self.if_then_else(s)
+        elif isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            self.env[s.var] = value
+            if self.lanes:
+                self.lets[s.var] = affine_coeff(s.value, self.vec_var, self.lets)
+            self.stmt(s.body)
+            del self.env[s.var]
+        elif isinstance(s, Allocate):
+            self.allocate(s)
+        else:
+            raise self.error(f"unknown statement {type(s).__name__}")
+
+    def allocate(self, s: Allocate):
+        buf = s.buffer
+        if buf.scope != "local":
+            raise self.error(f"Allocate of {buf.name} with scope {buf.scope!r}; only 'local' buffers are allocated")
+        slot = entry_alloca(self.fn, ir.ArrayType(memory_type(buf.dtype), buf.size), name=buf.name)
+        self.bufs[buf] = self.b.gep(slot, [I32(0), I32(0)], inbounds=True)
+        self.stmt(s.body)
+        del self.bufs[buf]
+
+    def if_then_else(self, s: IfThenElse):
+        cond = self.as_bool(self.expr(s.cond))
+        if is_vector(cond):
+            raise self.error(f"lane-dependent condition {te.expr_str(s.cond)} in a vector body")
+        if s.else_case is None:
+            with self.b.if_then(cond):
+                self.stmt(s.then_case)
+            return
+        with self.b.if_else(cond) as (then, otherwise):
+            with then:
+                self.stmt(s.then_case)
+            with otherwise:
+                self.stmt(s.else_case)
+
+    def loop(self, s: For):
+        if s.kind not in ("serial", "parallel", "vectorize", "unroll"):
+            raise self.error(f"loop {s.var.name} has unknown kind {s.kind!r}")
+        if self.lanes:
+            raise self.error(f"loop {s.var.name} inside a vector body")  # vectorize_blocker refuses this
+        if s.kind == "vectorize":
+            if vectorize_blocker(s) is None:
+                return self.vector_loop(s)
+        elif s.kind == "unroll" and isinstance(s.extent, IntImm):
+            return self.unrolled_loop(s)
+        elif s.kind == "parallel" and not self.in_parallel:
+            return self.parallel_loop(s)
+        return self.serial_loop(s)
+
+    def serial_loop(self, s: For, start=None, stop=None):
+        start = self.expr(s.start) if start is None else start
+        stop = self.b.add(start, self.expr(s.extent), flags=("nsw",)) if stop is None else stop
+        with for_range(self.b, start, stop, name=s.var.name) as i:
+            self.env[s.var] = i
+            self.stmt(s.body)
+        del self.env[s.var]
+
+    def unrolled_loop(self, s: For):
+        start = self.expr(s.start)
+        for k in range(s.extent.value):
+            self.env[s.var] = self.b.add(start, I32(k), flags=("nsw",)) if k else start
+            self.stmt(s.body)
+        self.env.pop(s.var, None)
+
+    def vector_loop(self, s: For):
+        n = s.extent.value
+        start = self.expr(s.start)
+        self.lanes, self.vec_var, self.lets = n, s.var, {}
+        self.env[s.var] = self.b.add(splat(self.b, start, n), ir.Constant(ir.VectorType(I32, n), list(range(n))),
+                                     flags=("nsw",))
+        self.stmt(s.body)
+        del self.env[s.var]
+        self.lanes, self.vec_var, self.lets = None, None, {}
+
+    def parallel_loop(self, s: For):
+        """Outline the loop: closure = {buffers, free vars, start, extent}; run chunks on the thread pool."""
+        vars_, bufs = referenced(s.body)
+        vars_ = [v for v in vars_ if v in self.env]
+        bufs = [bf for bf in bufs if bf in self.bufs]
+        values = [self.bufs[bf] for bf in bufs] + [self.env[v] for v in vars_]
+        start, extent = self.expr(s.start), self.expr(s.extent)
+        chunk = self.outline_chunk(s, bufs, vars_, [v.type for v in values])
+        task_fn = _outline_task(self.k, chunk, [v.type for v in values])
+        closure_ty = ir.LiteralStructType([v.type for v in values] + [I32, I32])
+        closure = entry_alloca(self.fn, closure_ty, name=f"{s.var.name}.closure", align=8)
+        for k, v in enumerate(values + [start, extent]):
+            self.b.store(v, self.b.gep(closure, [I32(0), I32(k)], inbounds=True))
+        pool = threadpool.declare_api(self.k.module)
+        nthreads = self.b.call(pool["relayish_get_num_threads"], [])
+        ntasks = self.b.select(self.b.icmp_signed("<", nthreads, extent), nthreads, extent)
+        self.b.call(pool["relayish_parallel_for"], [task_fn, self.b.bitcast(closure, I8P), ntasks])
+
+    def outline_chunk(self, s: For, bufs: list, vars_: list, types: list) -> ir.Function:
+        """`void chunk(bufs..., vars..., i32 lo, i32 hi)`: the loop over [lo, hi). Buffers are noalias params so
+        alias information survives outlining (the inliner turns them into scoped metadata)."""
+        self.k.outlined += 1
+        name = f"{self.k.func.name}.par{self.k.outlined}.chunk"  # '.': cannot clash with a kernel (C identifier)
+        fn = ir.Function(self.k.module, ir.FunctionType(VOID, types + [I32, I32]), name)
+        fn.linkage = "internal"
+        fn.attributes.add("nounwind")
+        em = _FunctionEmitter(self.k, fn, in_parallel=True)
+        for arg, bf in zip(fn.args, bufs):
+            arg.add_attribute("noalias")
+            arg.attributes.align = ALIGN
+            em.bufs[bf] = arg
+        for arg, v in zip(fn.args[len(bufs):], vars_):
+            em.env[v] = arg
+        em.serial_loop(s, start=fn.args[-2], stop=fn.args[-1])
+        em.finish()
+        return fn
+
+    def store(self, s: Store):
+        ptr = self.buffer_ptr(s.buffer)
+        value = self.to_memory(self.expr(s.value), s.buffer)
+        index = self.expr(s.index)
+        if not self.lanes or not is_vector(index):
+            if is_vector(value):  # every lane stores to one address: the last lane wins, as in serial order
+                value = self.b.extract_element(value, I32(self.lanes - 1))
+            self.b.store(value, self.addr(ptr, index))
+            return
+        value = splat(self.b, value, self.lanes)
+        if affine_coeff(s.index, self.vec_var, self.lets) == 1:
+            vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
+            self.b.store(value, vptr, align=_nbytes(value.type.element))
+            return
+        for lane in range(self.lanes):  # scatter in lane order (= serial order)
+            idx = self.b.extract_element(index, I32(lane))
+            self.b.store(self.b.extract_element(value, I32(lane)), self.addr(ptr, idx))
+
+    # ------------------------------------------------------------------ memory
+
+    def buffer_ptr(self, buf):
+        try:
+            return self.bufs[buf]
+        except KeyError:
+            raise self.error(f"buffer {buf.name} is neither a parameter nor allocated by an enclosing "
+                             "Allocate") from None
+
+    def addr(self, ptr, index):
+        return self.b.gep(ptr, [self.b.sext(index, I64) if index.type.width < 64 else index], inbounds=True)
+
+    def to_memory(self, value, buf):
+        want = memory_type(buf.dtype)
+        if buf.dtype == "bool":
+            return self.b.zext(self.as_bool(value), shaped(I8, value.type.count if is_vector(value) else None))
+        if scalar_type(value.type) != want:
+            raise self.error(f"storing a {scalar_type(value.type)} value into {buf.name} of dtype {buf.dtype}; "
+                             "lowering must insert a Cast")
+        return value
+
+    def from_memory(self, value, buf):
+        return self.as_bool(value) if buf.dtype == "bool" else value
+
+    def load(self, e: Load):
+        ptr = self.buffer_ptr(e.buffer)
+        index = self.expr(e.index)
+        if not is_vector(index):
+            return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
+        coeff = affine_coeff(e.index, self.vec_var, self.lets)
+        if coeff == 0:
+            return self.from_memory(self.b.load(self.addr(ptr, self.b.extract_element(index, I32(0)))), e.buffer)
+        elem = memory_type(e.buffer.dtype)
+        vty = ir.VectorType(elem, self.lanes)
+        if coeff == 1:  # contiguous: one vector load
+            vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), vty.as_pointer())
+            return self.from_memory(self.b.load(vptr, align=_nbytes(elem)), e.buffer)
+        vec = ir.Constant(vty, ir.Undefined)  # strided or irregular: gather by scalar loads
+        for lane in range(self.lanes):
+            x = self.b.load(self.addr(ptr, self.b.extract_element(index, I32(lane))))
+            vec = self.b.insert_element(vec, x, I32(lane))
+        return self.from_memory(vec, e.buffer)
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e):
+        if isinstance(e, (int, float)):  # plain Python numbers are accepted where loop IR expects constants
+            e = te.as_expr(e, "int32" if isinstance(e, int) else "float32")
+        if isinstance(e, (IntImm, FloatImm)):
+            return const(value_type(e.dtype), e.value)
+        if isinstance(e, Var):
+            if e not in self.env:
+                raise self.error(f"variable {e.name} is not bound by an enclosing loop or let")
+            return self.env[e]
+        if isinstance(e, Load):
+            return self.load(e)
+        if isinstance(e, BinOp):
+            return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+        if isinstance(e, Cmp):
+            return self.compare(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+        if isinstance(e, Logic):
+            args = [self.as_bool(self.expr(a)) for a in e.args]
+            if e.op == "not":
+                return self.b.not_(args[0])
+            out = args[0]
+            for a in args[1:]:
+                out, a = self.unify(out, a)
+                out = self.b.and_(out, a) if e.op == "and" else self.b.or_(out, a)
+            return out
+        if isinstance(e, Select):
+            cond = self.as_bool(self.expr(e.cond))
+            t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value))
+            if is_vector(cond):
+                t, f = splat(self.b, t, self.lanes), splat(self.b, f, self.lanes)
+            return self.b.select(cond, t, f)
+        if isinstance(e, Cast):
+            return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+        if isinstance(e, Call):
+            args = [self.expr(a) for a in e.args]
+            if any(is_vector(a) for a in args):
+                args = [splat(self.b, a, self.lanes) for a in args]
+            return emit_intrinsic(self.b, e.name, args)
+        raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
+
+    def unify(self, a, b):
+        """Bring two values to one type: widen the narrower int (bool zero-extends) or float, splat a scalar."""
+        sa, sb = scalar_type(a.type), scalar_type(b.type)
+        if sa != sb:
+            if is_float(sa) != is_float(sb):
+                raise self.error(f"operands of mixed types {sa} and {sb}; lowering must insert a Cast")
+            wide = sa if _rank(sa) > _rank(sb) else sb
+            a, b = self.widen(a, wide), self.widen(b, wide)
+        if is_vector(a) != is_vector(b):
+            a, b = splat(self.b, a, self.lanes), splat(self.b, b, self.lanes)
+        return a, b
+
+    def widen(self, v, scalar_ty):
+        if scalar_type(v.type) == scalar_ty:
+            return v
+        ty = shaped(scalar_ty, v.type.count if is_vector(v) else None)
+        if is_float(scalar_ty):
+            return self.b.fpext(v, ty)
+        return self.b.zext(v, ty) if scalar_type(v.type) == I1 else self.b.sext(v, ty)
+
+    def as_bool(self, v):
+        if scalar_type(v.type) == I1:
+            return v
+        zero = const(v.type, 0.0 if is_float(v.type) else 0)
+        return self.b.fcmp_unordered("!=", v, zero) if is_float(v.type) else self.b.icmp_unsigned("!=", v, zero)
+
+    def binop(self, op, a, b):
+        bl = self.b
+        if is_float(a.type):
+            if op == "+": return bl.fadd(a, b, flags=FAST)
+            if op == "-": return bl.fsub(a, b, flags=FAST)
+            if op == "*": return bl.fmul(a, b, flags=FAST)
+            if op == "/": return bl.fdiv(a, b)
+            if op in ("//", "%"):
+                q = emit_intrinsic(bl, "floor", [bl.fdiv(a, b)])
+                return q if op == "//" else bl.fsub(a, bl.fmul(q, b))
+            if op == "max": return bl.select(bl.fcmp_ordered("<", a, b), b, a)
+            if op == "min": return bl.select(bl.fcmp_ordered("<", b, a), b, a)
+        else:
+            if op == "+": return bl.add(a, b, flags=("nsw",))
+            if op == "-": return bl.sub(a, b, flags=("nsw",))
+            if op == "*": return bl.mul(a, b, flags=("nsw",))
+            if op in ("/", "//", "%"):
+                return self.floor_divmod(a, b, want_mod=(op == "%"))
+            if op == "max": return bl.select(bl.icmp_signed("<", a, b), b, a)
+            if op == "min": return bl.select(bl.icmp_signed("<", b, a), b, a)
+        raise self.error(f"unknown binary operator {op!r}")
+
+    def floor_divmod(self, a, b, want_mod: bool):
+        """Python // and %: truncating sdiv/srem, then step down when the remainder's sign differs from b's."""
+        bl = self.b
+        q, r = bl.sdiv(a, b), bl.srem(a, b)
+        zero = const(a.type, 0)
+        fix = bl.and_(bl.icmp_signed("!=", r, zero), bl.icmp_signed("<", bl.xor(r, b), zero))
+        if want_mod:
+            return bl.select(fix, bl.add(r, b), r)
+        return bl.sub(q, bl.zext(fix, a.type))
+
+    def compare(self, op, a, b):
+        if op not in ("<", "<=", "==", "!="):
+            raise self.error(f"unknown comparison {op!r}")
+        if is_float(a.type):  # ordered, except != which is true for NaN (as in Python / numpy)
+            return self.b.fcmp_unordered(op, a, b) if op == "!=" else self.b.fcmp_ordered(op, a, b)
+        if scalar_type(a.type) == I1:
+            return self.b.icmp_unsigned(op, a, b)
+        return self.b.icmp_signed(op, a, b)
+
+    def cast(self, v, src: str, dst: str):
+        lanes = v.type.count if is_vector(v) else None
+        to = shaped(value_type(dst), lanes)
+        if v.type == to:
+            return v
+        if dst == "bool":
+            return self.as_bool(v)
+        if is_float(v.type) and is_float(to):
+            return self.b.fpext(v, to) if scalar_type(to) == F64 else self.b.fptrunc(v, to)
+        if is_float(v.type):
+            return self.b.fptoui(v, to) if dst in _UNSIGNED else self.b.fptosi(v, to)
+        unsigned = src in _UNSIGNED or scalar_type(v.type) == I1
+        if is_float(to):
+            return self.b.uitofp(v, to) if unsigned else self.b.sitofp(v, to)
+        if scalar_type(to).width < scalar_type(v.type).width:
+            return self.b.trunc(v, to)
+        return self.b.zext(v, to) if unsigned else self.b.sext(v, to)
+
+
+def _outline_task(kernel: _Kernel, chunk: ir.Function, types: list) -> ir.Function:
+    """`void NAME.parK(i8* closure, i32 task, i32 ntasks)`: unpack the closure, run chunk `task` of `ntasks`
+    equal contiguous chunks of [start, start + extent)."""
+    name = chunk.name[: -len(".chunk")]
+    fn = ir.Function(kernel.module, threadpool.TASK_FN_TYPE, name)
+    fn.linkage = "internal"
+    fn.attributes.add("nounwind")
+    closure, task, ntasks = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    sty = ir.LiteralStructType(types + [I32, I32])
+    sptr = b.bitcast(closure, sty.as_pointer())
+    fields = [b.load(b.gep(sptr, [I32(0), I32(k)], inbounds=True)) for k in range(len(types) + 2)]
+    start, extent = fields[-2], fields[-1]
+
+    def bound(t):  # start + t * extent / ntasks, in i64 so the product cannot overflow
+        num = b.mul(b.sext(t, I64), b.sext(extent, I64))
+        return b.add(start, b.trunc(b.sdiv(num, b.sext(ntasks, I64)), I32))
+
+    lo, hi = bound(task), bound(b.add(task, I32(1)))
+    b.call(chunk, fields[:-2] + [lo, hi])
+    b.ret_void()
+    return fn
+
+
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESERVED = {"syscall", "sysconf", "pthread_create", "pthread_atfork", "clock_gettime"}  # libc symbols we call
+
+
+def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
+    """Emit `func` into `module` as `void NAME(T* noalias align 64, ...)`; returns the LLVM function."""
+    if not _C_IDENTIFIER.fullmatch(func.name) or func.name.startswith("relayish_") or func.name in _RESERVED:
+        raise ValueError(f"codegen: kernel name {func.name!r} must be a C identifier, not start with 'relayish_' "
+                         f"and not be one of {sorted(_RESERVED)}")
+    if func.name in module.globals:
+        raise ValueError(f"codegen: two kernels named {func.name!r} in one module")
+    for p in func.params:
+        if not isinstance(p, loopir.Buffer) or p.scope != "global":
+            raise ValueError(f"codegen: kernel {func.name}: parameter {p!r} is not a global Buffer")
+    if len(set(map(id, func.params))) != len(func.params):
+        raise ValueError(f"codegen: kernel {func.name}: a buffer appears twice among the parameters (they are noalias)")
+    fnty = ir.FunctionType(VOID, [memory_type(p.dtype).as_pointer() for p in func.params])
+    fn = ir.Function(module, fnty, func.name)
+    fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")  # the executor calls each kernel; inlining them there only costs compile time
+    kernel = _Kernel(module, func)
+    em = _FunctionEmitter(kernel, fn, in_parallel=False)
+    for arg, p in zip(fn.args, func.params):
+        arg.name = p.name
+        arg.add_attribute("noalias")
+        arg.attributes.align = ALIGN
+        em.bufs[p] = arg
+    em.stmt(func.body)
+    em.finish()
+    return fn
