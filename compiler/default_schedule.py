@@ -1,8 +1,9 @@
 """Default schedules: what an untuned model runs, built from the same steps the tuner searches over.
 
 The rules, applied to a task's initial state:
-  1. every non-output stage without a reduction is inlined into its readers (padding stages excepted: they
-     become their own parallel loop nest, so that the convolution's inner loop reads without bounds checks);
+  1. every non-output stage without a reduction is inlined into its readers (padding before a convolution
+     excepted: it becomes its own parallel loop nest, so that the convolution's inner loop reads without bounds
+     checks);
   2. the anchor (the last reduction: conv, dense, pool...) gets a register tile: computed at a loop of the
      output stage (or of its cache_write copy when it is the output), reduction loops outside, a few output
      columns unrolled and the contiguous innermost axis vectorized;
@@ -18,13 +19,14 @@ from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reo
 
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
+PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
 
 
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     """A sensible schedule for any task; replaying its steps on `state` gives the scheduled state."""
     b = _Builder(state)
     for st in reversed(list(b.state.stages)):
-        if not st.is_output and not st.is_reduction and st.op.tag != "pad":
+        if not st.is_output and not st.is_reduction and not _feeds_conv(b.state, st):
             b.add(ComputeInline(st.name))
     anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and s.loc != ("inline",)), None)
     if anchor is not None:
@@ -33,6 +35,12 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
         if st.loc == ("root",) and not b.done(st):
             _schedule_root(b, st, vector_width)
     return Schedule(tuple(b.steps))
+
+
+def _feeds_conv(state: State, st: Stage) -> bool:
+    """A padding stage read by a convolution: each element is read KH*KW*(output channels) times, so it is worth
+    its own buffer; padding before a pool is read a few times and is cheaper inlined."""
+    return st.op.tag == "pad" and any(c.op.tag.startswith("conv") for c in state.consumers(st))
 
 
 class _Builder:
@@ -71,14 +79,18 @@ def _schedule_anchor(b: _Builder, anchor: Stage, vw: int):
         out, anchor = anchor, b.stage(anchor.name + ".local")
     if out is None or len(out.op.axes) != len(anchor.op.axes) or out.op.shape != anchor.op.shape:
         return  # not a tile-able pattern: the root rule handles it
-    names = [i.name for i in out.leaves]
     shape = out.op.shape
+    lane = _lane_factor(anchor, shape[-1], vw)
+    if lane and shape[-1] > lane:  # a long contiguous axis: its inner `lane` elements become the vector
+        for st in (out, anchor):
+            b.add(Split(st.name, [i.name for i in st.leaves if i.kind == "spatial"][-1], (lane,)))
+    names = [i.name for i in out.leaves]
     last = names[-1]
-    vec = shape[-1] <= MAX_VECTOR and _contiguous_last(anchor) and shape[-1] > 1
-    # register tile: the last spatial axis vectorized, the one before it split into an unrolled column block
-    tile_axis = len(names) - 2 if vec and len(names) >= 2 else None
+    # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns
+    tile_axis = len(names) - 2 if lane and len(names) >= 2 else None
     if tile_axis is not None:
-        cols = _largest_divisor(shape[tile_axis], 16 if shape[-1] >= vw else 32)
+        extent = b.stage(out.name).leaf_extents()[names[tile_axis]]
+        cols = _largest_divisor(extent, 16 if lane >= vw else 32)
         b.add(Split(out.name, names[tile_axis], (cols,)))
         outer, inner = f"{names[tile_axis]}.0", f"{names[tile_axis]}.1"
         order = names[:tile_axis] + [outer, inner, last]
@@ -93,20 +105,28 @@ def _schedule_anchor(b: _Builder, anchor: Stage, vw: int):
     b.add(ComputeAt(anchor.name, out.name, at_name))
     if tile_axis is not None:
         b.add(Annotate(out.name, inner, "unroll"))
-    if vec:
         b.add(Annotate(out.name, last, "vectorize"))
     # the anchor's own loops: reductions outside the tile, the tile unrolled, the lanes vectorized
     a_sp = [i.name for i in anchor.leaves if i.kind == "spatial"]
     a_red = [i.name for i in anchor.leaves if i.kind == "reduce"]
-    if vec and tile_axis is not None:
-        b.add(Reorder(anchor.name, tuple(a_sp[:tile_axis] + a_red + a_sp[tile_axis:])))
-        b.add(Annotate(anchor.name, a_sp[tile_axis], "unroll"))
-        b.add(Annotate(anchor.name, a_sp[-1], "vectorize"))
-    elif vec:
-        b.add(Reorder(anchor.name, tuple(a_sp[:-1] + a_red + a_sp[-1:])))
+    if tile_axis is not None:
+        b.add(Reorder(anchor.name, tuple(a_sp[:-2] + a_red + a_sp[-2:])))
+        b.add(Annotate(anchor.name, a_sp[-2], "unroll"))
         b.add(Annotate(anchor.name, a_sp[-1], "vectorize"))
     b.scheduled.add(out.name)
     b.scheduled.add(anchor.name)
+
+
+def _lane_factor(st: Stage, extent: int, vw: int) -> int:
+    """How many elements of the last axis to compute as one vector: the whole axis when it is short, else the
+    largest divisor <= vw; 0 when the axis is not contiguous in the stage's reads or too narrow to pay off."""
+    if extent <= MAX_VECTOR:
+        lane = extent
+    else:
+        lane = next((b for b in (vw, vw // 2, vw // 4) if extent % b == 0), _largest_divisor(extent, vw))
+    if lane < 4 or not _contiguous_last(st, lane):
+        return 0
+    return lane
 
 
 def _schedule_root(b: _Builder, st: Stage, vw: int):
@@ -115,13 +135,12 @@ def _schedule_root(b: _Builder, st: Stage, vw: int):
     red = [i.name for i in st.leaves if i.kind == "reduce"]
     shape = st.op.shape
     vec_name = None
-    if sp and shape[-1] > 1 and _contiguous_last(st):
-        if shape[-1] <= MAX_VECTOR:
-            vec_name = sp[-1]
-        elif shape[-1] % vw == 0:
-            b.add(Split(st.name, sp[-1], (vw,)))
+    lane = _lane_factor(st, shape[-1], vw) if sp else 0
+    if lane:
+        if shape[-1] > lane:
+            b.add(Split(st.name, sp[-1], (lane,)))
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
-            vec_name = sp[-1]
+        vec_name = sp[-1]
     outer = [n for n in sp if n != vec_name]
     if red or vec_name:
         b.add(Reorder(st.name, tuple(outer + red + ([vec_name] if vec_name else []))))
@@ -129,7 +148,15 @@ def _schedule_root(b: _Builder, st: Stage, vw: int):
     for s in shape:
         total *= s
     if outer and total >= MIN_PARALLEL_ELEMENTS:
-        _parallelize(b, st, outer)
+        # fuse just enough outer loops to feed every thread several chunks: the inner ones keep cheap indexing
+        ext = b.stage(st.name).leaf_extents()
+        prefix, n = [], 1
+        for name in outer:
+            prefix.append(name)
+            n *= ext[name]
+            if n >= PARALLEL_CHUNKS:
+                break
+        _parallelize(b, st, prefix)
     if vec_name:
         b.add(Annotate(st.name, vec_name, "vectorize"))
     b.scheduled.add(st.name)
@@ -145,29 +172,27 @@ def _fused_name(names):
     return "@".join(names) if len(names) > 1 else names[0]
 
 
-def _contiguous_last(st: Stage) -> bool:
-    """True if the last output axis indexes only the last dimension of every tensor the stage reads, with
-    coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
-    var = st.op.axes[-1].var if st.op.axes else None
-    if var is None:
+def _contiguous_last(st: Stage, lane: int) -> bool:
+    """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
+    of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
+    from .lower import _affine, simplify
+    if not st.op.axes:
         return False
+    ax = st.op.axes[-1]
+    outer, inner = te.Var("outer"), te.Var("inner")
+    split = outer * lane + inner if ax.extent > lane else inner
+    ranges = {outer: -(-ax.extent // lane), inner: lane}
     body = st.op.body.body if isinstance(st.op.body, te.Reduce) else st.op.body
     for r in te.walk(body):
         if isinstance(r, te.TensorRead):
             for d, idx in enumerate(r.indices):
-                uses = any(v is var for v in te.walk(idx))
-                if uses and (d != len(r.indices) - 1 or not _is_plus_var(idx, var)):
+                idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
+                coef = _affine(idx)
+                uses = any(v is inner for v in te.walk(idx))
+                if uses and (d != len(r.indices) - 1 or coef.get(inner) != 1 or
+                             any(t is not inner and any(v is inner for v in te.walk(t)) for t in coef if t != 1)):
                     return False
     return True
-
-
-def _is_plus_var(idx, var) -> bool:
-    if idx is var:
-        return True
-    if isinstance(idx, te.BinOp) and idx.op == "+":
-        return (idx.a is var and not any(v is var for v in te.walk(idx.b))) or \
-               (idx.b is var and not any(v is var for v in te.walk(idx.a)))
-    return False
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -97,7 +97,7 @@ class _Lowering:
                 return Load(node.buffer, simplify(node.index, self.var_extent))
             return None
         loaded = te.substitute(self.expand_inline(expr), fn)
-        return _guard_select_loads(te.substitute(loaded, simplify_index))
+        return _guard_select_loads(te.substitute(loaded, simplify_index), self.var_extent)
 
     # ------------------------------------------------------------------------------------------ nests
 
@@ -395,19 +395,24 @@ def _wrap_guards(stmt, guards, bound, newly) -> Stmt:
     return IfThenElse(te.all_of(*conds), stmt)
 
 
-def _guard_select_loads(expr):
-    """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp them."""
+def _guard_select_loads(expr, var_extent):
+    """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp those
+    whose index is not provably inside the buffer (codegen evaluates both branches)."""
     def clamp_loads(e):
         def fn(n):
             if isinstance(n, Load):
+                lo, hi = _value_range(n.index, var_extent)
+                if lo is not None and lo >= 0 and hi < n.buffer.size:
+                    return None
                 return Load(n.buffer, te.max_(te.IntImm(0), te.min_(n.index, n.buffer.size - 1)))
             return None
         return te.substitute(e, fn)
 
     def fn(n):
         if isinstance(n, te.Select):
-            return te.select(_guard_select_loads(n.cond), clamp_loads(_guard_select_loads(n.true_value)),
-                             clamp_loads(_guard_select_loads(n.false_value)))
+            return te.select(_guard_select_loads(n.cond, var_extent),
+                             clamp_loads(_guard_select_loads(n.true_value, var_extent)),
+                             clamp_loads(_guard_select_loads(n.false_value, var_extent)))
         return None
     return te.substitute(expr, fn)
 

@@ -82,12 +82,19 @@ def _timed(fn) -> int:
     return time.perf_counter_ns() - start
 
 
+IDLE_GAP_S = 0.01  # between engines: lets the other engine's spinning worker threads go to sleep first
+
+
 def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
-                             repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE) -> dict:
+                             repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE,
+                             idle_gap_s: float = IDLE_GAP_S) -> dict:
     """Time `module` and onnxruntime on `onnx_path` in strict alternation; check they agree.
 
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
-    (default: all cores; sets module.num_threads). Returns {"threads", "repeat", "warmup", "ours": stats,
+    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s, so
+    that neither engine is timed while the other's thread pool still spins on the cores (onnxruntime's workers
+    spin after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
+    theirs). Returns {"threads", "repeat", "warmup", "ours": stats,
     "onnxruntime": stats, "ratio": ours median / ort median (< 1: we are faster), "outputs": compare_outputs(...)},
     where stats are runtime.summarize_times dicts.
     """
@@ -112,7 +119,9 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
         theirs()
     ours_ns, ort_ns = [], []
     for _ in range(repeat):
+        time.sleep(idle_gap_s)
         ours_ns.append(_timed(ours))
+        time.sleep(idle_gap_s)
         ort_ns.append(_timed(theirs))
     ours_stats, ort_stats = summarize_times(ours_ns), summarize_times(ort_ns)
     return {"threads": threads, "repeat": repeat, "warmup": warmup, "ours": ours_stats, "onnxruntime": ort_stats,

@@ -16,7 +16,11 @@ from .simplify import rewrite
 
 
 def channel_block(channels: int, vector_width: int) -> int:
-    """The largest block <= vector_width that divides the channel count."""
+    """The block of channels that forms one vector: the largest power of two <= vector_width that divides the
+    channel count, if it is at least 4; else the largest divisor <= vector_width (3 for RGB)."""
+    pow2 = [b for b in (vector_width, vector_width // 2, vector_width // 4) if b >= 4 and channels % b == 0]
+    if pow2:
+        return pow2[0]
     return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
 
 
