@@ -1,0 +1,262 @@
+"""Random annotation and evolutionary mutation of sketches (Ansor sections 4.2 and 5.1).
+
+A `Program` is a sketch plus its decisions: the factors of every tile variable, the parallel granularity of
+each tiled stage, the auto-unroll pragma of each tiled stage, the compute location of every movable stage and,
+for simple root stages, the vector lane split and the number of outer loops fused into the parallel loop.
+`concretize` turns it into a concrete `Schedule` (the data the records store keeps and compile_model applies).
+
+Every function of decisions here is pure given its `random.Random`: sampling, mutation and crossover can be
+unit-tested on their own.
+"""
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+
+from compiler.schedule import (Annotate, ComputeAt, ComputeInline, Fuse, Pragma, Schedule, ScheduleError, Split,
+                               State, divisors)
+
+from .sketch import Sketch
+
+UNROLL_CHOICES = (0, 16, 64, 512)
+MAX_INNER_FACTOR = 64  # innermost tile level (the vector/unrolled one) is never larger
+MAX_VECTOR = 64
+
+
+@dataclass
+class Program:
+    sketch_id: int
+    tiles: list  # per tile var: tuple of factors, outermost first, product == extent
+    parallel: dict = field(default_factory=dict)  # tiled root stage -> number of outer iters fused (>= 1)
+    unroll: dict = field(default_factory=dict)  # tiled stage -> auto_unroll_max_step
+    loc: dict = field(default_factory=dict)  # movable stage -> "root" | "inline" | iter name
+    simple: dict = field(default_factory=dict)  # simple root stage -> (lane or 0, parallel depth)
+
+    def copy(self) -> "Program":
+        return copy.deepcopy(self)
+
+    def key(self) -> tuple:
+        return (self.sketch_id, tuple(self.tiles), tuple(sorted(self.parallel.items())),
+                tuple(sorted(self.unroll.items())), tuple(sorted(self.loc.items())), tuple(sorted(self.simple.items())))
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+
+def sample_factors(extent: int, levels: int, rng: random.Random, max_inner: int = MAX_INNER_FACTOR) -> tuple:
+    """A random factorization extent = f0 * f1 * ... * f{levels-1}, inner factors drawn first."""
+    factors = [1] * levels
+    rest = extent
+    for lv in range(levels - 1, 0, -1):
+        options = [d for d in divisors(rest) if lv != levels - 1 or d <= max_inner]
+        factors[lv] = rng.choice(options)
+        rest //= factors[lv]
+    factors[0] = rest
+    return tuple(factors)
+
+
+def sample_program(sketches: list[Sketch], sketch_id: int, rng: random.Random) -> Program:
+    sk = sketches[sketch_id]
+    prog = Program(sketch_id, [sample_factors(t.extent, t.levels, rng) for t in sk.tiles])
+    for tl in sk.tiled:
+        prog.parallel[tl.root_stage] = rng.randint(1, len(tl.outer_iters))
+        for st in tl.unroll_stages:
+            prog.unroll[st] = rng.choice(UNROLL_CHOICES)
+    for mv in sk.movable:
+        prog.loc[mv.stage] = rng.choice(_loc_options(mv))
+    for name in sk.simple_roots:
+        prog.simple[name] = _sample_simple(sk.state.stage(name), rng)
+    return prog
+
+
+def _loc_options(mv) -> list:
+    return ["root"] + (["inline"] if mv.can_inline else []) + list(mv.at_iters)
+
+
+def _sample_simple(st, rng) -> tuple:
+    """(lane, parallel depth) for a root stage without tiling."""
+    sp = [i for i in st.leaves if i.kind == "spatial"]
+    if not sp:
+        return (0, 0)
+    last = st.leaf_extents()[sp[-1].name]
+    lanes = [0] + [d for d in divisors(last) if 4 <= d <= MAX_VECTOR]
+    lane = rng.choice(lanes) if rng.random() < 0.8 else 0
+    if lanes[-1] and rng.random() < 0.6:
+        lane = max(lanes)  # contiguous and wide is usually best: bias towards it
+    return (lane, rng.randint(0, len(sp)))
+
+
+# ---------------------------------------------------------------------------------------------- concrete
+
+def concretize(sketch: Sketch, prog: Program, initial: State) -> Schedule:
+    """The concrete schedule of a program; raises ScheduleError if a decision is not legal for this sketch."""
+    values = {}
+    for k, factors in enumerate(prog.tiles):
+        for lv, f in enumerate(factors):
+            values[f"T{k}.{lv}"] = f
+    steps = []
+    for step in sketch.steps:
+        if isinstance(step, Split) and any(isinstance(l, str) for l in step.lengths):
+            lengths = tuple(_eval_length(l, values) if isinstance(l, str) else l for l in step.lengths)
+            step = Split(step.stage, step.iter, lengths, step.nparts)
+        steps.append(step)
+    state = Schedule(tuple(steps)).apply(initial)
+    for mv in sketch.movable:
+        choice = prog.loc.get(mv.stage, "root")
+        if choice == "inline":
+            _add(ComputeInline(mv.stage), state, steps)
+        elif choice != "root":
+            _add(ComputeAt(mv.stage, mv.target, choice), state, steps)
+    for tl in sketch.tiled:
+        for st_name, it_name in tl.vector_iters:
+            ext = state.stage(st_name).leaf_extents()[it_name]
+            if 2 <= ext <= MAX_VECTOR:
+                _add(Annotate(st_name, it_name, "vectorize"), state, steps)
+        depth = prog.parallel.get(tl.root_stage, 1)
+        outer = list(tl.outer_iters[:depth])
+        if len(outer) > 1:
+            _add(Fuse(tl.root_stage, tuple(outer)), state, steps)
+        _add(Annotate(tl.root_stage, "@".join(outer), "parallel"), state, steps)
+        for st_name in tl.unroll_stages:
+            value = prog.unroll.get(st_name, 0)
+            if value:
+                first = state.stage(st_name).leaves[0].name
+                _add(Pragma(st_name, first, "auto_unroll_max_step", value), state, steps)
+    for name in sketch.simple_roots:
+        if state.stage(name).loc == ("root",):
+            _annotate_simple(state, name, prog.simple.get(name, (0, 0)), steps)
+    return Schedule(tuple(steps))
+
+
+def _eval_length(expr: str, values: dict) -> int:
+    out = 1
+    for name in expr.split("*"):
+        out *= values[name]
+    return out
+
+
+def _add(step, state, steps):
+    step.apply(state)
+    steps.append(step)
+
+
+def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
+    lane, depth = decision
+    st = state.stage(name)
+    sp = [i.name for i in st.leaves if i.kind == "spatial"]
+    red = [i.name for i in st.leaves if i.kind == "reduce"]
+    if not sp:
+        return
+    vec = None
+    ext = st.leaf_extents()
+    if lane and ext[sp[-1]] % lane == 0:
+        if ext[sp[-1]] > lane:
+            _add(Split(name, sp[-1], (lane,)), state, steps)
+            sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
+        vec = sp[-1]
+    outer = [n for n in sp if n != vec]
+    order = outer + red + ([vec] if vec else [])
+    if order != [i.name for i in state.stage(name).leaves]:
+        _add(_reorder(name, order), state, steps)
+    depth = min(depth, len(outer))
+    if depth >= 1:
+        if depth > 1:
+            _add(Fuse(name, tuple(outer[:depth])), state, steps)
+        _add(Annotate(name, "@".join(outer[:depth]), "parallel"), state, steps)
+    if vec:
+        _add(Annotate(name, vec, "vectorize"), state, steps)
+
+
+def _reorder(name, order):
+    from compiler.schedule import Reorder
+    return Reorder(name, tuple(order))
+
+
+def random_programs(sketches: list[Sketch], initial: State, n: int, rng: random.Random,
+                    max_tries: int = 20) -> list[tuple[Program, Schedule]]:
+    """n legal (program, schedule) pairs, sketches drawn uniformly."""
+    out = []
+    for _ in range(n * max_tries):
+        if len(out) >= n:
+            break
+        prog = sample_program(sketches, rng.randrange(len(sketches)), rng)
+        try:
+            out.append((prog, concretize(sketches[prog.sketch_id], prog, initial)))
+        except ScheduleError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- evolution
+
+def mutate(sketches: list[Sketch], prog: Program, rng: random.Random) -> Program:
+    """One random mutation: a tile size, the parallel granularity, an unroll pragma or a compute location."""
+    sk = sketches[prog.sketch_id]
+    new = prog.copy()
+    kinds = []
+    if any(len(t) >= 2 for t in new.tiles):
+        kinds += ["tile"] * 4
+    if new.parallel:
+        kinds.append("parallel")
+    if new.unroll:
+        kinds.append("unroll")
+    if new.loc:
+        kinds.append("loc")
+    if new.simple:
+        kinds.append("simple")
+    if not kinds:
+        return new
+    kind = rng.choice(kinds)
+    if kind == "tile":
+        k = rng.choice([k for k, t in enumerate(new.tiles) if len(t) >= 2])
+        new.tiles[k] = _mutate_factors(new.tiles[k], rng)
+    elif kind == "parallel":
+        stage = rng.choice(sorted(new.parallel))
+        tl = next(t for t in sk.tiled if t.root_stage == stage)
+        new.parallel[stage] = rng.randint(1, len(tl.outer_iters))
+    elif kind == "unroll":
+        stage = rng.choice(sorted(new.unroll))
+        new.unroll[stage] = rng.choice(UNROLL_CHOICES)
+    elif kind == "loc":
+        stage = rng.choice(sorted(new.loc))
+        mv = next(m for m in sk.movable if m.stage == stage)
+        new.loc[stage] = rng.choice(_loc_options(mv))
+    else:
+        stage = rng.choice(sorted(new.simple))
+        new.simple[stage] = _sample_simple(sk.state.stage(stage), rng)
+    return new
+
+
+def _mutate_factors(factors: tuple, rng: random.Random) -> tuple:
+    """Move a divisor of one level's factor to another level (the product, i.e. the extent, is unchanged)."""
+    f = list(factors)
+    src = rng.choice([i for i, x in enumerate(f) if x > 1] or [0])
+    if f[src] == 1:
+        return tuple(f)
+    dst = rng.choice([i for i in range(len(f)) if i != src])
+    d = rng.choice([d for d in divisors(f[src]) if d > 1])
+    f[src] //= d
+    f[dst] *= d
+    if f[-1] > MAX_INNER_FACTOR:
+        return tuple(factors)
+    return tuple(f)
+
+
+def crossover(sketches: list[Sketch], a: Program, b: Program, rng: random.Random) -> Program:
+    """Node-based crossover: for each stage, take all its decisions from one parent or the other."""
+    if a.sketch_id != b.sketch_id:
+        return a.copy()
+    sk = sketches[a.sketch_id]
+    child = a.copy()
+    stages = {t.stage for t in sk.tiles} | set(a.parallel) | set(a.unroll) | set(a.loc) | set(a.simple)
+    for st in stages:
+        if rng.random() < 0.5:
+            continue
+        for k, t in enumerate(sk.tiles):
+            if t.stage == st:
+                child.tiles[k] = b.tiles[k]
+        for d_child, d_b in ((child.parallel, b.parallel), (child.unroll, b.unroll), (child.loc, b.loc),
+                             (child.simple, b.simple)):
+            if st in d_b:
+                d_child[st] = d_b[st]
+    return child

@@ -1,0 +1,352 @@
+"""Sketch generation (Ansor section 4.1): derivation rules applied over a task's stage DAG, outputs to inputs.
+
+A sketch is the high-level structure of a program: which stages are inlined, which are tiled and how their
+consumers are fused, which get a cache stage or an rfactor. It is a list of schedule steps whose Split lengths
+are still symbols: "T<k>.<level>" names the level-th factor of tile variable k (a product "a*b" of such names is
+allowed). Random annotation (tuning/annotate.py) picks the factors, the parallel granularity, the vectorized and
+unrolled loops and the compute locations of the remaining stages, giving a concrete `Schedule`.
+
+Each rule is a small unit with `condition(state, stage) -> Cond` and `apply(sketch, stage) -> [Sketch]`.
+Users can add rules: `generate_sketches(task, rules=DEFAULT_RULES + [MyRule()])`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+
+from compiler.schedule import (CacheWrite, ComputeAt, ComputeInline, Reorder, Rfactor, Split, Stage, State, Step)
+from compiler.task import Task
+from relayish import te
+
+
+class Cond(enum.Enum):
+    PASS = 0  # the rule does not apply
+    APPLY = 1  # apply, and let later rules see the stage too (alternative sketches)
+    APPLY_AND_SKIP_REST = 2  # apply, and move to the previous stage
+
+
+@dataclass(frozen=True)
+class TileVar:
+    """The split of one iterator into `levels` nested loops whose extents multiply to `extent`."""
+    stage: str
+    iter: str
+    extent: int
+    levels: int
+
+
+@dataclass(frozen=True)
+class Movable:
+    """A stage whose compute location annotation chooses: root, inline, or one of `at_iters` of `target`."""
+    stage: str
+    target: str
+    at_iters: tuple
+    can_inline: bool = True
+
+
+@dataclass(frozen=True)
+class Tiled:
+    """A multi-level tiled stage and, if fused, the consumer computed around it.
+
+    root_stage: the stage at root whose outer loops become parallel; outer_iters: its iterators that may be fused
+    into the parallel loop (outer to inner); vector_iters: (stage, iter) candidates to vectorize."""
+    anchor: str
+    root_stage: str
+    outer_iters: tuple
+    vector_iters: tuple
+    unroll_stages: tuple
+
+
+@dataclass
+class Sketch:
+    steps: list = field(default_factory=list)
+    tiles: list = field(default_factory=list)
+    tiled: list = field(default_factory=list)
+    movable: list = field(default_factory=list)
+    simple_roots: list = field(default_factory=list)  # root stages annotated with parallel/vectorize only
+    rules: list = field(default_factory=list)  # names of the rules applied, for printing
+    state: State = None  # the state after `steps` with every tile factor 1 (structure only)
+
+    def copy(self) -> "Sketch":
+        return Sketch(list(self.steps), list(self.tiles), list(self.tiled), list(self.movable),
+                      list(self.simple_roots), list(self.rules), self.state.copy())
+
+    def add(self, step: Step):
+        apply_template(step, self.state)
+        self.steps.append(step)
+
+    def new_tile(self, stage: str, iter: str, extent: int, levels: int) -> int:
+        self.tiles.append(TileVar(stage, iter, extent, levels))
+        return len(self.tiles) - 1
+
+    def __str__(self):
+        return f"Sketch({' + '.join(self.rules) or 'plain'}: {len(self.steps)} steps, {len(self.tiles)} tiles)"
+
+
+def apply_template(step: Step, state: State):
+    """Apply a step whose Split lengths may be symbols, with every symbol taken as 1 (the structure is the same)."""
+    if isinstance(step, Split) and any(isinstance(l, str) for l in step.lengths):
+        step = dataclasses.replace(step, lengths=tuple(1 if isinstance(l, str) else l for l in step.lengths))
+    step.apply(state)
+
+
+# ---------------------------------------------------------------------------------------------- analysis
+
+def has_data_reuse(st: Stage) -> bool:
+    """A reduction some input of which is read without some spatial axis: tiling can keep it in cache/registers."""
+    if not st.is_reduction:
+        return False
+    axes = {ax.var for ax in st.op.axes if ax.extent > 1}
+    for r in te.walk(st.op.body.body):
+        if isinstance(r, te.TensorRead):
+            used = {v for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)}
+            if axes - used:
+                return True
+    return False
+
+
+def strictly_inlinable(state: State, st: Stage) -> bool:
+    """Elementwise/injective, not an output, not a reduction, not a padding that a tiled conv reads."""
+    if st.is_output or st.is_reduction or st.loc != ("root",):
+        return False
+    return not (st.op.tag == "pad" and any(has_data_reuse(c) for c in state.effective_consumers(st)))
+
+
+def fusible_consumer(state: State, st: Stage) -> Stage | None:
+    """The single root consumer (through inlined stages) that reads st elementwise over the same shape."""
+    consumers = state.effective_consumers(st)
+    if len(consumers) != 1:
+        return None
+    c = consumers[0]
+    if c.is_reduction or c.loc != ("root",) or c.op.shape != st.op.shape or c.relations:
+        return None
+    return c
+
+
+def spatial_parallelism(st: Stage) -> int:
+    n = 1
+    for ax in st.op.axes:
+        n *= ax.extent
+    return n
+
+
+def reduce_size(st: Stage) -> int:
+    n = 1
+    for ax in st.op.reduce_axes:
+        n *= ax.extent
+    return n
+
+
+# ---------------------------------------------------------------------------------------------- rules
+
+class SketchRule:
+    name = "rule"
+
+    def condition(self, sketch: Sketch, st: Stage) -> Cond:
+        raise NotImplementedError
+
+    def apply(self, sketch: Sketch, st: Stage) -> list[Sketch]:
+        raise NotImplementedError
+
+
+class SkipStage(SketchRule):
+    """Stages that need no decision (already inlined or attached): leave them."""
+    name = "skip"
+
+    def condition(self, sketch, st):
+        return Cond.APPLY_AND_SKIP_REST if st.loc != ("root",) else Cond.PASS
+
+    def apply(self, sketch, st):
+        return [sketch]
+
+
+class AlwaysInline(SketchRule):
+    """A strictly inlinable stage is always inlined."""
+    name = "inline"
+
+    def condition(self, sketch, st):
+        return Cond.APPLY_AND_SKIP_REST if strictly_inlinable(sketch.state, st) else Cond.PASS
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        s.add(ComputeInline(st.name))
+        return [s]
+
+
+class AddRfactor(SketchRule):
+    """Little spatial parallelism but a long reduction: factor the reduction so that its inner part becomes a
+    spatial (parallel, vectorizable) axis. Both the rfactor'd and the plain sketch are kept."""
+    name = "rfactor"
+
+    def __init__(self, min_parallel: int = 16, min_reduce: int = 256):
+        self.min_parallel, self.min_reduce = min_parallel, min_reduce
+
+    def condition(self, sketch, st):
+        if st.is_reduction and not st.relations and spatial_parallelism(st) < self.min_parallel and \
+                reduce_size(st) >= self.min_reduce and len(st.op.reduce_axes) >= 1:
+            return Cond.APPLY
+        return Cond.PASS
+
+    def apply(self, sketch, st):
+        red = [i for i in st.roots if i.kind == "reduce"]
+        longest = max(red, key=lambda it: sketch.state.stage(st.name).root_extents()[it.name])
+        extent = st.root_extents()[longest.name]
+        factor = next((f for f in (16, 8, 4, 2) if extent % f == 0 and extent // f >= 1), None)
+        if factor is None:
+            return []
+        s = sketch.copy()
+        s.add(Rfactor(st.name, longest.name, factor))
+        s.rules.append(f"rfactor({st.name})")
+        rf = s.state.stage(f"{st.name}.rf")
+        # the partial sums run in parallel over their outer reduce part; the final sum is small
+        s.simple_roots.append(rf.name)
+        s.simple_roots.append(st.name)
+        return [s]
+
+
+class MultiLevelTilingWithFusion(SketchRule):
+    """Tile a stage with data reuse "SSRSRS" and compute it at the second spatial level of its elementwise
+    consumer: the tile is kept in a small local buffer (registers) and the consumer writes it out."""
+    name = "tile+fuse"
+
+    def condition(self, sketch, st):
+        if has_data_reuse(st) and not st.relations and fusible_consumer(sketch.state, st) is not None:
+            return Cond.APPLY_AND_SKIP_REST
+        return Cond.PASS
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        consumer = fusible_consumer(s.state, st)
+        _tile_and_fuse(s, st.name, consumer.name)
+        s.rules.append(f"tile+fuse({st.name}->{consumer.name})")
+        return [s]
+
+
+class AddCacheStage(SketchRule):
+    """A stage with data reuse and no fusible consumer gets a cache_write stage to fuse into."""
+    name = "cache"
+
+    def condition(self, sketch, st):
+        if has_data_reuse(st) and not st.relations and st.loc == ("root",) and \
+                fusible_consumer(sketch.state, st) is None and not st.name.endswith(".local"):
+            return Cond.APPLY
+        return Cond.PASS
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        s.add(CacheWrite(st.name))
+        s.rules.append(f"cache({st.name})")
+        local = s.state.stage(f"{st.name}.local")
+        _tile_and_fuse(s, local.name, st.name)
+        s.rules.append(f"tile+fuse({local.name}->{st.name})")
+        return [s]
+
+
+class MultiLevelTiling(SketchRule):
+    """Plain "SSRSRS" tiling of a stage with data reuse, without fusion."""
+    name = "tile"
+
+    def condition(self, sketch, st):
+        return Cond.APPLY_AND_SKIP_REST if has_data_reuse(st) and not st.relations else Cond.PASS
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        sp = [i.name for i in st.leaves if i.kind == "spatial"]
+        red = [i.name for i in st.leaves if i.kind == "reduce"]
+        ext = st.leaf_extents()
+        levels_s = {n: _split(s, st.name, n, ext[n], 4) for n in sp}
+        levels_r = {n: _split(s, st.name, n, ext[n], 2) for n in red}
+        order = [levels_s[n][0] for n in sp] + [levels_s[n][1] for n in sp] + [levels_r[n][0] for n in red] + \
+                [levels_s[n][2] for n in sp] + [levels_r[n][1] for n in red] + [levels_s[n][3] for n in sp]
+        s.add(Reorder(st.name, tuple(order)))
+        s.tiled.append(Tiled(st.name, st.name, tuple(order[:2 * len(sp)]), ((st.name, order[-1]),), (st.name,)))
+        s.rules.append(f"tile({st.name})")
+        return [s]
+
+
+class SimpleRoot(SketchRule):
+    """Any other stage at root: annotation parallelizes and vectorizes it."""
+    name = "root"
+
+    def condition(self, sketch, st):
+        return Cond.APPLY_AND_SKIP_REST if st.loc == ("root",) else Cond.PASS
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        if st.op.tag == "pad" and any(has_data_reuse(c) for c in s.state.effective_consumers(st)):
+            tgt = s.state.effective_consumers(st)[0]
+            iters = tuple(i.name for i in s.state.stage(tgt.name).leaves[:-1])
+            s.movable.append(Movable(st.name, tgt.name, iters))
+        s.simple_roots.append(st.name)
+        return [s]
+
+
+DEFAULT_RULES = [SkipStage(), AlwaysInline(), AddRfactor(), MultiLevelTilingWithFusion(), AddCacheStage(),
+                 MultiLevelTiling(), SimpleRoot()]
+
+
+def _split(s: Sketch, stage: str, iter: str, extent: int, levels: int) -> list[str]:
+    """Split iter into `levels` loops named iter.0 .. iter.{levels-1}, lengths symbolic in a new tile var."""
+    k = s.new_tile(stage, iter, extent, levels)
+    s.add(Split(stage, iter, tuple(f"T{k}.{lv}" for lv in range(1, levels))))
+    return [f"{iter}.{lv}" for lv in range(levels)]
+
+
+def _tile_and_fuse(s: Sketch, anchor: str, consumer: str):
+    """Consumer: spatial axes split (outer, middle, tile); anchor computed at its last middle loop, its own
+    spatial axes split (tile / inner, inner) and reductions split in two: order R S R S inside the tile."""
+    cons = s.state.stage(consumer)
+    if consumer in s.simple_roots:  # it was visited first as a plain root; now the tiling annotates it
+        s.simple_roots.remove(consumer)
+    c_names = [i.name for i in cons.leaves]
+    c_ext = cons.leaf_extents()
+    anc = s.state.stage(anchor)
+    a_sp = [i.name for i in anc.leaves if i.kind == "spatial"]
+    a_red = [i.name for i in anc.leaves if i.kind == "reduce"]
+    a_ext = anc.leaf_extents()
+    c_levels, a_levels = [], []
+    for cn, an in zip(c_names, a_sp):
+        k = s.new_tile(anchor, an, c_ext[cn], 4)
+        s.add(Split(consumer, cn, (f"T{k}.1", f"T{k}.2*T{k}.3")))
+        c_levels.append([f"{cn}.0", f"{cn}.1", f"{cn}.2"])
+        s.add(Split(anchor, an, (f"T{k}.3",)))
+        a_levels.append([f"{an}.0", f"{an}.1"])
+    c_order = [l[0] for l in c_levels] + [l[1] for l in c_levels] + [l[2] for l in c_levels]
+    s.add(Reorder(consumer, tuple(c_order)))
+    s.add(ComputeAt(anchor, consumer, c_levels[-1][1]))
+    r_levels = [_split(s, anchor, rn, a_ext[rn], 2) for rn in a_red]
+    a_order = [l[0] for l in r_levels] + [l[0] for l in a_levels] + [l[1] for l in r_levels] + \
+              [l[1] for l in a_levels]
+    s.add(Reorder(anchor, tuple(a_order)))
+    s.tiled.append(Tiled(anchor, consumer, tuple(c_order[:2 * len(c_levels)]),
+                         ((anchor, a_order[-1]), (consumer, c_order[-1])), (anchor, consumer)))
+
+
+def generate_sketches(task: Task, rules=None) -> list[Sketch]:
+    """All sketches of a task: rules applied from the last stage to the first, branching where a rule says
+    APPLY (the stage is also offered to the following rules)."""
+    rules = DEFAULT_RULES if rules is None else rules
+    start = Sketch(state=task.initial_state())
+    work = [(start, len(start.state.stages) - 1)]
+    done = []
+    while work:
+        sketch, idx = work.pop()
+        if idx < 0:
+            done.append(sketch)
+            continue
+        st = sketch.state.stages[idx]
+        for rule in rules:
+            cond = rule.condition(sketch, st)
+            if cond == Cond.PASS:
+                continue
+            for new in rule.apply(sketch, st):
+                # the rule has handled the stage and any stage it made for it (cache_write and rfactor insert
+                # "<name>.local" / "<name>.rf" before it): go on with the stage before that group
+                start = min(i for i, x in enumerate(new.state.stages)
+                            if x.name == st.name or x.name.startswith(st.name + "."))
+                work.append((new, start - 1))
+            if cond == Cond.APPLY_AND_SKIP_REST:
+                break
+    # deterministic order: fewest rules first
+    done.sort(key=lambda s: (len(s.rules), s.rules))
+    return done

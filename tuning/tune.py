@@ -1,0 +1,233 @@
+"""tune_model: Ansor-style tuning of every task of one or more models, with the records kept in SQLite.
+
+    tune_model("models/resnet18.onnx", records="resnet18.db", trials=2000)        # or time_budget_s=...
+    sess = compile_model("models/resnet18.onnx", records="resnet18.db")
+
+Rounds: the task scheduler picks a task; evolutionary search proposes a batch of programs for it; they are
+built and timed in worker processes; every result (or error) is written to the records database at once; the
+cost model is retrained; the scheduler learns the task's new best. Tuning resumes from the database: programs
+measured before are not measured again and train the cost model from the start.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.build import extract_tasks
+from compiler.passes import PassContext, run_pipeline
+from compiler.schedule import Schedule, ScheduleError
+from compiler.task import Task
+
+from .search import SearchSpace, evolutionary_search
+from .task_scheduler import TaskScheduler
+
+TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0}
+
+
+@dataclass
+class TuneResult:
+    tasks: list
+    best: dict  # task key -> best cost (s)
+    default: dict  # task key -> cost of the default schedule (s)
+    trials: int
+    seconds: float
+    curve: list = field(default_factory=list)  # (trials, elapsed s, estimated end-to-end latency s)
+    trials_per_task: dict = field(default_factory=dict)  # task key -> programs measured this session
+
+    def estimated_latency(self, which: str = "best") -> float:
+        costs = self.best if which == "best" else self.default
+        return sum(t.weight * costs.get(t.key, np.nan) for t in self.tasks)
+
+
+def model_tasks(models, input_shapes=None, layout="NCHWc") -> list[Task]:
+    """The unique tasks of one or more ONNX models, weights summed over models."""
+    from frontends import from_onnx
+    from compiler.codegen import vector_width
+    paths = [models] if isinstance(models, (str, bytes)) or hasattr(models, "graph") else list(models)
+    merged: dict[str, Task] = {}
+    ctx = PassContext(layout=layout, vector_width=vector_width())
+    for path in paths:
+        mod = run_pipeline(from_onnx(str(path) if not hasattr(path, "graph") else path, input_shapes), ctx)
+        for task in extract_tasks(mod):
+            if task.key in merged:
+                merged[task.key].weight += task.weight
+            else:
+                merged[task.key] = task
+    return list(merged.values())
+
+
+def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
+               input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
+               progress: bool = True, curve_png: str | None = None, log=None) -> TuneResult:
+    """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
+    from compiler.codegen import host_target
+    from .cost_model import XGBoostModel
+    from .measure import measure
+    from .records import RecordStore
+
+    if trials is None and time_budget_s is None:
+        raise ValueError("tune_model needs trials=N or time_budget_s=S")
+    p = dict(TUNE_PARAMS, **(params or {}))
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    rng = random.Random(p["seed"])
+    t_start = time.perf_counter()
+    tasks = model_tasks(models, input_shapes, layout)
+    target = host_target()
+    store = RecordStore(records)
+    model = XGBoostModel(seed=p["seed"])
+    spaces = [SearchSpace.of(t) for t in tasks]
+    best: dict[str, float] = {}
+    default: dict[str, float] = {}
+    _resume(store, tasks, spaces, target, model, best, log)
+    sched = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks], [_group(t) for t in tasks],
+                          rng=random.Random(p["seed"] + 1))
+    n_trials, curve, per_task = 0, [], {}
+
+    def budget_left() -> bool:
+        if trials is not None and n_trials >= trials:
+            return False
+        return time_budget_s is None or time.perf_counter() - t_start < time_budget_s
+
+    log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), "
+        f"{'%d trials' % trials if trials else ''}{' / ' if trials and time_budget_s else ''}"
+        f"{'%.0f s' % time_budget_s if time_budget_s else ''}, records in {records}")
+    while budget_left():
+        i = sched.next_task()
+        if i is None:
+            log("every task stopped improving: done")
+            break
+        task, space = tasks[i], spaces[i]
+        batch = []
+        if task.key not in default:  # the first round of a task also measures its default schedule
+            batch.append((None, _default_schedule(task)))
+        want = p["batch_size"] - len(batch)
+        if trials is not None:
+            want = min(want, max(trials - n_trials - len(batch), 0))
+        if want > 0:
+            batch += evolutionary_search(space, model, want, rng)
+        if not batch:
+            sched.update(i, best.get(task.key, np.inf))
+            continue
+        schedules = [s for _, s in batch]
+        results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
+                          timeout_s=p["timeout_s"])
+        store.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)])
+        costs = []
+        for (prog, sch), r in zip(batch, results):
+            cost = float(np.mean(r.costs)) if r.costs else np.inf
+            costs.append(cost)
+            space.record(sch, cost, prog)
+            if prog is None and task.key not in default:
+                default[task.key] = cost
+            if cost < best.get(task.key, np.inf):
+                best[task.key] = cost
+        model.update(task, schedules, costs)
+        n_trials += len(batch)
+        per_task[task.key] = per_task.get(task.key, 0) + len(batch)
+        sched.update(i, best.get(task.key, np.inf))
+        est_now = _estimate(tasks, best, default)
+        est_start = _estimate(tasks, default, default)
+        curve.append((n_trials, time.perf_counter() - t_start, est_now))
+        log(_progress_line(n_trials, trials, time.perf_counter() - t_start, time_budget_s, est_now, est_start,
+                           task, best.get(task.key), results))
+    result = TuneResult(tasks, best, default, n_trials, time.perf_counter() - t_start, curve, per_task)
+    log(format_task_table(result))
+    if curve_png:
+        write_curve_png(result, curve_png)
+        log(f"tuning curve written to {curve_png}")
+    return result
+
+
+def _default_schedule(task: Task) -> Schedule:
+    from compiler.codegen import vector_width
+    from compiler.default_schedule import default_schedule
+    return default_schedule(task.initial_state(), vector_width())
+
+
+def _group(task: Task) -> str:
+    anchors = [o for o in task.ops if o not in ("add", "multiply", "nn.relu", "clip", "subtract", "divide")]
+    return anchors[0] if anchors else task.ops[0] if task.ops else "none"
+
+
+def _resume(store, tasks, spaces, target, model, best, log):
+    """Programs measured before (for this target) are known: not measured again, and they train the model."""
+    n = 0
+    for task, space in zip(tasks, spaces):
+        schedules, costs = [], []
+        for rec in store.records(task.key, target=target):
+            try:
+                sch = Schedule.from_json(rec.schedule_json)
+                sch.apply(task.initial_state())
+            except ScheduleError:
+                continue
+            cost = float(np.mean(rec.costs)) if rec.costs else np.inf
+            space.record(sch, cost)
+            schedules.append(sch)
+            costs.append(cost)
+            if cost < best.get(task.key, np.inf):
+                best[task.key] = cost
+        if schedules:
+            model.update(task, schedules, costs)
+            n += len(schedules)
+    if n:
+        log(f"resumed: {n} measured programs from the records database")
+
+
+def _estimate(tasks, costs: dict, fallback: dict) -> float:
+    total = 0.0
+    for t in tasks:
+        c = costs.get(t.key, fallback.get(t.key, np.nan))
+        total += t.weight * c
+    return total
+
+
+def _progress_line(n, trials, elapsed, budget, est_now, est_start, task, task_best, results) -> str:
+    errors = sum(1 for r in results if r.error)
+    bar = ""
+    frac = max(n / trials if trials else 0.0, elapsed / budget if budget else 0.0)
+    width = 24
+    bar = "[" + "#" * int(width * min(frac, 1)) + "." * (width - int(width * min(frac, 1))) + "]"
+    tb = f"{task_best * 1e3:.3f} ms" if task_best and np.isfinite(task_best) else "-"
+    return (f"{bar} trials {n}{'/' + str(trials) if trials else ''}  {elapsed:6.0f}s"
+            f"{'/' + format(budget, '.0f') + 's' if budget else ''}  est. latency {_ms(est_now)} "
+            f"(start {_ms(est_start)})  | {task.name[:34]:<34} best {tb}{'  errors ' + str(errors) if errors else ''}")
+
+
+def _ms(x) -> str:
+    return f"{x * 1e3:.2f} ms" if np.isfinite(x) else "  ?  "
+
+
+def format_task_table(result: TuneResult) -> str:
+    rows = [f"{'task':<40} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'default ms':>10} {'best ms':>9} "
+            f"{'GFLOP/s':>8}"]
+    for t in result.tasks:
+        b, d = result.best.get(t.key, np.nan), result.default.get(t.key, np.nan)
+        rows.append(f"{t.name[:40]:<40} {t.weight:>6} {t.flops / 1e6:>9.1f} {result.trials_per_task.get(t.key, 0):>6} "
+                    f"{d * 1e3:>10.3f} {b * 1e3:>9.3f} {t.flops / b / 1e9 if b and np.isfinite(b) else 0:>8.1f}")
+    rows.append(f"estimated end-to-end: default {_ms(result.estimated_latency('default'))}, "
+                f"tuned {_ms(result.estimated_latency('best'))}; {result.trials} trials in {result.seconds:.0f} s")
+    return "\n".join(rows)
+
+
+def write_curve_png(result: TuneResult, path: str):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        raise RuntimeError("writing the tuning curve needs matplotlib (pip install 'relayish[plot]')") from e
+    xs = [c[0] for c in result.curve]
+    ys = [c[2] * 1e3 for c in result.curve]
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
+    ax.plot(xs, ys, marker=".", lw=1)
+    ax.set_xlabel("measured programs (trials)")
+    ax.set_ylabel("estimated end-to-end latency (ms)")
+    ax.set_title("tuning curve")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
