@@ -116,10 +116,15 @@ def extract_tasks(fused: Module) -> list[Task]:
 def choose_schedule(task: Task, records=None, vector_width: int = 16) -> tuple[Schedule, str]:
     """The best recorded schedule for the task on this target, else the default one."""
     from .default_schedule import default_schedule
+    from .schedule import ScheduleError
     if records is not None:
         best = records.best(task.key)
         if best is not None:
-            return best, "tuned"
+            try:
+                best.apply(task.initial_state())  # a record from an older compiler may not fit any more
+                return best, "tuned"
+            except ScheduleError:
+                pass
     return default_schedule(task.initial_state(), vector_width), "default"
 
 
@@ -147,9 +152,9 @@ def plan_graph(fused: Module, ctx: PassContext, records=None, log=None) -> Compi
         else:
             tasks[task.key].weight += 1
         kernel_of[id(c)] = funcs[[t for t in tasks].index(task.key)].name
-    if log is not None:
-        tuned = sum(1 for s, src in schedules.values() if src == "tuned")
-        log(f"{len(tasks)} tasks: {tuned} tuned, {len(tasks) - tuned} default schedules")
+    tuned = sum(1 for s, src in schedules.values() if src == "tuned")
+    if log is not None or store is not None:
+        (log or _log)(f"{len(tasks)} tasks: {tuned} tuned from records, {len(tasks) - tuned} default schedules")
     # params blob
     const_offset: dict[int, int] = {}
     blobs, size = [], 0
@@ -226,11 +231,14 @@ def _layout_of(c: Call) -> str:
 
 
 def _open_records(records):
+    """None, an object with .best(task_key) (RecordsReader, tuning's RecordStore), or a records DB path."""
     if records is None:
         return None
     if hasattr(records, "best"):
         return records
-    raise NotImplementedError("tuning records are not supported yet")
+    from .codegen.build import host_target
+    from .records_reader import RecordsReader
+    return RecordsReader(str(records), host_target())
 
 
 def _executor_plan(graph: CompiledGraph):

@@ -66,7 +66,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
     from compiler.codegen import host_target
     from .cost_model import XGBoostModel
-    from .measure import measure
+    from .measure import WorkerPool, measure
     from .records import RecordStore
 
     if trials is None and time_budget_s is None:
@@ -86,6 +86,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     sched = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks], [_group(t) for t in tasks],
                           rng=random.Random(p["seed"] + 1))
     n_trials, curve, per_task = 0, [], {}
+    pool = WorkerPool(p.get("build_workers", 2))
 
     def budget_left() -> bool:
         if trials is not None and n_trials >= trials:
@@ -95,45 +96,48 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), "
         f"{'%d trials' % trials if trials else ''}{' / ' if trials and time_budget_s else ''}"
         f"{'%.0f s' % time_budget_s if time_budget_s else ''}, records in {records}")
-    while budget_left():
-        i = sched.next_task()
-        if i is None:
-            log("every task stopped improving: done")
-            break
-        task, space = tasks[i], spaces[i]
-        batch = []
-        if task.key not in default:  # the first round of a task also measures its default schedule
-            batch.append((None, _default_schedule(task)))
-        want = p["batch_size"] - len(batch)
-        if trials is not None:
-            want = min(want, max(trials - n_trials - len(batch), 0))
-        if want > 0:
-            batch += evolutionary_search(space, model, want, rng)
-        if not batch:
+    try:
+        while budget_left():
+            i = sched.next_task()
+            if i is None:
+                log("every task stopped improving: done")
+                break
+            task, space = tasks[i], spaces[i]
+            batch = []
+            if task.key not in default:  # the first round of a task also measures its default schedule
+                batch.append((None, _default_schedule(task)))
+            want = p["batch_size"] - len(batch)
+            if trials is not None:
+                want = min(want, max(trials - n_trials - len(batch), 0))
+            if want > 0:
+                batch += evolutionary_search(space, model, want, rng)
+            if not batch:
+                sched.update(i, best.get(task.key, np.inf))
+                continue
+            schedules = [s for _, s in batch]
+            results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
+                              timeout_s=p["timeout_s"], executor=pool)
+            store.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)])
+            costs = []
+            for (prog, sch), r in zip(batch, results):
+                cost = float(min(r.costs)) if r.costs else np.inf
+                costs.append(cost)
+                space.record(sch, cost, prog)
+                if prog is None and task.key not in default:
+                    default[task.key] = cost
+                if cost < best.get(task.key, np.inf):
+                    best[task.key] = cost
+            model.update(task, schedules, costs)
+            n_trials += len(batch)
+            per_task[task.key] = per_task.get(task.key, 0) + len(batch)
             sched.update(i, best.get(task.key, np.inf))
-            continue
-        schedules = [s for _, s in batch]
-        results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                          timeout_s=p["timeout_s"])
-        store.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)])
-        costs = []
-        for (prog, sch), r in zip(batch, results):
-            cost = float(np.mean(r.costs)) if r.costs else np.inf
-            costs.append(cost)
-            space.record(sch, cost, prog)
-            if prog is None and task.key not in default:
-                default[task.key] = cost
-            if cost < best.get(task.key, np.inf):
-                best[task.key] = cost
-        model.update(task, schedules, costs)
-        n_trials += len(batch)
-        per_task[task.key] = per_task.get(task.key, 0) + len(batch)
-        sched.update(i, best.get(task.key, np.inf))
-        est_now = _estimate(tasks, best, default)
-        est_start = _estimate(tasks, default, default)
-        curve.append((n_trials, time.perf_counter() - t_start, est_now))
-        log(_progress_line(n_trials, trials, time.perf_counter() - t_start, time_budget_s, est_now, est_start,
-                           task, best.get(task.key), results))
+            est_now = _estimate(tasks, best, default)
+            est_start = _estimate(tasks, default, default)
+            curve.append((n_trials, time.perf_counter() - t_start, est_now))
+            log(_progress_line(n_trials, trials, time.perf_counter() - t_start, time_budget_s, est_now, est_start,
+                               task, best.get(task.key), results))
+    finally:
+        pool.shutdown()
     result = TuneResult(tasks, best, default, n_trials, time.perf_counter() - t_start, curve, per_task)
     log(format_task_table(result))
     if curve_png:
@@ -159,12 +163,12 @@ def _resume(store, tasks, spaces, target, model, best, log):
     for task, space in zip(tasks, spaces):
         schedules, costs = [], []
         for rec in store.records(task.key, target=target):
+            sch = rec.schedule
             try:
-                sch = Schedule.from_json(rec.schedule_json)
                 sch.apply(task.initial_state())
             except ScheduleError:
                 continue
-            cost = float(np.mean(rec.costs)) if rec.costs else np.inf
+            cost = rec.cost
             space.record(sch, cost)
             schedules.append(sch)
             costs.append(cost)

@@ -1,0 +1,114 @@
+"""Measurement: candidates built and run in worker processes; crashes, hangs and wrong results become recorded
+errors and measuring goes on."""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import pickle
+
+import numpy as np
+import pytest
+
+from compiler.default_schedule import default_schedule
+from compiler.schedule import Schedule, Split
+from compiler.task import build_task, workload_key
+from relayish.expr import Attrs, Function, TensorType, Var, call
+from relayish.interp import evaluate
+from tuning.measure import (WorkerPool, check_outputs, function_from_data, function_to_data, measure,
+                            random_inputs, reference_outputs)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(max_workers=2) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def conv_task():
+    """conv2d (padded) + bias + relu, small enough to build in a fraction of a second."""
+    x = Var("x", TensorType((1, 8, 10, 10)))
+    w = Var("w", TensorType((16, 8, 3, 3)))
+    b = Var("b", TensorType((1, 16, 1, 1)))
+    y = call("nn.relu", call("add", call("nn.conv2d", x, w, padding=(1, 1, 1, 1)), b))
+    return build_task(Function((x, w, b), y, Attrs(Primitive=1)))
+
+
+def test_function_data_round_trip(conv_task):
+    data = pickle.loads(pickle.dumps(function_to_data(conv_task.func)))
+    func = function_from_data(data)
+    assert func is not conv_task.func and workload_key(func) == conv_task.key
+    inputs = random_inputs([(p.type.shape, p.type.dtype) for p in func.params], seed=3)
+    np.testing.assert_array_equal(evaluate(func, inputs)[0], evaluate(conv_task.func, inputs)[0])
+
+
+def test_random_inputs_are_seeded():
+    specs = [((2, 3), "float32"), ((4,), "int32")]
+    a, b, c = random_inputs(specs, 1), random_inputs(specs, 1), random_inputs(specs, 2)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b)) and not np.array_equal(a[0], c[0])
+    assert a[1].dtype == np.int32 and a[1].min() >= 0
+
+
+def test_default_and_naive_schedules_measure_correctly(conv_task, pool):
+    default = default_schedule(conv_task.initial_state())
+    invalid = Schedule((Split("no_such_stage", "i", (2,)),))
+    results = measure(conv_task, [default, Schedule(), invalid], number=2, repeat=3, executor=pool)
+    assert len(results) == 3
+    for r in results[:2]:
+        assert r.ok, r.error
+        assert len(r.costs) == 3 and all(0 < c < 1 for c in r.costs) and r.cost == min(r.costs)
+        assert r.build_s > 0 and r.run_s > 0
+    bad = results[2]
+    assert bad.costs is None and bad.cost == float("inf")
+    assert bad.error.startswith("build error: ScheduleError") and "no_such_stage" in bad.error
+
+
+def test_crash_hang_and_wrong_result_are_survived(conv_task, pool):
+    default = default_schedule(conv_task.initial_state())
+    faults = {1: "segfault", 2: "hang", 3: "wrong", 4: "build_crash"}
+    results = measure(conv_task, [default] * 6, number=1, repeat=2, timeout_s=3, executor=pool, _faults=faults)
+    errors = [r.error for r in results]
+    assert results[0].ok and results[5].ok, errors  # measured before and after the faulty ones
+    assert "run crashed its worker process" in errors[1]
+    assert "run timed out after 3 s" in errors[2]
+    assert errors[3].startswith("wrong result: max rel err") and "output 0 of shape (1, 16, 10, 10)" in errors[3]
+    assert "build crashed its worker process" in errors[4]
+    assert all(r.costs is None for r in results[1:5])
+    # the pool was replaced and still works
+    again = measure(conv_task, [default], number=1, repeat=1, executor=pool)
+    assert again[0].ok, again[0].error
+
+
+def test_wrong_result_goes_unnoticed_only_without_checking(conv_task, pool):
+    default = default_schedule(conv_task.initial_state())
+    unchecked = measure(conv_task, [default], number=1, repeat=1, executor=pool, check_correctness=False,
+                        _faults={0: "wrong"})
+    assert unchecked[0].ok and unchecked[0].costs
+
+
+def test_check_outputs_against_reference(conv_task):
+    ref = reference_outputs(conv_task, seed=0)
+    assert reference_outputs(conv_task, seed=0) is ref  # cached
+    assert check_outputs([ref[0].copy()], ref, 1e-4) is None
+    off = ref[0].copy()
+    off.flat[7] += 1e-2 * np.max(np.abs(off))
+    assert check_outputs([off], ref, 1e-4).startswith("wrong result: max rel err 0.01")
+    unwritten = ref[0].copy()
+    unwritten.flat[0] = np.nan  # outputs start as NaN: an element never written is wrong
+    assert "wrong result" in check_outputs([unwritten], ref, 1e-4)
+
+
+def test_plain_executor_is_used_as_given(conv_task):
+    default = default_schedule(conv_task.initial_state())
+    with cf.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+        results = measure(conv_task, [default], number=1, repeat=1, executor=ex)
+    assert results[0].ok, results[0].error
+
+
+def test_bad_arguments(conv_task):
+    with pytest.raises(ValueError, match="repeat"):
+        measure(conv_task, [], repeat=0)
+    with pytest.raises(ValueError, match="unknown fault"):
+        measure(conv_task, [Schedule()], _faults={0: "meteor"})
+    with pytest.raises(TypeError, match="executor"):
+        measure(conv_task, [Schedule()], executor="local")

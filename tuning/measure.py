@@ -1,0 +1,535 @@
+"""Measurement: build and run a task's candidate schedules in worker processes, with timeouts.
+
+    results = measure(task, schedules)          # one MeasureResult per schedule, in order
+    results[i].costs  -> [seconds per call, one per repeat] or None;  results[i].error -> None or why
+
+Phases. All candidates are first built (schedule -> loop IR -> LLVM -> shared library) in parallel on the workers;
+then the built kernels are run ONE AT A TIME, each with the thread count the model will use (default: all cores).
+Two kernels timed at once, or a kernel timed while builds run, would share the cores and both read slow.
+
+Isolation. Every build and every run is a job in a worker process, under a watchdog (faulthandler's C thread) that
+kills the process when the job outlives timeout_s. A worker that segfaults, aborts or is killed breaks the process
+pool: the pool is replaced, builds that were in flight with the culprit are retried alone (so only the culprit is
+blamed), the candidate gets an error ("run crashed ...", "run timed out ..."), and measuring goes on.
+
+What travels. A Task holds te stages and closures, so the task's primitive Function goes to the workers as plain
+data (`function_to_data`) and schedules as JSON; a worker rebuilds the Task (cached per process) and checks that
+its key is unchanged. A built library comes back as bytes, so it may run in another process than the one that
+built it (or, with a distributed executor, on another machine of the same target).
+
+Correctness. Inputs are random (seeded: the same arrays in every process); outputs start as NaN so that an element
+a kernel never writes is caught. The outputs of every candidate that ran are compared with the numpy interpreter's
+(relayish.interp.evaluate of the task's Function, computed once per task and seed and cached): an error
+max|ours - ref| / max|ref| above the tolerance makes the candidate "wrong result: max rel err ...".
+
+Cost. One untimed call first (the checked one; it also warms the caches and the thread pool), then `repeat` times
+`number` back-to-back calls: costs[r] = their mean in seconds. MeasureResult.cost = min(costs).
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import concurrent.futures as cf
+import contextlib
+import ctypes
+import faulthandler
+import math
+import multiprocessing
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.codegen.build import build_library
+from compiler.loopir import For, Load, PrimFunc, Seq, Store
+from compiler.lower import lower
+from compiler.schedule import Schedule
+from compiler.task import Task, build_task
+from relayish import te
+from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
+from runtime import default_num_threads
+from runtime.aligned import aligned_empty
+
+from .bench import output_error
+
+KERNEL_NAME = "candidate"
+DEFAULT_TOLERANCE = 1e-4  # max|ours - ref| / max|ref|, the project's fp32 criterion
+GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
+RECYCLE_AFTER_RUNS = 256  # every run leaves a loaded library (never unloaded) and its idle threads in a worker
+FAULTS = ("segfault", "hang", "wrong", "build_crash")  # test hooks, see measure(_faults=...)
+
+
+@dataclass
+class MeasureResult:
+    """costs: seconds per call, one mean per repeat (None on error); error: why the candidate failed (else None);
+    build_s / run_s: worker time spent building / running (loading, checking and timing) the candidate."""
+    costs: list[float] | None
+    error: str | None
+    build_s: float
+    run_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def cost(self) -> float:
+        """min over repeats of the mean over `number` calls, in seconds; inf for a failed candidate."""
+        return min(self.costs) if self.costs else math.inf
+
+
+# ---------------------------------------------------------------------------------------------- what travels
+
+def function_to_data(func: Function) -> dict:
+    """A primitive Function as plain picklable data: nodes in post order, each referring to earlier ones by index.
+
+    (Pickling the nodes themselves would carry hashes cached in the sending process, which string hashing makes
+    wrong in another one.)"""
+    index = {id(p): i for i, p in enumerate(func.params)}
+    params = [(p.name, tuple(p.type.shape), p.type.dtype) for p in func.params]
+    nodes = []
+    for node in post_order(func.body):
+        if id(node) in index:
+            continue
+        if isinstance(node, Call) and isinstance(node.op, str):
+            item = ("call", node.op, [index[id(a)] for a in node.args], node.attrs.as_dict())
+        elif isinstance(node, Constant):
+            item = ("const", np.array(node.data))
+        elif isinstance(node, Tuple):
+            item = ("tuple", [index[id(f)] for f in node.fields])
+        elif isinstance(node, TupleGetItem):
+            item = ("get", index[id(node.tuple_value)], node.index)
+        else:
+            raise ValueError(f"cannot send a {type(node).__name__} node to a measurement worker: a primitive "
+                             "function holds only calls of ops, constants, tuples and its own parameters")
+        index[id(node)] = len(params) + len(nodes)
+        nodes.append(item)
+    return {"params": params, "nodes": nodes, "body": index[id(func.body)], "attrs": func.attrs.as_dict()}
+
+
+def function_from_data(data: dict) -> Function:
+    """Inverse of function_to_data (types are re-inferred, so the result is a fresh, well-typed Function)."""
+    values: list = [Var(name, TensorType(shape, dtype)) for name, shape, dtype in data["params"]]
+    for item in data["nodes"]:
+        kind = item[0]
+        if kind == "call":
+            values.append(Call(item[1], tuple(values[i] for i in item[2]), Attrs(item[3])))
+        elif kind == "const":
+            values.append(Constant(item[1]))
+        elif kind == "tuple":
+            values.append(Tuple(tuple(values[i] for i in item[1])))
+        elif kind == "get":
+            values.append(TupleGetItem(values[item[1]], item[2]))
+        else:
+            raise ValueError(f"unknown node kind {kind!r} in function data")
+    n = len(data["params"])
+    return Function(tuple(values[:n]), values[data["body"]], Attrs(data["attrs"]))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a worker needs to rebuild a Task."""
+    key: str
+    name: str
+    func: dict  # function_to_data
+
+    @staticmethod
+    def of(task: Task) -> "TaskSpec":
+        return TaskSpec(task.key, task.name, function_to_data(task.func))
+
+
+_WORKER_TASKS: collections.OrderedDict = collections.OrderedDict()  # per process: key -> Task, a few recent
+
+
+def _task_of(spec: TaskSpec) -> Task:
+    task = _WORKER_TASKS.get(spec.key)
+    if task is None:
+        task = build_task(function_from_data(spec.func), spec.name)
+        if task.key != spec.key:
+            raise RuntimeError(f"task {spec.name} changed in transit: key {task.key} != {spec.key}")
+        _WORKER_TASKS[spec.key] = task
+        while len(_WORKER_TASKS) > 8:
+            _WORKER_TASKS.popitem(last=False)
+    return task
+
+
+def random_inputs(specs, seed: int) -> list[np.ndarray]:
+    """Deterministic inputs for (shape, dtype) specs: standard normal floats, small non-negative integers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in specs:
+        dt = np.dtype(dtype)
+        if dt.kind == "f":
+            out.append(rng.standard_normal(shape).astype(dt))
+        elif dt.kind == "b":
+            out.append(rng.integers(0, 2, shape).astype(dt))
+        else:
+            out.append(rng.integers(0, 4, shape).astype(dt))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- worker jobs
+
+@dataclass
+class BuildOutput:
+    lib: bytes | None  # the shared library, or None on error
+    params: list | None  # (shape, dtype) of every kernel parameter: inputs, outputs, scratch
+    num_inputs: int
+    num_outputs: int
+    error: str | None
+    build_s: float
+
+
+@dataclass
+class RunOutput:
+    costs: list | None
+    outputs: list | None  # the output arrays of the first (untimed) call, when asked for
+    error: str | None
+    run_s: float
+
+
+_DEVNULL = None
+
+
+@contextlib.contextmanager
+def _watchdog(timeout_s: float):
+    """Kill this process if the block runs longer than timeout_s: a C thread that needs no GIL, so a kernel in
+    an endless loop (or LLVM stuck) is stopped too. The pool sees the worker die."""
+    global _DEVNULL
+    if _DEVNULL is None:
+        _DEVNULL = open(os.devnull, "w")
+    faulthandler.dump_traceback_later(timeout_s, exit=True, file=_DEVNULL)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _noop() -> int:
+    return os.getpid()
+
+
+def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
+    """Worker: schedule -> loop IR -> shared library bytes."""
+    t0 = time.perf_counter()
+    with _watchdog(timeout_s):
+        try:
+            task = _task_of(spec)
+            func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)
+            if fault == "build_crash":
+                ctypes.string_at(0)  # a segfault in the build process
+            func = _inject_fault(func, fault)
+            with tempfile.TemporaryDirectory(prefix="relayish-measure-") as tmp:
+                with open(build_library([func], None, os.path.join(tmp, "kernel.so")), "rb") as f:
+                    lib = f.read()
+        except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
+            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0)
+    params = [(tuple(int(d) for d in p.shape), p.dtype) for p in func.params]
+    return BuildOutput(lib, params, func.attrs["num_inputs"], func.attrs["num_outputs"], None,
+                       time.perf_counter() - t0)
+
+
+def _inject_fault(func: PrimFunc, fault: str | None) -> PrimFunc:
+    """Test hook: a kernel that writes 8 GB past its output (segfault), never ends (hang) or is off by 1000 in
+    one element (wrong). The fault is in the generated code itself, as a codegen bug would be."""
+    if fault in (None, "build_crash"):
+        return func
+    out = func.params[func.attrs["num_inputs"]]
+    if fault == "segfault":
+        body = Seq([Store(out, te.IntImm(2 ** 31 - 1), te.const(0.0, out.dtype)), func.body])
+    elif fault == "hang":
+        body = For(te.Var("forever"), te.IntImm(0), te.IntImm(2 ** 31 - 1), "serial", func.body)
+    elif fault == "wrong":
+        body = Seq([func.body, Store(out, te.IntImm(0), Load(out, te.IntImm(0)) + te.const(1000.0, out.dtype))])
+    else:
+        raise ValueError(f"unknown fault {fault!r}; expected one of {FAULTS}")
+    return PrimFunc(func.name, func.params, body, dict(func.attrs))
+
+
+def _load_kernel(lib: bytes):
+    """dlopen the library bytes (under a unique name: dlopen returns a library already loaded under the same
+    path) and return (kernel function, library). The file is removed at once; the mapping stays."""
+    fd, path = tempfile.mkstemp(prefix="relayish-candidate-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(lib)
+        dll = ctypes.CDLL(path)
+    finally:
+        os.unlink(path)
+    kernel = getattr(dll, KERNEL_NAME)
+    kernel.restype = None
+    return kernel, dll
+
+
+def _kernel_buffers(build: BuildOutput, seed: int) -> list[np.ndarray]:
+    """64-byte aligned buffers for every kernel parameter: seeded inputs, NaN outputs, uninitialised scratch."""
+    n_in, n_out = build.num_inputs, build.num_outputs
+    arrays = []
+    for k, (shape, dtype) in enumerate(build.params):
+        buf = aligned_empty(shape, dtype)
+        if k < n_in:
+            continue  # filled below
+        if k < n_in + n_out:
+            buf[...] = np.nan if buf.dtype.kind == "f" else -1
+        arrays.append(buf)
+    inputs = [aligned_empty(s, d) for s, d in build.params[:n_in]]
+    for buf, value in zip(inputs, random_inputs(build.params[:n_in], seed)):
+        buf[...] = value
+    return inputs + arrays
+
+
+def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
+             want_outputs: bool) -> RunOutput:
+    """Worker: load the kernel, call it once (outputs kept for checking), then time repeat x number calls."""
+    t0 = time.perf_counter()
+    dll = None
+    with _watchdog(timeout_s):
+        try:
+            kernel, dll = _load_kernel(build.lib)
+            dll.relayish_set_num_threads(ctypes.c_int32(threads))
+            arrays = _kernel_buffers(build, seed)
+            args = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+            kernel(*args)
+            n_in = build.num_inputs
+            outputs = [np.array(a) for a in arrays[n_in:n_in + build.num_outputs]] if want_outputs else None
+            costs = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                for _ in range(number):
+                    kernel(*args)
+                costs.append((time.perf_counter() - start) / number)
+        except Exception as e:
+            return RunOutput(None, None, f"run error: {type(e).__name__}: {e}", time.perf_counter() - t0)
+        finally:
+            if dll is not None:
+                dll.relayish_pool_idle()  # its workers sleep now instead of spinning through the next job
+    return RunOutput(costs, outputs, None, time.perf_counter() - t0)
+
+
+# ---------------------------------------------------------------------------------------------- worker pools
+
+class WorkerPool:
+    """The worker processes measure() uses: a spawn-context ProcessPoolExecutor, replaced when a worker dies or
+    hangs, and recycled after RECYCLE_AFTER_RUNS runs (each run leaves a library loaded in a worker for good).
+
+    executor_factory: a zero-argument callable returning a fresh concurrent.futures.Executor whose workers are
+    processes (e.g. a distributed engine's); default: ProcessPoolExecutor(max_workers, spawn). Use as a context
+    manager, or call shutdown()."""
+
+    def __init__(self, max_workers: int | None = None, executor_factory=None,
+                 recycle_after: int = RECYCLE_AFTER_RUNS):
+        self.max_workers = max_workers or default_num_threads()
+        self._factory = executor_factory or self._spawn_pool
+        self.recycle_after = recycle_after
+        self._executor = None
+        self.runs = 0  # run jobs since the executor was made
+        self.restarts = 0
+
+    def _spawn_pool(self) -> cf.Executor:
+        # spawn, not fork: the parent may hold LLVM state, threads (a thread pool of a loaded model) and locks
+        return cf.ProcessPoolExecutor(self.max_workers, mp_context=multiprocessing.get_context("spawn"))
+
+    @property
+    def executor(self) -> cf.Executor:
+        if self._executor is None:
+            self._executor = self._factory()
+            self._warm()
+        return self._executor
+
+    def _warm(self) -> None:
+        """Start every worker (and its imports) now, so that no job's time includes a process start."""
+        futures = [self._executor.submit(_noop) for _ in range(self.max_workers)]
+        for f in futures:
+            f.result()
+
+    def submit(self, fn, *args) -> cf.Future:
+        return self.executor.submit(fn, *args)
+
+    def restart(self, kill: bool = False) -> None:
+        """Replace the executor. kill: first kill its processes (a worker is stuck: shutdown would wait for it)."""
+        old, self._executor = self._executor, None
+        self.runs = 0
+        self.restarts += 1
+        if old is not None:
+            if kill:
+                # ProcessPoolExecutor offers no public way to stop a running job: kill its processes.
+                for proc in list((getattr(old, "_processes", None) or {}).values()):
+                    proc.kill()
+            old.shutdown(wait=not kill, cancel_futures=True)
+
+    def recycle_if_due(self) -> None:
+        if self.runs >= self.recycle_after:
+            self.restart()
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+class _FixedExecutor(WorkerPool):
+    """An Executor given by the caller: used as is; it cannot be replaced, so after a crash that breaks it every
+    later job fails with an error (give a WorkerPool with an executor_factory to survive crashes)."""
+
+    def __init__(self, executor: cf.Executor):
+        super().__init__(max_workers=1, executor_factory=lambda: executor, recycle_after=math.inf)
+        self._executor = executor
+
+    def restart(self, kill: bool = False) -> None:
+        self.restarts += 1
+
+
+_DEFAULT_POOL: WorkerPool | None = None
+
+
+def default_pool() -> WorkerPool:
+    """The WorkerPool measure() uses when given no executor (one per process, shut down at exit)."""
+    global _DEFAULT_POOL
+    if _DEFAULT_POOL is None:
+        _DEFAULT_POOL = WorkerPool()
+        atexit.register(_DEFAULT_POOL.shutdown)
+    return _DEFAULT_POOL
+
+
+def _as_pool(executor) -> WorkerPool:
+    if executor is None:
+        return default_pool()
+    if isinstance(executor, WorkerPool):
+        return executor
+    if isinstance(executor, cf.ThreadPoolExecutor):  # a crashing or hanging kernel would take this process down
+        raise TypeError("measure needs worker processes: a ThreadPoolExecutor offers no isolation")
+    if isinstance(executor, cf.Executor):
+        return _FixedExecutor(executor)
+    raise TypeError(f"executor must be a WorkerPool, a concurrent.futures.Executor or None, "
+                    f"got {type(executor).__name__}")
+
+
+def _call_alone(pool: WorkerPool, what: str, timeout_s: float, fn, *args):
+    """Run one job with nothing else in flight; returns (value, None) or (None, error). A dead or stuck worker
+    becomes the error and the pool is replaced."""
+    try:
+        future = pool.submit(fn, *args)
+    except cf.BrokenExecutor as e:  # only an executor we cannot replace stays broken
+        return None, f"{what} not done: the executor is broken ({e})"
+    t0 = time.monotonic()
+    try:
+        return future.result(timeout=timeout_s + GRACE_S), None
+    except cf.TimeoutError:  # the job's own watchdog did not end it
+        pool.restart(kill=True)
+        return None, f"{what} timed out after {timeout_s:g} s (unresponsive worker killed)"
+    except cf.BrokenExecutor:
+        elapsed = time.monotonic() - t0
+        pool.restart()
+        # the pool was warm, so elapsed is the job's own time: the watchdog fires at timeout_s
+        if elapsed >= timeout_s:
+            return None, f"{what} timed out after {timeout_s:g} s (worker killed)"
+        return None, f"{what} crashed its worker process after {elapsed:.2f} s (segfault or abort)"
+
+
+def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: float, faults: dict) -> list:
+    """Build every candidate, in parallel. Builds caught in a broken pool are retried alone (blaming only the
+    one that breaks it again)."""
+    jobs = [(spec, s.to_json(), timeout_s, faults.get(i)) for i, s in enumerate(schedules)]
+    outputs: list = [None] * len(jobs)
+    try:
+        futures = [pool.submit(_build_job, *job) for job in jobs]
+    except cf.BrokenExecutor:
+        futures = []
+    for i, future in enumerate(futures):
+        try:
+            outputs[i] = future.result(timeout=timeout_s + GRACE_S)
+        except cf.BrokenExecutor:
+            pool.restart()
+            break  # the futures left are broken too
+        except cf.TimeoutError:  # a job's own watchdog did not end it
+            pool.restart(kill=True)
+            break
+    for i, future in enumerate(futures):  # jobs that finished before the pool broke keep their result
+        if outputs[i] is None and future.done() and not future.cancelled() and future.exception() is None:
+            outputs[i] = future.result()
+    for i, job in enumerate(jobs):
+        if outputs[i] is None:
+            value, error = _call_alone(pool, "build", timeout_s, _build_job, *job)
+            outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
+    return outputs
+
+
+# ---------------------------------------------------------------------------------------------- reference
+
+_REFERENCES: collections.OrderedDict = collections.OrderedDict()  # (task key, seed) -> outputs, a few recent
+
+
+def reference_outputs(task: Task, seed: int) -> list[np.ndarray]:
+    """The numpy interpreter's outputs of the task on random_inputs(seed); cached for the last few tasks."""
+    from relayish.interp import evaluate
+    key = (task.key, seed)
+    if key not in _REFERENCES:
+        specs = [(p.type.shape, p.type.dtype) for p in task.func.params]
+        _REFERENCES[key] = evaluate(task.func, random_inputs(specs, seed))
+        while len(_REFERENCES) > 4:
+            _REFERENCES.popitem(last=False)
+    _REFERENCES.move_to_end(key)
+    return _REFERENCES[key]
+
+
+def check_outputs(outputs: list, reference: list, tolerance: float) -> str | None:
+    """None when every output matches the reference within tolerance, else the error text."""
+    if len(outputs) != len(reference):
+        return f"wrong result: {len(outputs)} outputs, the reference has {len(reference)}"
+    for k, (ours, ref) in enumerate(zip(outputs, reference)):
+        err = output_error(ours, ref, tolerance)
+        if not err["passed"]:
+            return (f"wrong result: max rel err {err['max_rel']:.3g} (max abs {err['max_abs']:.3g}) in output {k} "
+                    f"of shape {tuple(ref.shape)}, tolerance {tolerance:g}")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- measure
+
+def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_s: float = 10,
+            executor=None, check_correctness: bool | None = None, num_threads: int | None = None,
+            seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, _faults: dict | None = None
+            ) -> list[MeasureResult]:
+    """Build and time every schedule of `task`; one MeasureResult per schedule, in order. Never raises for a
+    bad candidate (invalid schedule, build failure, crash, hang, wrong result): that is its error.
+
+    number, repeat: see the module docstring. timeout_s: limit of each build job and each run job.
+    executor: a WorkerPool (replaced-on-crash processes), a concurrent.futures.Executor of processes, or None for
+    default_pool(). check_correctness: compare outputs with the numpy interpreter (None = True). num_threads:
+    threads of each timed kernel (default all cores). _faults: test hook, {candidate index: one of FAULTS}."""
+    schedules = list(schedules)
+    if number < 1 or repeat < 1:
+        raise ValueError(f"measure: number and repeat must be >= 1, got number={number}, repeat={repeat}")
+    if not timeout_s > 0:
+        raise ValueError(f"measure: timeout_s must be > 0, got {timeout_s}")
+    bad = {i: f for i, f in (_faults or {}).items() if f not in FAULTS}
+    if bad:
+        raise ValueError(f"measure: unknown fault(s) {bad}; expected {FAULTS}")
+    pool = _as_pool(executor)
+    pool.recycle_if_due()
+    threads = num_threads or default_num_threads()
+    check = check_correctness is None or bool(check_correctness)
+
+    builds = _build_all(pool, TaskSpec.of(task), schedules, timeout_s, _faults or {})
+    reference = reference_outputs(task, seed) if check and any(b.lib for b in builds) else None
+    results = []
+    for b in builds:
+        if b.lib is None:
+            results.append(MeasureResult(None, b.error, b.build_s, 0.0))
+            continue
+        run, error = _call_alone(pool, "run", timeout_s, _run_job, b, number, repeat, threads, seed, timeout_s,
+                                 check)
+        pool.runs += 1
+        if run is not None:
+            error = run.error or (check_outputs(run.outputs, reference, tolerance) if check else None)
+        results.append(MeasureResult(None if error else run.costs, error, b.build_s,
+                                     run.run_s if run is not None else 0.0))
+    return results
