@@ -42,7 +42,7 @@ def store(tmp_path):
 def fill(store):
     """conv: 3 successes + 1 error on HOST, a faster one on another CPU and on fewer features; pool: errors only."""
     store.add_many([(CONV, HOST, sched(2), [3e-3, 3e-3], None),
-                    (CONV, HOST, sched(4), [1e-3, 2e-3], None),  # mean 1.5 ms: the best on HOST
+                    (CONV, HOST, sched(4), [1e-3, 2e-3], None),  # cost min 1 ms: the best on HOST
                     (CONV, HOST, sched(8), [2e-3, 2e-3], None),
                     (CONV, HOST, sched(16), None, "run crashed"),
                     (CONV, OTHER_CPU, sched(32), [1e-4, 1e-4], None),
@@ -59,7 +59,7 @@ def test_round_trip_and_best_is_exact_target(store):
     assert store.best(POOL.key, HOST) is None  # errors are never best
     assert store.best("no_such_key", HOST) is None
     rec = store.best_record(CONV.key, HOST)
-    assert rec.costs == (1e-3, 2e-3) and rec.cost == pytest.approx(1.5e-3) and rec.ok
+    assert rec.costs == (1e-3, 2e-3) and rec.cost == pytest.approx(1e-3) and rec.ok
     assert (rec.task_name, rec.run_id, rec.measured_at) == (CONV.name, "run1", 1000.0)
     failed = [r for r in store.records(CONV.key) if not r.ok]
     assert len(failed) == 1 and failed[0].error == "run crashed" and failed[0].costs is None
@@ -92,7 +92,7 @@ def test_tasks_summary_and_targets(store):
     fill(store)
     by_key = {t.key: t for t in store.tasks(HOST)}
     assert by_key[CONV.key].records == 4 and by_key[CONV.key].errors == 1
-    assert by_key[CONV.key].best_cost == pytest.approx(1.5e-3) and by_key[CONV.key].name == CONV.name
+    assert by_key[CONV.key].best_cost == pytest.approx(1e-3) and by_key[CONV.key].name == CONV.name
     assert by_key[POOL.key].records == 1 and by_key[POOL.key].errors == 1 and by_key[POOL.key].best_cost is None
     assert {t: n for t, n in store.targets()} == {target_key(HOST): 5, target_key(OTHER_CPU): 1,
                                                    target_key(FEWER_FEATURES): 1}
@@ -245,7 +245,7 @@ def test_records_cli(tmp_path, store, capsys):
     fill(store)
     assert records_cli(["list", store.path]) == 0
     out = capsys.readouterr().out
-    assert "cpu=znver5" in out and "cpu=skylake-avx512" in out and CONV.name in out and "1.5000" in out
+    assert "cpu=znver5" in out and "cpu=skylake-avx512" in out and CONV.name in out and "1.0000" in out
     assert records_cli(["list", store.path, "--task", "k_co"]) == 0
     assert "run crashed" in capsys.readouterr().out
     jsonl, copy, best = tmp_path / "x.jsonl", tmp_path / "copy.db", tmp_path / "best.db"
