@@ -126,5 +126,9 @@ def _next_generation(space, population, scores, p, rng, initial):
 def roulette_weights(scores) -> np.ndarray:
     """Selection probabilities proportional to predicted fitness (shifted to be positive)."""
     w = np.asarray(scores, dtype=np.float64)
+    finite = w[np.isfinite(w)]
+    if not finite.size:
+        return np.full(len(w), 1.0 / max(len(w), 1))
+    w = np.where(np.isfinite(w), w, finite.min() - 1.0)  # unscorable programs: least likely, still possible
     w = w - w.min() + 1e-9 * (1 + abs(w).max())
     return w / w.sum()

@@ -127,7 +127,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
                     default[task.key] = cost
                 if cost < best.get(task.key, np.inf):
                     best[task.key] = cost
-            model.update(task, schedules, costs)
+            model.update([(task, s, c) for s, c in zip(schedules, costs)])
             n_trials += len(batch)
             per_task[task.key] = per_task.get(task.key, 0) + len(batch)
             sched.update(i, best.get(task.key, np.inf))
@@ -175,7 +175,7 @@ def _resume(store, tasks, spaces, target, model, best, log):
             if cost < best.get(task.key, np.inf):
                 best[task.key] = cost
         if schedules:
-            model.update(task, schedules, costs)
+            model.update([(task, s, c) for s, c in zip(schedules, costs)])
             n += len(schedules)
     if n:
         log(f"resumed: {n} measured programs from the records database")
