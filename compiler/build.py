@@ -58,7 +58,7 @@ def build(mod: Module, layout: str = "NCHWc", opt_level: int = 3, records: str |
     t_start = time.perf_counter() if t_start is None else t_start
     timings: dict[str, float] = {}
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=cg_vector_width())
-    fused = run_pipeline(mod, ctx, timings=timings)
+    fused = materialize_outputs(run_pipeline(mod, ctx, timings=timings))
     t = time.perf_counter()
     graph = plan_graph(fused, ctx, records=records, log=_log if verbose else None)
     timings["schedule_and_lower"] = time.perf_counter() - t
@@ -91,6 +91,24 @@ def _log(msg: str):
 
 
 # ---------------------------------------------------------------------------------------------- planning
+
+def materialize_outputs(fused: Module) -> Module:
+    """Every model output must be written by a kernel: an output that is an input or a constant (an identity
+    model, a reshape round trip), or a value returned twice, gets a copy kernel."""
+    body = fused.main.body
+    outs = list(body.fields) if isinstance(body, Tuple) else [body]
+    seen, new = set(), []
+    for o in outs:
+        if not isinstance(o, Call) or id(o) in seen:
+            p = Var("p0", o.type)
+            o = Call(Function((p,), Call("copy", (p,)), {"Primitive": 1}), (o,))
+        seen.add(id(o))
+        new.append(o)
+    if all(a is b for a, b in zip(new, outs)):
+        return fused
+    return fused.with_main(Function(fused.main.params, Tuple(tuple(new)) if isinstance(body, Tuple) else new[0],
+                                    fused.main.attrs))
+
 
 def extract_calls(fused: Module) -> list[Call]:
     """The primitive-function calls of a fused module, in execution order."""
@@ -133,9 +151,6 @@ def plan_graph(fused: Module, ctx: PassContext, records=None, log=None) -> Compi
     calls = extract_calls(fused)
     body = fused.main.body
     outputs = list(body.fields) if isinstance(body, Tuple) else [body]
-    for o in outputs:
-        if not isinstance(o, Call):
-            raise NotImplementedError("a model output that is an input or a constant is not supported yet")
     store = _open_records(records)
     # tasks and kernels
     tasks: dict[str, Task] = {}
@@ -176,9 +191,7 @@ def plan_graph(fused: Module, ctx: PassContext, records=None, log=None) -> Compi
             if id(a) in last_use:
                 last_use[id(a)] = i
     out_index = {}
-    for j, o in enumerate(outputs):
-        if id(o) in out_index:
-            raise NotImplementedError("the same value returned as two outputs is not supported yet")
+    for j, o in enumerate(outputs):  # distinct calls: materialize_outputs saw to it
         out_index[id(o)] = j
     params_in = {id(p): i for i, p in enumerate(fused.main.params)}
     planner = WorkspacePlanner()

@@ -1,5 +1,6 @@
 """The `relayish` command line and the onnxruntime comparison, with compile_model replaced by a fake that returns
 the C fixture module (tests/fixtures_native.py) and an ONNX model that computes the same thing."""
+import re
 import types
 
 import numpy as np
@@ -255,12 +256,147 @@ def relu_model(tmp_path_factory):
 
 
 def test_inspect_prints_the_imported_graph(relu_model, capsys):
-    code, out, err = run_cli(capsys, "inspect", relu_model, "--input-shape", "x=3,4")
+    code, out, err = run_cli(capsys, "inspect", relu_model, "--input-shape", "x=3,4", "--after", "import")
     assert code == 0, err
-    assert "relu" in out and "3, 4" in out
+    assert "nn.relu(" in out and "3, 4" in out and "Primitive" not in out
+    assert "summary (as imported" in out and "kernels (fused groups): none yet" in out
 
 
 def test_inspect_after_an_unknown_pass_is_an_error(relu_model, capsys):
     code, out, err = run_cli(capsys, "inspect", relu_model, "--input-shape", "x=3,4", "--after", "no_such_pass")
-    assert code == 2 and err.startswith("error: ")
-    assert "unknown pass 'no_such_pass'" in err or "not implemented" in err
+    assert code == 2 and err.startswith("error: unknown pass 'no_such_pass'")
+    assert "fold_batch_norm" in err and "fuse" in err and err.count("\n") == 1
+
+
+# ---- real compiles of a small convolution: inspect, profile, layout comparison -------------------------------
+CONV_FLOPS = 2 * 4 * 8 * 8 * 3 * 3 * 3  # 2 * output elements * (input channels * kernel), the conv alone
+ELEMENTS = 4 * 8 * 8  # of the output: one FLOP each for the bias add and for the relu
+
+
+@pytest.fixture(scope="module")
+def conv_model(tmp_path_factory):
+    """relu(conv3x3(x, w) + b): x 1x3x8x8, 4 output channels, pad 1."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32))
+    b = helper.make_tensor("b", TensorProto.FLOAT, [4], rng.standard_normal(4).astype(np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+         helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w, b])
+    return save_model(graph, tmp_path_factory.mktemp("conv") / "conv.onnx")
+
+
+def test_inspect_summarizes_the_fused_graph(conv_model, capsys):
+    code, out, err = run_cli(capsys, "inspect", conv_model)
+    assert code == 0, err
+    graph, summary = out.split("\nsummary (after the whole pipeline, layout NCHWc, opt level 3):\n")
+    assert graph.count("Primitive=1") == 3
+    lines = summary.splitlines()
+    assert "kernels (fused groups): 3" in lines
+    kernels = lines[lines.index("kernels (fused groups): 3") + 1:][:3]
+    assert [re.split(r"\s{2,}", k.strip()) for k in kernels] == [
+        ["0", "layout_transform", "(1, 1, 8, 8, 3)", "0 FLOP"],
+        ["1", "nn.conv2d_nchwc, add, nn.relu", "(1, 1, 8, 8, 4)", f"{(CONV_FLOPS + 2 * ELEMENTS) / 1e3:.3g} kFLOP"],
+        ["2", "layout_transform", "(1, 4, 8, 8)", "0 FLOP"]]
+    transforms = lines[lines.index("layout transforms: 2") + 1:][:2]
+    assert transforms == ["  NCHW -> NCHW3c  reads input %x  in kernel 0",
+                          "  NCHW4c -> NCHW  reads nn.relu (kernel 1)  in kernel 2"]
+    assert f"total: {(CONV_FLOPS + 2 * ELEMENTS) / 1e3:.3g} kFLOP" in lines
+    passes = lines[lines.index("passes (ms):") + 1:]
+    assert [p.split()[0] for p in passes] == ["fold_constants", "fold_batch_norm", "eliminate_dead_code",
+                                             "alter_layout", "propagate_layout", "fold_constants_2", "fuse"]
+
+
+def test_inspect_options_change_the_pipeline(conv_model, capsys):
+    code, out, err = run_cli(capsys, "inspect", conv_model, "--layout", "NCHW", "--summary-only")
+    assert code == 0, err
+    assert "fn (" not in out and "layout transforms: 0" in out and "kernels (fused groups): 1" in out
+    code, out, err = run_cli(capsys, "inspect", conv_model, "--opt-level", "0", "--summary-only", "--layout", "NCHW")
+    assert code == 0 and "kernels (fused groups): 3" in out
+    skipped = [line.split()[0] for line in out.splitlines() if line.endswith("skipped (opt level)")]
+    assert skipped == ["fold_constants", "alter_layout", "propagate_layout"]
+    code, out, err = run_cli(capsys, "inspect", conv_model, "--after", "alter_layout", "--summary-only")
+    assert code == 0 and "none yet" in out and "reads constant" in out  # the weight transform, not folded yet
+    assert out.strip().splitlines()[-1].split()[0] == "alter_layout"
+
+
+def test_profile_rows_of_a_compiled_model(conv_model):
+    sess = compiler.compile_model(conv_model)
+    rows = sess.profile(repeat=5)
+    assert [r["ops"] for r in rows] == [["layout_transform"], ["nn.conv2d_nchwc", "add", "nn.relu"],
+                                        ["layout_transform"]]
+    assert [tuple(r["output_shape"]) for r in rows] == [(1, 1, 8, 8, 3), (1, 1, 8, 8, 4), (1, 4, 8, 8)]
+    assert [r["layout"] for r in rows] == ["NCHW3c", "NCHW4c", "NCHW"]
+    assert [r["flops"] for r in rows] == [0, CONV_FLOPS + 2 * ELEMENTS, 0]
+    assert all(r["median_ms"] > 0 for r in rows)
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0)
+    for r in rows:
+        assert r["share"] == pytest.approx(r["median_ms"] / sum(q["median_ms"] for q in rows))
+        assert r["gflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e6))
+    table = runtime.format_profile(rows)
+    assert "nn.conv2d_nchwc,add,nn.relu" in table and "(1, 1, 8, 8, 4)" in table and "NCHW4c" in table
+
+
+def test_profile_times_the_right_kernel(tmp_path):
+    # a 103 MFLOP convolution between two layout transforms of 16K elements: its row must take most of the time
+    rng = np.random.default_rng(1)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 64, 7, 7],
+                           (rng.standard_normal(64 * 64 * 49) * 0.02).astype(np.float32))
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[3, 3, 3, 3])], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 16, 16])], [w])
+    sess = compiler.compile_model(save_model(graph, tmp_path / "big.onnx"))
+    rows = sess.profile(repeat=20)
+    assert [r["ops"] for r in rows] == [["layout_transform"], ["nn.conv2d_nchwc"], ["layout_transform"]]
+    assert rows[1]["flops"] == 2 * 64 * 16 * 16 * 64 * 49
+    assert max(rows, key=lambda r: r["median_ms"]) is rows[1] and rows[1]["share"] > 0.5, rows
+
+
+def test_bench_profile_of_a_real_compile(conv_model, capsys):
+    code, out, err = run_cli(capsys, "bench", conv_model, "--repeat", "3", "--warmup", "0", "--profile",
+                             "--layout", "NCHW")
+    assert code == 0, err
+    assert "outputs agree with onnxruntime" in out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("Node Name"))
+    columns = ["Node Name", "Ops", "Time(us)", "Time(%)", "GFLOPS", "Shape", "Layout"]
+    assert re.split(r"\s{2,}", lines[header]) == columns
+    name, ops, us, pct, gflops, shape, layout = re.split(r"\s{2,}", lines[header + 2])
+    assert (ops, pct, shape, layout) == ("nn.conv2d,add,nn.relu", "100.0", "(1, 4, 8, 8)", "NCHW")
+    assert float(gflops) == pytest.approx((CONV_FLOPS + 2 * ELEMENTS) / (float(us) * 1e3), abs=0.06)
+
+
+def test_compare_layouts_prints_every_engine_against_onnxruntime(conv_model, capsys):
+    code, out, err = run_cli(capsys, "bench", conv_model, "--compare-layouts", "--repeat", "20", "--warmup", "1",
+                             "--threads", "1")
+    assert code == 0, out + err
+    lines = out.splitlines()
+    assert lines[0].startswith("threads 1, 20 rounds after 1 warm-up rounds")
+    assert re.split(r"\s{2,}", lines[1]) == ["engine", "opt", "kernels", "median_ms", "min_ms", "max_ms", "vs ort",
+                                             "outputs", "max rel err"]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("fused NCHWc", "3", "3"), ("fused NCHW", "3", "1"),
+                                                  ("unfused NCHW", "0", "3"), ("onnxruntime", "-", "-")]
+    medians = [float(r[3]) for r in rows]
+    for r, median in zip(rows, medians):
+        assert float(r[4]) <= median <= float(r[5])
+        # the ratio is of the unrounded medians
+        assert r[6].endswith("x") and float(r[6][:-1]) == pytest.approx(median / medians[-1], abs=0.02)
+    assert [r[7] for r in rows] == ["ok", "ok", "ok", "reference"] and rows[-1][8] == "-"
+    assert all(float(r[8]) <= 1e-4 for r in rows[:3])
+
+
+def test_compare_layouts_needs_20_runs(conv_model, capsys):
+    code, out, err = run_cli(capsys, "bench", conv_model, "--compare-layouts", "--repeat", "5")
+    assert code == 2 and err == "error: --compare-layouts needs --repeat >= 20, got 5\n"
+
+
+def test_time_alternating_rotates_engines_and_summarizes_each():
+    order = []
+    engines = [(name, lambda name=name: order.append(name)) for name in ("a", "b", "c")]
+    stats = bench.time_alternating(engines, repeat=3, warmup=2, idle_gap_s=0)
+    assert order == ["a", "b", "c"] * 5
+    assert list(stats) == ["a", "b", "c"] and all(s["repeat"] == 3 for s in stats.values())
+    with pytest.raises(ValueError, match="unique"):
+        bench.time_alternating([("a", lambda: None), ("a", lambda: None)], repeat=1, warmup=0)

@@ -1,8 +1,9 @@
 """Our compiled module against onnxruntime: same process, same inputs, same thread count, alternating runs.
 
 Why alternate (ours, ort, ours, ort, ...) instead of timing one engine then the other: the machine drifts (clock
-boost, other load), and alternation spreads any drift evenly over both engines. No sleep between engines: our
-native pool stops spinning by itself right after a run, and onnxruntime runs with its default settings.
+boost, other load), and alternation spreads any drift evenly over both engines. Before each timed run the process
+sleeps a short idle gap, so that no engine is timed while another's thread pool still spins on the cores.
+`time_alternating` does this for any number of engines (tuning/layout_bench.py uses it for four).
 """
 from __future__ import annotations
 
@@ -85,6 +86,28 @@ def _timed(fn) -> int:
 IDLE_GAP_S = 0.01  # between engines: lets the other engine's spinning worker threads go to sleep first
 
 
+def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S) -> dict[str, dict]:
+    """Time engines in strict rotation: `warmup` untimed rounds, then `repeat` timed rounds, each round running
+    every engine once in the given order, each timed run preceded by `idle_gap_s` of sleep.
+
+    engines: (name, zero-argument callable) pairs. Returns {name: runtime.summarize_times(...)} in that order."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    engines = list(engines)
+    names = [name for name, _ in engines]
+    if len(set(names)) != len(names):
+        raise ValueError(f"engine names must be unique, got {names}")
+    for _ in range(warmup):
+        for _, run in engines:
+            run()
+    samples: dict[str, list[int]] = {name: [] for name, _ in engines}
+    for _ in range(repeat):
+        for name, run in engines:
+            time.sleep(idle_gap_s)
+            samples[name].append(_timed(run))
+    return {name: summarize_times(ns) for name, ns in samples.items()}
+
+
 def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
                              repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE,
                              idle_gap_s: float = IDLE_GAP_S) -> dict:
@@ -114,16 +137,8 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
         return session.run(ort_names, feed)
 
     outputs = compare_outputs(dict(zip(module.output_names, ours())), dict(zip(ort_names, theirs())), tolerance)
-    for _ in range(warmup):
-        ours()
-        theirs()
-    ours_ns, ort_ns = [], []
-    for _ in range(repeat):
-        time.sleep(idle_gap_s)
-        ours_ns.append(_timed(ours))
-        time.sleep(idle_gap_s)
-        ort_ns.append(_timed(theirs))
-    ours_stats, ort_stats = summarize_times(ours_ns), summarize_times(ort_ns)
+    stats = time_alternating([("ours", ours), ("onnxruntime", theirs)], repeat, warmup, idle_gap_s)
+    ours_stats, ort_stats = stats["ours"], stats["onnxruntime"]
     return {"threads": threads, "repeat": repeat, "warmup": warmup, "ours": ours_stats, "onnxruntime": ort_stats,
             "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
 

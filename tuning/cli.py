@@ -3,12 +3,16 @@
     relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
     relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
     relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
-    relayish bench MODEL [--repeat 50] [--threads N] [--profile]
-    relayish inspect MODEL [--after PASS]
+    relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
+    relayish inspect MODEL [--after PASS|import] [--layout NCHW|NCHWc] [--opt-level N] [--summary-only]
     relayish tune ... / relayish records ...   (not implemented yet)
 
-Exit codes: 0 success, 1 verification failed, 2 usage or input error (printed as one line `error: ...`, no
-traceback). Heavy imports (the compiler, onnxruntime) happen inside the commands, so `--help` is instant.
+Each subcommand is a pair of functions: `add_<name>_parser(sub)` declares its arguments and `cmd_<name>(args)`
+runs it and returns the exit code; `build_parser` lists the subcommands (SUBCOMMANDS) in help order.
+
+Exit codes: 0 success, 1 verification failed (verify; bench --compare-layouts), 2 usage or input error (printed
+as one line `error: ...`, no traceback). Heavy imports (the compiler, onnxruntime) happen inside the commands, so
+`--help` is instant.
 """
 from __future__ import annotations
 
@@ -73,10 +77,7 @@ def _add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, metavar="N", help="threads to run with (default: all cores)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_compile_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile an ONNX model into a library")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("-o", "--output", required=True, metavar="LIB", help="library to write (LIB, LIB.json, LIB.params)")
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads(p)
     p.set_defaults(func=cmd_compile)
 
+
+def add_run_parser(sub) -> None:
     p = sub.add_parser("run", help="run a compiled library or an ONNX model (compiled first)")
     p.add_argument("path", metavar="LIB|MODEL", help="a compiled library, or an .onnx model")
     p.add_argument("-i", "--inputs", metavar="NPZ", help="inputs by name (default: random, seeded)")
@@ -93,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads(p)
     p.set_defaults(func=cmd_run)
 
+
+def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="compile, then compare with onnxruntime on the same random inputs")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -101,28 +106,58 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads(p)
     p.set_defaults(func=cmd_verify)
 
+
+def add_bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="compile, then time ours and onnxruntime alternately in one process")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--repeat", type=positive_int, default=50, help="timed runs of each engine")
     p.add_argument("--warmup", type=int, default=5, help="untimed runs of each engine first")
     p.add_argument("--profile", action="store_true", help="also print our per-kernel profile")
+    p.add_argument("--compare-layouts", action="store_true",
+                   help="time fused NCHWc, fused NCHW, unfused NCHW (opt level 0) and onnxruntime in rotation "
+                        "(ignores --layout and --opt-level)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     _add_compile_options(p)
     _add_threads(p)
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("inspect", help="print the model's graph after import or after a compiler pass")
+
+def add_inspect_parser(sub) -> None:
+    p = sub.add_parser("inspect", help="print the model's graph and a summary after import or after a compiler pass")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("--after", metavar="PASS", help="print the graph after this pass of the pipeline")
+    p.add_argument("--after", metavar="PASS",
+                   help="stop after this pass of the pipeline ('import': before any; default: after all of them)")
     p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape,
                    metavar="NAME=DIMS", help="fix an input's shape (repeatable)")
+    p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
+    p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
+    p.add_argument("--summary-only", action="store_true", help="print the summary without the graph")
     p.set_defaults(func=cmd_inspect)
 
-    for name, text in (("tune", "tune a model's kernels and store the records"),
-                       ("records", "list or manage tuning records")):
-        p = sub.add_parser(name, help=f"{text} (not implemented yet)")
-        p.add_argument("args", nargs=argparse.REMAINDER)
-        p.set_defaults(func=cmd_not_implemented)
+
+def add_not_implemented_parser(sub, name: str, text: str) -> None:
+    p = sub.add_parser(name, help=f"{text} (not implemented yet)")
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_not_implemented)
+
+
+def add_tune_parser(sub) -> None:
+    add_not_implemented_parser(sub, "tune", "tune a model's kernels and store the records")
+
+
+def add_records_parser(sub) -> None:
+    add_not_implemented_parser(sub, "records", "list or manage tuning records")
+
+
+SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
+               add_tune_parser, add_records_parser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
     return parser
 
 
@@ -227,10 +262,13 @@ def cmd_verify(args) -> int:
 
 def cmd_bench(args) -> int:
     import runtime
-    from tuning.bench import compare_with_onnxruntime, format_comparison
 
     if args.warmup < 0:
         raise CliError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.compare_layouts:
+        return bench_layouts(args)
+    from tuning.bench import compare_with_onnxruntime, format_comparison
+
     module = compile_from_args(args, args.model)
     threads = args.threads or runtime.default_num_threads()
     inputs = module.random_inputs(args.seed)
@@ -243,27 +281,43 @@ def cmd_bench(args) -> int:
     return EXIT_OK
 
 
-def _pipeline_passes():
-    """The compiler's ordered passes as (name, fn) pairs: compiler.pipeline.PASSES holds functions or pairs."""
-    try:
-        from compiler.pipeline import PASSES
-    except ImportError as e:
-        raise CliError(f"inspect --after is not implemented yet (needs compiler.pipeline.PASSES: {e})") from None
-    return [p if isinstance(p, tuple) else (p.__name__, p) for p in PASSES]
+def bench_layouts(args) -> int:
+    """bench --compare-layouts: every variant of tuning.layout_bench.VARIANTS and onnxruntime, one process."""
+    import runtime
+    from tuning.layout_bench import MIN_REPEAT, compare_layouts, compile_variants, format_layout_comparison
+
+    if args.repeat < MIN_REPEAT:
+        raise CliError(f"--compare-layouts needs --repeat >= {MIN_REPEAT}, got {args.repeat}")
+    _existing(args.model, "model file")
+    modules = compile_variants(args.model, input_shapes_arg(args.input_shapes), records=args.records)
+    result = compare_layouts(args.model, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
+                             seed=args.seed, modules=modules)
+    print(format_layout_comparison(result))
+    if args.profile:
+        inputs = next(iter(modules.values())).random_inputs(args.seed)
+        for name, module in modules.items():
+            print(f"\n{name}:")
+            print(runtime.format_profile(module.profile(repeat=min(args.repeat, 20), inputs=inputs)))
+    wrong = [r["name"] for r in result["engines"]
+             if r["outputs"] is not None and not all(e["passed"] for e in r["outputs"].values())]
+    if wrong:
+        print(f"FAIL: outputs of {', '.join(wrong)} disagree with onnxruntime")
+    return EXIT_FAIL if wrong else EXIT_OK
 
 
 def cmd_inspect(args) -> int:
+    from compiler.inspect import format_summary, run_until, summarize
     from frontends import from_onnx
+    from relayish.printer import astext
 
     mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
-    if args.after:
-        passes = _pipeline_passes()
-        names = [name for name, _ in passes]
-        if args.after not in names:
-            raise CliError(f"unknown pass {args.after!r}; the pipeline's passes are: {', '.join(names)}")
-        for name, fn in passes[:names.index(args.after) + 1]:
-            mod = fn(mod)
-    print(mod)
+    mod, seconds = run_until(mod, args.after, layout=args.layout, opt_level=args.opt_level)
+    if not args.summary_only:
+        print(astext(mod))
+        print()
+    stage = "as imported" if args.after == "import" else f"after {args.after or 'the whole pipeline'}"
+    print(f"summary ({stage}, layout {args.layout}, opt level {args.opt_level}):")
+    print(format_summary(summarize(mod, seconds)))
     return EXIT_OK
 
 

@@ -31,6 +31,13 @@ def _lt(x, src, dst):
 def alter_layout(mod: Module, vector_width: int = 16) -> Module:
     """conv2d (groups=1, constant weight) -> NCHW{i}c conv2d_nchwc between layout transforms; dense with a
     constant weight -> dense_pack with the weight in blocks of output features."""
+    transforms = {}
+
+    def lt_once(x, src, dst):  # a value read by several convolutions is transformed once
+        key = (id(x), src, dst)
+        if key not in transforms:
+            transforms[key] = _lt(x, src, dst)
+        return transforms[key]
 
     def conv_to_nchwc(node: Call):
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHWic), lt(w)), NCHWoc->NCHW)
@@ -39,7 +46,7 @@ def alter_layout(mod: Module, vector_width: int = 16) -> Module:
         x, w = node.args
         oc, ic = w.type.shape[0], w.type.shape[1]
         ib, ob = channel_block(ic, vector_width), channel_block(oc, vector_width)
-        data = _lt(x, "NCHW", f"NCHW{ib}c")
+        data = lt_once(x, "NCHW", f"NCHW{ib}c")
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         conv = Call("nn.conv2d_nchwc", (data, weight), {"strides": node.attrs.strides,
                                                         "padding": node.attrs.padding,

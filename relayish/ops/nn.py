@@ -314,7 +314,7 @@ def _global_pool_compute(inputs, attrs, out_type):
                       name="global_avg_pool2d", tag="pool")
 
 
-register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_global_pool_infer,
+register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.COMM_REDUCE, infer=_global_pool_infer,
             ref=lambda x, layout="NCHW": x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
             attrs={"layout": "NCHW"},
             compute=_global_pool_compute, flops=lambda arg_types, attrs, out: float(arg_types[0].size),
