@@ -95,10 +95,16 @@ def test_bad_command_lines_exit_2(argv, capsys):
     assert "usage: relayish" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["tune", "records"])
-def test_unimplemented_commands_say_so(command, capsys):
-    code, out, err = run_cli(capsys, command, "model.onnx")
-    assert code == 2 and err == f"error: 'relayish {command}' is not implemented yet\n"
+def test_tune_needs_a_budget_and_an_existing_model(onnx_path, tmp_path, capsys):
+    code, out, err = run_cli(capsys, "tune", onnx_path, "--records", str(tmp_path / "r.db"))
+    assert code == 2 and "--trials N or --time-budget S" in err
+    code, out, err = run_cli(capsys, "tune", str(tmp_path / "nope.onnx"), "--records", "r.db", "--trials", "3")
+    assert code == 2 and "model not found" in err
+
+
+def test_records_of_a_missing_database_is_a_clean_error(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "records", "list", str(tmp_path / "missing.db"))
+    assert code == 2 and "not found" in err
 
 
 # ---- compile ---------------------------------------------------------------------------------------------------

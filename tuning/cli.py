@@ -5,7 +5,8 @@
     relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
     relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
     relayish inspect MODEL [--after PASS|import] [--layout NCHW|NCHWc] [--opt-level N] [--summary-only]
-    relayish tune ... / relayish records ...   (not implemented yet)
+    relayish tune MODEL... --records DB (--trials N | --time-budget S) [--curve PNG]
+    relayish records list|distill|export|import DB ...
 
 Each subcommand is a pair of functions: `add_<name>_parser(sub)` declares its arguments and `cmd_<name>(args)`
 runs it and returns the exit code; `build_parser` lists the subcommands (SUBCOMMANDS) in help order.
@@ -135,18 +136,22 @@ def add_inspect_parser(sub) -> None:
     p.set_defaults(func=cmd_inspect)
 
 
-def add_not_implemented_parser(sub, name: str, text: str) -> None:
-    p = sub.add_parser(name, help=f"{text} (not implemented yet)")
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_not_implemented)
-
-
 def add_tune_parser(sub) -> None:
-    add_not_implemented_parser(sub, "tune", "tune a model's kernels and store the records")
+    p = sub.add_parser("tune", help="tune every task of one or more models; measurements go to a records DB")
+    p.add_argument("models", nargs="+", metavar="MODEL", help="ONNX model(s), tuned together")
+    p.add_argument("--records", required=True, metavar="DB", help="SQLite records database (created/resumed)")
+    p.add_argument("--trials", type=positive_int, help="stop after this many measured programs")
+    p.add_argument("--time-budget", type=float, metavar="S", help="stop after this many seconds")
+    p.add_argument("--curve", metavar="PNG", help="write the tuning curve (needs matplotlib)")
+    p.add_argument("--input-shape", dest="input_shapes", action="append", default=[], metavar="NAME=D0,D1,...")
+    p.add_argument("--layout", choices=["NCHWc", "NCHW"], default="NCHWc")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_tune)
 
 
 def add_records_parser(sub) -> None:
-    add_not_implemented_parser(sub, "records", "list or manage tuning records")
+    from .records import add_records_parser as add
+    add(sub).set_defaults(func=cmd_records)
 
 
 SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
@@ -321,8 +326,21 @@ def cmd_inspect(args) -> int:
     return EXIT_OK
 
 
-def cmd_not_implemented(args) -> int:
-    raise CliError(f"'relayish {args.command}' is not implemented yet")
+def cmd_tune(args) -> int:
+    if args.trials is None and args.time_budget is None:
+        raise CliError("tune needs --trials N or --time-budget S")
+    for m in args.models:
+        _existing(m, "model")
+    from .tune import tune_model
+    tune_model(args.models if len(args.models) > 1 else args.models[0], records=args.records, trials=args.trials,
+               time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
+               layout=args.layout, params={"seed": args.seed}, curve_png=args.curve)
+    return EXIT_OK
+
+
+def cmd_records(args) -> int:
+    from .records import main_records
+    return main_records(args)
 
 
 def main(argv=None) -> int:
