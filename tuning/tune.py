@@ -71,6 +71,8 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
 
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
+    if curve_png and not curve_png.endswith(".csv"):
+        _require_matplotlib()  # fail now, not after the whole budget
     p = dict(TUNE_PARAMS, **(params or {}))
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     rng = random.Random(p["seed"])
@@ -217,13 +219,26 @@ def format_task_table(result: TuneResult) -> str:
     return "\n".join(rows)
 
 
-def write_curve_png(result: TuneResult, path: str):
+def _require_matplotlib():
     try:
         import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
     except ImportError as e:
-        raise RuntimeError("writing the tuning curve needs matplotlib (pip install 'relayish[plot]')") from e
+        raise RuntimeError("writing the tuning curve as PNG needs matplotlib (pip install 'relayish[plot]'); "
+                           "a path ending in .csv writes the data instead") from e
+    return matplotlib
+
+
+def write_curve_png(result: TuneResult, path: str):
+    """The tuning curve: estimated end-to-end latency against trials. The data also goes to path + ".csv"."""
+    with open(path if path.endswith(".csv") else path + ".csv", "w") as f:
+        f.write("trials,elapsed_s,estimated_latency_ms\n")
+        for n, t, est in result.curve:
+            f.write(f"{n},{t:.1f},{est * 1e3:.4f}\n")
+    if path.endswith(".csv"):
+        return
+    matplotlib = _require_matplotlib()
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     xs = [c[0] for c in result.curve]
     ys = [c[2] * 1e3 for c in result.curve]
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
