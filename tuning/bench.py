@@ -83,7 +83,7 @@ def _timed(fn) -> int:
     return time.perf_counter_ns() - start
 
 
-IDLE_GAP_S = 0.01  # between engines: lets the other engine's spinning worker threads go to sleep first
+IDLE_GAP_S = 0.05  # between engines: onnxruntime's workers spin for more than 10 ms after a run; let them sleep first
 
 
 def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S) -> dict[str, dict]:
