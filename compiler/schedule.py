@@ -439,6 +439,9 @@ class CacheWrite(Step):
         st = state.stage(self.stage, self)
         if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
             raise ScheduleError(f"{self.describe()}: cache_write must precede other steps on the stage")
+        if any(s.loc[:2] == ("at", st.name) for s in state.stages):
+            raise ScheduleError(f"{self.describe()}: stages are computed at {st.name!r}; "
+                                f"{type(self).__name__} must come before those compute_at steps")
         name = f"{st.name}.local"
         if any(s.name == name for s in state.stages):
             raise ScheduleError(f"{self.describe()}: stage {name!r} exists already")
@@ -470,6 +473,9 @@ class Rfactor(Step):
             raise ScheduleError(f"{self.describe()}: stage is not a reduction")
         if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
             raise ScheduleError(f"{self.describe()}: rfactor must precede other steps on the stage")
+        if any(s.loc[:2] == ("at", st.name) for s in state.stages):
+            raise ScheduleError(f"{self.describe()}: stages are computed at {st.name!r}; "
+                                f"{type(self).__name__} must come before those compute_at steps")
         if not isinstance(self.factor, int) or self.factor <= 0:
             raise ScheduleError(f"{self.describe()}: factor must be a positive integer")
         red = st.op.body

@@ -187,3 +187,10 @@ def test_random_legal_schedules_of_a_padded_conv_match_reference():
         sch = random_schedule(s0, rng)
         out = run(sch.apply(s0), [x, w])
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
+
+
+def test_cache_write_after_a_compute_at_into_the_stage_is_rejected():
+    (A, B), D = matmul_relu()
+    s0 = initial_state([D], [A, B])
+    with pytest.raises(ScheduleError, match="CacheWrite must come before those compute_at steps"):
+        Schedule((ComputeAt("C", "D", "j"), CacheWrite("D"))).apply(s0)
