@@ -6,7 +6,11 @@ The rules, applied to a task's initial state:
      checks);
   2. the anchor (the last reduction: conv, dense, pool...) gets a register tile: computed at a loop of the
      output stage (or of its cache_write copy when it is the output), reduction loops outside, a few output
-     columns unrolled and the contiguous innermost axis vectorized;
+     columns unrolled and the contiguous innermost axis vectorized. When one operand is a broadcast (it does not
+     depend on the lanes: a conv's input pixel) the tile also takes REUSE_FACTOR blocks of an axis that operand
+     does not index (the output-channel block), columns outside it, so each broadcast feeds consecutive FMAs;
+     the innermost reduction loop is unrolled by REDUCE_UNROLL; the tile is narrowed if that is what it takes
+     to give the parallel loop PARALLEL_TILES iterations (the compiler/hand_schedules.py templates, generalized);
   3. every root stage fuses its outer spatial loops into one parallel loop and vectorizes its innermost axis
      when that axis is contiguous in what the stage reads and writes.
 """
@@ -20,6 +24,14 @@ from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reo
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
+# Register tiles of reductions (measured on znver5, 32 zmm registers; see tuning/kernel_bench.py):
+TILE_VECTORS = 16  # accumulator vectors of a tile whose every FMA loads its broadcast operand
+TILE_VECTORS_REUSE = 28  # ... of a tile that reuses each broadcast REUSE_FACTOR times (2 x 14 columns)
+REUSE_FACTOR = 2  # blocks of the reuse axis per tile (conv: 2 output-channel blocks share each input pixel)
+MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)
+REDUCE_UNROLL = 4  # the innermost reduction loop of a tile of <= TILE_VECTORS accumulators is unrolled this much
+# (less loop overhead per FMA block; with 28 accumulators LLVM then rotates them all through registers and spills)
+PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is needed for this many parallel tiles
 
 
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
@@ -86,35 +98,97 @@ def _schedule_anchor(b: _Builder, anchor: Stage, vw: int):
             b.add(Split(st.name, [i.name for i in st.leaves if i.kind == "spatial"][-1], (lane,)))
     names = [i.name for i in out.leaves]
     last = names[-1]
-    # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns
-    tile_axis = len(names) - 2 if lane and len(names) >= 2 else None
-    if tile_axis is not None:
-        extent = b.stage(out.name).leaf_extents()[names[tile_axis]]
-        cols = _largest_divisor(extent, 16 if lane >= vw else 32)
-        b.add(Split(out.name, names[tile_axis], (cols,)))
-        outer, inner = f"{names[tile_axis]}.0", f"{names[tile_axis]}.1"
-        order = names[:tile_axis] + [outer, inner, last]
-        b.add(Reorder(out.name, tuple(order)))
-        at = outer
-    else:
+    if not lane or len(names) < 2:
         at = names[-2] if len(names) >= 2 else names[-1]
-        order = names
-    par = [n for n in order[:order.index(at) + 1]]
-    _parallelize(b, out, par)
-    at_name = _fused_name(par) if len(par) > 1 else at
-    b.add(ComputeAt(anchor.name, out.name, at_name))
-    if tile_axis is not None:
-        b.add(Annotate(out.name, inner, "unroll"))
-        b.add(Annotate(out.name, last, "vectorize"))
-    # the anchor's own loops: reductions outside the tile, the tile unrolled, the lanes vectorized
+        _parallelize(b, out, names[:names.index(at) + 1])
+        b.add(ComputeAt(anchor.name, out.name, _fused_name(names[:names.index(at) + 1])))
+        b.scheduled.update((out.name, anchor.name))
+        return
+    # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
+    # (when one operand is a broadcast) a second unrolled axis that reuses each broadcast
+    tile_axis = len(names) - 2  # names[k] for k < tile_axis is the anchor's root axis k (lane split or not)
+    reuse_axis = _reuse_axis(anchor, tile_axis)
+    reuse = REUSE_FACTOR if reuse_axis is not None else 1
+    col = names[tile_axis]
+    vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
+    cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse,
+                        _tile_budget(anchor, reuse_axis) // vectors)
+    b.add(Split(out.name, col, (cols,)))
+    order = names[:tile_axis] + [f"{col}.0"]
+    tile = [f"{col}.1", last]
+    if reuse_axis is not None:
+        r = names[reuse_axis]
+        b.add(Split(out.name, r, (reuse,)))
+        order = [f"{r}.0" if n == r else n for n in order]
+        tile = [f"{r}.1"] + tile
+    b.add(Reorder(out.name, tuple(order + tile)))
+    _parallelize(b, out, order)
+    b.add(ComputeAt(anchor.name, out.name, _fused_name(order)))
+    b.add(Annotate(out.name, f"{col}.1", "unroll"))
+    b.add(Annotate(out.name, last, "vectorize"))
+    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= TILE_VECTORS)
+    b.scheduled.update((out.name, anchor.name))
+
+
+def _anchor_loops(b: _Builder, anchor: Stage, tile_axis: int, reuse_axis: int | None, unroll_reduce: bool):
+    """The anchor's own loops: reductions outside the tile (the innermost one unrolled by REDUCE_UNROLL if
+    unroll_reduce); in the tile, columns then the reuse axis (one broadcast feeds consecutive FMAs and is dead
+    after them), then the lanes."""
     a_sp = [i.name for i in anchor.leaves if i.kind == "spatial"]
     a_red = [i.name for i in anchor.leaves if i.kind == "reduce"]
-    if tile_axis is not None:
-        b.add(Reorder(anchor.name, tuple(a_sp[:-2] + a_red + a_sp[-2:])))
-        b.add(Annotate(anchor.name, a_sp[-2], "unroll"))
-        b.add(Annotate(anchor.name, a_sp[-1], "vectorize"))
-    b.scheduled.add(out.name)
-    b.scheduled.add(anchor.name)
+    a_tile = [a_sp[tile_axis]] + ([a_sp[reuse_axis]] if reuse_axis is not None else []) + [a_sp[-1]]
+    unrolled = a_tile[:-1]
+    red_ext = anchor.leaf_extents()[a_red[-1]]
+    if unroll_reduce and red_ext % REDUCE_UNROLL == 0 and red_ext >= 2 * REDUCE_UNROLL:
+        b.add(Split(anchor.name, a_red[-1], (REDUCE_UNROLL,)))
+        a_red = a_red[:-1] + [f"{a_red[-1]}.0", f"{a_red[-1]}.1"]
+        unrolled.append(a_red[-1])
+    b.add(Reorder(anchor.name, tuple([n for n in a_sp if n not in a_tile] + a_red + a_tile)))
+    for n in unrolled:
+        b.add(Annotate(anchor.name, n, "unroll"))
+    b.add(Annotate(anchor.name, a_tile[-1], "vectorize"))
+
+
+def _tile_budget(anchor: Stage, reuse_axis: int | None) -> int:
+    """Accumulator vectors the register tile may use."""
+    budget = TILE_VECTORS_REUSE if reuse_axis is not None else TILE_VECTORS
+    red = anchor.op.reduce_axes
+    if red and red[-1].extent < MIN_REDUCE_LOOP:  # LLVM unrolls that loop fully and hoists its loads
+        budget = min(budget, TILE_VECTORS)
+    return budget
+
+
+def _reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
+    """The spatial axis (before the column axis, even extent) that a broadcast operand does not index: the
+    innermost such. A broadcast operand is a read that does not depend on the lane axis (conv: the input pixel;
+    its reuse axis is the output-channel block, which only the weight indexes)."""
+    axes = anchor.op.axes
+    body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
+    lane_var = axes[-1].var
+    reads = [r for r in te.walk(body) if isinstance(r, te.TensorRead)]
+    used = [{v for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)} for r in reads]
+    broadcast = [u for u in used if lane_var not in u]
+    if not broadcast or len(broadcast) == len(used):
+        return None
+    for k in range(tile_axis - 1, -1, -1):
+        var = axes[k].var
+        if axes[k].extent % REUSE_FACTOR == 0 and all(var not in u for u in broadcast) and \
+                any(var in u for u in used):
+            return k
+    return None
+
+
+def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int) -> int:
+    """The largest divisor of the column extent <= at_most that still leaves PARALLEL_TILES parallel iterations
+    (if any divisor does), so that no thread idles while another finishes a last big chunk."""
+    extent = ext[names[tile_axis]]
+    outer = 1
+    for n in names[:tile_axis]:
+        outer *= ext[n]
+    outer //= reuse
+    divs = [d for d in range(1, min(extent, max(1, at_most)) + 1) if extent % d == 0]
+    enough = [d for d in divs if outer * (extent // d) >= PARALLEL_TILES]
+    return max(enough or divs[:1])
 
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:

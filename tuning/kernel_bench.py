@@ -1,0 +1,501 @@
+"""Kernel benchmark of ResNet-18's convolutions and dense layer: hand schedule, default schedule, onnxruntime.
+
+Every distinct convolution of the model and its dense layer, as the fused tasks compile_model builds (with their
+bias / residual / relu), timed with our hand schedule, our default schedule and the same ops in onnxruntime, side
+by side:
+
+    python -m tuning.kernel_bench [--model models/resnet18.onnx] [--threads 2] [--repeat 25] [--only conv3x3]
+                                  [--in-model] [--max-busy 0.1]
+
+How a kernel is timed. Our two kernels of a task are built into one shared library (one thread pool for both) and
+called through ctypes with 64-byte aligned numpy buffers, parameters in the kernel's order: inputs, outputs, then
+scratch (`func.attrs` counts). onnxruntime runs a one-node-group ONNX model (Conv [+ Add] [+ Relu], or Gemm) with
+the same shapes in NCHW, with I/O binding so that only the op is timed. One sample is the median call of a burst of
+back-to-back calls lasting about BURST_S (the pool is hot between kernels inside a model; a lone call would time
+the workers' wake-up and the clock ramping up after idle); engines alternate sample by sample, each after a GAP_S
+sleep, because onnxruntime's workers spin for ~40 ms after a run and would slow whoever runs next (our pool is
+told to go idle after each burst). A sample disturbed by another process is taken again (see time_alternating).
+The figure is the median of the samples after warm-up: a steady-state time, with the kernel's weights warm in the
+caches. --in-model adds each kernel's time inside the compiled model (its own profile: weights cold, as in an
+inference). All outputs are checked against the task's numpy reference (the relayish interpreter) first.
+
+Caveat on onnxruntime's figure: a one-op model makes it convert NCHW to its blocked layout and back around the op
+(inside a whole model those conversions happen once), which weighs most on the short 1x1 convolutions.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.build import extract_tasks
+from compiler.codegen import build_library
+from compiler.default_schedule import default_schedule
+from compiler.hand_schedules import hand_schedule
+from compiler.lower import lower
+from compiler.loopir import PrimFunc
+from compiler.task import Task
+from runtime import default_num_threads
+from runtime.aligned import aligned_empty
+
+BURST_S = 0.005  # one sample: back-to-back calls for about this long
+MIN_BURST_CALLS = 8
+GAP_S = 0.05  # idle time before each sample: onnxruntime's workers spin ~40 ms after a run (measured here)
+TOLERANCE = 1e-4
+OTHERS_MAX_JIFFIES = 2  # CPU time (1/100 s) other processes may take during one sample's gap + burst
+MAX_RETAKES = 5
+
+
+# ---------------------------------------------------------------------------------------------- our kernels
+
+class NativeKernels:
+    """Kernels built into one shared library, callable by name with numpy arrays (one per kernel parameter)."""
+
+    def __init__(self, funcs: list[PrimFunc]):
+        with tempfile.TemporaryDirectory(prefix="relayish_kernels_") as directory:
+            path = os.path.join(directory, "kernels.so")
+            build_library(funcs, None, path)
+            self.lib = ctypes.CDLL(path)  # stays mapped after the file is removed
+        self.funcs = {f.name: f for f in funcs}
+        self.lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+        for f in funcs:
+            getattr(self.lib, f.name).argtypes = [ctypes.c_void_p] * len(f.params)
+            getattr(self.lib, f.name).restype = None
+
+    def set_threads(self, n: int):
+        self.lib.relayish_set_num_threads(n)
+
+    def idle(self):
+        """Let the pool's workers sleep now (as the model executor does at the end of a run)."""
+        self.lib.relayish_pool_idle()
+
+    def arguments(self, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Aligned copies of the inputs, then zeroed outputs and scratch buffers, in parameter order."""
+        func = self.funcs[name]
+        n_in = func.attrs["num_inputs"]
+        if len(inputs) != n_in:
+            raise ValueError(f"kernel {name} takes {n_in} inputs, got {len(inputs)}")
+        args = []
+        for buf, value in zip(func.params, inputs):
+            if tuple(value.shape) != tuple(buf.shape):
+                raise ValueError(f"kernel {name}: input {buf.name} has shape {tuple(buf.shape)}, given {value.shape}")
+            a = aligned_empty(buf.shape, buf.dtype)
+            a[...] = value
+            args.append(a)
+        for buf in func.params[n_in:]:
+            a = aligned_empty(buf.shape, buf.dtype)
+            a[...] = 0
+            args.append(a)
+        return args
+
+    def caller(self, name: str, args: list[np.ndarray]):
+        """A no-argument function that runs the kernel once on args (and keeps them alive: the kernel holds only
+        their addresses)."""
+        fn = getattr(self.lib, name)
+        ptrs = [a.ctypes.data for a in args]
+
+        def call(_keep=args):
+            fn(*ptrs)
+        return call
+
+
+# ---------------------------------------------------------------------------------------------- tasks
+
+def benchmark_tasks(model_path: str) -> list[Task]:
+    """The distinct conv2d_nchwc and dense_pack tasks of the model, compiled as compile_model does."""
+    from compiler.build import cg_vector_width
+    from compiler.passes import PassContext, run_pipeline
+    from frontends import from_onnx
+    fused = run_pipeline(from_onnx(model_path), PassContext(vector_width=cg_vector_width()))
+    return [t for t in extract_tasks(fused) if t.ops[0] in ("nn.conv2d_nchwc", "nn.dense_pack")]
+
+
+def describe(task: Task) -> str:
+    """e.g. 'conv3x3s1 64->64 56x56+add+add+relu' or 'dense 512->1000+add'."""
+    anchor = _anchor_call(task)
+    epilogue = "".join("+" + o.replace("nn.", "") for o in task.ops[1:])
+    if task.ops[0] == "nn.dense_pack":
+        w = anchor.args[1].type.shape
+        return f"dense {w[1]}->{w[0] * w[2]}{epilogue}"
+    x, w, out = anchor.args[0].type.shape, anchor.args[1].type.shape, anchor.type.shape
+    kh, kw, s = w[2], w[3], anchor.attrs.strides[0]
+    return f"conv{kh}x{kw}s{s} {x[1] * x[4]}->{out[1] * out[4]} {out[2]}x{out[3]}{epilogue}"
+
+
+def _anchor_call(task: Task):
+    from relayish.expr import Call, post_order
+    return next(n for n in post_order(task.func.body) if isinstance(n, Call) and n.op == task.ops[0])
+
+
+def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(p.type.shape)).astype(np.float32) for p in task.func.params]
+
+
+def reference(task: Task, inputs: list[np.ndarray]) -> np.ndarray:
+    from relayish.interp import evaluate
+    return evaluate(task.func, inputs)[0]
+
+
+def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
+    scale = float(np.max(np.abs(ref))) or 1.0
+    return float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale
+
+
+# ---------------------------------------------------------------------------------------------- onnxruntime
+
+def nchwc_to_nchw(x: np.ndarray) -> np.ndarray:
+    n, cb, h, w, c = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * c, h, w))
+
+
+def nchw_to_nchwc(x: np.ndarray, block: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def onnx_equivalent(task: Task, inputs: list[np.ndarray]):
+    """(ONNX model, feed, output converter to our layout) computing the task in plain NCHW ONNX ops.
+
+    Supports the patterns of ResNet-18: conv2d_nchwc -> add(bias) [-> add(residual)] [-> relu], and
+    dense_pack -> add(bias)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from relayish.expr import Call, Var, post_order
+    params = {id(p): v for p, v in zip(task.func.params, inputs)}
+    nodes, inits, graph_inputs, feed = [], [], [], {}
+    names: dict[int, str] = {}
+    calls = [n for n in post_order(task.func.body) if isinstance(n, Call)]
+
+    def constant(value, name):
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    for k, c in enumerate(calls):
+        out = f"t{k}"
+        if c.op == "nn.conv2d_nchwc":
+            x, w = (params[id(a)] for a in c.args)
+            ob_n, icb, kh, kw, ib, ob = w.shape
+            w_oihw = w.transpose(0, 5, 1, 4, 2, 3).reshape(ob_n * ob, icb * ib, kh, kw)
+            graph_inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, nchwc_to_nchw(x).shape))
+            feed["x"] = nchwc_to_nchw(x)
+            pt, pl, pb, pr = c.attrs.padding
+            nodes.append(helper.make_node("Conv", ["x", constant(w_oihw, "w")], [out], kernel_shape=[kh, kw],
+                                          strides=list(c.attrs.strides), pads=[pt, pl, pb, pr],
+                                          dilations=list(c.attrs.dilation)))
+            block = ob
+        elif c.op == "nn.dense_pack":
+            x, w = (params[id(a)] for a in c.args)
+            nb_n, k_, nb = w.shape
+            graph_inputs.append(helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape))
+            feed["x"] = x
+            nodes.append(helper.make_node("Gemm", ["x", constant(w.transpose(1, 0, 2).reshape(k_, nb_n * nb), "w")],
+                                          [out]))
+            block = None
+        elif c.op in ("add", "nn.relu"):
+            args = []
+            for a in c.args:
+                if id(a) in names:
+                    args.append(names[id(a)])
+                elif isinstance(a, Var) and id(a) in params:
+                    v = params[id(a)]
+                    if block is not None and v.ndim == 5 and v.shape[2:4] == (1, 1):  # per-channel bias
+                        args.append(constant(nchwc_to_nchw(v), f"b{k}"))
+                    elif block is not None and v.ndim == 5:  # residual: a graph input
+                        name = f"r{k}"
+                        feed[name] = nchwc_to_nchw(v)
+                        graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, feed[name].shape))
+                        args.append(name)
+                    else:
+                        args.append(constant(v, f"b{k}"))
+                else:
+                    raise NotImplementedError(f"onnx_equivalent: {c.op} argument {a!r} of task {task.name}")
+            nodes.append(helper.make_node("Add" if c.op == "add" else "Relu", args, [out]))
+        else:
+            raise NotImplementedError(f"onnx_equivalent: op {c.op} in task {task.name}")
+        names[id(c)] = out
+    result, shape = names[id(calls[-1])], tuple(calls[-1].type.shape)
+    if block is not None:
+        shape = (shape[0], shape[1] * shape[4], shape[2], shape[3])
+    graph = helper.make_graph(nodes, task.name, graph_inputs,
+                              [helper.make_tensor_value_info(result, TensorProto.FLOAT, shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    convert = (lambda y: nchw_to_nchwc(y, block)) if block else (lambda y: y)
+    return model, feed, convert
+
+
+class OrtKernel:
+    """An onnxruntime session on the task's ONNX equivalent, inputs and output bound once (I/O binding)."""
+
+    def __init__(self, task: Task, inputs: list[np.ndarray], threads: int):
+        import onnxruntime as ort
+        model, feed, self.convert = onnx_equivalent(task, inputs)
+        options = ort.SessionOptions()
+        # With all cores, onnxruntime's own default (0) pins its threads one per physical core; an explicit 2
+        # leaves them unpinned, and on this VM Linux then often stacks both on one core (half speed in about a
+        # third of the sessions, measured). Our pool pins its workers too, so this is the fair setting.
+        options.intra_op_num_threads = 0 if threads == default_num_threads() else threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self.binding = self.session.io_binding()
+        for name, value in feed.items():
+            self.binding.bind_cpu_input(name, value)
+        self.binding.bind_output(self.session.get_outputs()[0].name, "cpu")
+        self.session.run_with_iobinding(self.binding)
+
+    def __call__(self):
+        self.session.run_with_iobinding(self.binding)
+
+    def output(self) -> np.ndarray:
+        return self.convert(self.binding.copy_outputs_to_cpu()[0])
+
+
+# ---------------------------------------------------------------------------------------------- timing
+
+@dataclass
+class Engine:
+    label: str
+    run: object  # () -> None: one call of the kernel
+    after: object = None  # () -> None: called after each burst (our pool goes idle)
+
+
+def burst_size(run, seconds: float | None = None, min_calls: int = MIN_BURST_CALLS) -> int:
+    """How many back-to-back calls last about `seconds` (default BURST_S), and at least min_calls."""
+    seconds = BURST_S if seconds is None else seconds
+    run()
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds / 4 or n < 2:
+        run()
+        n += 1
+    per_call = (time.perf_counter() - t0) / n
+    return max(min_calls, round(seconds / per_call))
+
+
+def time_burst(run, n: int) -> float:
+    """Median seconds of one call over a burst of n back-to-back calls. The median, not the mean: after an idle
+    gap the first calls of a burst run while the core's clock ramps up and its caches refill (seen here: the
+    first call of a 0.6 ms conv at 60% of the speed of the fifth)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy jiffies of the whole machine, jiffies of this process) from /proc: their difference over a window
+    is the CPU time other processes (or the hypervisor, as steal) took in it."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    with open("/proc/self/stat") as f:
+        own = f.read().rsplit(")", 1)[1].split()
+    return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
+
+
+def time_alternating(engines: list[Engine], repeat: int = 25, warmup: int = 3, gap_s: float = GAP_S,
+                     stats: dict | None = None) -> dict:
+    """{label: median seconds per call}: one sample per engine in turn, each a burst after an idle gap.
+
+    A sample during whose gap + burst other processes took more than OTHERS_MAX_JIFFIES of CPU is taken again,
+    up to MAX_RETAKES times: on a shared 2-core machine one busy neighbour halves a 2-thread kernel. `stats` gets
+    "retaken" (samples taken again) and "noisy" (samples kept although disturbed)."""
+    bursts = {e.label: burst_size(e.run) for e in engines}
+    samples = {e.label: [] for e in engines}
+    retaken = noisy = 0
+    for k in range(warmup + repeat):
+        for e in engines:
+            for attempt in range(MAX_RETAKES + 1):
+                busy0, own0 = cpu_jiffies()
+                time.sleep(gap_s)
+                dt = time_burst(e.run, bursts[e.label])
+                if e.after is not None:
+                    e.after()
+                busy1, own1 = cpu_jiffies()
+                quiet = (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES
+                if quiet or attempt == MAX_RETAKES:
+                    break
+                retaken += 1
+            if k >= warmup:
+                samples[e.label].append(dt)
+                noisy += not quiet
+    if stats is not None:
+        stats.update(retaken=retaken, noisy=noisy)
+    return {label: float(np.median(v)) for label, v in samples.items()}
+
+
+def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width: int = 16, gap_s: float = GAP_S,
+               peak: float | None = None) -> dict:
+    """Build, check and time the hand, default and onnxruntime versions of one task."""
+    state = task.initial_state()
+    hand = hand_schedule(task, vector_width)
+    funcs = {"default": lower(default_schedule(state, vector_width).apply(state), "k_default")}
+    if hand is not None:
+        funcs["hand"] = lower(hand.apply(state), "k_hand")
+    lib = NativeKernels(list(funcs.values()))
+    lib.set_threads(threads)
+    inputs = random_inputs(task)
+    ref = reference(task, inputs)
+    engines, errors = [], {}
+    for label, func in funcs.items():
+        args = lib.arguments(func.name, inputs)
+        call = lib.caller(func.name, args)
+        call()
+        errors[label] = relative_error(args[func.attrs["num_inputs"]], ref)
+        engines.append(Engine(label, call, lib.idle))
+    ort_kernel = OrtKernel(task, inputs, threads)
+    errors["ort"] = relative_error(ort_kernel.output(), ref)
+    engines.append(Engine("ort", ort_kernel))
+    bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
+    if bad:
+        raise AssertionError(f"{describe(task)}: outputs differ from the reference: {bad}")
+    stats: dict = {}
+    times = time_alternating(engines, repeat, warmup, gap_s, stats)
+    row = {"task": describe(task), "flops": task.flops, "weight": task.weight, "errors": errors,
+           "retaken": stats["retaken"], "noisy": stats["noisy"], "samples": repeat * len(engines)}
+    for label, seconds in times.items():
+        gflops = task.flops / seconds / 1e9
+        row[label] = {"ms": seconds * 1e3, "gflops": gflops, "peak": gflops / peak if peak else None}
+    return row
+
+
+# ---------------------------------------------------------------------------------------------- in the model
+
+class HandRecords:
+    """A records-like object for compile_model(records=...): `best(task_key)` answers with our hand schedule."""
+
+    def __init__(self, tasks: list[Task], vector_width: int = 16):
+        self._tasks = {t.key: t for t in tasks}
+        self._vw = vector_width
+
+    def best(self, key: str):
+        task = self._tasks.get(key)
+        return hand_schedule(task, self._vw) if task is not None else None
+
+
+def _signature(ops, output_shape, flops) -> tuple:
+    return tuple(ops), tuple(output_shape), int(flops)
+
+
+def in_model_times(model_path: str, tasks: list[Task], threads: int, repeat: int = 20, rounds: int = 3) -> dict:
+    """{"hand" | "default": {task key: median seconds per call}} from the compiled model's own per-kernel profile:
+    the kernels run in sequence as in an inference, so weights come from DRAM (ResNet-18's 46 MB exceed the L3)
+    and inputs from whatever the previous kernel left in cache. Kernels are matched to tasks by (ops, output
+    shape, flops); tasks of several calls get the mean of their calls."""
+    from compiler import compile_model
+    from compiler.build import cg_vector_width
+    by_sig = {_signature(t.ops, t.outputs[0].shape, t.flops): t.key for t in tasks}
+    modules = {"hand": compile_model(model_path, records=HandRecords(tasks, cg_vector_width())),
+               "default": compile_model(model_path)}
+    samples: dict = {label: {} for label in modules}
+    for _ in range(rounds):  # alternate the two models, as the engines above
+        for label, module in modules.items():
+            module.num_threads = threads
+            for row, kernel in zip(module.profile(repeat), module.kernels):
+                key = by_sig.get(_signature(kernel["ops"], kernel["output_shape"], kernel["flops"]))
+                if key is not None:
+                    samples[label].setdefault(key, []).append(row["median_ms"] / 1e3)
+    return {label: {k: float(np.median(v)) for k, v in per.items()} for label, per in samples.items()}
+
+
+def format_row(row: dict) -> str:
+    cells = [f"{row['task']:<40}"]
+    for label in ("hand", "default", "ort"):
+        r = row.get(label)
+        if r is None:
+            cells.append(f"{'-':>21}")
+            continue
+        pct = f"{100 * r['peak']:5.1f}%" if r["peak"] is not None else ""
+        cells.append(f"{r['gflops']:7.1f} GF/s {pct:>6}")
+    ours = row.get("hand", row["default"])["ms"]
+    cells.append(f"{ours / row['ort']['ms']:6.2f}  {row['default']['ms'] / row['ort']['ms']:6.2f}")
+    if "model" in row:
+        cells.append(" ".join(f"{row['flops'] / row['model'][k] / 1e9:7.1f}" if k in row["model"] else f"{'-':>7}"
+                              for k in ("hand", "default")))
+    return " ".join(cells)
+
+
+def header(in_model: bool) -> str:
+    head = f"{'task':<40} {'hand':>21} {'default':>21} {'onnxruntime':>21} {'hand/ort':>6} {'def/ort':>6}"
+    sub = f"{'':<40} {'(GFLOP/s, % of peak, ratios of times)':>43}"
+    if in_model:
+        head += f"  {'in model: hand default':>22}"
+    return head + "\n" + sub
+
+
+def busy_fraction(seconds: float = 0.5) -> float:
+    """Fraction of all CPUs' time spent busy (not idle or iowait) during the next `seconds`, from /proc/stat: the
+    machine is shared, and a figure taken while others compute is not a kernel's speed."""
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return sum(fields), fields[3] + fields[4]
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def wait_until_quiet(max_busy: float, timeout_s: float = 600.0) -> float:
+    """Sleep until the other processes use at most max_busy of the machine (or timeout); returns the last value."""
+    deadline = time.monotonic() + timeout_s
+    busy = busy_fraction()
+    while busy > max_busy and time.monotonic() < deadline:
+        time.sleep(2.0)
+        busy = busy_fraction()
+    return busy
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tuning.kernel_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=os.path.join(os.path.dirname(__file__), "..", "models", "resnet18.onnx"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=25, help="timed samples per engine (median reported)")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--only", default="", help="run the tasks whose description contains this text")
+    parser.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak")
+    parser.add_argument("--in-model", action="store_true",
+                        help="also time every kernel inside the compiled model (cold weights), hand and default")
+    parser.add_argument("--max-busy", type=float, default=None,
+                        help="before each task, wait (up to 10 min) until other processes use at most this fraction "
+                             "of the CPUs (e.g. 0.1)")
+    args = parser.parse_args(argv)
+    if args.repeat < 20:
+        parser.error("--repeat must be >= 20 (medians of fewer samples are too noisy to compare)")
+    from compiler.build import cg_vector_width
+    from .peak import cpu_info, measure_peak
+    info = cpu_info()
+    if args.max_busy is not None:
+        wait_until_quiet(args.max_busy)
+    peak = None if args.no_peak else measure_peak(args.threads)
+    print(f"cpu {info['cpu']}, threads {args.threads}, load average {os.getloadavg()[0]:.2f}"
+          + (f", measured fp32 FMA peak {peak:.1f} GFLOP/s" if peak else ""))
+    tasks = [t for t in benchmark_tasks(args.model) if args.only in describe(t)]
+    model = None
+    if args.in_model:
+        if args.max_busy is not None:
+            wait_until_quiet(args.max_busy)
+        model = in_model_times(args.model, tasks, args.threads)
+    print(header(model is not None))
+    for task in tasks:
+        busy = wait_until_quiet(args.max_busy) if args.max_busy is not None else busy_fraction()
+        row = bench_task(task, args.threads, args.repeat, args.warmup, cg_vector_width(), peak=peak)
+        if model is not None:
+            row["model"] = {label: per[task.key] for label, per in model.items() if task.key in per}
+        print(format_row(row) + f"  busy {100 * busy:3.0f}%, retaken {row['retaken']}, noisy {row['noisy']}/"
+              f"{row['samples']}", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
