@@ -249,7 +249,7 @@ def _fused_name(names):
 def _contiguous_last(st: Stage, lane: int) -> bool:
     """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
     of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
-    from .lower import _affine, simplify
+    from .lower import affine_form, simplify
     if not st.op.axes:
         return False
     ax = st.op.axes[-1]
@@ -261,7 +261,7 @@ def _contiguous_last(st: Stage, lane: int) -> bool:
         if isinstance(r, te.TensorRead):
             for d, idx in enumerate(r.indices):
                 idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
-                coef = _affine(idx)
+                coef = affine_form(idx)
                 uses = any(v is inner for v in te.walk(idx))
                 if uses and (d != len(r.indices) - 1 or coef.get(inner) != 1 or
                              any(t is not inner and any(v is inner for v in te.walk(t)) for t in coef if t != 1)):

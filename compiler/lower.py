@@ -237,7 +237,7 @@ def _dim_box(indices, varying: dict):
     """(base expr, extent) covering every index expression as the varying vars run; None if not affine."""
     items = []
     for idx in indices:
-        form = _affine(idx)
+        form = affine_form(idx)
         lo = hi = 0
         for term, coef in form.items():
             if term == 1:
@@ -261,17 +261,17 @@ def _dim_box(indices, varying: dict):
     return _form_expr(base_form) + lo_all, hi_all - lo_all + 1
 
 
-def _affine(e) -> dict:
+def affine_form(e) -> dict:
     """e as {term: coef} with term 1 for the constant; non-affine subterms are opaque terms."""
     if isinstance(e, te.IntImm):
         return {1: e.value} if e.value else {}
     if isinstance(e, te.Var):
         return {e: 1}
     if isinstance(e, te.BinOp) and e.op in ("+", "-"):
-        a, b = _affine(e.a), _affine(e.b)
+        a, b = affine_form(e.a), affine_form(e.b)
         return _add_forms(a, b, 1 if e.op == "+" else -1)
     if isinstance(e, te.BinOp) and e.op == "*":
-        a, b = _affine(e.a), _affine(e.b)
+        a, b = affine_form(e.a), affine_form(e.b)
         for x, y in ((a, b), (b, a)):
             if set(x) <= {1}:
                 c = x.get(1, 0)
@@ -307,7 +307,7 @@ def simplify(e: te.PrimExpr, var_extent: dict) -> te.PrimExpr:
         if isinstance(n, te.BinOp) and n.op in ("//", "%") and isinstance(n.b, te.IntImm) and n.b.value > 0:
             c = n.b.value
             inner = simplify(n.a, var_extent)
-            form = _affine(inner)
+            form = affine_form(inner)
             q = {t: v // c for t, v in form.items() if v % c == 0}
             r = {t: v for t, v in form.items() if v % c != 0}
             lo, hi = _value_range(_form_expr(r), var_extent)
@@ -317,13 +317,13 @@ def simplify(e: te.PrimExpr, var_extent: dict) -> te.PrimExpr:
         return None
     if e.dtype != "int32":
         return e
-    return _form_expr(_affine(te.substitute(e, fn)))
+    return _form_expr(affine_form(te.substitute(e, fn)))
 
 
 def _value_range(e, var_extent) -> tuple:
     """(min, max) of an int expression over loop variables with known extents; (None, None) if unknown."""
     lo = hi = 0
-    for term, coef in _affine(e).items():
+    for term, coef in affine_form(e).items():
         if term == 1:
             t_lo = t_hi = 1
         else:

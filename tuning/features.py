@@ -29,6 +29,7 @@ import numpy as np
 
 from compiler.codegen.llvm import vectorize_blocker
 from compiler.loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
+from compiler.lower import affine_form
 from relayish import te
 
 TOP_K_BUFFERS = 5
@@ -413,7 +414,7 @@ class _Access:
     def __init__(self, buffer, index, is_write: bool, loops: tuple):
         self.buffer, self.index, self.is_write, self.loops = buffer, index, is_write, loops
         self.itemsize = _ITEMSIZE.get(buffer.dtype, 4)
-        self.form = _affine(index)
+        self.form = affine_form(index)
         self.used = {id(v) for v in _vars(index)}  # ids: Var hashing is Python code, and this is the hot path
         position = {id(l.var): k for k, l in enumerate(loops)}
         self.compiled = _compile(index, position)
@@ -444,7 +445,7 @@ class _Access:
 #   ("clamp" | "select", pos, child, child)        ("opaque", pos, [positions])   ("const", -1)
 
 def _compile(e, position: dict) -> tuple:
-    form = _affine(e)
+    form = affine_form(e)
     if len(form) == 1 and 1 not in form and next(iter(form.values())) == 1:
         return _compile_term(next(iter(form)), position)
     items = [(abs(c), _compile_term(t, position)) for t, c in form.items() if t != 1]
@@ -568,27 +569,6 @@ def _reuse(b: dict, accs: list, all_accesses: list, loops: tuple) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- index algebra
-
-def _affine(e) -> dict:
-    """e as {term: coefficient}, term 1 for the constant; sub-expressions that are not affine are opaque terms."""
-    if isinstance(e, te.IntImm):
-        return {1: e.value} if e.value else {}
-    if isinstance(e, te.Var):
-        return {e: 1}
-    if isinstance(e, te.BinOp) and e.op in ("+", "-"):
-        out = dict(_affine(e.a))
-        sign = 1 if e.op == "+" else -1
-        for t, c in _affine(e.b).items():
-            out[t] = out.get(t, 0) + sign * c
-            if not out[t]:
-                del out[t]
-        return out
-    if isinstance(e, te.BinOp) and e.op == "*":
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(x, te.IntImm):
-                return {t: c * x.value for t, c in _affine(y).items() if c * x.value}
-    return {e: 1}
-
 
 def _vars(e) -> set:
     out, stack = set(), [e]
