@@ -437,11 +437,7 @@ class CacheWrite(Step):
 
     def apply(self, state):
         st = state.stage(self.stage, self)
-        if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
-            raise ScheduleError(f"{self.describe()}: cache_write must precede other steps on the stage")
-        if any(s.loc[:2] == ("at", st.name) for s in state.stages):
-            raise ScheduleError(f"{self.describe()}: stages are computed at {st.name!r}; "
-                                f"{type(self).__name__} must come before those compute_at steps")
+        _require_fresh(state, st, self, "cache_write")
         name = f"{st.name}.local"
         if any(s.name == name for s in state.stages):
             raise ScheduleError(f"{self.describe()}: stage {name!r} exists already")
@@ -471,11 +467,7 @@ class Rfactor(Step):
         st = state.stage(self.stage, self)
         if not st.is_reduction:
             raise ScheduleError(f"{self.describe()}: stage is not a reduction")
-        if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
-            raise ScheduleError(f"{self.describe()}: rfactor must precede other steps on the stage")
-        if any(s.loc[:2] == ("at", st.name) for s in state.stages):
-            raise ScheduleError(f"{self.describe()}: stages are computed at {st.name!r}; "
-                                f"{type(self).__name__} must come before those compute_at steps")
+        _require_fresh(state, st, self, "rfactor")
         if not isinstance(self.factor, int) or self.factor <= 0:
             raise ScheduleError(f"{self.describe()}: factor must be a positive integer")
         red = st.op.body
@@ -505,6 +497,15 @@ class Rfactor(Step):
         fresh = _new_stage(st.name, st.op, st.tensor, is_output=st.is_output)
         st.roots, st.leaves = fresh.roots, fresh.leaves
         state.stages.insert(state.stages.index(st), _new_stage(f"{st.name}.rf", rf_op, rf_tensor))
+
+
+def _require_fresh(state: State, st: Stage, step: Step, what: str) -> None:
+    """cache_write and rfactor rebuild a stage's loops: nothing may have been done to or at the stage yet."""
+    if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
+        raise ScheduleError(f"{step.describe()}: {what} must precede other steps on the stage")
+    if any(s.loc[:2] == ("at", st.name) for s in state.stages):
+        raise ScheduleError(f"{step.describe()}: stages are computed at {st.name!r}; "
+                            f"{type(step).__name__} must come before those compute_at steps")
 
 
 def _has_attached(state: State, st: Stage, iter_name: str) -> bool:
