@@ -36,7 +36,7 @@ PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is neede
 
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     """A sensible schedule for any task; replaying its steps on `state` gives the scheduled state."""
-    b = _Builder(state)
+    b = ScheduleBuilder(state)
     for st in reversed(list(b.state.stages)):
         if not st.is_output and not st.is_reduction and not _feeds_conv(b.state, st):
             b.add(ComputeInline(st.name))
@@ -55,7 +55,7 @@ def _feeds_conv(state: State, st: Stage) -> bool:
     return st.op.tag == "pad" and any(c.op.tag.startswith("conv") for c in state.consumers(st))
 
 
-class _Builder:
+class ScheduleBuilder:
     """Applies steps to a working copy as they are chosen, so later choices see the current state."""
 
     def __init__(self, state: State):
@@ -74,7 +74,7 @@ class _Builder:
         return st.name in self.scheduled
 
 
-def _output_consumer(b: _Builder, st: Stage) -> Stage | None:
+def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
     """The root stage that reads st once everything between them is inlined, if it is an output."""
     consumers = b.state.consumers(st)
     while len(consumers) == 1 and consumers[0].loc == ("inline",):
@@ -84,7 +84,7 @@ def _output_consumer(b: _Builder, st: Stage) -> Stage | None:
     return None
 
 
-def _schedule_anchor(b: _Builder, anchor: Stage, vw: int):
+def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     out = _output_consumer(b, anchor)
     if anchor.is_output:
         b.add(CacheWrite(anchor.name))
@@ -130,7 +130,7 @@ def _schedule_anchor(b: _Builder, anchor: Stage, vw: int):
     b.scheduled.update((out.name, anchor.name))
 
 
-def _anchor_loops(b: _Builder, anchor: Stage, tile_axis: int, reuse_axis: int | None, unroll_reduce: bool):
+def _anchor_loops(b: ScheduleBuilder, anchor: Stage, tile_axis: int, reuse_axis: int | None, unroll_reduce: bool):
     """The anchor's own loops: reductions outside the tile (the innermost one unrolled by REDUCE_UNROLL if
     unroll_reduce); in the tile, columns then the reuse axis (one broadcast feeds consecutive FMAs and is dead
     after them), then the lanes."""
@@ -203,7 +203,7 @@ def _lane_factor(st: Stage, extent: int, vw: int) -> int:
     return lane
 
 
-def _schedule_root(b: _Builder, st: Stage, vw: int):
+def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     """Outer spatial loops fused and parallel; the innermost contiguous axis vectorized."""
     sp = [i.name for i in st.leaves if i.kind == "spatial"]
     red = [i.name for i in st.leaves if i.kind == "reduce"]
@@ -236,7 +236,7 @@ def _schedule_root(b: _Builder, st: Stage, vw: int):
     b.scheduled.add(st.name)
 
 
-def _parallelize(b: _Builder, st: Stage, names: list[str]):
+def _parallelize(b: ScheduleBuilder, st: Stage, names: list[str]):
     if len(names) > 1:
         b.add(Fuse(st.name, tuple(names)))
     b.add(Annotate(st.name, _fused_name(names), "parallel"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .default_schedule import ScheduleBuilder
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage, State)
 
 MAX_ACCUMULATORS = 28  # of 32 zmm registers: the rest hold the oc_tile weight vectors and a broadcast
@@ -81,13 +82,8 @@ def conv_tile(out_shape, in_block: int, vector_width: int = 16) -> ConvTile:
 
 def conv_schedule(state: State, tile: ConvTile) -> Schedule:
     """The direct-convolution schedule above for a conv2d_nchwc task (any epilogue of elementwise stages)."""
-    steps = []
-
-    def add(step):
-        step.apply(state)
-        steps.append(step)
-
-    state = state.copy()
+    b = ScheduleBuilder(state)  # applies each step to its own copy of the state as it records it
+    add, state = b.add, b.state
     anchor = _anchor(state)
     for st in reversed(list(state.stages)):
         if st is not anchor and not st.is_output and st.op.tag != "pad":
@@ -125,7 +121,7 @@ def conv_schedule(state: State, tile: ConvTile) -> Schedule:
     for st in state.stages:
         if st.op.tag == "pad" and st.loc == ("root",):
             _pad_at_root(state, st, add)
-    return Schedule(tuple(steps))
+    return Schedule(tuple(b.steps))
 
 
 def _pad_at_root(state: State, pad: Stage, add):
@@ -142,13 +138,8 @@ def dense_schedule(state: State, jb_tile: int | None = None, k_unroll: int = 1) 
     """dense_pack (m, j) with weight (j // nb, k, j % nb): a tile of jb_tile weight blocks x nb lanes is computed
     at a parallel loop over tiles, k outermost inside it, so each x[m, k] is loaded once per tile and every
     weight block is one contiguous stream."""
-    steps = []
-
-    def add(step):
-        step.apply(state)
-        steps.append(step)
-
-    state = state.copy()
+    b = ScheduleBuilder(state)  # applies each step to its own copy of the state as it records it
+    add, state = b.add, b.state
     anchor = _anchor(state)
     for st in reversed(list(state.stages)):
         if st is not anchor and not st.is_output:
@@ -182,7 +173,7 @@ def dense_schedule(state: State, jb_tile: int | None = None, k_unroll: int = 1) 
         add(Annotate(anchor.name, f"{rk}.1", "unroll"))
     add(Annotate(anchor.name, f"{aj}.0", "unroll"))
     add(Annotate(anchor.name, f"{aj}.1", "vectorize"))
-    return Schedule(tuple(steps))
+    return Schedule(tuple(b.steps))
 
 
 def _dense_block(anchor: Stage) -> int:
