@@ -40,24 +40,28 @@ class CompiledGraph:
 
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
-                  records: str | None = None, num_threads: int | None = None, verbose: bool = False):
-    """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`."""
+                  records: str | None = None, num_threads: int | None = None, verbose: bool = False,
+                  winograd: bool = True):
+    """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
+
+    winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile)."""
     from frontends import from_onnx
     t0 = time.perf_counter()
     mod = from_onnx(model, input_shapes=input_shapes)
     return build(mod, layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
-                 verbose=verbose, t_start=t0)
+                 verbose=verbose, t_start=t0, winograd=winograd)
 
 
 def build(mod: Module, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
-          num_threads: int | None = None, verbose: bool = False, t_start: float | None = None):
+          num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
+          winograd: bool = True):
     """Compile a relayish Module into a runnable `runtime.Module`."""
     from .codegen import build as cg
     if layout not in ("NCHWc", "NCHW"):
         raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
     t_start = time.perf_counter() if t_start is None else t_start
     timings: dict[str, float] = {}
-    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=cg_vector_width())
+    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=cg_vector_width(), winograd=winograd)
     fused = materialize_outputs(run_pipeline(mod, ctx, timings=timings))
     t = time.perf_counter()
     graph = plan_graph(fused, ctx, records=records, log=_log if verbose else None)

@@ -1,9 +1,9 @@
 """Default schedules: what an untuned model runs, built from the same steps the tuner searches over.
 
 The rules, applied to a task's initial state:
-  1. every non-output stage without a reduction is inlined into its readers (padding before a convolution
-     excepted: it becomes its own parallel loop nest, so that the convolution's inner loop reads without bounds
-     checks);
+  1. every non-output stage without a reduction is inlined into its readers, except those worth their own
+     buffer (`keeps_buffer`: padding before a convolution, so that its inner loop reads without bounds checks;
+     a Winograd input transform, read once per output channel);
   2. the anchor (the last reduction: conv, dense, pool...) gets a register tile: computed at a loop of the
      output stage (or of its cache_write copy when it is the output), reduction loops outside, a few output
      columns unrolled and the contiguous innermost axis vectorized. When one operand is a broadcast (it does not
@@ -11,8 +11,12 @@ The rules, applied to a task's initial state:
      does not index (the output-channel block), columns outside it, so each broadcast feeds consecutive FMAs;
      the innermost reduction loop is unrolled by REDUCE_UNROLL; the tile is narrowed if that is what it takes
      to give the parallel loop PARALLEL_TILES iterations (the compiler/hand_schedules.py templates, generalized);
+     An anchor that is not read elementwise by the output (a Winograd batched product, read by the inverse
+     transform) is tiled in a cache_write copy of itself;
   3. every root stage fuses its outer spatial loops into one parallel loop and vectorizes its innermost axis
-     when that axis is contiguous in what the stage reads and writes.
+     when that axis is contiguous in what the stage reads and writes. Short axes that index no input (they only
+     choose between branches of a select: the tile position of a Winograd transform) are moved inside and
+     unrolled, so that the selects fold away.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     """A sensible schedule for any task; replaying its steps on `state` gives the scheduled state."""
     b = ScheduleBuilder(state)
     for st in reversed(list(b.state.stages)):
-        if not st.is_output and not st.is_reduction and not _feeds_conv(b.state, st):
+        if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
             b.add(ComputeInline(st.name))
     anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and s.loc != ("inline",)), None)
     if anchor is not None:
@@ -49,10 +53,15 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     return Schedule(tuple(b.steps))
 
 
-def _feeds_conv(state: State, st: Stage) -> bool:
-    """A padding stage read by a convolution: each element is read KH*KW*(output channels) times, so it is worth
-    its own buffer; padding before a pool is read a few times and is cheaper inlined."""
-    return st.op.tag == "pad" and any(c.op.tag.startswith("conv") for c in state.consumers(st))
+def keeps_buffer(state: State, st: Stage) -> bool:
+    """A stage worth computing into its own buffer although it could be inlined: a padding stage read by a
+    convolution (each element is read KH*KW*(output channels) times; padding before a pool is read a few times
+    and is cheaper inlined), and the Winograd transforms (a dozen adds per element: the input transform is
+    read once per output channel block by the batched product, the inverse gathers a tile's products)."""
+    if st.op.tag in ("winograd_data", "winograd_inverse"):
+        return True
+    return st.op.tag == "pad" and any(c.op.tag.startswith("conv") or c.op.tag == "winograd_data"
+                                      for c in state.consumers(st))
 
 
 class ScheduleBuilder:
@@ -86,7 +95,7 @@ def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
 
 def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     out = _output_consumer(b, anchor)
-    if anchor.is_output:
+    if anchor.is_output or ((out is None or out.op.shape != anchor.op.shape) and len(anchor.op.axes) >= 2):
         b.add(CacheWrite(anchor.name))
         out, anchor = anchor, b.stage(anchor.name + ".local")
     if out is None or len(out.op.axes) != len(anchor.op.axes) or out.op.shape != anchor.op.shape:
@@ -204,7 +213,8 @@ def _lane_factor(st: Stage, extent: int, vw: int) -> int:
 
 
 def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
-    """Outer spatial loops fused and parallel; the innermost contiguous axis vectorized."""
+    """Outer spatial loops fused and parallel; the innermost contiguous axis vectorized; select-only axes
+    unrolled inside."""
     sp = [i.name for i in st.leaves if i.kind == "spatial"]
     red = [i.name for i in st.leaves if i.kind == "reduce"]
     shape = st.op.shape
@@ -215,9 +225,10 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
             b.add(Split(st.name, sp[-1], (lane,)))
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec_name = sp[-1]
-    outer = [n for n in sp if n != vec_name]
-    if red or vec_name:
-        b.add(Reorder(st.name, tuple(outer + red + ([vec_name] if vec_name else []))))
+    unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
+    outer = [n for n in sp if n != vec_name and n not in unrolled]
+    if red or vec_name or unrolled:
+        b.add(Reorder(st.name, tuple(outer + red + unrolled + ([vec_name] if vec_name else []))))
     total = 1
     for s in shape:
         total *= s
@@ -231,9 +242,25 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
             if n >= PARALLEL_CHUNKS:
                 break
         _parallelize(b, st, prefix)
+    for name in unrolled:
+        b.add(Annotate(st.name, name, "unroll"))
     if vec_name:
         b.add(Annotate(st.name, vec_name, "vectorize"))
     b.scheduled.add(st.name)
+
+
+MAX_BRANCH_AXIS = 8
+
+
+def branch_axes(st: Stage) -> list[int]:
+    """Spatial axes (at most MAX_BRANCH_AXIS long) that index no tensor the stage reads: they only choose
+    between the branches of selects (a Winograd transform's tile position). Unrolled, every select folds."""
+    body = st.op.body.body if isinstance(st.op.body, te.Reduce) else st.op.body
+    indexing = {v for r in te.walk(body) if isinstance(r, te.TensorRead)
+                for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)}
+    used = {v for v in te.walk(body) if isinstance(v, te.Var)}
+    return [k for k, ax in enumerate(st.op.axes)
+            if ax.var in used and ax.var not in indexing and ax.extent <= MAX_BRANCH_AXIS]
 
 
 def _parallelize(b: ScheduleBuilder, st: Stage, names: list[str]):

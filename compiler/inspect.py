@@ -19,7 +19,7 @@ IMPORT = "import"  # the pseudo-pass name that stops before every pass: the grap
 
 
 def run_until(mod: Module, after: str | None = None, layout: str = "NCHWc", opt_level: int = 3,
-              vector_width: int | None = None) -> tuple[Module, dict]:
+              vector_width: int | None = None, winograd: bool = True) -> tuple[Module, dict]:
     """Run the pipeline up to and including pass `after` (None: all of it; "import": none).
 
     Returns (module, seconds): seconds maps the name of every pass up to `after`, in pipeline order, to its
@@ -31,7 +31,7 @@ def run_until(mod: Module, after: str | None = None, layout: str = "NCHWc", opt_
     if vector_width is None:
         from .build import cg_vector_width
         vector_width = cg_vector_width()
-    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width)
+    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width, winograd=winograd)
     timings: dict[str, float] = {}
     mod = run_pipeline(mod, ctx, stop_after=after, timings=timings)
     names = PASS_NAMES if after is None else PASS_NAMES[:PASS_NAMES.index(after) + 1]

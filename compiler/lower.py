@@ -95,6 +95,8 @@ class _Lowering:
         def simplify_index(node):
             if isinstance(node, Load):
                 return Load(node.buffer, simplify(node.index, self.var_extent))
+            if isinstance(node, te.Cmp) and node.a.dtype == "int32":  # (a Winograd tile position: y % m == k)
+                return te.Cmp(node.op, simplify(node.a, self.var_extent), simplify(node.b, self.var_extent))
             return None
         loaded = te.substitute(self.expand_inline(expr), fn)
         return _guard_select_loads(te.substitute(loaded, simplify_index), self.var_extent)
@@ -397,24 +399,20 @@ def _wrap_guards(stmt, guards, bound, newly) -> Stmt:
 
 def _guard_select_loads(expr, var_extent):
     """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp those
-    whose index is not provably inside the buffer (codegen evaluates both branches)."""
-    def clamp_loads(e):
-        def fn(n):
-            if isinstance(n, Load):
-                lo, hi = _value_range(n.index, var_extent)
-                if lo is not None and lo >= 0 and hi < n.buffer.size:
-                    return None
-                return Load(n.buffer, te.max_(te.IntImm(0), te.min_(n.index, n.buffer.size - 1)))
-            return None
-        return te.substitute(e, fn)
+    whose index is not provably inside the buffer (codegen evaluates both branches). One pass over the tree."""
+    def clamped(load):
+        lo, hi = _value_range(load.index, var_extent)
+        if lo is not None and lo >= 0 and hi < load.buffer.size:
+            return load
+        return Load(load.buffer, te.max_(te.IntImm(0), te.min_(load.index, load.buffer.size - 1)))
 
-    def fn(n):
-        if isinstance(n, te.Select):
-            return te.select(_guard_select_loads(n.cond, var_extent),
-                             clamp_loads(_guard_select_loads(n.true_value, var_extent)),
-                             clamp_loads(_guard_select_loads(n.false_value, var_extent)))
-        return None
-    return te.substitute(expr, fn)
+    def visit(e, in_branch: bool):
+        if isinstance(e, Load):
+            return clamped(e) if in_branch else e
+        if isinstance(e, te.Select):
+            return te.select(visit(e.cond, in_branch), visit(e.true_value, True), visit(e.false_value, True))
+        return te.substitute(e, lambda m: visit(m, in_branch) if isinstance(m, (Load, te.Select)) else None)
+    return visit(expr, False)
 
 
 def _ident(name: str) -> str:

@@ -60,9 +60,9 @@ def fake_compile(monkeypatch, libs):
     calls = []
 
     def compile_model(model_path_or_proto, input_shapes=None, layout="NCHWc", opt_level=3, records=None,
-                      num_threads=None, verbose=False):
+                      num_threads=None, verbose=False, winograd=True):
         calls.append(dict(model=model_path_or_proto, input_shapes=input_shapes, layout=layout, opt_level=opt_level,
-                          records=records, num_threads=num_threads))
+                          records=records, num_threads=num_threads, winograd=winograd))
         return runtime.load_module(libs[state.lib])
 
     state = types.SimpleNamespace(lib="good", calls=calls)
@@ -111,10 +111,11 @@ def test_records_of_a_missing_database_is_a_clean_error(tmp_path, capsys):
 def test_compile_passes_options_and_exports(fake_compile, onnx_path, tmp_path, capsys):
     out_lib = str(tmp_path / "lib" / "m.so")
     code, out, err = run_cli(capsys, "compile", onnx_path, "-o", out_lib, "--input-shape", "x=2,3",
-                             "--input-shape", "k=2", "--layout", "NCHW", "--records", "r.db", "--threads", "1")
+                             "--input-shape", "k=2", "--layout", "NCHW", "--records", "r.db", "--threads", "1",
+                             "--no-winograd")
     assert code == 0, err
     assert fake_compile.calls == [dict(model=onnx_path, input_shapes={"x": (2, 3), "k": (2,)}, layout="NCHW",
-                                       opt_level=3, records="r.db", num_threads=1)]
+                                       opt_level=3, records="r.db", num_threads=1, winograd=False)]
     assert f"wrote {out_lib}" in out and "3 kernels" in out
     f = {"x": np.ones((2, 3), np.float32), "k": np.array([1, 2])}
     np.testing.assert_array_equal(runtime.load_module(out_lib).run(["y"], f)[0], reference_outputs(**f)[0])
@@ -382,14 +383,15 @@ def test_compare_layouts_prints_every_engine_against_onnxruntime(conv_model, cap
     assert re.split(r"\s{2,}", lines[1]) == ["engine", "opt", "kernels", "median_ms", "min_ms", "max_ms", "vs ort",
                                              "outputs", "max rel err"]
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:]]
-    assert [(r[0], r[1], r[2]) for r in rows] == [("fused NCHWc", "3", "3"), ("fused NCHW", "3", "1"),
-                                                  ("unfused NCHW", "0", "3"), ("onnxruntime", "-", "-")]
+    assert [(r[0], r[1], r[2]) for r in rows] == [("fused NCHWc", "3", "3"), ("fused NCHWc direct", "3", "3"),
+                                                  ("fused NCHW", "3", "1"), ("unfused NCHW", "0", "3"),
+                                                  ("onnxruntime", "-", "-")]
     medians = [float(r[3]) for r in rows]
     for r, median in zip(rows, medians):
         assert float(r[4]) <= median <= float(r[5])
         # the ratio is of the unrounded medians
         assert r[6].endswith("x") and float(r[6][:-1]) == pytest.approx(median / medians[-1], abs=0.02)
-    assert [r[7] for r in rows] == ["ok", "ok", "ok", "reference"] and rows[-1][8] == "-"
+    assert [r[7] for r in rows] == ["ok", "ok", "ok", "ok", "reference"] and rows[-1][8] == "-"
     assert all(float(r[8]) <= 1e-4 for r in rows[:3])
 
 

@@ -239,6 +239,44 @@ def test_concatenate(shapes, axis):
     np.testing.assert_array_equal(ref, np.concatenate(arrays, axis=axis))
 
 
+# ---------------------------------------------------------------------------------------------- winograd
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_winograd_weight_transform(m):
+    check_op("nn.winograd_weight_transform", [(2, 1, 3, 3, 4, 8)], dict(tile_size=m))
+
+
+@pytest.mark.parametrize("m,size,padding", [(2, (6, 6), (1, 1, 1, 1)), (4, (7, 5), (1, 1, 1, 1)),
+                                            (4, (9, 6), (0, 1, 2, 0))])
+def test_conv2d_winograd_nchwc(m, size, padding):
+    """The compute (transforms as selects) matches the reference (tiles and einsums in float64), and both match
+    the direct convolution of the untransformed weight."""
+    from relayish.ops.layout import _cn_ref
+    from relayish.ops.winograd import _wt_ref
+    h, w = size
+    shapes = [(1, 2, h, w, 4), (m + 2, m + 2, 3, 2, 4, 8)]
+    ref, (x, _), node = check_op("nn.conv2d_winograd_nchwc", shapes, dict(tile_size=m, padding=padding))
+    weight = np.random.default_rng(1).standard_normal((3, 2, 3, 3, 4, 8)).astype(np.float32)
+    direct = _cn_ref(x, weight, (1, 1), padding, (1, 1))
+    got = evaluate_one(call("nn.conv2d_winograd_nchwc", Var("x", TensorType(x.shape)),
+                            Var("u", TensorType(shapes[1])), tile_size=m, padding=padding),
+                       [x, _wt_ref(weight, m)])
+    np.testing.assert_allclose(got, direct, rtol=1e-5, atol=1e-5 * float(np.abs(direct).max()))
+
+
+def test_winograd_bad_inputs():
+    u = Var("u", TensorType((6, 6, 3, 2, 4, 8)))
+    with pytest.raises(OpError, match="tile_size must be one of"):
+        call("nn.conv2d_winograd_nchwc", Var("x", TensorType((1, 2, 6, 6, 4))), u, tile_size=3)
+    with pytest.raises(OpError, match=r"does not start with \(4, 4\) for tile 2"):
+        call("nn.conv2d_winograd_nchwc", Var("x", TensorType((1, 2, 6, 6, 4))), u, tile_size=2)
+    with pytest.raises(OpError, match="weight blocks .* do not match data blocks"):
+        call("nn.conv2d_winograd_nchwc", Var("x", TensorType((1, 3, 6, 6, 4))), u, tile_size=4)
+    with pytest.raises(OpError, match="kernel must be 3x3"):
+        call("nn.winograd_weight_transform", Var("w", TensorType((3, 2, 5, 5, 4, 8))), tile_size=4)
+
+
 def test_every_op_is_swept():
     """A new op must come with a compute and a sweep above (this file's tests name every op they cover)."""
     import inspect

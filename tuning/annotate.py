@@ -14,6 +14,7 @@ import copy
 import random
 from dataclasses import dataclass, field
 
+from compiler.default_schedule import branch_axes
 from compiler.schedule import (Annotate, ComputeAt, ComputeInline, Fuse, Pragma, Schedule, ScheduleError, Split,
                                State, divisors)
 
@@ -154,8 +155,10 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
             _add(Split(name, sp[-1], (lane,)), state, steps)
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec = sp[-1]
-    outer = [n for n in sp if n != vec]
-    order = outer + red + ([vec] if vec else [])
+    # axes that only choose between select branches (Winograd tile positions) run inside, unrolled: they fold
+    branch = [st.roots[k].name for k in branch_axes(st) if st.roots[k].name in sp and st.roots[k].name != vec]
+    outer = [n for n in sp if n != vec and n not in branch]
+    order = outer + red + branch + ([vec] if vec else [])
     if order != [i.name for i in state.stage(name).leaves]:
         _add(_reorder(name, order), state, steps)
     depth = min(depth, len(outer))
@@ -163,6 +166,8 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
         if depth > 1:
             _add(Fuse(name, tuple(outer[:depth])), state, steps)
         _add(Annotate(name, "@".join(outer[:depth]), "parallel"), state, steps)
+    for n in branch:
+        _add(Annotate(name, n, "unroll"), state, steps)
     if vec:
         _add(Annotate(name, vec, "vectorize"), state, steps)
 

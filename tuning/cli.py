@@ -71,7 +71,13 @@ def _add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
     p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
+    _add_winograd(p)
     p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
+
+
+def _add_winograd(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-winograd", dest="winograd", action="store_false",
+                   help="keep every convolution direct (default: 3x3 stride-1 ones with enough tiles use Winograd)")
 
 
 def _add_threads(p: argparse.ArgumentParser) -> None:
@@ -133,6 +139,7 @@ def add_inspect_parser(sub) -> None:
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
     p.add_argument("--summary-only", action="store_true", help="print the summary without the graph")
+    _add_winograd(p)
     p.set_defaults(func=cmd_inspect)
 
 
@@ -145,6 +152,7 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--curve", metavar="PNG", help="write the tuning curve (needs matplotlib)")
     p.add_argument("--input-shape", dest="input_shapes", action="append", default=[], metavar="NAME=D0,D1,...")
     p.add_argument("--layout", choices=["NCHWc", "NCHW"], default="NCHWc")
+    _add_winograd(p)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_tune)
 
@@ -182,7 +190,7 @@ def compile_from_args(args, model_path: str):
     _existing(model_path, "model file")
     module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
                            opt_level=args.opt_level, records=args.records, num_threads=args.threads,
-                           verbose=args.verbose)
+                           verbose=args.verbose, winograd=args.winograd)
     if args.threads:
         module.num_threads = args.threads
     return module
@@ -316,7 +324,8 @@ def cmd_inspect(args) -> int:
     from relayish.printer import astext
 
     mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
-    mod, seconds = run_until(mod, args.after, layout=args.layout, opt_level=args.opt_level)
+    mod, seconds = run_until(mod, args.after, layout=args.layout, opt_level=args.opt_level,
+                             winograd=args.winograd)
     if not args.summary_only:
         print(astext(mod))
         print()
@@ -334,7 +343,7 @@ def cmd_tune(args) -> int:
     from .tune import tune_model
     tune_model(args.models if len(args.models) > 1 else args.models[0], records=args.records, trials=args.trials,
                time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
-               layout=args.layout, params={"seed": args.seed}, curve_png=args.curve)
+               layout=args.layout, params={"seed": args.seed}, curve_png=args.curve, winograd=args.winograd)
     return EXIT_OK
 
 

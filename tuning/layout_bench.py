@@ -1,9 +1,10 @@
-"""What fusion and the blocked layout buy: one model compiled three ways, timed against onnxruntime in ONE process.
+"""What fusion, the blocked layout and Winograd buy: one model compiled four ways, timed against onnxruntime in ONE
+process.
 
     relayish bench MODEL --compare-layouts
 
-Variants (VARIANTS): fused + NCHW{c}c (the default build), fused NCHW, and unfused NCHW (opt_level 0: one kernel
-per op, the model's own layout). All of them and onnxruntime run on the same inputs with the same thread count, in
+Variants (VARIANTS): fused + NCHW{c}c (the default build), the same with every convolution direct (no Winograd),
+fused NCHW, and unfused NCHW (opt_level 0: one kernel per op, the model's own layout). All of them and onnxruntime run on the same inputs with the same thread count, in
 strict rotation with an idle gap before each timed run (tuning.bench.time_alternating), so that machine drift and
 spinning thread pools fall evenly on every engine. Every variant's outputs are checked against onnxruntime's.
 """
@@ -23,10 +24,12 @@ class Variant:
     name: str
     layout: str
     opt_level: int
+    winograd: bool = True
 
 
 VARIANTS = (
     Variant("fused NCHWc", "NCHWc", 3),
+    Variant("fused NCHWc direct", "NCHWc", 3, winograd=False),
     Variant("fused NCHW", "NCHW", 3),
     Variant("unfused NCHW", "NCHW", 0),
 )
@@ -39,7 +42,7 @@ def compile_variants(model_path: str, input_shapes: dict | None = None, variants
     """{variant name: runtime.Module} for each variant of the model."""
     from compiler import compile_model
     return {v.name: compile_model(model_path, input_shapes=input_shapes, layout=v.layout, opt_level=v.opt_level,
-                                  records=records) for v in variants}
+                                  records=records, winograd=v.winograd) for v in variants}
 
 
 def compare_layouts(model_path: str, input_shapes: dict | None = None, threads: int | None = None,

@@ -16,6 +16,7 @@ import enum
 from dataclasses import dataclass, field
 
 from compiler.schedule import (CacheWrite, ComputeAt, ComputeInline, Reorder, Rfactor, Split, Stage, State, Step)
+from compiler.default_schedule import keeps_buffer
 from compiler.task import Task
 from relayish import te
 
@@ -106,8 +107,9 @@ def has_data_reuse(st: Stage) -> bool:
 
 
 def strictly_inlinable(state: State, st: Stage) -> bool:
-    """Elementwise/injective, not an output, not a reduction, not a padding that a tiled conv reads."""
-    if st.is_output or st.is_reduction or st.loc != ("root",):
+    """Elementwise/injective, not an output, not a reduction, not a padding that a tiled conv reads, not a stage
+    the default schedule keeps in its own buffer (a Winograd transform)."""
+    if st.is_output or st.is_reduction or st.loc != ("root",) or keeps_buffer(state, st):
         return False
     return not (st.op.tag == "pad" and any(has_data_reuse(c) for c in state.effective_consumers(st)))
 

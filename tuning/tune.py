@@ -44,13 +44,13 @@ class TuneResult:
         return sum(t.weight * costs.get(t.key, np.nan) for t in self.tasks)
 
 
-def model_tasks(models, input_shapes=None, layout="NCHWc") -> list[Task]:
+def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True) -> list[Task]:
     """The unique tasks of one or more ONNX models, weights summed over models."""
     from frontends import from_onnx
     from compiler.codegen import vector_width
     paths = [models] if isinstance(models, (str, bytes)) or hasattr(models, "graph") else list(models)
     merged: dict[str, Task] = {}
-    ctx = PassContext(layout=layout, vector_width=vector_width())
+    ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
     for path in paths:
         mod = run_pipeline(from_onnx(str(path) if not hasattr(path, "graph") else path, input_shapes), ctx)
         for task in extract_tasks(mod):
@@ -63,7 +63,7 @@ def model_tasks(models, input_shapes=None, layout="NCHWc") -> list[Task]:
 
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
-               progress: bool = True, curve_png: str | None = None, log=None) -> TuneResult:
+               progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
     from compiler.codegen import host_target
     from .cost_model import XGBoostModel
@@ -78,7 +78,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     rng = random.Random(p["seed"])
     t_start = time.perf_counter()
-    tasks = model_tasks(models, input_shapes, layout)
+    tasks = model_tasks(models, input_shapes, layout, winograd)
     target = host_target()
     store = RecordStore(records)
     model = XGBoostModel(seed=p["seed"])

@@ -293,6 +293,12 @@ class _Kernel:
         self.module = module
         self.func = func
         self.outlined = 0
+        self._blockers: dict[int, str | None] = {}  # id(For) -> vectorize_blocker (an unrolled body repeats loops)
+
+    def vectorize_blocker(self, loop: For) -> str | None:
+        if id(loop) not in self._blockers:
+            self._blockers[id(loop)] = vectorize_blocker(loop)
+        return self._blockers[id(loop)]
 
 
 class _FunctionEmitter:
@@ -374,7 +380,7 @@ class _FunctionEmitter:
         if self.lanes:
             raise self.error(f"loop {s.var.name} inside a vector body")  # vectorize_blocker refuses this
         if s.kind == "vectorize":
-            if vectorize_blocker(s) is None:
+            if self.k.vectorize_blocker(s) is None:
                 return self.vector_loop(s)
         elif s.kind == "unroll" and isinstance(s.extent, IntImm):
             return self.unrolled_loop(s)
@@ -393,7 +399,10 @@ class _FunctionEmitter:
     def unrolled_loop(self, s: For):
         start = self.expr(s.start)
         for k in range(s.extent.value):
-            self.env[s.var] = self.b.add(start, I32(k), flags=("nsw",)) if k else start
+            if isinstance(start, ir.Constant):  # a constant index lets selects on it fold as they are emitted
+                self.env[s.var] = I32(start.constant + k)
+            else:
+                self.env[s.var] = self.b.add(start, I32(k), flags=("nsw",)) if k else start
             self.stmt(s.body)
         self.env.pop(s.var, None)
 
@@ -532,6 +541,9 @@ class _FunctionEmitter:
                 out = self.b.and_(out, a) if e.op == "and" else self.b.or_(out, a)
             return out
         if isinstance(e, Select):
+            known = self.static_int(e.cond)
+            if known is not None:  # (an unrolled Winograd tile position): emit only the branch taken
+                return self.expr(e.true_value if known else e.false_value)
             cond = self.as_bool(self.expr(e.cond))
             t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value))
             if is_vector(cond):
@@ -545,6 +557,33 @@ class _FunctionEmitter:
                 args = [splat(self.b, a, self.lanes) for a in args]
             return emit_intrinsic(self.b, e.name, args)
         raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
+
+    def static_int(self, e):
+        """The value of an int/bool expression if it is known while emitting (constants and variables bound to
+        constants: unrolled loop indices), else None."""
+        if isinstance(e, IntImm):
+            return e.value
+        if isinstance(e, Var):
+            v = self.env.get(e)
+            return v.constant if isinstance(v, ir.Constant) and isinstance(v.constant, int) else None
+        if isinstance(e, (BinOp, Cmp)):
+            a, b = self.static_int(e.a), self.static_int(e.b)
+            if a is None or b is None:
+                return None
+            if isinstance(e, Cmp):
+                return int({"<": a < b, "<=": a <= b, "==": a == b, "!=": a != b}[e.op])
+            if e.op in ("//", "%") and b <= 0:
+                return None
+            return {"+": a + b, "-": a - b, "*": a * b, "//": a // b if b else None, "%": a % b if b else None,
+                    "min": min(a, b), "max": max(a, b)}.get(e.op)
+        if isinstance(e, Logic):
+            args = [self.static_int(a) for a in e.args]
+            if any(a is None for a in args):
+                return None
+            if e.op == "not":
+                return int(not args[0])
+            return int(all(args) if e.op == "and" else any(args))
+        return None
 
     def unify(self, a, b):
         """Bring two values to one type: widen the narrower int (bool zero-extends) or float, splat a scalar."""

@@ -30,14 +30,15 @@ class PassContext:
     layout: str = "NCHWc"  # or "NCHW": keep the model's layout
     vector_width: int = 16
     max_fused_ops: int = 32
+    winograd: bool = True  # 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3) (see passes/layout.py)
 
 
 PIPELINE = [
     Pass("fold_constants", lambda m, c: fold_constants(m), 1, "evaluate calls whose inputs are constants"),
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
     Pass("eliminate_dead_code", lambda m, c: eliminate_dead_code(m), 0, "drop identity ops and unused nodes"),
-    Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width) if c.layout == "NCHWc" else m, 2,
-         "conv2d -> NCHW{c}c conv2d_nchwc between layout transforms; dense -> dense_pack"),
+    Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width, c.winograd) if c.layout == "NCHWc" else m,
+         2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
     Pass("propagate_layout", lambda m, c: propagate_layout(m) if c.layout == "NCHWc" else m, 2,
          "push layout transforms through elementwise ops and pools; cancel inverse pairs"),
     Pass("fold_constants_2", lambda m, c: fold_constants(m), 0, "pre-transform constant weights"),

@@ -25,4 +25,4 @@ noted). `padding` is always 4 ints (top, left, bottom, right). Broadcasting is n
 | nn.softmax          | x                               | axis (-1)                                                  | OPAQUE |
 | nn.lrn              | x NCHW                          | size, alpha (1e-4), beta (0.75), bias (1.0)                | OPAQUE |
 """
-from . import elemwise, layout, nn, transform  # noqa: F401
+from . import elemwise, layout, nn, transform, winograd  # noqa: F401

@@ -1,0 +1,190 @@
+"""Winograd convolution: the transform matrices, which convolutions take it, compiled kernels (default schedule and
+random tuner programs) against the direct convolution, whole models three ways, and the codegen folding that makes
+the transforms cheap. (tests/test_ops.py checks the ops' compute against their references.)"""
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from compiler.codegen import emit_llvm_ir
+from compiler.default_schedule import branch_axes, default_schedule
+from compiler.lower import lower
+from compiler.passes import PassContext, run_pipeline
+from compiler.passes.layout import winograd_tile
+from compiler.schedule import Annotate, Reorder, Schedule, initial_state
+from compiler.task import build_task
+from frontends import from_onnx
+from relayish import te
+from relayish.expr import Attrs, Call, Function, TensorType, Var, call, post_order
+from relayish.interp import evaluate
+from relayish.ops.layout import _cn_ref
+from relayish.ops.winograd import _wt_ref, winograd_matrices
+from test_compile_ops import check3
+from test_frontend import make_model
+from test_kernels import TOLERANCE, run_compiled
+from tuning.annotate import random_programs
+from tuning.sketch import generate_sketches
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_matrices_compute_a_1d_correlation(m):
+    """A^T [(G g) . (B^T d)] = the valid correlation of d (m + 2 values) with g (3 taps)."""
+    at, g, bt = winograd_matrices(m)
+    rng = np.random.default_rng(m)
+    for _ in range(5):
+        d, w = rng.standard_normal(m + 2), rng.standard_normal(3)
+        np.testing.assert_allclose(at @ ((g @ w) * (bt @ d)), np.correlate(d, w, "valid"), atol=1e-12)
+
+
+def _conv_node(size, ic=64, oc=64, kernel=3, stride=1, dilation=1, groups=1):
+    x = Var("x", TensorType((1, ic, size, size)))
+    w = Var("w", TensorType((oc, ic // groups, kernel, kernel)))
+    return call("nn.conv2d", x, w, strides=(stride, stride), padding=(1, 1, 1, 1), dilation=(dilation, dilation),
+                groups=groups)
+
+
+def test_which_convolutions_take_winograd():
+    # ResNet-18's 3x3 stride-1 shapes: the largest tile that leaves >= 32 tiles
+    assert [winograd_tile(_conv_node(s)) for s in (56, 28, 14, 7)] == [4, 4, 2, 0]
+    assert winograd_tile(_conv_node(28, stride=2)) == 0
+    assert winograd_tile(_conv_node(28, kernel=1)) == 0
+    assert winograd_tile(_conv_node(28, dilation=2)) == 0
+    assert winograd_tile(_conv_node(28, groups=2)) == 0
+    assert winograd_tile(_conv_node(28, ic=8)) == 0  # too few channels for the transforms to pay
+
+
+def _one_conv_model(ic=16, oc=32, size=(13, 11), batch=1):
+    rng = np.random.default_rng(3)
+    consts = {"w": rng.standard_normal((oc, ic, 3, 3)).astype(np.float32),
+              "b": rng.standard_normal(oc).astype(np.float32)}
+    return make_model("Conv", {"x": (batch, ic, *size)}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 17, consts)
+
+
+def test_pipeline_uses_winograd_unless_disabled():
+    model = _one_conv_model()
+
+    def ops(ctx):
+        mod = run_pipeline(from_onnx(model), ctx, stop_after="fold_constants_2")
+        return {n.op for n in post_order(mod.main.body) if isinstance(n, Call)}
+    assert "nn.conv2d_winograd_nchwc" in ops(PassContext())
+    assert "nn.winograd_weight_transform" not in ops(PassContext())  # folded into a constant at compile time
+    assert "nn.conv2d_winograd_nchwc" not in ops(PassContext(winograd=False))
+    assert "nn.conv2d_nchwc" in ops(PassContext(winograd=False))
+
+
+@pytest.mark.parametrize("batch,size", [(1, (13, 11)), (2, (8, 8)), (1, (5, 9))])
+def test_models_match_onnxruntime_and_interpreter(batch, size):
+    """Compiled (Winograd) vs onnxruntime vs the numpy interpreter; odd sizes leave partial tiles."""
+    check3(_one_conv_model(size=size, batch=batch))
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+def winograd_task(m, ic=32, oc=48, size=(10, 9), pad=(1, 1, 1, 1), residual=False):
+    """conv2d_winograd_nchwc + bias [+ residual] + relu, as the fusion pass groups them."""
+    h, w = size
+    x = Var("x", TensorType((1, ic // 16, h, w, 16)))
+    u = Var("u", TensorType((m + 2, m + 2, oc // 16, ic // 16, 16, 16)))
+    b = Var("b", TensorType((1, oc // 16, 1, 1, 16)))
+    y = call("add", call("nn.conv2d_winograd_nchwc", x, u, tile_size=m, padding=pad), b)
+    params = [x, u, b]
+    if residual:
+        r = Var("r", y.type)
+        y = call("add", y, r)
+        params.append(r)
+    return build_task(Function(tuple(params), call("nn.relu", y), Attrs(Primitive=1)))
+
+
+def _inputs(task, m, pad, seed=0):
+    """Inputs whose weight is the Winograd transform of a direct weight; returns (inputs, direct result)."""
+    rng = np.random.default_rng(seed)
+    shapes = [tuple(p.type.shape) for p in task.func.params]
+    x = rng.standard_normal(shapes[0]).astype(np.float32)
+    kb, cb = shapes[1][2], shapes[1][3]
+    weight = rng.standard_normal((kb, cb, 3, 3, 16, 16)).astype(np.float32)
+    rest = [rng.standard_normal(s).astype(np.float32) for s in shapes[2:]]
+    y = _cn_ref(x, weight, (1, 1), pad, (1, 1)).astype(np.float64) + rest[0]
+    if len(rest) > 1:
+        y = y + rest[1]
+    return [x, _wt_ref(weight, m)] + rest, np.maximum(y, 0)
+
+
+def _check(task, schedules, m, pad, labels):
+    inputs, direct = _inputs(task, m, pad)
+    interp = evaluate(task.func, inputs)[0]
+    scale = float(np.abs(direct).max())
+    assert float(np.abs(interp - direct).max()) / scale <= TOLERANCE, "interpreter vs direct convolution"
+    from test_kernels import NativeKernels
+    state = task.initial_state()
+    funcs = [lower(s.apply(state), f"k{i}") for i, s in enumerate(schedules)]
+    lib = NativeKernels(funcs)
+    lib.set_threads(2)
+    for f, label in zip(funcs, labels):
+        args = lib.arguments(f.name, inputs)
+        out = args[f.attrs["num_inputs"]]
+        out[...] = np.nan  # a kernel that skips an output element cannot pass
+        lib.caller(f.name, args)()
+        err = float(np.max(np.abs(out - direct))) / scale
+        assert err <= TOLERANCE, f"{label}: max relative error {err:.3g} vs the direct convolution"
+    lib.idle()
+
+
+@pytest.mark.parametrize("m,size,pad,residual", [(4, (10, 9), (1, 1, 1, 1), False), (2, (7, 7), (1, 1, 1, 1), True),
+                                                 (4, (8, 8), (0, 1, 2, 1), True)])
+def test_default_schedule_matches_direct_convolution(m, size, pad, residual):
+    task = winograd_task(m, size=size, pad=pad, residual=residual)
+    _check(task, [default_schedule(task.initial_state())], m, pad, ["default"])
+
+
+def test_default_schedule_structure():
+    """The input and inverse transforms keep their buffers with their tile-position axes unrolled inside; the
+    batched product is a register tile (cache_write); the padding has its own buffer too (then the input
+    transform reads without bounds checks)."""
+    task = winograd_task(4)
+    sched = default_schedule(task.initial_state())
+    state = sched.apply(task.initial_state())
+    locs = {st.name: st.loc for st in state.stages}
+    assert locs["pad"] == locs["data_pack"] == locs["inverse"] == locs["batch_gemm"] == ("root",)
+    assert locs["batch_gemm.local"][0] == "at"
+    for name in ("data_pack", "inverse"):
+        st = state.stage(name)
+        unrolled = [i.name for i in st.leaves if i.annotation == "unroll"]
+        assert len(unrolled) == 2 and [i.name for i in st.leaves][-3:-1] == unrolled, name
+        assert st.leaves[-1].annotation == "vectorize"
+
+
+def test_random_tuner_programs_are_legal_and_correct():
+    """Sketches keep the transforms in their own buffers; random annotations of every sketch compile and match
+    the direct convolution."""
+    task = winograd_task(2, size=(6, 7))
+    sketches = generate_sketches(task)
+    assert sketches
+    for sk in sketches:
+        locs = {st.name: st.loc for st in sk.state.stages}
+        assert locs["data_pack"] != ("inline",) and locs["inverse"] != ("inline",)
+    programs = random_programs(sketches, task.initial_state(), 6, random.Random(0))
+    assert len(programs) == 6
+    _check(task, [s for _, s in programs], 2, (1, 1, 1, 1), [f"program {k}" for k in range(6)])
+
+
+# ---------------------------------------------------------------------------------------------- codegen
+
+def test_selects_on_unrolled_axes_fold_away():
+    """A select over an axis that indexes nothing (a tile position) is found by branch_axes; unrolled, the
+    codegen emits only the branch taken (no select instruction, one load per position)."""
+    x = te.placeholder((4, 16), name="x")
+    y = te.compute((4, 8, 16), lambda i, j, k: te.select(te.eq(i, 0), x[j % 4, k],
+                                                          te.select(te.eq(i, 1), x[j % 4, k] * 2.0, -x[j % 4, k])),
+                   name="y")
+    task_state = initial_state([y], [x])
+    st = task_state.stage("y")
+    assert branch_axes(st) == [0]
+    steps = Schedule((Reorder("y", ("j", "i", "k")), Annotate("y", "i", "unroll"), Annotate("y", "k", "vectorize")))
+    ir_text = emit_llvm_ir([lower(steps.apply(task_state), "k")])
+    body = ir_text[ir_text.index("define"):]
+    assert not re.search(r"= select .*float", body)  # (integer selects come from the floor modulo j % 4)
+    assert body.count("load <16 x float>") == 4  # (a select evaluated at run time loads every branch: 3 per i)
+
