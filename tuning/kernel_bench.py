@@ -5,7 +5,7 @@ bias / residual / relu), timed with our hand schedule, our default schedule and 
 by side:
 
     python -m tuning.kernel_bench [--model models/resnet18.onnx] [--threads 2] [--repeat 25] [--only conv3x3]
-                                  [--in-model] [--max-busy 0.1]
+                                  [--in-model] [--max-busy 0.1] [--no-peak] [--no-bandwidth]
 
 How a kernel is timed. Our two kernels of a task are built into one shared library (one thread pool for both) and
 called through ctypes with 64-byte aligned numpy buffers, parameters in the kernel's order: inputs, outputs, then
@@ -19,6 +19,13 @@ The figure is the median of the samples after warm-up: a steady-state time, with
 caches. --in-model adds each kernel's time inside the compiled model (its own profile: weights cold, as in an
 inference). All outputs are checked against the task's numpy reference (the relayish interpreter) first.
 
+Roofline. Each task also gets its arithmetic intensity AI = FLOPs / bytes of distinct data it must read and write
+(inputs, weights, output: task_bytes) and its roof min(FMA peak, AI x bandwidth), where the bandwidth is the read
+bandwidth measured by tuning/bandwidth.py for a warm working set of the task's size, on the same threads. Every
+engine's figure is then also given as a % of that roof: a kernel of low AI (the dense layer at batch 1 does 0.5
+FLOP per weight byte) is judged against what the memory level its data sits in can deliver, not against the FMA
+peak it can never reach. The roof is a bound for warm data; the --in-model times (cold weights) have a lower one.
+
 Caveat on onnxruntime's figure: a one-op model makes it convert NCHW to its blocked layout and back around the op
 (inside a whole model those conversions happen once), which weighs most on the short 1x1 convolutions.
 """
@@ -26,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
+import math
 import os
 import tempfile
 import time
@@ -107,11 +116,13 @@ class NativeKernels:
 # ---------------------------------------------------------------------------------------------- tasks
 
 def benchmark_tasks(model_path: str) -> list[Task]:
-    """The distinct conv2d_nchwc and dense_pack tasks of the model, compiled as compile_model does."""
+    """The distinct conv2d_nchwc and dense_pack tasks of the model, compiled as compile_model(winograd=False)
+    does: this benchmark is about direct convolution kernels (Winograd's gain shows in `relayish bench
+    --compare-layouts`, row "fused NCHWc direct")."""
     from compiler.build import cg_vector_width
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
-    fused = run_pipeline(from_onnx(model_path), PassContext(vector_width=cg_vector_width()))
+    fused = run_pipeline(from_onnx(model_path), PassContext(vector_width=cg_vector_width(), winograd=False))
     return [t for t in extract_tasks(fused) if t.ops[0] in ("nn.conv2d_nchwc", "nn.dense_pack")]
 
 
@@ -140,6 +151,27 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
 def reference(task: Task, inputs: list[np.ndarray]) -> np.ndarray:
     from relayish.interp import evaluate
     return evaluate(task.func, inputs)[0]
+
+
+def task_bytes(task: Task) -> int:
+    """Bytes of distinct data the task must move at least once: every parameter (inputs, weights, bias,
+    residual) and every output, each counted once however often the kernel touches it."""
+    params = sum(math.prod(p.type.shape) * np.dtype(p.type.dtype).itemsize for p in task.func.params)
+    outputs = sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in task.outputs)
+    return int(params + outputs)
+
+
+def arithmetic_intensity(task: Task) -> float:
+    """FLOPs per byte of distinct data (task_bytes): the AI of the roofline model."""
+    return task.flops / task_bytes(task)
+
+
+def roofline(ai: float, peak_gflops: float | None, bandwidth_gbs: float | None) -> float | None:
+    """Attainable GFLOP/s = min(peak, AI x bandwidth), using whichever bounds are known (None if neither)."""
+    bounds = [] if peak_gflops is None else [peak_gflops]
+    if bandwidth_gbs is not None:
+        bounds.append(ai * bandwidth_gbs)  # FLOP/byte x 1e9 byte/s = GFLOP/s
+    return min(bounds) if bounds else None
 
 
 def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
@@ -334,8 +366,9 @@ def time_alternating(engines: list[Engine], repeat: int = 25, warmup: int = 3, g
 
 
 def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width: int = 16, gap_s: float = GAP_S,
-               peak: float | None = None) -> dict:
-    """Build, check and time the hand, default and onnxruntime versions of one task."""
+               peak: float | None = None, bandwidth: float | None = None) -> dict:
+    """Build, check and time the hand, default and onnxruntime versions of one task. `peak` (GFLOP/s) and
+    `bandwidth` (GB/s at the task's working-set size) give each engine's fraction of the peak and of the roof."""
     state = task.initial_state()
     hand = hand_schedule(task, vector_width)
     funcs = {"default": lower(default_schedule(state, vector_width).apply(state), "k_default")}
@@ -360,11 +393,15 @@ def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width:
         raise AssertionError(f"{describe(task)}: outputs differ from the reference: {bad}")
     stats: dict = {}
     times = time_alternating(engines, repeat, warmup, gap_s, stats)
+    ai = arithmetic_intensity(task)
+    roof = roofline(ai, peak, bandwidth)
     row = {"task": describe(task), "flops": task.flops, "weight": task.weight, "errors": errors,
-           "retaken": stats["retaken"], "noisy": stats["noisy"], "samples": repeat * len(engines)}
+           "retaken": stats["retaken"], "noisy": stats["noisy"], "samples": repeat * len(engines),
+           "ai": ai, "bandwidth": bandwidth, "roof": roof}
     for label, seconds in times.items():
         gflops = task.flops / seconds / 1e9
-        row[label] = {"ms": seconds * 1e3, "gflops": gflops, "peak": gflops / peak if peak else None}
+        row[label] = {"ms": seconds * 1e3, "gflops": gflops, "peak": gflops / peak if peak else None,
+                      "roof": gflops / roof if roof else None}
     return row
 
 
@@ -394,8 +431,8 @@ def in_model_times(model_path: str, tasks: list[Task], threads: int, repeat: int
     from compiler import compile_model
     from compiler.build import cg_vector_width
     by_sig = {_signature(t.ops, t.outputs[0].shape, t.flops): t.key for t in tasks}
-    modules = {"hand": compile_model(model_path, records=HandRecords(tasks, cg_vector_width())),
-               "default": compile_model(model_path)}
+    modules = {"hand": compile_model(model_path, records=HandRecords(tasks, cg_vector_width()), winograd=False),
+               "default": compile_model(model_path, winograd=False)}
     samples: dict = {label: {} for label in modules}
     for _ in range(rounds):  # alternate the two models, as the engines above
         for label, module in modules.items():
@@ -421,7 +458,19 @@ def format_row(row: dict) -> str:
     if "model" in row:
         cells.append(" ".join(f"{row['flops'] / row['model'][k] / 1e9:7.1f}" if k in row["model"] else f"{'-':>7}"
                               for k in ("hand", "default")))
+    cells.append(format_roofline(row))
     return " ".join(cells)
+
+
+def format_roofline(row: dict) -> str:
+    """' AI  GB/s  roof  %hand %def %ort': FLOP/byte, measured GB/s, roof GFLOP/s, each engine's % of the roof."""
+    bw = f"{row['bandwidth']:6.1f}" if row.get("bandwidth") else f"{'-':>6}"
+    roof = f"{row['roof']:6.1f}" if row.get("roof") else f"{'-':>6}"
+    pcts = []
+    for label in ("hand", "default", "ort"):
+        r = row.get(label)
+        pcts.append(f"{100 * r['roof']:5.1f}%" if r is not None and r.get("roof") else f"{'-':>6}")
+    return f" {row['ai']:6.2f} {bw} {roof} " + " ".join(pcts)
 
 
 def header(in_model: bool) -> str:
@@ -429,6 +478,8 @@ def header(in_model: bool) -> str:
     sub = f"{'':<40} {'(GFLOP/s, % of peak, ratios of times)':>43}"
     if in_model:
         head += f"  {'in model: hand default':>22}"
+    head += f"  {'AI':>6} {'GB/s':>6} {'roof':>6} {'hand':>6} {'def':>6} {'ort':>6}"
+    sub += "(FLOP/byte, read GB/s, roof GFLOP/s, % of roof)".rjust(len(head) - len(sub))
     return head + "\n" + sub
 
 
@@ -455,6 +506,13 @@ def wait_until_quiet(max_busy: float, timeout_s: float = 600.0) -> float:
     return busy
 
 
+@functools.lru_cache(maxsize=None)
+def working_set_bandwidth(nbytes: int, threads: int) -> float:
+    """Read GB/s of `threads` threads over a warm working set of about nbytes (measured once per size)."""
+    from .bandwidth import measure_bandwidth, round_to_granule
+    return measure_bandwidth(round_to_granule(nbytes, threads), threads)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tuning.kernel_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=os.path.join(os.path.dirname(__file__), "..", "models", "resnet18.onnx"))
@@ -463,6 +521,8 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--only", default="", help="run the tasks whose description contains this text")
     parser.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak")
+    parser.add_argument("--no-bandwidth", action="store_true",
+                        help="skip measuring the read bandwidth at each task's working-set size (roofline)")
     parser.add_argument("--in-model", action="store_true",
                         help="also time every kernel inside the compiled model (cold weights), hand and default")
     parser.add_argument("--max-busy", type=float, default=None,
@@ -488,7 +548,9 @@ def main(argv=None) -> int:
     print(header(model is not None))
     for task in tasks:
         busy = wait_until_quiet(args.max_busy) if args.max_busy is not None else busy_fraction()
-        row = bench_task(task, args.threads, args.repeat, args.warmup, cg_vector_width(), peak=peak)
+        bandwidth = None if args.no_bandwidth else working_set_bandwidth(task_bytes(task), args.threads)
+        row = bench_task(task, args.threads, args.repeat, args.warmup, cg_vector_width(), peak=peak,
+                         bandwidth=bandwidth)
         if model is not None:
             row["model"] = {label: per[task.key] for label, per in model.items() if task.key in per}
         print(format_row(row) + f"  busy {100 * busy:3.0f}%, retaken {row['retaken']}, noisy {row['noisy']}/"
