@@ -75,26 +75,40 @@ class _Lowering:
             return None
         return te.substitute(expr, fn)
 
-    def resolve(self, expr: te.PrimExpr) -> te.PrimExpr:
-        """Turn every TensorRead (after inlining) into a Load of the buffer that holds the tensor."""
+    def resolve(self, expr: te.PrimExpr, memo: dict | None = None) -> te.PrimExpr:
+        """Turn every TensorRead (after inlining) into a Load of the buffer that holds the tensor. memo: the
+        reads already resolved in this expression (a Winograd transform reads each element in many branches)."""
+        memo = {} if memo is None else memo
+
         def fn(node):
             if isinstance(node, te.TensorRead):
-                idx = [self.resolve(i) for i in node.indices]
-                t = node.tensor
-                if id(t) in self.global_bufs:
-                    buf = self.global_bufs[id(t)]
-                    return Load(buf, buf.flat_index(idx))
-                st = self.state.stage_of(t)
-                region = self.regions.get(st.name) if st is not None else None
-                if region is None:
-                    raise AssertionError(f"read of {t.name} outside the scope where it is computed")
-                rel = [i - b for i, b in zip(idx, region.bases)]
-                return Load(region.buffer, region.buffer.flat_index(rel))
+                key = (id(node.tensor), node.indices)
+                if key not in memo:
+                    memo[key] = read(node)
+                return memo[key]
             return None
+
+        def read(node):
+            idx = [self.resolve(i, memo) for i in node.indices]
+            t = node.tensor
+            if id(t) in self.global_bufs:
+                buf = self.global_bufs[id(t)]
+                return Load(buf, buf.flat_index(idx))
+            st = self.state.stage_of(t)
+            region = self.regions.get(st.name) if st is not None else None
+            if region is None:
+                raise AssertionError(f"read of {t.name} outside the scope where it is computed")
+            rel = [i - b for i, b in zip(idx, region.bases)]
+            return Load(region.buffer, region.buffer.flat_index(rel))
+
+        simplified = {}
 
         def simplify_index(node):
             if isinstance(node, Load):
-                return Load(node.buffer, simplify(node.index, self.var_extent))
+                key = (id(node.buffer), node.index)
+                if key not in simplified:
+                    simplified[key] = Load(node.buffer, simplify(node.index, self.var_extent))
+                return simplified[key]
             if isinstance(node, te.Cmp) and node.a.dtype == "int32":  # (a Winograd tile position: y % m == k)
                 return te.Cmp(node.op, simplify(node.a, self.var_extent), simplify(node.b, self.var_extent))
             return None
