@@ -32,7 +32,7 @@ from llvmlite import ir
 from compiler.codegen import build as cg
 from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api
 from runtime.aligned import aligned_empty
-from .peak import _compile, cpu_info
+from .peak import compile_ir, cpu_info
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 VOID = ir.VoidType()
@@ -123,7 +123,7 @@ def bandwidth_assembly(accumulators: int = DEFAULT_ACCUMULATORS) -> str:
     """Host assembly of the streaming kernel (its inner loop should be `accumulators` vector loads, or a
     multiple if LLVM unrolls, each folded into a vaddps or a vmovaps/vmovups)."""
     module = _bandwidth_module(accumulators, cg.vector_width("float32"))
-    return cg.target_machine().emit_assembly(_compile(module))
+    return cg.target_machine().emit_assembly(compile_ir(module))
 
 
 def inner_loop_vector_loads(asm: str) -> list[str]:
@@ -154,7 +154,7 @@ def _library(accumulators: int):
     """Build and load the streaming library once per accumulator count; returns (ctypes lib, lanes)."""
     lanes = cg.vector_width("float32")
     path = os.path.join(tempfile.mkdtemp(prefix="relayish_bandwidth_"), f"bandwidth{accumulators}.so")
-    cg.link_shared(cg.target_machine().emit_object(_compile(_bandwidth_module(accumulators, lanes))), path)
+    cg.link_shared(cg.target_machine().emit_object(compile_ir(_bandwidth_module(accumulators, lanes))), path)
     lib = ctypes.CDLL(path)
     getattr(lib, ENTRY).argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
                                     ctypes.c_int32]

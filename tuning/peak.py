@@ -97,7 +97,8 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
     return module
 
 
-def _compile(module: ir.Module) -> llvm.ModuleRef:
+def compile_ir(module: ir.Module) -> llvm.ModuleRef:
+    """Parse, verify and optimize (O3) a hand-built micro-benchmark module (also used by tuning/bandwidth.py)."""
     cg._init_llvm()
     mod = llvm.parse_assembly(str(module))
     mod.verify()
@@ -107,7 +108,7 @@ def _compile(module: ir.Module) -> llvm.ModuleRef:
 
 def peak_assembly(chains: int = DEFAULT_CHAINS) -> str:
     """Host assembly of the peak kernel (its loop should be `chains` vfmadd on registers, no memory operand)."""
-    return cg.target_machine().emit_assembly(_compile(_peak_module(chains, cg.vector_width("float32"))))
+    return cg.target_machine().emit_assembly(compile_ir(_peak_module(chains, cg.vector_width("float32"))))
 
 
 @functools.lru_cache(maxsize=None)
@@ -115,7 +116,7 @@ def _library(chains: int):
     """Build and load the peak library once per chain count; returns (ctypes lib, lanes)."""
     lanes = cg.vector_width("float32")
     path = os.path.join(tempfile.mkdtemp(prefix="relayish_peak_"), f"peak{chains}.so")
-    cg.link_shared(cg.target_machine().emit_object(_compile(_peak_module(chains, lanes))), path)
+    cg.link_shared(cg.target_machine().emit_object(compile_ir(_peak_module(chains, lanes))), path)
     lib = ctypes.CDLL(path)
     lib.relayish_peak.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32]
     lib.relayish_peak.restype = None
