@@ -20,6 +20,8 @@ The rules, applied to a task's initial state:
 """
 from __future__ import annotations
 
+import functools
+
 from relayish import te
 
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
@@ -255,12 +257,17 @@ MAX_BRANCH_AXIS = 8
 def branch_axes(st: Stage) -> list[int]:
     """Spatial axes (at most MAX_BRANCH_AXIS long) that index no tensor the stage reads: they only choose
     between the branches of selects (a Winograd transform's tile position). Unrolled, every select folds."""
-    body = st.op.body.body if isinstance(st.op.body, te.Reduce) else st.op.body
+    return list(_branch_axes_of(st.op))
+
+
+@functools.lru_cache(maxsize=256)
+def _branch_axes_of(op: te.ComputeOp) -> tuple[int, ...]:  # (ops are hashed by identity; the tuner asks often)
+    body = op.body.body if isinstance(op.body, te.Reduce) else op.body
     indexing = {v for r in te.walk(body) if isinstance(r, te.TensorRead)
                 for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)}
     used = {v for v in te.walk(body) if isinstance(v, te.Var)}
-    return [k for k, ax in enumerate(st.op.axes)
-            if ax.var in used and ax.var not in indexing and ax.extent <= MAX_BRANCH_AXIS]
+    return tuple(k for k, ax in enumerate(op.axes)
+                 if ax.var in used and ax.var not in indexing and ax.extent <= MAX_BRANCH_AXIS)
 
 
 def _parallelize(b: ScheduleBuilder, st: Stage, names: list[str]):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from relayish import te
 
 from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
-from .schedule import FuseRel, SplitRel, Stage, State
+from .schedule import SplitRel, Stage, State
 
 
 def lower(state: State, name: str = "kernel") -> PrimFunc:

@@ -24,7 +24,7 @@ from relayish.ops.layout import _cn_ref
 from relayish.ops.winograd import _wt_ref, winograd_matrices
 from test_compile_ops import check3
 from test_frontend import make_model
-from test_kernels import TOLERANCE, run_compiled
+from test_kernels import TOLERANCE, NativeKernels
 from tuning.annotate import random_programs
 from tuning.sketch import generate_sketches
 
@@ -117,7 +117,6 @@ def _check(task, schedules, m, pad, labels):
     interp = evaluate(task.func, inputs)[0]
     scale = float(np.abs(direct).max())
     assert float(np.abs(interp - direct).max()) / scale <= TOLERANCE, "interpreter vs direct convolution"
-    from test_kernels import NativeKernels
     state = task.initial_state()
     funcs = [lower(s.apply(state), f"k{i}") for i, s in enumerate(schedules)]
     lib = NativeKernels(funcs)

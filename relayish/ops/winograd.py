@@ -187,7 +187,7 @@ def _cw_compute(inputs, attrs, out_type):
     m = attrs.tile_size
     alpha = m + 2
     at, _, bt = winograd_matrices(m)
-    n, cb, h, wd, ib = x.shape
+    n, cb, _, _, ib = x.shape
     kb, ob = u.shape[2], u.shape[5]
     pt, pl, _, _ = attrs.padding
     _, _, oh, ow, _ = out_type.shape
