@@ -295,3 +295,33 @@ def test_compile_model_takes_tuned_schedules_for_this_target_only(tmp_path):
     with RecordStore(db) as store:  # the tuner's store works as well: best(key) defaults to this machine
         module = compile_model(model, layout="NCHW", records=store)
     assert module.meta["compile_info"]["tuned_tasks"] == len(tasks)
+
+
+def test_remeasure_rounds_let_a_quiet_reading_of_the_default_win(tmp_path, monkeypatch):
+    """The default schedule read 5x too slow while the machine was busy; later rounds (alternating order) read it
+    again, the records keep the fastest reading, and compile_model's best() becomes the default."""
+    from types import SimpleNamespace
+
+    import tuning.measure
+    from tuning import tune
+
+    default = sched(1)
+    monkeypatch.setattr(tune, "_default_schedule", lambda task: default)
+    true_cost = {default.to_json(): 1e-3, sched(4).to_json(): 1.5e-3, sched(8).to_json(): 2e-3}
+    calls = []
+
+    def fake_measure(task, schedules, **kw):
+        calls.append([s.to_json() for s in schedules])
+        busy = len(calls) == 1  # the first round ran while something else used the CPUs
+        return [SimpleNamespace(costs=[true_cost[s.to_json()] * (5 if busy and s is default else 1)] * 2,
+                                error=None) for s in schedules]
+    monkeypatch.setattr(tuning.measure, "measure", fake_measure)
+    with RecordStore(tmp_path / "r.db") as store:
+        store.add_many([(CONV, HOST, sched(4), [1.5e-3], None), (CONV, HOST, sched(8), [2e-3], None),
+                        (CONV, HOST, default, [5e-3], None)])  # tuning's own reading of the default: unlucky
+        assert store.best(CONV.key, target=HOST).to_json() == sched(4).to_json()
+        tune.remeasure_best([CONV], store, HOST, k=2, params=dict(tune.TUNE_PARAMS, remeasure_rounds=3))
+        assert len(calls) == 3
+        assert calls[0] == [sched(4).to_json(), sched(8).to_json(), default.to_json()]
+        assert calls[1] == calls[0][::-1]  # alternate the order: no program is always measured first
+        assert store.best(CONV.key, target=HOST).to_json() == default.to_json()

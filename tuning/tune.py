@@ -26,7 +26,8 @@ from .search import SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
 TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0,
-               "final_remeasure": 4}  # at the end, the best few programs of each task and its default, again
+               "final_remeasure": 3,  # at the end, the best few programs of each task and its default, again,
+               "remeasure_rounds": 3}  # ... this many times, in alternation (the records keep the fastest reading)
 
 
 @dataclass
@@ -152,12 +153,15 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
 
 
 def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None) -> None:
-    """Measure again, one after the other, the k best programs of each task and its default schedule, and add
-    the new measurements to the records. On a shared, noisy machine a program measured while something else ran
-    looks slow and one measured in a quiet moment looks fast; a second look side by side, in one quiet
-    stretch, keeps a lucky or unlucky reading from deciding which schedule compile_model applies."""
+    """Measure again the k best programs of each task and its default schedule, in `remeasure_rounds` rounds
+    over all the tasks, and add the new measurements to the records. On a shared machine a program measured
+    while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
+    reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
+    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies."""
     from .measure import measure
-    log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks")
+    rounds = max(1, int(params.get("remeasure_rounds", 1)))
+    log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
+    candidates = {}
     for task in tasks:
         ranked, seen = [], set()
         for rec in sorted((r for r in store.records(task.key, target=target) if r.ok), key=lambda r: r.cost):
@@ -170,9 +174,13 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
         default = _default_schedule(task)
         if default.to_json() not in seen:
             ranked.append(default)
-        results = measure(task, ranked, number=params["num_measure_number"], repeat=params["num_measure_repeat"],
-                          timeout_s=params["timeout_s"])
-        store.add_many([(task, target, s, r.costs, r.error) for s, r in zip(ranked, results)])
+        candidates[task.key] = ranked
+    for r in range(rounds):
+        for task in tasks:
+            ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
+            results = measure(task, ranked, number=params["num_measure_number"],
+                              repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"])
+            store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
 
 
 def _default_schedule(task: Task) -> Schedule:
