@@ -144,6 +144,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         pool.shutdown()
     if p["final_remeasure"]:
         remeasure_best(tasks, store, target, p["final_remeasure"], p, log)
+        _costs_from_records(tasks, store, target, best, default)  # the table shows what compile_model applies
     result = TuneResult(tasks, best, default, n_trials, time.perf_counter() - t_start, curve, per_task)
     log(format_task_table(result))
     if curve_png:
@@ -181,6 +182,19 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
             results = measure(task, ranked, number=params["num_measure_number"],
                               repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"])
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
+
+
+def _costs_from_records(tasks, store, target, best: dict, default: dict) -> None:
+    """best[key] = the cost of the record compile_model will apply; default[key] = the default schedule's
+    fastest reading (both min over every measurement in the records)."""
+    for task in tasks:
+        rec = store.best_record(task.key, target=target)
+        if rec is not None:
+            best[task.key] = rec.cost
+        own = _default_schedule(task).to_json()
+        readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
+        if readings:
+            default[task.key] = min(readings)
 
 
 def _default_schedule(task: Task) -> Schedule:
