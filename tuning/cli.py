@@ -1,6 +1,7 @@
 """The `relayish` command line.
 
     relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
+                                  [--no-winograd]   # (compile, run, verify, bench, inspect and tune take it)
     relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
     relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
     relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
