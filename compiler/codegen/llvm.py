@@ -319,6 +319,10 @@ class _FunctionEmitter:
         self.lanes: int | None = None
         self.vec_var: Var | None = None
         self.lets: dict = {}  # let-bound Var -> its coefficient in vec_var (vector mode only)
+        # integer index arithmetic already emitted in the current block: (id(expr), block, values of its
+        # variables) -> value. A Winograd transform's unrolled body computes the same indices many times.
+        self._int_values: dict = {}
+        self._free_vars: dict = {}  # id(expr) -> (expr, its variables); expr kept so the id stays its own
 
     def finish(self):
         self.b.ret_void()
@@ -528,7 +532,14 @@ class _FunctionEmitter:
         if isinstance(e, Load):
             return self.load(e)
         if isinstance(e, BinOp):
-            return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            if e.dtype != "int32":
+                return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            key = self._int_key(e)
+            if key is None:
+                return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            if key not in self._int_values:
+                self._int_values[key] = self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            return self._int_values[key]
         if isinstance(e, Cmp):
             return self.compare(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
         if isinstance(e, Logic):
@@ -557,6 +568,23 @@ class _FunctionEmitter:
                 args = [splat(self.b, a, self.lanes) for a in args]
             return emit_intrinsic(self.b, e.name, args)
         raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
+
+    def _int_key(self, e):
+        """The reuse key of int expression e here: None if it reads memory or has an unbound variable."""
+        entry = self._free_vars.get(id(e))
+        if entry is None:
+            nodes = list(walk_expr(e))
+            if any(isinstance(n, Load) for n in nodes):
+                entry = (e, None)
+            else:
+                entry = (e, tuple({n.uid: n for n in nodes if isinstance(n, Var)}.values()))
+            self._free_vars[id(e)] = entry
+        variables = entry[1]
+        if variables is None or any(v not in self.env for v in variables):
+            return None
+        values = tuple(("c", self.env[v].constant) if isinstance(self.env[v], ir.Constant) and
+                       isinstance(self.env[v].constant, int) else id(self.env[v]) for v in variables)
+        return (id(e), id(self.b.block), self.lanes, values)
 
     def static_int(self, e):
         """The value of an int/bool expression if it is known while emitting (constants and variables bound to
