@@ -23,19 +23,17 @@ import ctypes
 import functools
 import os
 import re
-import tempfile
 import time
 
 import numpy as np
 from llvmlite import ir
 
 from compiler.codegen import build as cg
-from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api
+from compiler.codegen.threadpool import TASK_FN_TYPE
 from runtime.aligned import aligned_empty
-from .peak import compile_ir, cpu_info
+from .peak import compile_ir, cpu_info, emit_fork_entry, load_library
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
-VOID = ir.VoidType()
 ALIGN = 64  # bytes: buffer and chunks start on a cache line, so every vector load is aligned and whole-line
 DEFAULT_ACCUMULATORS = 8  # 2 loads/cycle x fadd latency (2-4 cycles) needs >= 8 chains; 4 to 16 measure alike
 DEFAULT_SIZES = ("256K", "1M", "2M", "8M", "64M")
@@ -105,17 +103,7 @@ def _bandwidth_module(accumulators: int, lanes: int) -> ir.Module:
     that forks one task per chunk and lets the pool go idle."""
     module = cg.build_ir_module([], None, name="bandwidth")
     closure_ty = ir.LiteralStructType([I64, I64, F32.as_pointer(), F32.as_pointer()])
-    task = _task_function(module, accumulators, lanes, closure_ty)
-    entry = ir.Function(module, ir.FunctionType(VOID, [I64, I64, F32.as_pointer(), F32.as_pointer(), I32]), ENTRY)
-    *fields, ntasks = entry.args
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    slot = b.alloca(closure_ty)
-    for k, value in enumerate(fields):
-        b.store(value, b.gep(slot, [I32(0), I32(k)]))
-    pool = declare_api(module)
-    b.call(pool["relayish_parallel_for"], [task, b.bitcast(slot, ir.IntType(8).as_pointer()), ntasks])
-    b.call(pool["relayish_pool_idle"], [])
-    b.ret_void()
+    emit_fork_entry(module, ENTRY, _task_function(module, accumulators, lanes, closure_ty), closure_ty)
     return module
 
 
@@ -153,13 +141,8 @@ def _is_vector_load(line: str) -> bool:
 def _library(accumulators: int):
     """Build and load the streaming library once per accumulator count; returns (ctypes lib, lanes)."""
     lanes = cg.vector_width("float32")
-    path = os.path.join(tempfile.mkdtemp(prefix="relayish_bandwidth_"), f"bandwidth{accumulators}.so")
-    cg.link_shared(cg.target_machine().emit_object(compile_ir(_bandwidth_module(accumulators, lanes))), path)
-    lib = ctypes.CDLL(path)
-    getattr(lib, ENTRY).argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                    ctypes.c_int32]
-    getattr(lib, ENTRY).restype = None
-    lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+    lib = load_library(_bandwidth_module(accumulators, lanes), "bandwidth", ENTRY,
+                       [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32])
     return lib, lanes
 
 

@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from compiler.codegen import build as cg
 from runtime.aligned import aligned_empty
-from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api, emit_thread_pool
+from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 VOID = ir.VoidType()
@@ -38,11 +38,7 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
 
     buf layout (floats): [0, lanes) = x, [lanes, 2 lanes) = y, then one vector of results per task (the sum of its
     accumulators, stored so that the loop is not dead code)."""
-    t = cg.host_target()
-    module = ir.Module(name="peak")
-    module.triple = t["triple"]
-    module.data_layout = str(cg.target_machine().target_data)
-    emit_thread_pool(module, t["triple"].split("-")[0], t["features"])
+    module = cg.build_ir_module([], None, name="peak")  # the header and the thread pool, no kernels
     vty = ir.VectorType(F32, lanes)
     fma = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), f"llvm.fma.v{lanes}f32")
     closure_ty = ir.LiteralStructType([I64, F32.as_pointer()])
@@ -84,17 +80,35 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
     b.store(total, b.gep(vbuf, [b.add(index, I32(2))]))
     b.ret_void()
 
-    entry = ir.Function(module, ir.FunctionType(VOID, [I64, F32.as_pointer(), I32]), ENTRY)
-    n_iters, out, ntasks = entry.args
+    emit_fork_entry(module, ENTRY, task, closure_ty)
+    return module
+
+
+def emit_fork_entry(module: ir.Module, name: str, task: ir.Function, closure_ty: ir.LiteralStructType) -> None:
+    """`void name(fields of closure_ty..., i32 ntasks)`: stores the fields into a closure, runs `task` ntasks times
+    on the thread pool (relayish_parallel_for), then lets the pool go idle (its workers sleep, not spin)."""
+    fields = list(closure_ty.elements)
+    entry = ir.Function(module, ir.FunctionType(VOID, fields + [I32]), name)
+    *values, ntasks = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     slot = b.alloca(closure_ty)
-    b.store(n_iters, b.gep(slot, [I32(0), I32(0)]))
-    b.store(out, b.gep(slot, [I32(0), I32(1)]))
+    for k, value in enumerate(values):
+        b.store(value, b.gep(slot, [I32(0), I32(k)]))
     pool = declare_api(module)
     b.call(pool["relayish_parallel_for"], [task, b.bitcast(slot, ir.IntType(8).as_pointer()), ntasks])
     b.call(pool["relayish_pool_idle"], [])
     b.ret_void()
-    return module
+
+
+def load_library(module: ir.Module, prefix: str, entry: str, argtypes: list):
+    """Compile, link and load a micro-benchmark module (stays mapped for the process); `entry` gets argtypes."""
+    path = os.path.join(tempfile.mkdtemp(prefix=f"relayish_{prefix}_"), f"{prefix}.so")
+    cg.link_shared(cg.target_machine().emit_object(compile_ir(module)), path)
+    lib = ctypes.CDLL(path)
+    getattr(lib, entry).argtypes = argtypes
+    getattr(lib, entry).restype = None
+    lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+    return lib
 
 
 def compile_ir(module: ir.Module) -> llvm.ModuleRef:
@@ -115,12 +129,7 @@ def peak_assembly(chains: int = DEFAULT_CHAINS) -> str:
 def _library(chains: int):
     """Build and load the peak library once per chain count; returns (ctypes lib, lanes)."""
     lanes = cg.vector_width("float32")
-    path = os.path.join(tempfile.mkdtemp(prefix="relayish_peak_"), f"peak{chains}.so")
-    cg.link_shared(cg.target_machine().emit_object(compile_ir(_peak_module(chains, lanes))), path)
-    lib = ctypes.CDLL(path)
-    lib.relayish_peak.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32]
-    lib.relayish_peak.restype = None
-    lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+    lib = load_library(_peak_module(chains, lanes), "peak", ENTRY, [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32])
     return lib, lanes
 
 
