@@ -53,13 +53,14 @@ def inputs_of(task, seed=0):
     return [rng.standard_normal(tuple(p.type.shape)).astype(np.float32) for p in task.func.params]
 
 
-def run_compiled(task, schedules: list[Schedule], threads=2) -> list[np.ndarray]:
-    """Build every schedule of the task into one library, run each on the same inputs, return the outputs."""
+def run_compiled(task, schedules: list[Schedule], threads=2, inputs=None) -> list[np.ndarray]:
+    """Build every schedule of the task into one library, run each on the same inputs (default: inputs_of(task)),
+    return the outputs."""
     state = task.initial_state()
     funcs = [lower(s.apply(state), f"k{i}") for i, s in enumerate(schedules)]
     lib = NativeKernels(funcs)
     lib.set_threads(threads)
-    inputs = inputs_of(task)
+    inputs = inputs_of(task) if inputs is None else inputs
     outs = []
     for f in funcs:
         args = lib.arguments(f.name, inputs)
