@@ -132,7 +132,21 @@ def best_schedule(conn: sqlite3.Connection, task_key: str, target: str) -> tuple
     return None
 
 
-class RecordsReader:
+class RecordsConnection:
+    """An open records database (`self._conn`): closed by close() or at the end of a `with` block."""
+    _conn: sqlite3.Connection
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class RecordsReader(RecordsConnection):
     """Read-only view of a records database for one target: what `compile_model(records=path)` uses.
 
         reader = RecordsReader(path, host_target())
@@ -163,15 +177,6 @@ class RecordsReader:
                                          "WHERE target = ?", (self.target,)).fetchone()
         total = self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
         return {"records": mine, "tasks": tasks, "other_target_records": total - mine}
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return f"RecordsReader({self.path!r}, {self.target.split(';features')[0]})"

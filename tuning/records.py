@@ -22,8 +22,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from compiler.records_reader import (COLUMNS, SCHEMA, SCHEMA_VERSION, RecordsError, best_schedule, connect,
-                                     decode_costs, record_cost, parse_schedule, target_key)
+from compiler.records_reader import (COLUMNS, SCHEMA, SCHEMA_VERSION, RecordsConnection, RecordsError, best_schedule,
+                                     connect, decode_costs, record_cost, parse_schedule, target_key)
 from compiler.schedule import Schedule
 
 JSONL_FIELDS = ("task_key", "task_name", "target", "schedule", "costs", "error", "measured_at", "run_id")
@@ -84,7 +84,7 @@ def _check_costs(costs, error) -> None:
         raise ValueError(f"error must be a string, got {type(error).__name__}")
 
 
-class RecordStore:
+class RecordStore(RecordsConnection):
     """Read-write access to a records database (created if missing). `run_id` tags what this store adds."""
 
     def __init__(self, path: str, run_id: str | None = None):
@@ -238,15 +238,6 @@ class RecordStore:
     def _record(row, schedule: Schedule) -> Record:
         rid, key, name, target, _, costs, _, error, measured_at, run_id = row
         return Record(key, name, target, schedule, decode_costs(costs), error, measured_at, run_id, rid)
-
-    def close(self) -> None:
-        self._conn.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         return f"RecordStore({self.path!r}, run_id={self.run_id!r})"
