@@ -9,7 +9,7 @@ import xgboost as xgb
 from compiler import loopir as L
 from compiler.default_schedule import default_schedule
 from compiler.lower import lower
-from compiler.codegen.llvm import walk_stmt
+from compiler.codegen.analysis import walk_stmt
 from compiler.schedule import Annotate, Schedule, ScheduleError
 from relayish import te
 from tuning import cost_model as cm

@@ -407,7 +407,7 @@ def unrolled_size(func) -> int:
     """Statements in the kernel once unrolled: by annotation, and innermost loops of up to 16 iterations that
     LLVM unrolls fully on its own (vector loops that codegen vectorizes count once). A proxy of compile time."""
     from compiler.codegen import vectorize_blocker
-    from compiler.codegen.llvm import walk_stmt
+    from compiler.codegen.analysis import walk_stmt
     from compiler.loopir import For, IfThenElse, Seq, Store
 
     def size(s, copies):

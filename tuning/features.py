@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.codegen.llvm import vectorize_blocker
+from compiler.codegen.analysis import vectorize_blocker
 from compiler.loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from compiler.lower import affine_form
 from relayish import te

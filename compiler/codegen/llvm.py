@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections import defaultdict
 
 from llvmlite import ir
 
@@ -28,6 +27,7 @@ from relayish.te import BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select,
 from .. import loopir
 from ..loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
+from .analysis import affine_coeff, referenced, vectorize_blocker, walk_expr
 from .intrinsics import FAST, emit_intrinsic
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -129,162 +129,7 @@ def for_range(b: ir.IRBuilder, start, stop, name: str = "i"):
     b.position_at_end(end)
 
 
-# ---------------------------------------------------------------------------------------------- analysis
-
-def walk_expr(e):
-    """Pre-order over an expression, descending into Load indices (te.walk does not know Load)."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend([node.index] if isinstance(node, Load) else reversed(te.expr_children(node)))
-
-
-def walk_stmt(s):
-    """Pre-order over statements."""
-    yield s
-    if isinstance(s, Seq):
-        for x in s.stmts:
-            yield from walk_stmt(x)
-    elif isinstance(s, (For, LetStmt, Allocate)):
-        yield from walk_stmt(s.body)
-    elif isinstance(s, IfThenElse):
-        yield from walk_stmt(s.then_case)
-        if s.else_case is not None:
-            yield from walk_stmt(s.else_case)
-
-
-def stmt_exprs(s) -> tuple:
-    """The expressions held directly by one statement."""
-    if isinstance(s, For):
-        return (s.start, s.extent)
-    if isinstance(s, Store):
-        return (s.index, s.value)
-    if isinstance(s, IfThenElse):
-        return (s.cond,)
-    if isinstance(s, LetStmt):
-        return (s.value,)
-    return ()
-
-
-def referenced(s) -> tuple[list, list]:
-    """(Vars, Buffers) that statement s mentions, each in first-use order without duplicates."""
-    vars_, bufs = {}, {}
-    for st in walk_stmt(s):
-        if isinstance(st, Store):
-            bufs[st.buffer] = None
-        for e in stmt_exprs(st):
-            for n in walk_expr(e):
-                if isinstance(n, Var):
-                    vars_[n] = None
-                elif isinstance(n, Load):
-                    bufs[n.buffer] = None
-    return list(vars_), list(bufs)
-
-
-def affine_coeff(e, var: Var, lets: dict | None = None) -> int | None:
-    """Coefficient c such that e = c * var + (terms without var); 0 if e does not depend on var; None if e
-    depends on var but not affinely (or with a non-constant coefficient). `lets` maps let-bound Vars to their own
-    coefficient in var."""
-    lets = lets or {}
-    if isinstance(e, Var):
-        return 1 if e is var else lets.get(e, 0)
-    if isinstance(e, (IntImm, FloatImm)):
-        return 0
-    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
-        ca, cb = affine_coeff(e.a, var, lets), affine_coeff(e.b, var, lets)
-        if ca is None or cb is None:
-            return None
-        if e.op == "+":
-            return ca + cb
-        if e.op == "-":
-            return ca - cb
-        if ca == 0 and cb == 0:
-            return 0
-        if cb == 0 and isinstance(e.b, IntImm):
-            return ca * e.b.value
-        if ca == 0 and isinstance(e.a, IntImm):
-            return cb * e.a.value
-        return None
-    children = (e.index,) if isinstance(e, Load) else te.expr_children(e)
-    return 0 if all(affine_coeff(c, var, lets) == 0 for c in children) else None
-
-
-class _Blocked(Exception):
-    pass
-
-
-def vectorize_blocker(loop: For) -> str | None:
-    """Why `loop`'s body cannot run as one <N x T> pass (None: it can).
-
-    Emitting the body once on vectors performs each statement for all lanes before the next statement, which
-    equals serial order only without cross-lane dependences through memory. We accept a body when: the extent is a
-    positive constant; it holds no loop and no allocation; every condition is lane-uniform; every store index
-    depends on the loop variable; and every buffer the body writes is accessed at one single index expression
-    (injective in the lane if the buffer is also read). A store at a lane-independent index (a reduction into an
-    accumulator) is refused: it is a loop-carried dependence.
-    """
-    if not isinstance(loop.extent, IntImm) or loop.extent.value < 1:
-        return f"extent {te.expr_str(loop.extent)} is not a positive constant"
-    var, lets = loop.var, {}
-    accesses = defaultdict(list)  # buffer -> [(is_store, index, coeff)]
-
-    def note_loads(e):
-        for n in walk_expr(e):
-            if isinstance(n, Load):
-                accesses[n.buffer].append((False, n.index, affine_coeff(n.index, var, lets)))
-
-    def visit(s):
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                visit(x)
-        elif isinstance(s, For):
-            raise _Blocked(f"nested loop over {s.var.name}")
-        elif isinstance(s, Allocate):
-            raise _Blocked(f"allocation of {s.buffer.name} inside the loop")
-        elif isinstance(s, IfThenElse):
-            if affine_coeff(s.cond, var, lets) != 0:
-                raise _Blocked(f"condition {te.expr_str(s.cond)} depends on {var.name}")
-            note_loads(s.cond)
-            visit(s.then_case)
-            if s.else_case is not None:
-                visit(s.else_case)
-        elif isinstance(s, LetStmt):
-            note_loads(s.value)
-            lets[s.var] = affine_coeff(s.value, var, lets)
-            visit(s.body)
-        elif isinstance(s, Store):
-            note_loads(s.index)
-            note_loads(s.value)
-            coeff = affine_coeff(s.index, var, lets)
-            if coeff == 0:
-                raise _Blocked(f"store to {s.buffer.name} at an index independent of {var.name} (reduction)")
-            accesses[s.buffer].append((True, s.index, coeff))
-        else:
-            raise _Blocked(f"statement {type(s).__name__}")
-
-    try:
-        visit(loop.body)
-    except _Blocked as why:
-        return str(why)
-    for buf, acc in accesses.items():
-        if not any(is_store for is_store, _, _ in acc):
-            continue
-        first = acc[0][1]
-        if any(not (idx == first) for _, idx, _ in acc):
-            return f"buffer {buf.name} is written and accessed at different indices"
-        if len(acc) > 1 and acc[0][2] is None:
-            return f"buffer {buf.name} is written and read at an index that is not injective in {var.name}"
-    return None
-
-
 # ---------------------------------------------------------------------------------------------- emission
-
-def vectorize_report(func: PrimFunc) -> dict:
-    """{loop variable name: None if the vectorize loop becomes <N x T> code, else why it runs serially}."""
-    loops = [s for s in walk_stmt(func.body) if isinstance(s, For) and s.kind == "vectorize"]
-    return {s.var.name: vectorize_blocker(s) for s in loops}
-
 
 class _Kernel:
     """Per-kernel emission state shared by the kernel function and the functions outlined from it."""
