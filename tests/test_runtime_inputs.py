@@ -1,12 +1,16 @@
 """Whatever a caller feeds to `run`: the result of onnxruntime (when the input is usable as is) or a ValueError that
-names the input, what was expected and what was given; never a crash, never a silent cast."""
+names the input, what was expected and what was given; never a crash, never a silent cast. Also: a symbolic input
+dim left unbound at compile time is a warning naming it, or an error with strict=True."""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 from compiler import compile_model
+from frontends import OnnxImportError, from_onnx
 from test_concurrency import small_model
 
 X_SHAPE, B_SHAPE = (1, 8, 16, 16), (1, 10)
@@ -157,3 +161,32 @@ def test_output_names_as_onnxruntime(sess, ort_sess, names):
 def test_bad_output_names(sess, names, message):
     with pytest.raises(ValueError, match=message):
         sess.run(names, base_feed())
+
+
+# ---- shapes fixed at compile time ------------------------------------------------------------------------------
+def symbolic_model():
+    """small_model() with its batch dim symbolic ("N") in both inputs and an unnamed unknown dim in b."""
+    model = small_model()
+    for vi in model.graph.input:
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.input[1].type.tensor_type.shape.dim[1].Clear()
+    return model
+
+
+def test_an_unbound_symbolic_dim_warns_naming_input_and_dim():
+    with pytest.warns(UserWarning) as record:
+        from_onnx(symbolic_model())
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2
+    assert "input 'x' has unbound dim 0 ('N'), compiled as 1 (shape (1, 8, 16, 16)); bind it with " \
+           "input_shapes={'x': (...)}" in messages[0]
+    assert "input 'b' has unbound dim 0 ('N'), dim 1 (unknown), compiled as 1 (shape (1, 1))" in messages[1]
+
+
+def test_bound_dims_do_not_warn_and_strict_refuses_unbound_ones():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = from_onnx(symbolic_model(), input_shapes={"x": (2, 8, 16, 16), "b": (2, 10)})
+    assert [p.type.shape for p in module.main.params] == [(2, 8, 16, 16), (2, 10)]
+    with pytest.raises(OnnxImportError, match=r"input 'b' has unbound dim 1 \(unknown\).*\(strict=True\)"):
+        compile_model(symbolic_model(), input_shapes={"x": (2, 8, 16, 16)}, strict=True)
