@@ -28,7 +28,8 @@ import numpy as np
 
 from .aligned import ALIGNMENT, aligned_empty, as_aligned, packed_offsets
 from .feeds import check_feed, output_indices, pick_outputs
-from .integrity import check_hash_entry, check_memory, content_hashes, verify_fields, verify_file
+from .integrity import (check_hash_entry, check_memory, content_hashes, physical_memory_bytes, verify_fields,
+                        verify_file)
 from .metadata import FileMissingError, LoadError, dump_metadata, read_metadata, validate_metadata
 from .profiling import profile_rows, summarize_times
 from .target import check_target
@@ -61,6 +62,14 @@ def default_num_threads() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def default_max_concurrent_runs(meta: dict) -> int:
+    """One overlapping call per core, as long as that many workspaces and the weights fit in physical memory."""
+    cores, memory, workspace = default_num_threads(), physical_memory_bytes(), meta["workspace_bytes"]
+    if memory is None or workspace == 0:
+        return cores
+    return max(1, min(cores, (memory - meta["params_bytes"]) // workspace))
 
 
 def _file_identity(path: str) -> tuple:
@@ -144,7 +153,8 @@ class Module:
     calls overlap; the native thread pool serves one call's parallel loops at a time, and an overlapping call runs
     its loops on its own thread. `max_concurrent_runs` bounds how many calls run at once, hence how many workspaces
     are ever allocated (on demand, then reused); further calls wait. Its default is the number of cores of this
-    process: more overlapping calls would only share the same cores, at the cost of one more workspace each.
+    process (more overlapping calls would only share the same cores, at the cost of one more workspace each), fewer
+    if that many workspaces and the weights would not fit in physical memory.
     max_concurrent_runs = 1 serializes calls (one workspace, like a lock). Measured on ResNet-18 (README, Limits),
     overlapping calls gave more throughput than serialized ones with 2 and 4 calling threads, hence the default.
     Inputs are checked before a call waits or runs native code.
@@ -162,7 +172,7 @@ class Module:
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
         self._params = self._init_params(params)
         self._workspaces = WorkspacePool(meta["workspace_bytes"], len(self._inputs), len(self._outputs),
-                                         default_num_threads())
+                                         default_max_concurrent_runs(meta))
         self._scratch_dir = owned_dir
         self._lib = _open_library(self.lib_path, self._private_dir)
         self._out_offsets, self._out_block_bytes = packed_offsets(  # the outputs of one call share one block

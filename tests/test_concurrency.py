@@ -289,3 +289,16 @@ def test_fork_while_other_threads_run(sess):
             t.join(60)
         sess.max_concurrent_runs = default
     assert not errors, errors
+
+
+def test_default_concurrency_is_one_per_core_within_physical_memory(monkeypatch):
+    from runtime import module as runtime_module
+    meta = {"workspace_bytes": 1000, "params_bytes": 500}
+    monkeypatch.setattr(runtime_module, "default_num_threads", lambda: 4)
+    monkeypatch.setattr(runtime_module, "physical_memory_bytes", lambda: 10**6)
+    assert runtime_module.default_max_concurrent_runs(meta) == 4
+    monkeypatch.setattr(runtime_module, "physical_memory_bytes", lambda: 500 + 2500)  # room for 2 workspaces
+    assert runtime_module.default_max_concurrent_runs(meta) == 2
+    monkeypatch.setattr(runtime_module, "physical_memory_bytes", lambda: 1200)  # not even one: check_memory refuses
+    assert runtime_module.default_max_concurrent_runs(meta) == 1
+    assert runtime_module.default_max_concurrent_runs(dict(meta, workspace_bytes=0)) == 4
