@@ -41,13 +41,14 @@ class CompiledGraph:
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
-                  winograd: bool = True):
+                  winograd: bool = True, strict: bool = False):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
-    winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile)."""
+    winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
+    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx)."""
     from frontends import from_onnx
     t0 = time.perf_counter()
-    mod = from_onnx(model, input_shapes=input_shapes)
+    mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
     return build(mod, layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
                  verbose=verbose, t_start=t0, winograd=winograd)
 

@@ -13,6 +13,7 @@ the model), a converter that rejects its node, bad input_shapes.
 """
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -32,9 +33,10 @@ class OnnxImportError(ValueError):
     """The model cannot be imported. The message says which file, which node or input, and why."""
 
 
-def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None) -> Module:
+def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False) -> Module:
     """Import an ONNX model. input_shapes maps input names to full shapes; it binds symbolic dims (a dim_param
-    bound in one input is bound in all), unbound symbolic or unknown dims are 1."""
+    bound in one input is bound in all), unbound symbolic or unknown dims are 1 with a warning naming them
+    (an OnnxImportError if strict)."""
     model, source = load_model(model_or_path)
     opset = default_opset(model, source)
     check_supported(model, source)
@@ -42,7 +44,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None) -> Mo
     env: dict[str, Expr] = {}
     for init in graph.initializer:
         env[init.name] = Constant(numpy_helper.to_array(init))
-    params = _graph_inputs(graph, set(env), input_shapes or {}, source)
+    params = _graph_inputs(graph, set(env), input_shapes or {}, source, strict)
     env.update((p.name, p) for p in params)
     used = _used_names(graph)
     for index, node in enumerate(graph.node):
@@ -130,7 +132,7 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 
 # ---- graph inputs ----
 
-def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source: str) -> list[Var]:
+def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source: str, strict: bool) -> list[Var]:
     """One float32 Var per non-initializer graph input, with dims resolved from the model and input_shapes."""
     inputs = [vi for vi in graph.input if vi.name not in initializer_names]
     names = [vi.name for vi in inputs]
@@ -148,8 +150,21 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
             raise OnnxImportError(f"{source}: input {vi.name!r} has no shape in the model; give it in input_shapes")
         else:
             shape = tuple(bindings.get(d, 1) if isinstance(d, str) else (d or 1) for d in dims)
+            _report_unbound(vi.name, dims, bindings, shape, source, strict)
         params.append(Var(vi.name, TensorType(shape, "float32")))
     return params
+
+
+def _report_unbound(name: str, dims: list, bindings: dict, shape: tuple, source: str, strict: bool) -> None:
+    """Symbolic dims that input_shapes did not bind, and unknown dims, were set to 1: say so (raise if strict)."""
+    unbound = [f"dim {axis} ({d!r})" if d else f"dim {axis} (unknown)" for axis, d in enumerate(dims)
+               if (isinstance(d, str) and d not in bindings) or d is None]
+    if unbound:
+        message = (f"{source}: input {name!r} has unbound {', '.join(unbound)}, compiled as 1 (shape {shape}); "
+                   f"bind it with input_shapes={{{name!r}: (...)}} giving the full shape")
+        if strict:
+            raise OnnxImportError(message + " (strict=True)")
+        warnings.warn(message, stacklevel=4)
 
 
 def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:

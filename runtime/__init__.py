@@ -3,14 +3,15 @@
 Imports only numpy, ctypes and the standard library: a deployed model needs neither onnx nor llvmlite.
 """
 from .aligned import ALIGNMENT, aligned_empty, as_aligned, is_aligned
-from .metadata import FORMAT_VERSION, LoadError, MetadataError, dump_metadata, read_metadata, validate_metadata
+from .metadata import (FORMAT_VERSION, FileMissingError, LoadError, MetadataError, dump_metadata, read_metadata,
+                       validate_metadata)
 from .module import Module, TensorSpec, default_num_threads, load_module
 from .profiling import format_profile, profile_rows, summarize_times
 from .target import TargetMismatchError, check_target, host_cpu_flags
 
 __all__ = [
-    "ALIGNMENT", "FORMAT_VERSION", "LoadError", "MetadataError", "Module", "TargetMismatchError", "TensorSpec",
-    "aligned_empty", "as_aligned", "check_target", "default_num_threads", "dump_metadata", "format_profile",
-    "host_cpu_flags", "is_aligned", "load_module", "profile_rows", "read_metadata", "summarize_times",
-    "validate_metadata",
+    "ALIGNMENT", "FORMAT_VERSION", "FileMissingError", "LoadError", "MetadataError", "Module", "TargetMismatchError",
+    "TensorSpec", "aligned_empty", "as_aligned", "check_target", "default_num_threads", "dump_metadata",
+    "format_profile", "host_cpu_flags", "is_aligned", "load_module", "profile_rows", "read_metadata",
+    "summarize_times", "validate_metadata",
 ]

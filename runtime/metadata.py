@@ -20,11 +20,13 @@ Invariants (checked by `validate_metadata`):
 - `inputs` / `outputs` are in ABI order: entry i is `inputs[i]` / `outputs[i]` of `relayish_run`. Names are unique
   within each list; shapes are lists of non-negative ints (static shapes only); dtypes are numpy dtype names.
 - `workspace_bytes`, `params_bytes` are non-negative ints: the sizes of the scratch buffer and of the weights blob.
-- `params_file` is a path relative to the directory holding the library; the file holds exactly `params_bytes` raw
-  bytes. It may be omitted, meaning "<library file name>.params".
+- `params_file` is a bare file name (no directory part, not absolute, not "." or "..") in the directory holding the
+  library; the file holds exactly `params_bytes` raw bytes. It may be omitted, meaning "<library file name>.params".
 - `kernels` are in execution order: entry i is `ns_per_kernel[i]` of `relayish_run_profiled`. `flops` counts
   floating point operations (a fused multiply-add is 2).
 - `target.features` is LLVM's feature string ("+a,-b", only "+" entries are requirements) or a list of names.
+- `sha256` (written by export_library, required by load_module, see runtime.integrity) holds the SHA-256 digests of
+  the library file, the weights file and the metadata fields the native code depends on.
 - Unknown top-level keys are allowed, so a newer writer can add fields without breaking an older reader; a newer
   `format_version` is refused.
 """
@@ -47,6 +49,10 @@ class MetadataError(LoadError):
     """The metadata of a compiled library is missing a field or has a malformed one."""
 
 
+class FileMissingError(LoadError, FileNotFoundError):
+    """A file of a compiled library (the .so, its .json or its weights) does not exist."""
+
+
 def _fail(source: str, what: str, value) -> None:
     raise MetadataError(f"corrupt metadata in {source}: {what}, got {value!r}")
 
@@ -57,6 +63,12 @@ def _is_shape(value) -> bool:
 
 def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_bare_file_name(value) -> bool:
+    separators = {"/", "\\"} | ({os.sep, os.altsep} - {None})
+    return isinstance(value, str) and value not in ("", ".", "..") and "\0" not in value and \
+        not any(sep in value for sep in separators)
 
 
 def _is_dtype_name(value) -> bool:
@@ -114,8 +126,9 @@ def validate_metadata(meta, source: str = "<metadata>") -> None:
     for key in ("workspace_bytes", "params_bytes"):
         if not _is_count(meta[key]):
             _fail(source, f"'{key}' must be a non-negative int", meta[key])
-    if "params_file" in meta and not isinstance(meta["params_file"], str):
-        _fail(source, "'params_file' must be a relative path string", meta["params_file"])
+    if "params_file" in meta and not _is_bare_file_name(meta["params_file"]):
+        _fail(source, "'params_file' must be a bare file name in the library's directory (no directory part, "
+                      "not absolute, not '..')", meta["params_file"])
     _check_kernels(meta, source)
     target = meta["target"]
     if not isinstance(target, dict) or not isinstance(target.get("triple"), str):
@@ -125,7 +138,7 @@ def validate_metadata(meta, source: str = "<metadata>") -> None:
 def read_metadata(path: str) -> dict:
     """Read and validate the metadata file at `path`; errors name the file."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"metadata file not found: {path} (it must sit next to the library)")
+        raise FileMissingError(f"metadata file not found: {path} (it must sit next to the library)")
     try:
         with open(path, encoding="utf-8") as f:
             meta = json.load(f)

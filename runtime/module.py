@@ -15,6 +15,7 @@ reaching native code is a silent memory corruption, not an exception.
 from __future__ import annotations
 
 import ctypes
+import json
 import math
 import os
 import shutil
@@ -26,9 +27,13 @@ from typing import NamedTuple
 import numpy as np
 
 from .aligned import ALIGNMENT, aligned_empty, as_aligned, packed_offsets
-from .metadata import LoadError, dump_metadata, read_metadata, validate_metadata
+from .feeds import check_feed, output_indices, pick_outputs
+from .integrity import (check_hash_entry, check_memory, content_hashes, physical_memory_bytes, verify_fields,
+                        verify_file)
+from .metadata import FileMissingError, LoadError, dump_metadata, read_metadata, validate_metadata
 from .profiling import profile_rows, summarize_times
 from .target import check_target
+from .workspaces import WorkspacePool
 
 _PTRS = ctypes.POINTER(ctypes.c_void_p)
 # symbol -> (restype, argtypes) of the ABI above.
@@ -59,6 +64,14 @@ def default_num_threads() -> int:
         return os.cpu_count() or 1
 
 
+def default_max_concurrent_runs(meta: dict) -> int:
+    """One overlapping call per core, as long as that many workspaces and the weights fit in physical memory."""
+    cores, memory, workspace = default_num_threads(), physical_memory_bytes(), meta["workspace_bytes"]
+    if memory is None or workspace == 0:
+        return cores
+    return max(1, min(cores, (memory - meta["params_bytes"]) // workspace))
+
+
 def _file_identity(path: str) -> tuple:
     st = os.stat(path)
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
@@ -71,7 +84,7 @@ def _open_library(lib_path: str, scratch_dir_factory) -> ctypes.CDLL:
     returned by `scratch_dir_factory()`) so that we really get the new code.
     """
     if not os.path.isfile(lib_path):
-        raise FileNotFoundError(f"compiled library not found: {lib_path}")
+        raise FileMissingError(f"compiled library not found: {lib_path}")
     real = os.path.realpath(lib_path)
     identity = _file_identity(real)
     if _LOADED.setdefault(real, identity) != identity:
@@ -91,12 +104,19 @@ def _open_library(lib_path: str, scratch_dir_factory) -> ctypes.CDLL:
     return lib
 
 
+def params_path(lib_path: str, meta: dict) -> str:
+    """Where the weights of the library at `lib_path` are: meta["params_file"] (a bare file name, checked by
+    validate_metadata) in the library's directory, or "<library file name>.params"."""
+    name = meta.get("params_file", os.path.basename(lib_path) + ".params")
+    return os.path.join(os.path.dirname(os.path.abspath(lib_path)), name)
+
+
 def _read_params(path: str, nbytes: int) -> np.ndarray:
     """The weights file read once into an aligned uint8 buffer of exactly `nbytes`; errors name the file."""
     if nbytes == 0 and not os.path.exists(path):
         return aligned_empty(0, np.uint8)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"params file not found: {path}")
+        raise FileMissingError(f"params file not found: {path}")
     size = os.path.getsize(path)
     if size != nbytes:
         raise LoadError(f"corrupt params file {path}: it has {size} bytes, the metadata says {nbytes}")
@@ -124,40 +144,46 @@ def _replace_file(path: str, write) -> None:
 class Module:
     """A compiled model, loaded and ready to run. Mirrors onnxruntime.InferenceSession's `run`.
 
-    Owns: the CDLL (alive as long as the Module), the aligned params and workspace buffers (allocated once), and
+    Owns: the CDLL (alive as long as the Module), the aligned params (read once), the workspaces of its calls, and
     optionally `owned_dir`, a temporary directory holding the library, deleted when the Module is collected or at
     interpreter exit. Modules loaded from the same library file share its native thread count (one dlopen handle).
-    Not thread-safe: the workspace is shared by all calls, so one Module runs one inference at a time.
+
+    Thread-safe: `run`, `profile` and `benchmark` may be called from several threads at once, as onnxruntime's
+    InferenceSession.run. Each running call holds its own workspace and argument arrays (runtime.workspaces), so
+    calls overlap; the native thread pool serves one call's parallel loops at a time, and an overlapping call runs
+    its loops on its own thread. `max_concurrent_runs` bounds how many calls run at once, hence how many workspaces
+    are ever allocated (on demand, then reused); further calls wait. Its default is the number of cores of this
+    process (more overlapping calls would only share the same cores, at the cost of one more workspace each), fewer
+    if that many workspaces and the weights would not fit in physical memory.
+    max_concurrent_runs = 1 serializes calls (one workspace, like a lock). Measured on ResNet-18 (README, Limits),
+    overlapping calls gave more throughput than serialized ones with 2 and 4 calling threads, hence the default.
+    Inputs are checked before a call waits or runs native code.
     """
 
     def __init__(self, lib_path: str, meta: dict, params: np.ndarray | None = None, *, owned_dir: str | None = None):
         self._finalizer = weakref.finalize(self, shutil.rmtree, owned_dir, True) if owned_dir else None
         self.lib_path = os.path.abspath(lib_path)
         validate_metadata(meta, f"the metadata of {lib_path}")
+        check_memory(meta, f"the metadata of {lib_path}")
         check_target(meta["target"], lib_path)
         self._meta = meta
         self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["outputs"]]
-        self._input_name_set = {t.name for t in self._inputs}
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
         self._params = self._init_params(params)
-        self._workspace = aligned_empty(meta["workspace_bytes"], np.uint8)
+        self._workspaces = WorkspacePool(meta["workspace_bytes"], len(self._inputs), len(self._outputs),
+                                         default_max_concurrent_runs(meta))
         self._scratch_dir = owned_dir
         self._lib = _open_library(self.lib_path, self._private_dir)
-        # The pointer arrays of the native call are allocated once and refilled by every call (one more reason a
-        # Module runs one inference at a time); the outputs of one call share one aligned block.
-        self._in_ptrs = (ctypes.c_void_p * len(self._inputs))()
-        self._out_ptrs = (ctypes.c_void_p * len(self._outputs))()
-        self._out_offsets, self._out_block_bytes = packed_offsets(
+        self._out_offsets, self._out_block_bytes = packed_offsets(  # the outputs of one call share one block
             math.prod(t.shape) * t.dtype.itemsize for t in self._outputs)
-        self._params_ptr, self._workspace_ptr = self._params.ctypes.data, self._workspace.ctypes.data
+        self._params_ptr = self._params.ctypes.data
         self.num_threads = default_num_threads()
 
     def _init_params(self, params: np.ndarray | None) -> np.ndarray:
         nbytes = self._meta["params_bytes"]
         if params is None:
-            name = self._meta.get("params_file", os.path.basename(self.lib_path) + ".params")
-            return _read_params(os.path.join(os.path.dirname(self.lib_path), name), nbytes)
+            return _read_params(params_path(self.lib_path, self._meta), nbytes)
         if not isinstance(params, np.ndarray) or params.nbytes != nbytes:
             given = f"{params.nbytes} bytes" if isinstance(params, np.ndarray) else type(params).__name__
             raise ValueError(f"params for {self.lib_path} must be a numpy array of {nbytes} bytes, got {given}")
@@ -221,73 +247,43 @@ class Module:
             raise ValueError(f"num_threads must be an integer >= 1, got {n!r}")
         self._lib.relayish_set_num_threads(int(n))
 
+    @property
+    def max_concurrent_runs(self) -> int:
+        """How many calls of this Module may run native code at once, each with its own workspace (1: calls are
+        serialized, one workspace). Lowering it frees the extra workspaces as their calls finish."""
+        return self._workspaces.limit
+
+    @max_concurrent_runs.setter
+    def max_concurrent_runs(self, n: int) -> None:
+        self._workspaces.limit = n
+
     # ---- running -----------------------------------------------------------------------------------------------
-    def _check_input(self, spec: TensorSpec, value) -> tuple[np.ndarray, int]:
-        """(array, its address): `value` itself if it is an aligned C-contiguous array of `spec`'s shape and
-        dtype, an aligned copy if only its layout is off; a ValueError naming the input, the expected and the given
-        otherwise."""
-        if not isinstance(value, np.ndarray):
-            raise ValueError(f"input '{spec.name}' must be a numpy.ndarray of shape {spec.shape} and dtype "
-                             f"{spec.dtype}, got {type(value).__name__}")
-        if value.dtype != spec.dtype:
-            raise ValueError(f"input '{spec.name}' has dtype {value.dtype}, expected {spec.dtype} (no implicit "
-                             f"casting: pass value.astype(np.{spec.dtype}))")
-        if value.shape != spec.shape:
-            raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
-        address = value.ctypes.data
-        if address % ALIGNMENT or not value.flags.c_contiguous:
-            value = as_aligned(value)
-            address = value.ctypes.data
-        return value, address
-
-    def _bind_inputs(self, input_feed) -> list[np.ndarray]:
-        """Validate the feed and point the native input array at it (ABI order). Returns the arrays, which must
-        stay alive until the native call returns. Raises ValueError before anything native runs."""
-        if not isinstance(input_feed, dict):
-            raise ValueError(f"input_feed must be a dict of input name -> numpy array, got {type(input_feed).__name__}")
-        if len(input_feed) != len(self._inputs) or not all(t.name in input_feed for t in self._inputs):
-            self._raise_name_mismatch(input_feed)
-        checked = [self._check_input(spec, input_feed[spec.name]) for spec in self._inputs]
-        for i, (_, address) in enumerate(checked):
-            self._in_ptrs[i] = address
-        return checked
-
-    def _raise_name_mismatch(self, input_feed) -> None:
-        unknown = [k for k in input_feed if k not in self._input_name_set]
-        missing = [k for k in self.input_names if k not in input_feed]
-        parts = ([f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else []) + \
-                ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
-        raise ValueError(f"{'; '.join(parts)} (the model's inputs are {', '.join(map(repr, self.input_names))})")
-
-    def _output_indices(self, output_names) -> list[int]:
-        if output_names is None:
-            return list(range(len(self._outputs)))
-        if isinstance(output_names, str) or not all(isinstance(n, str) for n in output_names):
-            raise ValueError(f"output_names must be a list of output names or None, got {output_names!r}")
-        unknown = [n for n in output_names if n not in self._output_index]
-        if unknown:
-            raise ValueError(f"unknown output(s) {', '.join(map(repr, unknown))} (the model's outputs are "
-                             f"{', '.join(map(repr, self.output_names))})")
-        return [self._output_index[n] for n in output_names]
-
-    def _bind_outputs(self) -> list[np.ndarray]:
-        """Fresh output arrays, all in one new aligned block, and the native output array pointed at them."""
+    def _bind_outputs(self, out_ptrs) -> list[np.ndarray]:
+        """Fresh output arrays, all in one new aligned block, and `out_ptrs` (a slot's) pointed at them."""
         raw = np.empty(self._out_block_bytes + ALIGNMENT, dtype=np.uint8)  # aligned_empty, inlined: hot path
         address = raw.ctypes.data
         start = -address % ALIGNMENT
         outputs = []
         for i, (spec, offset) in enumerate(zip(self._outputs, self._out_offsets)):
             outputs.append(np.ndarray(spec.shape, dtype=spec.dtype, buffer=raw, offset=start + offset))
-            self._out_ptrs[i] = address + start + offset
+            out_ptrs[i] = address + start + offset
         return outputs
 
+    @staticmethod
+    def _bind_inputs(checked, in_ptrs) -> None:
+        for i, (_, address) in enumerate(checked):
+            in_ptrs[i] = address
+
     def run(self, output_names: list[str] | None, input_feed: dict) -> list[np.ndarray]:
-        """Run one inference: one native call. Returns the requested outputs (all if None), freshly allocated."""
-        wanted = self._output_indices(output_names)
-        inputs = self._bind_inputs(input_feed)  # noqa: F841 - keeps copies alive during the call
-        outputs = self._bind_outputs()
-        self._lib.relayish_run(self._in_ptrs, self._out_ptrs, self._params_ptr, self._workspace_ptr)
-        return [outputs[i] for i in wanted]
+        """Run one inference: one native call. Returns the requested outputs (all if None or []), freshly
+        allocated. Raises ValueError, naming the input, for a feed that does not match the model (runtime.feeds)."""
+        wanted = output_indices(output_names, self._output_index)
+        checked = check_feed(self._inputs, input_feed)  # the arrays stay alive until the call returns
+        with self._workspaces.slot() as slot:
+            self._bind_inputs(checked, slot.in_ptrs)
+            outputs = self._bind_outputs(slot.out_ptrs)
+            self._lib.relayish_run(slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr)
+        return pick_outputs(outputs, wanted)
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Reproducible inputs: floats ~ N(0, 1); integers in {0, 1} (valid as indices into any non-empty axis)."""
@@ -319,30 +315,35 @@ class Module:
         """Per-kernel median times over `repeat` profiled runs (after one warm-up run); see profiling.profile_rows."""
         if repeat < 1:
             raise ValueError(f"profile needs repeat >= 1, got {repeat}")
-        arrays = self._bind_inputs(self.random_inputs() if inputs is None else inputs)  # noqa: F841 - kept alive
-        outputs = self._bind_outputs()  # noqa: F841 - kept alive
+        checked = check_feed(self._inputs, self.random_inputs() if inputs is None else inputs)  # kept alive
         counters = (ctypes.c_int64 * max(len(self.kernels), 1))()
         samples = np.zeros((repeat, len(self.kernels)), dtype=np.int64)
-        args = (self._in_ptrs, self._out_ptrs, self._params_ptr, self._workspace_ptr, counters)
-        self._lib.relayish_run_profiled(*args)  # warm-up
-        for r in range(repeat):
-            self._lib.relayish_run_profiled(*args)
-            samples[r] = counters[:len(self.kernels)]
+        with self._workspaces.slot() as slot:
+            self._bind_inputs(checked, slot.in_ptrs)
+            outputs = self._bind_outputs(slot.out_ptrs)  # noqa: F841 - kept alive during the calls
+            args = (slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr, counters)
+            self._lib.relayish_run_profiled(*args)  # warm-up
+            for r in range(repeat):
+                self._lib.relayish_run_profiled(*args)
+                samples[r] = counters[:len(self.kernels)]
         return profile_rows(self.kernels, samples)
 
     # ---- saving ------------------------------------------------------------------------------------------------
     def export_library(self, path: str) -> str:
         """Write the library to `path`, with its metadata at path + ".json" and its weights at path + ".params".
 
-        Each file is replaced atomically, so exporting over a library that some process has loaded is safe.
-        Returns the absolute path of the library.
+        The metadata records the SHA-256 of the three (runtime.integrity), which load_module checks. Each file is
+        replaced atomically, so exporting over a library that some process has loaded is safe. Returns the absolute
+        path of the library.
         """
         path = os.path.abspath(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(self.lib_path, "rb") as src:
+            library = src.read()
         meta = dict(self._meta, params_file=os.path.basename(path) + ".params")
+        meta["sha256"] = content_hashes(json.loads(dump_metadata(meta, path + ".json")), library, self._params)
         if not (os.path.exists(path) and os.path.samefile(path, self.lib_path)):
-            with open(self.lib_path, "rb") as src:
-                _replace_file(path, lambda f: shutil.copyfileobj(src, f))
+            _replace_file(path, lambda f: f.write(library))
         _replace_file(path + ".params", lambda f: f.write(memoryview(self._params)))
         meta_text = dump_metadata(meta, path + ".json").encode()
         _replace_file(path + ".json", lambda f: f.write(meta_text))
@@ -352,10 +353,22 @@ class Module:
 def load_module(path: str) -> Module:
     """Load the library at `path` with its metadata (path + ".json") and weights (meta["params_file"]).
 
-    Raises FileNotFoundError for a missing file, LoadError (a ValueError) for a corrupt one or a library built for
-    a CPU this machine cannot run; every message names the file. Imports neither onnx nor llvmlite.
+    Before any code of the library runs (dlopen runs its initializers), checks the metadata's format, the hashes
+    recorded at export of the metadata's fields, the weights and the library (runtime.integrity), the memory the
+    model needs and the CPU features it was compiled for. Raises FileMissingError (a FileNotFoundError) for a missing
+    file, LoadError (a ValueError) for any other problem; every message names the file. Imports neither onnx nor
+    llvmlite.
     """
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"compiled library not found: {path}")
-    meta = read_metadata(path + ".json")
-    return Module(path, meta)
+        raise FileMissingError(f"compiled library not found: {path}")
+    source = path + ".json"
+    meta = read_metadata(source)
+    verify_fields(meta, source)
+    check_memory(meta, source)
+    digests = check_hash_entry(meta, source)
+    weights_path = params_path(path, meta)
+    params = _read_params(weights_path, meta["params_bytes"])
+    verify_file(params, digests["params"], weights_path, "weights file")
+    with open(path, "rb") as f:
+        verify_file(f.read(), digests["library"], path, "library")
+    return Module(path, meta, params=params)

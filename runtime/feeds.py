@@ -1,0 +1,86 @@
+"""Checking what a caller passes to `Module.run`, before anything native runs.
+
+A wrong shape or dtype reaching native code is a silent out-of-bounds read, not an exception, so every input is
+checked against its TensorSpec here. The rule: an array of the right dtype and shape is used as is, or copied when
+only its memory layout is off (not C-contiguous, not 64-byte aligned, other byte order: copying changes no value);
+anything else is a ValueError naming the input, what was expected and what was given. Values are never cast
+(float64 -> float32 would silently change results). Inputs are only read by the native code, so read-only arrays
+are fine.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from .aligned import ALIGNMENT, as_aligned
+
+
+def _expected(spec) -> str:
+    return f"a numpy.ndarray of shape {spec.shape} and dtype {spec.dtype}"
+
+
+def check_input(spec, value) -> tuple[np.ndarray, int]:
+    """(array, its data address): `value` itself if it is an aligned C-contiguous array of `spec`'s shape and
+    dtype, an aligned copy if only its layout is off; a ValueError naming the input otherwise."""
+    if not isinstance(value, np.ndarray):
+        convertible = isinstance(value, (list, tuple, np.generic))
+        hint = f" (convert it with np.asarray(value, dtype=np.{spec.dtype}))" if convertible else ""
+        raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got {type(value).__name__}{hint}")
+    if isinstance(value, np.ma.MaskedArray):
+        raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got a masked array (its mask would be "
+                         f"ignored: pass value.filled(...))")
+    if value.dtype != spec.dtype:
+        if value.dtype.newbyteorder("=") != spec.dtype:
+            raise ValueError(f"input '{spec.name}' has dtype {value.dtype}, expected {spec.dtype} (no implicit "
+                             f"casting: pass value.astype(np.{spec.dtype}))")
+        value = value.astype(spec.dtype)  # the other byte order: the same values
+    if value.ndim != len(spec.shape):
+        raise ValueError(f"input '{spec.name}' has rank {value.ndim} (shape {value.shape}), expected rank "
+                         f"{len(spec.shape)} (shape {spec.shape})")
+    if value.shape != spec.shape:
+        raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
+    address = value.ctypes.data
+    if address % ALIGNMENT or not value.flags.c_contiguous:
+        value = as_aligned(value)
+        address = value.ctypes.data
+    return value, address
+
+
+def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:
+    """check_input for every spec, in ABI order; the feed must name each input exactly once."""
+    if not isinstance(input_feed, Mapping):
+        raise ValueError(f"input_feed must be a dict of input name -> numpy array, got {type(input_feed).__name__}")
+    names = [s.name for s in specs]
+    unknown = [k for k in input_feed if k not in names]
+    missing = [n for n in names if n not in input_feed]
+    if unknown or missing:
+        parts = ([f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else []) + \
+                ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
+        raise ValueError(f"{'; '.join(parts)} (the model's inputs are {', '.join(map(repr, names))})")
+    return [check_input(spec, input_feed[spec.name]) for spec in specs]
+
+
+def output_indices(output_names, index: dict[str, int]) -> list[int]:
+    """Positions of the requested outputs; None or an empty list mean all of them, as in onnxruntime."""
+    if output_names is None:
+        return list(index.values())
+    if isinstance(output_names, (str, bytes)) or not isinstance(output_names, Sequence) or \
+            not all(isinstance(n, str) for n in output_names):
+        raise ValueError(f"output_names must be a list of output names or None, got {output_names!r}")
+    if not output_names:
+        return list(index.values())
+    unknown = [n for n in output_names if n not in index]
+    if unknown:
+        raise ValueError(f"unknown output(s) {', '.join(map(repr, unknown))} (the model's outputs are "
+                         f"{', '.join(map(repr, index))})")
+    return [index[n] for n in output_names]
+
+
+def pick_outputs(outputs: list[np.ndarray], wanted: list[int]) -> list[np.ndarray]:
+    """outputs[i] for i in wanted; an output asked for twice is returned as two arrays, not one array twice."""
+    seen, picked = set(), []
+    for i in wanted:
+        picked.append(outputs[i].copy() if i in seen else outputs[i])
+        seen.add(i)
+    return picked

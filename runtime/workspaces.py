@@ -1,0 +1,117 @@
+"""The per-call native state of a Module: workspace buffers and argument pointer arrays, one set per running call.
+
+A native call reads and writes its workspace (the intermediate tensors of the static memory plan) and reads two
+pointer arrays (its inputs and outputs); two calls that overlap must not share any of them. The library's other
+state is its thread pool, which is safe for concurrent callers: a call that finds the pool busy runs its parallel
+loops on its own thread (compiler/codegen/threadpool.py, the `busy` flag). So calls with distinct `Slot`s may run
+at once, and `WorkspacePool` hands each running call its own.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import weakref
+from contextlib import contextmanager
+
+from .aligned import aligned_empty
+
+
+class Slot:
+    """What one native call owns while it runs: an aligned workspace and the input/output pointer arrays."""
+    __slots__ = ("workspace", "workspace_ptr", "in_ptrs", "out_ptrs")
+
+    def __init__(self, workspace_bytes: int, n_inputs: int, n_outputs: int):
+        self.workspace = aligned_empty(workspace_bytes, "uint8")
+        self.workspace_ptr = self.workspace.ctypes.data
+        self.in_ptrs = (ctypes.c_void_p * n_inputs)()
+        self.out_ptrs = (ctypes.c_void_p * n_outputs)()
+
+
+class WorkspacePool:
+    """Slots for concurrent calls, created on demand and reused.
+
+    Invariants: a slot is held by at most one call at a time; at most `limit` slots exist (a call that finds all of
+    them held waits for one, so limit=1 serializes calls like a plain lock); a released slot is kept for the next
+    call unless the limit was lowered meanwhile. Memory is thus at most `limit` workspaces, allocated only if that
+    many calls ever overlapped. In a child after os.fork() (one thread) the slots held by the parent's other threads
+    are forgotten and the lock is new, so the child never waits for a thread that does not exist there.
+    """
+
+    def __init__(self, workspace_bytes: int, n_inputs: int, n_outputs: int, limit: int):
+        self._shape = (workspace_bytes, n_inputs, n_outputs)
+        self._cond = threading.Condition()
+        self._free: list[Slot] = []
+        self._created = 0
+        self.limit = limit
+        _LIVE_POOLS.add(self)
+
+    @property
+    def limit(self) -> int:
+        """The most slots (hence overlapping calls) this pool allows; >= 1."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, n: int) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"the limit of concurrent runs must be an integer >= 1, got {n!r}")
+        with self._cond:
+            self._limit = n
+            held = self._created - len(self._free)
+            keep = max(0, n - held)  # free slots above the limit are dropped now, held ones when released
+            self._created -= max(0, len(self._free) - keep)
+            del self._free[keep:]
+            self._cond.notify_all()
+
+    @property
+    def created(self) -> int:
+        """How many slots exist (held or free)."""
+        return self._created
+
+    @contextmanager
+    def slot(self):
+        """Hold a slot for the duration of the `with` block."""
+        s = self._acquire()
+        try:
+            yield s
+        finally:
+            self._release(s)
+
+    def _acquire(self) -> Slot:
+        with self._cond:
+            while not self._free and self._created >= self._limit:
+                self._cond.wait()
+            if self._free:
+                return self._free.pop()
+            self._created += 1
+        try:  # allocate outside the lock: a large workspace takes time, others may proceed meanwhile
+            return Slot(*self._shape)
+        except BaseException:
+            with self._cond:
+                self._created -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, s: Slot) -> None:
+        with self._cond:
+            if self._created > self._limit:
+                self._created -= 1
+            else:
+                self._free.append(s)
+            self._cond.notify()
+
+    def _after_fork_in_child(self) -> None:
+        self._cond = threading.Condition()
+        self._created = len(self._free)
+
+
+_LIVE_POOLS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _reset_pools_in_child() -> None:
+    for pool in list(_LIVE_POOLS):
+        pool._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_in_child)

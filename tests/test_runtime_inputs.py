@@ -1,0 +1,192 @@
+"""Whatever a caller feeds to `run`: the result of onnxruntime (when the input is usable as is) or a ValueError that
+names the input, what was expected and what was given; never a crash, never a silent cast. Also: a symbolic input
+dim left unbound at compile time is a warning naming it, or an error with strict=True."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from compiler import compile_model
+from frontends import OnnxImportError, from_onnx
+from test_concurrency import small_model
+
+X_SHAPE, B_SHAPE = (1, 8, 16, 16), (1, 10)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return small_model()
+
+
+@pytest.fixture(scope="module")
+def sess(model):
+    return compile_model(model)
+
+
+@pytest.fixture(scope="module")
+def ort_sess(model):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def base_feed(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"x": rng.standard_normal(X_SHAPE).astype(np.float32), "b": rng.standard_normal(B_SHAPE).astype(np.float32)}
+
+
+def assert_close(got, want):
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert np.abs(got - want).max() <= 1e-4 * max(np.abs(want).max(), 1e-30)
+
+
+def unaligned(a):
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64 + 4
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+def strided_view(a):
+    """A non-contiguous view with a's values: every other element of a twice-as-wide array."""
+    wide = np.zeros(a.shape[:-1] + (2 * a.shape[-1],), a.dtype)
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+# Layout-only differences: the same values, so the same outputs as onnxruntime's on the plain arrays.
+SAME_VALUES = {
+    "fortran order": np.asfortranarray,
+    "non-contiguous view": strided_view,
+    "transposed view": lambda a: np.ascontiguousarray(a.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0),
+    "read-only": read_only,
+    "unaligned": unaligned,
+    "big-endian": lambda a: a.astype(a.dtype.newbyteorder(">")),
+}
+
+
+@pytest.mark.parametrize("case", list(SAME_VALUES))
+def test_layouts_give_onnxruntime_results(sess, ort_sess, case):
+    feed = base_feed(1)
+    x = SAME_VALUES[case](feed["x"])
+    assert np.array_equal(x, feed["x"])
+    before = x.copy()
+    got = sess.run(None, {"x": x, "b": feed["b"]})
+    want = ort_sess.run(None, feed)  # onnxruntime misreads big-endian arrays: it is given the plain ones
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    np.testing.assert_array_equal(x, before)  # inputs are only read
+
+
+def _x_feed(x):
+    return {"x": x, "b": base_feed()["b"]}
+
+
+BAD_X = {
+    "wrong shape": (np.zeros((1, 8, 16, 15), np.float32), r"'x' has shape \(1, 8, 16, 15\), expected \(1, 8, 16, 16\)"),
+    "wrong rank": (np.zeros((8, 16, 16), np.float32),
+                   r"'x' has rank 3 \(shape \(8, 16, 16\)\), expected rank 4 \(shape \(1, 8, 16, 16\)\)"),
+    "0-d array": (np.array(1.0, np.float32), r"'x' has rank 0 \(shape \(\)\), expected rank 4"),
+    "float64": (np.zeros(X_SHAPE, np.float64), r"'x' has dtype float64, expected float32 \(no implicit casting"),
+    "int32": (np.zeros(X_SHAPE, np.int32), r"'x' has dtype int32, expected float32"),
+    "float16": (np.zeros(X_SHAPE, np.float16), r"'x' has dtype float16, expected float32"),
+    "list": (np.zeros(X_SHAPE, np.float32).tolist(),
+             r"'x' must be a numpy.ndarray of shape \(1, 8, 16, 16\) and dtype float32, got list \(convert it with "
+             r"np.asarray\(value, dtype=np.float32\)\)"),
+    "None": (None, r"'x' must be a numpy.ndarray of shape \(1, 8, 16, 16\) and dtype float32, got NoneType"),
+    "numpy scalar": (np.float32(1.0), r"'x' must be a numpy.ndarray .* got float32 \(convert it with"),
+    "masked array": (np.ma.masked_array(np.zeros(X_SHAPE, np.float32)), r"'x' must be .* got a masked array"),
+    "object array": (np.empty(X_SHAPE, object), r"'x' has dtype object, expected float32"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_X))
+def test_bad_inputs_are_clear_errors(sess, ort_sess, case):
+    x, message = BAD_X[case]
+    with pytest.raises(ValueError, match=message):
+        sess.run(None, _x_feed(x))
+
+
+def test_onnxruntime_also_rejects_them_but_lists_and_masked_arrays(ort_sess):
+    """Where we refuse an input that onnxruntime runs, it would be a silent conversion: a list (Python floats cast
+    to float32) or a masked array (its mask ignored)."""
+    for case, (x, _) in BAD_X.items():
+        try:
+            ort_sess.run(None, _x_feed(x))
+            accepted = True
+        except Exception:  # noqa: BLE001 - onnxruntime raises several types
+            accepted = False
+        assert accepted == (case in ("list", "masked array")), case
+
+
+@pytest.mark.parametrize("feed, message", [
+    ({"x": np.zeros(X_SHAPE, np.float32)}, r"missing input\(s\) 'b' \(the model's inputs are 'x', 'b'\)"),
+    ({**base_feed(), "z": np.zeros(1, np.float32)}, r"unknown input\(s\) 'z'"),
+    ({"z": np.zeros(1, np.float32)}, r"unknown input\(s\) 'z'; missing input\(s\) 'x', 'b'"),
+    ({}, r"missing input\(s\) 'x', 'b'"),
+    ([np.zeros(X_SHAPE, np.float32), np.zeros(B_SHAPE, np.float32)], "input_feed must be a dict .* got list"),
+    (None, "input_feed must be a dict .* got NoneType"),
+])
+def test_missing_extra_and_malformed_feeds(sess, feed, message):
+    with pytest.raises(ValueError, match=message):
+        sess.run(None, feed)
+
+
+# ---- output names ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("names", [None, [], (), ["pooled", "logits"], ["logits"], ["pooled", "pooled"]])
+def test_output_names_as_onnxruntime(sess, ort_sess, names):
+    feed = base_feed(2)
+    want = ort_sess.run(names, feed)
+    got = sess.run(names, feed)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    if names and len(names) == 2 and names[0] == names[1]:
+        assert not np.shares_memory(got[0], got[1])  # two arrays, as onnxruntime returns
+
+
+@pytest.mark.parametrize("names, message", [
+    (["nope"], r"unknown output\(s\) 'nope' \(the model's outputs are 'logits', 'pooled'\)"),
+    ("logits", "output_names must be a list of output names or None"),
+    ([1], "output_names must be a list of output names or None"),
+])
+def test_bad_output_names(sess, names, message):
+    with pytest.raises(ValueError, match=message):
+        sess.run(names, base_feed())
+
+
+# ---- shapes fixed at compile time ------------------------------------------------------------------------------
+def symbolic_model():
+    """small_model() with its batch dim symbolic ("N") in both inputs and an unnamed unknown dim in b."""
+    model = small_model()
+    for vi in model.graph.input:
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    model.graph.input[1].type.tensor_type.shape.dim[1].Clear()
+    return model
+
+
+def test_an_unbound_symbolic_dim_warns_naming_input_and_dim():
+    with pytest.warns(UserWarning) as record:
+        from_onnx(symbolic_model())
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2
+    assert "input 'x' has unbound dim 0 ('N'), compiled as 1 (shape (1, 8, 16, 16)); bind it with " \
+           "input_shapes={'x': (...)}" in messages[0]
+    assert "input 'b' has unbound dim 0 ('N'), dim 1 (unknown), compiled as 1 (shape (1, 1))" in messages[1]
+
+
+def test_bound_dims_do_not_warn_and_strict_refuses_unbound_ones():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = from_onnx(symbolic_model(), input_shapes={"x": (2, 8, 16, 16), "b": (2, 10)})
+    assert [p.type.shape for p in module.main.params] == [(2, 8, 16, 16), (2, 10)]
+    with pytest.raises(OnnxImportError, match=r"input 'b' has unbound dim 1 \(unknown\).*\(strict=True\)"):
+        compile_model(symbolic_model(), input_shapes={"x": (2, 8, 16, 16)}, strict=True)
