@@ -25,9 +25,9 @@ INDENT = "  "
 
 
 def astext(node, show_types: bool = True) -> str:
-    """The text of an expression, a Function or a Module (its main Function)."""
-    from .module import Module
-    if isinstance(node, Module):
+    """The text of an expression, a Function or an IRModule (its main Function)."""
+    from .module import IRModule
+    if isinstance(node, IRModule):
         text = _Printer(show_types).top(node.main)
         return text + f"\n/* outputs: {', '.join(node.output_names)} */"
     return _Printer(show_types).top(node)

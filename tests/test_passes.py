@@ -19,7 +19,7 @@ from compiler.passes.fuse import fuse_ops
 from compiler.passes.layout import alter_layout, propagate_layout
 from compiler.passes.simplify import fold_batch_norm
 from frontends import from_onnx
-from relayish import Call, Constant, Function, Module, Pattern, TensorType, Tuple, Var, call, get_op
+from relayish import Call, Constant, Function, IRModule, Pattern, TensorType, Tuple, Var, call, get_op
 from relayish.expr import post_order
 from relayish.printer import astext
 
@@ -31,8 +31,8 @@ def const(*shape) -> Constant:
     return Constant(RNG.standard_normal(shape).astype(np.float32))
 
 
-def module(params, body) -> Module:
-    return Module(Function(params, body))
+def module(params, body) -> IRModule:
+    return IRModule(Function(params, body))
 
 
 def primitive(params, body) -> Function:
@@ -45,12 +45,12 @@ def kernel(body_fn, *args) -> Call:
     return Call(primitive(params, body_fn(*params)), args)
 
 
-def assert_same(actual: Module, expected: Module):
+def assert_same(actual: IRModule, expected: IRModule):
     assert actual == expected, (f"\n--- actual\n{astext(actual, show_types=False)}\n"
                                 f"--- expected\n{astext(expected, show_types=False)}")
 
 
-def kernels_of(mod: Module) -> list[list[str]]:
+def kernels_of(mod: IRModule) -> list[list[str]]:
     return [k["ops"] for k in summarize(mod)["kernels"]]
 
 
@@ -169,7 +169,7 @@ def test_no_fusion_makes_one_kernel_per_op():
 # ============================================================================================== layout
 
 
-def to_blocked(mod: Module) -> Module:
+def to_blocked(mod: IRModule) -> IRModule:
     return propagate_layout(alter_layout(mod, VW))
 
 

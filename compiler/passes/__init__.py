@@ -1,6 +1,6 @@
 """The pass pipeline, on one page. Read this first.
 
-Each pass is a function Module -> Module. `PIPELINE` lists them in order with the opt level from which they run;
+Each pass is a function IRModule -> IRModule. `PIPELINE` lists them in order with the opt level from which they run;
 `run_pipeline` runs them, timing each, and can stop after any one (`relayish inspect --after NAME`).
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from relayish import Module
+from relayish import IRModule
 
 from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
@@ -19,7 +19,7 @@ from .simplify import eliminate_dead_code, fold_batch_norm, fold_constants
 @dataclass(frozen=True)
 class Pass:
     name: str
-    fn: Callable  # (Module, PassContext) -> Module
+    fn: Callable  # (IRModule, PassContext) -> IRModule
     opt_level: int  # runs when the context's opt_level >= this
     doc: str
 
@@ -49,8 +49,8 @@ PIPELINE = [
 PASS_NAMES = [p.name for p in PIPELINE]
 
 
-def run_pipeline(mod: Module, ctx: PassContext = PassContext(), stop_after: str | None = None,
-                 timings: dict | None = None) -> Module:
+def run_pipeline(mod: IRModule, ctx: PassContext = PassContext(), stop_after: str | None = None,
+                 timings: dict | None = None) -> IRModule:
     if stop_after is not None and stop_after not in PASS_NAMES:
         raise ValueError(f"unknown pass {stop_after!r}; passes are {', '.join(PASS_NAMES)}")
     for p in PIPELINE:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from relayish import Call, Constant, Module, get_op
+from relayish import Call, Constant, IRModule, get_op
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
 
@@ -51,7 +51,7 @@ def winograd_tile(node: Call) -> int:
     return next((m for m in (4, 2) if -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
 
 
-def alter_layout(mod: Module, vector_width: int = 16, winograd: bool = True) -> Module:
+def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -> IRModule:
     """conv2d (groups=1, constant weight) -> NCHW{i}c conv2d_nchwc between layout transforms (or, when `winograd`
     and `winograd_tile` says so, conv2d_winograd_nchwc with its weight transformed at compile time); dense with a
     constant weight -> dense_pack with the weight in blocks of output features."""
@@ -180,7 +180,7 @@ def _propagate_rules():
             ("pool_blocked", pool_blocked)]
 
 
-def propagate_layout(mod: Module) -> Module:
+def propagate_layout(mod: IRModule) -> IRModule:
     """Push NCHW{c}c -> NCHW transforms towards the outputs through elementwise, broadcast and pooling ops, so
     that a transform meets its inverse before the next convolution and both disappear."""
     return rewrite(mod, _propagate_rules())

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from relayish import Call, Constant, Module, get_op
+from relayish import Call, Constant, IRModule, get_op
 from relayish.expr import Expr, Function, post_order, rebuild
 
 MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
 
 
-def rewrite(mod: Module, rules, origin: dict | None = None) -> Module:
+def rewrite(mod: IRModule, rules, origin: dict | None = None) -> IRModule:
     """origin, if given, is filled with id(rewritten node) -> id(original node), so that rules can ask about
     the original graph (use counts)."""
     def visit(old, node):
@@ -43,7 +43,7 @@ def _fold_call(node: Call):
     return Constant(np.asarray(value, dtype=node.type.dtype).reshape(node.type.shape))
 
 
-def fold_constants(mod: Module) -> Module:
+def fold_constants(mod: IRModule) -> IRModule:
     """Evaluate every call whose inputs are all constants."""
     return rewrite(mod, [("fold", _fold_call)])
 
@@ -140,7 +140,7 @@ def use_counts(root: Expr) -> dict[int, int]:
     return uses
 
 
-def fold_batch_norm(mod: Module) -> Module:
+def fold_batch_norm(mod: IRModule) -> IRModule:
     """Fold inference batch norms into the convolution before them (weights scaled, bias shifted); a batch norm
     with no convolution before it becomes a multiply and an add."""
     # bn -> affine first, then fold the affine into convs (use counts taken on the affine form)
@@ -162,6 +162,6 @@ def _drop_identity(node: Call):
     return None
 
 
-def eliminate_dead_code(mod: Module) -> Module:
+def eliminate_dead_code(mod: IRModule) -> IRModule:
     """Drop identity ops. (Unused nodes are already gone: the graph holds only what reaches the outputs.)"""
     return rewrite(mod, [("identity", _drop_identity)])
