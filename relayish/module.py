@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .expr import Function, Tuple, TupleType
+from .expr import Function, Tuple, astext
+from .types import TupleType
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class IRModule:
     def with_main(self, main: Function) -> "IRModule":
         return IRModule(main, self.output_names, dict(self.attrs))
 
+    def astext(self, show_types: bool = True) -> str:
+        """The text of main, then the output names."""
+        return astext(self.main, show_types) + f"\n/* outputs: {', '.join(self.output_names)} */"
+
     def __str__(self):
-        from .printer import astext
-        return astext(self)
+        return self.astext()

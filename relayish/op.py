@@ -2,7 +2,8 @@
 
 An `OpDef` holds the op's attributes and their defaults, its shape/dtype rule, its fusion pattern kind, its numpy
 reference (the oracle of every test) and its tensor-level compute definition (a function building `relayish.te`
-stages). Ops are registered in `relayish/ops/*.py`; nothing about an op lives anywhere else.
+stages). Ops are registered in `relayish/ops/*.py`; nothing about an op lives anywhere else. This module knows
+no op: `relayish/__init__.py` imports `relayish.ops`, so the registry is full once relayish is imported.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Callable
 
-from .expr import Attrs, TensorType, TupleType
+from .types import Attrs, TensorType, TupleType
 
 
 class Pattern(IntEnum):
@@ -56,7 +57,6 @@ def register_op(name, *, inputs, pattern, infer, ref, compute=None, attrs=None, 
 
 
 def get_op(name: str) -> OpDef:
-    _ensure_loaded()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -64,13 +64,7 @@ def get_op(name: str) -> OpDef:
 
 
 def list_ops() -> list[str]:
-    _ensure_loaded()
     return sorted(_REGISTRY)
-
-
-def _ensure_loaded():
-    if not _REGISTRY:
-        from . import ops  # noqa: F401  (registers every op)
 
 
 def infer_call_type(op_name: str, args, attrs: Attrs) -> tuple[Attrs, TensorType | TupleType]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relayish import Attrs, Call, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, Var, call, get_op
+from relayish import (Attrs, Call, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, Var, astext, call,
+                      get_op)
 from relayish.interp import evaluate, evaluate_one
-from relayish.printer import astext
 
 RNG = np.random.default_rng(0)
 
@@ -162,7 +162,7 @@ def test_tuple_get_item_and_module_outputs():
     x = Var("x", TensorType((2,)))
     t = Tuple([call("exp", x), x])
     module = IRModule(Function([x], Tuple([TupleGetItem(t, 0), call("sqrt", x)])), output_names=("a", "b"))
-    text = astext(module)
+    text = module.astext()
     assert "%1 = (%0, %x);" in text
     assert "%2 = %1.0 /* ty=Tensor[(2), float32] */;" in text
     assert text.endswith("/* outputs: a, b */")

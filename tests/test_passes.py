@@ -21,7 +21,6 @@ from compiler.passes.simplify import fold_batch_norm
 from frontends import from_onnx
 from relayish import Call, Constant, Function, IRModule, Pattern, TensorType, Tuple, Var, call, get_op
 from relayish.expr import post_order
-from relayish.printer import astext
 
 RNG = np.random.default_rng(0)
 VW = 8  # vector width of the layout tests: 8 channels make one block
@@ -46,8 +45,8 @@ def kernel(body_fn, *args) -> Call:
 
 
 def assert_same(actual: IRModule, expected: IRModule):
-    assert actual == expected, (f"\n--- actual\n{astext(actual, show_types=False)}\n"
-                                f"--- expected\n{astext(expected, show_types=False)}")
+    assert actual == expected, (f"\n--- actual\n{actual.astext(show_types=False)}\n"
+                                f"--- expected\n{expected.astext(show_types=False)}")
 
 
 def kernels_of(mod: IRModule) -> list[list[str]]:

@@ -24,7 +24,6 @@ from compiler.passes import PASS_NAMES, PassContext, run_pipeline
 from relayish import (Constant, Function, IRModule, OpError, Pattern, TensorType, Tuple, Var, call, free_vars,
                       get_op)
 from relayish.interp import evaluate
-from relayish.printer import astext
 
 TOL = 1e-4
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -38,7 +37,7 @@ class RandomGraph:
 
     def __repr__(self):
         shapes = ", ".join(f"{k}: {v.shape}" for k, v in self.inputs.items())
-        return f"RandomGraph(inputs {shapes}):\n{astext(self.module, show_types=False)}"
+        return f"RandomGraph(inputs {shapes}):\n{self.module.astext(show_types=False)}"
 
 
 class _Builder:
@@ -185,7 +184,7 @@ def assert_close(got: list, ref: list, what: str, mod: IRModule):
     assert len(got) == len(ref), f"{what}: {len(got)} outputs, reference {len(ref)}"
     for i, (a, r) in enumerate(zip(got, ref)):
         e = rel_error(a, r)
-        assert e <= TOL, f"{what}: output {i} off by {e:.3g} (max|a-b|/max|ref|)\n{astext(mod, show_types=False)}"
+        assert e <= TOL, f"{what}: output {i} off by {e:.3g} (max|a-b|/max|ref|)\n{mod.astext(show_types=False)}"
 
 
 # every graph goes through each of these (drawn contexts would mostly be the simplest one)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import Call, Constant, IRModule, get_op
-from relayish.expr import Expr, Function, post_order, rebuild
+from relayish.expr import Expr, Function, children, post_order, rebuild
 
 MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
 
@@ -132,7 +132,6 @@ def _make_rules(uses, origin):
 
 
 def use_counts(root: Expr) -> dict[int, int]:
-    from relayish.expr import children
     uses: dict[int, int] = {}
     for node in post_order(root):
         for c in children(node):

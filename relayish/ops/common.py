@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import OpError
 
 

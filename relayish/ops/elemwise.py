@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import Pattern, register_op
 from .common import broadcast_index, broadcast_shape, same_dtype
 

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import OpError, Pattern, register_op
 from .common import expect_ndim
 

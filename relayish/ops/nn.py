@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import (broadcast_shape, expect_float, expect_ndim, int_tuple, normalize_axis, pad_stage,
                      same_dtype)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements, same_dtype
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import OpError, Pattern, register_op
 from .common import expect_ndim, pad_stage
 
