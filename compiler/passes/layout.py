@@ -166,9 +166,7 @@ def _propagate_rules():
 
     def pool_blocked(node: Call):
         # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)
-        if node.op not in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d"):
-            return None
-        if "layout" not in get_op(node.op).attrs or node.attrs.get("layout", "NCHW") != "NCHW":
+        if not get_op(node.op).blocked_layout or node.attrs.layout != "NCHW":
             return None
         lt = _as_lt(node.args[0])
         if lt is None or lt[2] != "NCHW" or lt[1] == "NCHW":
