@@ -36,6 +36,10 @@ _unary("clip", lambda x, a_min, a_max: np.clip(x, np.float32(a_min), np.float32(
        attrs={"a_min": float("-inf"), "a_max": float("inf")}, doc="min(max(x, a_min), a_max)")
 _unary("sigmoid", lambda x: _f32(1.0 / (1.0 + np.exp(-x.astype(np.float64)))), lambda v, a: te.sigmoid(v),
        doc="1 / (1 + exp(-x))")
+_unary("hard_sigmoid",
+       lambda x, alpha, beta: np.clip(x * np.float32(alpha) + np.float32(beta), 0, 1).astype(x.dtype),
+       lambda v, a: te.max_(te.min_(v * float(a.alpha) + float(a.beta), 1.0), 0.0),
+       attrs={"alpha": 0.2, "beta": 0.5}, doc="max(0, min(1, alpha x + beta))")
 _unary("tanh", lambda x: np.tanh(x), lambda v, a: te.tanh(v), doc="tanh(x)")
 _unary("exp", lambda x: np.exp(x), lambda v, a: te.exp(v), doc="e^x")
 _unary("sqrt", lambda x: np.sqrt(x), lambda v, a: te.sqrt(v), doc="square root")
