@@ -17,6 +17,7 @@ from compiler.inspect import summarize
 from compiler.passes import PassContext, run_pipeline
 from compiler.passes.fuse import fuse_ops
 from compiler.passes.layout import alter_layout, propagate_layout
+from compiler.passes.rewrite import ANY, CONST, Pat
 from compiler.passes.simplify import fold_batch_norm
 from frontends import from_onnx
 from relayish import Call, Constant, Function, IRModule, Pattern, TensorType, Tuple, Var, call, get_op
@@ -207,6 +208,24 @@ def test_per_channel_constant_gets_blocked_and_others_do_not():
     along_w = const(1, 1, 6)
     got = to_blocked(module([x], call("add", conv(x, w), along_w)))
     assert got.main.body.op == "add" and got.main.body.args[0].op == "layout_transform"
+
+
+def test_constant_first_operand_gets_blocked_too():
+    x, w = Var("x", TensorType((1, 8, 6, 6))), const(16, 8, 1, 1)
+    scale = np.arange(16, dtype=np.float32).reshape(16, 1, 1)
+    before = module([x], call("multiply", Constant(scale), conv(x, w)))
+    blocked = Constant(scale.reshape(1, 2, 8, 1, 1).transpose(0, 1, 3, 4, 2))
+    body = call("nn.conv2d_nchwc", lt(x, "NCHW", "NCHW8c"), lt(w, "OIHW", "OIHW8i8o"))
+    assert_same(to_blocked(before), module([x], lt(call("multiply", blocked, body), "NCHW8c", "NCHW")))
+
+
+def test_pattern_rows_match_op_and_arguments():
+    x, c = Var("x", TensorType((2, 3))), Constant(np.ones(3, np.float32))
+    assert Pat("add", (ANY, CONST)).match(call("add", x, c)) == (x, c)
+    assert Pat("add", (ANY, CONST)).match(call("add", c, x)) is None  # x is not a Constant
+    assert Pat("add", (ANY,)).match(call("add", x, c)) is None  # arity
+    assert Pat("multiply", (ANY, CONST)).match(call("add", x, c)) is None
+    assert Pat(lambda opdef: opdef.pattern == Pattern.ELEMWISE).match(call("exp", x)) == ()
 
 
 def test_pools_read_the_blocked_layout():

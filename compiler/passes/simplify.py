@@ -1,34 +1,18 @@
 """Graph simplifications: constant folding, batch-norm folding, identity elimination.
 
 Local rewrites are a table of (name, function) pairs; each function returns a replacement node or None.
-`rewrite(mod, rules)` applies them bottom-up until no rule fires at a node.
+`rewrite(mod, rules)` (passes/rewrite.py) applies them bottom-up until no rule fires at a node.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from relayish import Call, Constant, IRModule, get_op
-from relayish.expr import Expr, Function, children, post_order, rebuild
+from relayish.expr import Expr, children, post_order
+
+from .rewrite import rewrite
 
 MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
-
-
-def rewrite(mod: IRModule, rules, origin: dict | None = None) -> IRModule:
-    """origin, if given, is filled with id(rewritten node) -> id(original node), so that rules can ask about
-    the original graph (use counts)."""
-    def visit(old, node):
-        if origin is not None:
-            origin[id(node)] = id(old)
-        for _ in range(16):  # a rule's result may match another rule
-            for _, rule in rules:
-                got = rule(node) if isinstance(node, Call) and isinstance(node.op, str) else None
-                if got is not None:
-                    node = got
-                    break
-            else:
-                return node
-        return node
-    return mod.with_main(Function(mod.main.params, rebuild(mod.main.body, visit), mod.main.attrs))
 
 
 # ---------------------------------------------------------------------------------------------- folding
