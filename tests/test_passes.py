@@ -18,7 +18,7 @@ from compiler.passes import PassContext, run_pipeline
 from compiler.passes.fuse import fuse_ops
 from compiler.passes.layout import alter_layout, propagate_layout
 from compiler.passes.rewrite import ANY, CONST, Pat
-from compiler.passes.simplify import fold_batch_norm
+from compiler.passes.simplify import eliminate_identity_ops, fold_batch_norm
 from frontends import from_onnx
 from relayish import Call, Constant, Function, IRModule, Pattern, TensorType, Tuple, Var, call, get_op
 from relayish.expr import post_order
@@ -328,6 +328,17 @@ def test_batch_norm_of_a_shared_conv_does_not_scale_its_weights():
     expected = module([x], Tuple([call("add", call("multiply", c, Constant(scale.reshape(-1, 1, 1))),
                                        Constant(shift.reshape(-1, 1, 1))), c]))
     assert_same(got, expected)
+
+
+# ============================================================================================== identity ops
+
+
+def test_identity_ops_are_dropped_and_reshapes_merged():
+    x = Var("x", TensorType((2, 3, 4)))
+    before = module([x], call("exp", call("reshape", call("copy", x), newshape=(2, 3, 4))))
+    assert_same(eliminate_identity_ops(before), module([x], call("exp", x)))
+    chained = module([x], call("reshape", call("reshape", x, newshape=(6, 4)), newshape=(4, 6)))
+    assert_same(eliminate_identity_ops(chained), module([x], call("reshape", x, newshape=(4, 6))))
 
 
 # ============================================================================================== ResNet-18

@@ -229,7 +229,7 @@ def test_compiled_module_matches_the_interpreter(layout, graph, opt_level):
 
 
 def test_an_output_that_simplifies_to_an_input_compiles():
-    # found by the property above: reshape there and back is dropped by eliminate_dead_code, leaving %x as output
+    # found by the property above: reshape there and back is dropped by eliminate_identity_ops, leaving %x as output
     x = Var("x", TensorType((1, 3, 4, 4)))
     mod = IRModule(Function([x], call("reshape", call("reshape", x, newshape=(1, 4, 3, 4)), newshape=(1, 3, 4, 4))))
     feed = {"x": np.arange(48, dtype=np.float32).reshape(1, 3, 4, 4)}

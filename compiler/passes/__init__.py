@@ -13,7 +13,7 @@ from relayish import IRModule
 
 from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
-from .simplify import eliminate_dead_code, fold_batch_norm, fold_constants
+from .simplify import eliminate_identity_ops, fold_batch_norm, fold_constants
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class PassContext:
 PIPELINE = [
     Pass("fold_constants", lambda m, c: fold_constants(m), 1, "evaluate calls whose inputs are constants"),
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
-    Pass("eliminate_dead_code", lambda m, c: eliminate_dead_code(m), 0, "drop identity ops and unused nodes"),
+    Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
+         "drop copies and same-shape reshapes, merge chained reshapes"),
     Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width, c.winograd) if c.layout == "NCHWc" else m,
          2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
     Pass("propagate_layout", lambda m, c: propagate_layout(m) if c.layout == "NCHWc" else m, 2,

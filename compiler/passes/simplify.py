@@ -1,4 +1,4 @@
-"""Graph simplifications: constant folding, batch-norm folding, identity elimination.
+"""Graph simplifications: constant folding, batch-norm folding, identity-op elimination.
 
 Local rewrites are a table of (name, function) pairs; each function returns a replacement node or None.
 `rewrite(mod, rules)` (passes/rewrite.py) applies them bottom-up until no rule fires at a node.
@@ -145,6 +145,7 @@ def _drop_identity(node: Call):
     return None
 
 
-def eliminate_dead_code(mod: IRModule) -> IRModule:
-    """Drop identity ops. (Unused nodes are already gone: the graph holds only what reaches the outputs.)"""
+def eliminate_identity_ops(mod: IRModule) -> IRModule:
+    """Drop ops that change nothing (copies, reshapes to the same shape) and merge chained reshapes. There is no
+    dead code to eliminate: a graph holds only the nodes its outputs reach."""
     return rewrite(mod, [("identity", _drop_identity)])
