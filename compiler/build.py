@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import runtime
-from relayish import Call, Constant, Function, Module, Tuple, TupleGetItem, Var
+from relayish import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var
 from relayish.expr import post_order
 
 from .lower import lower
@@ -53,7 +53,7 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
                  verbose=verbose, t_start=t0, winograd=winograd)
 
 
-def build(mod: Module, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
+def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
           num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
           winograd: bool = True):
     """Compile a relayish Module into a runnable `runtime.Module`."""
@@ -97,7 +97,7 @@ def _log(msg: str):
 
 # ---------------------------------------------------------------------------------------------- planning
 
-def materialize_outputs(fused: Module) -> Module:
+def materialize_outputs(fused: IRModule) -> IRModule:
     """Every model output must be written by a kernel: an output that is an input or a constant (an identity
     model, a reshape round trip), or a value returned twice, gets a copy kernel."""
     body = fused.main.body
@@ -115,7 +115,7 @@ def materialize_outputs(fused: Module) -> Module:
                                     fused.main.attrs))
 
 
-def extract_calls(fused: Module) -> list[Call]:
+def extract_calls(fused: IRModule) -> list[Call]:
     """The primitive-function calls of a fused module, in execution order."""
     calls = [n for n in post_order(fused.main.body) if isinstance(n, Call)]
     for c in calls:
@@ -124,7 +124,7 @@ def extract_calls(fused: Module) -> list[Call]:
     return calls
 
 
-def extract_tasks(fused: Module) -> list[Task]:
+def extract_tasks(fused: IRModule) -> list[Task]:
     """Unique tasks of a fused module with their weights (number of calls)."""
     tasks: dict[str, Task] = {}
     for c in extract_calls(fused):
@@ -151,7 +151,7 @@ def choose_schedule(task: Task, records=None, vector_width: int = 16) -> tuple[S
     return default_schedule(task.initial_state(), vector_width), "default"
 
 
-def plan_graph(fused: Module, ctx: PassContext, records=None, log=None) -> CompiledGraph:
+def plan_graph(fused: IRModule, ctx: PassContext, records=None, log=None) -> CompiledGraph:
     from .codegen.executor import BufferRef
     calls = extract_calls(fused)
     body = fused.main.body

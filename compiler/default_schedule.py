@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 
 from relayish import te
+from relayish.op import stage_tag_traits
 
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
@@ -59,11 +60,11 @@ def keeps_buffer(state: State, st: Stage) -> bool:
     """A stage worth computing into its own buffer although it could be inlined: a padding stage read by a
     convolution (each element is read KH*KW*(output channels) times; padding before a pool is read a few times
     and is cheaper inlined), and the Winograd transforms (a dozen adds per element: the input transform is
-    read once per output channel block by the batched product, the inverse gathers a tile's products)."""
-    if st.op.tag in ("winograd_data", "winograd_inverse"):
-        return True
-    return st.op.tag == "pad" and any(c.op.tag.startswith("conv") or c.op.tag == "winograd_data"
-                                      for c in state.consumers(st))
+    read once per output channel block by the batched product, the inverse gathers a tile's products).
+    The ops' computes declare these traits with their stages' tags (relayish.op.StageTag)."""
+    tag = stage_tag_traits(st.op.tag)
+    return tag.keeps_buffer or (tag.is_padding and any(stage_tag_traits(c.op.tag).buffered_padding
+                                                       for c in state.consumers(st)))
 
 
 class ScheduleBuilder:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from relayish import Call, Constant, Function, Module, Tuple, TupleGetItem, Var, get_op
+from relayish import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, get_op
 from relayish.expr import Expr, post_order
 
 from .passes import PASS_NAMES, PassContext, run_pipeline
@@ -18,8 +18,8 @@ from .passes import PASS_NAMES, PassContext, run_pipeline
 IMPORT = "import"  # the pseudo-pass name that stops before every pass: the graph as imported
 
 
-def run_until(mod: Module, after: str | None = None, layout: str = "NCHWc", opt_level: int = 3,
-              vector_width: int | None = None, winograd: bool = True) -> tuple[Module, dict]:
+def run_until(mod: IRModule, after: str | None = None, layout: str = "NCHWc", opt_level: int = 3,
+              vector_width: int | None = None, winograd: bool = True) -> tuple[IRModule, dict]:
     """Run the pipeline up to and including pass `after` (None: all of it; "import": none).
 
     Returns (module, seconds): seconds maps the name of every pass up to `after`, in pipeline order, to its
@@ -110,7 +110,7 @@ class _Walker:
                              else None, "flops": self.flops - before})
 
 
-def summarize(module: Module, pass_seconds: dict | None = None) -> dict:
+def summarize(module: IRModule, pass_seconds: dict | None = None) -> dict:
     """A summary of the graph, as plain data:
 
       ops: {op name: count} over the whole graph, primitive functions included;

@@ -1,9 +1,9 @@
-"""The ONNX importer: an ONNX model (file, bytes or ModelProto) -> a relayish Module.
+"""The ONNX importer: an ONNX model (file, bytes or ModelProto) -> a relayish IRModule.
 
     module = from_onnx("resnet18.onnx", input_shapes={"input": (4, 3, 224, 224)})
 
-The Module's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
-returns the graph outputs (a Tuple if there are several); Module.output_names are the ONNX output names.
+The IRModule's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
+returns the graph outputs (a Tuple if there are several); IRModule.output_names are the ONNX output names.
 Initializers become Constants. Default-domain opsets 7 to 21 are supported; the per-op converters and their
 opset table live in frontends/onnx_ops.py.
 
@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from relayish import Constant, Expr, Function, Module, OpError, TensorType, Tuple, Var
+from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var
 
 from .onnx_ops import ConversionError, lookup_converter
 
@@ -33,7 +33,7 @@ class OnnxImportError(ValueError):
     """The model cannot be imported. The message says which file, which node or input, and why."""
 
 
-def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False) -> Module:
+def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False) -> IRModule:
     """Import an ONNX model. input_shapes maps input names to full shapes; it binds symbolic dims (a dim_param
     bound in one input is bound in all), unbound symbolic or unknown dims are 1 with a warning naming them
     (an OnnxImportError if strict)."""
@@ -55,7 +55,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
             raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
         outputs.append(env[out.name])
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
-    return Module(Function(params, body), output_names=tuple(o.name for o in graph.output))
+    return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output))
 
 
 # ---- loading and validation ----

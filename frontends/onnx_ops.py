@@ -192,6 +192,11 @@ def sigmoid(x):
     return call("sigmoid", x)
 
 
+@converter("HardSigmoid", since=6)
+def hard_sigmoid(x, *, alpha=0.2, beta=0.5):
+    return call("hard_sigmoid", x, alpha=alpha, beta=beta)
+
+
 @converter("Tanh")
 def tanh(x):
     return call("tanh", x)

@@ -1,114 +1,37 @@
-"""The graph IR: typed, immutable, structurally hashable expression nodes.
+"""The graph IR: typed, immutable, structurally hashable expression nodes, and their text form.
 
 Every node is typed at construction (a Call runs its op's shape rule when it is built), so an ill-typed graph
 cannot exist. Nodes are frozen; `replace()` returns a new node. Equality and hashing are structural (a Var is
 equal only to itself), so identical fused workloads deduplicate into one task.
+
+The printer (`astext`, which `str()` of a node uses) lives here with the nodes it prints, so that neither module
+would have to import the other. Its format:
+
+    fn (%x: Tensor[(1, 3, 8, 8), float32]) -> Tensor[(1, 4, 8, 8), float32] {
+      %0 = nn.conv2d(%x, meta[Constant][0] /* (4, 3, 3, 3) */, strides=[1, 1], ...) /* ty=Tensor[...] */;
+      %1 = fn (%p0: Tensor[...], Primitive=1) -> Tensor[...] {
+        nn.relu(%p0) /* ty=Tensor[...] */
+      };
+      %2 = %1(%0) /* ty=Tensor[...] */;
+      %2
+    }
+
+Every Call, Tuple and TupleGetItem gets its own `%n = ...` line (each node printed once, however often it is
+used); Vars and Constants are printed inline. Scalar constants print as their value, others as
+`meta[Constant][k]` with their shape. Fused primitive Functions are printed nested and indented, bound to a `%n`
+and then called. Numbering is shared by the whole text so that a name means one node.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class TensorType:
-    shape: tuple[int, ...]
-    dtype: str = "float32"
-
-    def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def __str__(self):
-        return f"Tensor[({', '.join(map(str, self.shape))}), {self.dtype}]"
-
-
-@dataclass(frozen=True)
-class TupleType:
-    fields: tuple[TensorType, ...]
-
-    def __str__(self):
-        return f"({', '.join(map(str, self.fields))})"
-
-
-Type = TensorType | TupleType
-
-
-def _freeze(value: Any) -> Any:
-    """Attribute values become hashable: lists -> tuples, numpy scalars -> python scalars."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return tuple(_freeze(v) for v in value.tolist())
-    return value
-
-
-class Attrs:
-    """A frozen, hashable mapping of op attributes."""
-
-    __slots__ = ("_items", "_hash")
-
-    def __init__(self, mapping: dict | None = None, **kwargs):
-        items = dict(mapping or {}, **kwargs)
-        self._items = tuple(sorted((k, _freeze(v)) for k, v in items.items()))
-        self._hash = hash(self._items)
-
-    def __getitem__(self, key):
-        for k, v in self._items:
-            if k == key:
-                return v
-        raise KeyError(key)
-
-    def __getattr__(self, key):
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def get(self, key, default=None):
-        for k, v in self._items:
-            if k == key:
-                return v
-        return default
-
-    def items(self):
-        return iter(self._items)
-
-    def keys(self):
-        return [k for k, _ in self._items]
-
-    def as_dict(self) -> dict:
-        return dict(self._items)
-
-    def __contains__(self, key):
-        return any(k == key for k, _ in self._items)
-
-    def __iter__(self):
-        return iter(self.keys())
-
-    def __len__(self):
-        return len(self._items)
-
-    def __eq__(self, other):
-        return isinstance(other, Attrs) and self._items == other._items
-
-    def __hash__(self):
-        return self._hash
-
-    def __repr__(self):
-        return "Attrs(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
+from .op import OpError, get_op, infer_call_type
+from .types import Attrs, TensorType, TupleType, Type
 
 
 class Expr:
@@ -134,7 +57,6 @@ class Expr:
         return self._key() == other._key()
 
     def replace(self, **changes) -> "Expr":
-        import dataclasses
         return dataclasses.replace(self, **changes)
 
     @property
@@ -142,7 +64,6 @@ class Expr:
         return self.type
 
     def __str__(self):
-        from .printer import astext
         return astext(self)
 
 
@@ -210,7 +131,6 @@ class Call(Expr):
         if isinstance(self.op, Function):
             ty = self.op.ret_type
         else:
-            from .op import infer_call_type
             attrs, ty = infer_call_type(self.op, self.args, self.attrs)
             object.__setattr__(self, "attrs", attrs)
         object.__setattr__(self, "type", ty)
@@ -384,3 +304,150 @@ def const(value, dtype="float32") -> Constant:
 
 def call(op: str, *args: Expr, **attrs) -> Call:
     return Call(op, tuple(args), Attrs(attrs))
+
+
+# ---------------------------------------------------------------------------------------------- text form
+
+INDENT = "  "
+
+
+def astext(node: Expr, show_types: bool = True) -> str:
+    """The text of an expression or a Function (for an IRModule: its `astext()`)."""
+    return _Printer(show_types).top(node)
+
+
+class _Printer:
+    def __init__(self, show_types: bool):
+        self.show_types = show_types
+        self.names: dict[int, str] = {}  # id(node) -> how a use of the node is printed
+        self.var_names: set[str] = set()
+        self.constants: dict[int, int] = {}  # id(Constant) -> meta index
+        self.counter = 0
+
+    def top(self, node: Expr) -> str:
+        if isinstance(node, Function):
+            return "\n".join(self.function(node, 0))
+        lines: list[str] = []
+        result = self.block(node, 0, lines)
+        return "\n".join(lines + [result])
+
+    # -------------------------------------------------------------------------------------------- blocks
+
+    def function(self, fn: Function, depth: int) -> list[str]:
+        """Lines of `fn (params) -> type { ... }` at indentation depth (the first line is not indented)."""
+        params = [f"{self.var(p)}: {p.type}" for p in fn.params]
+        params += [f"{k}={_value(v)}" for k, v in fn.attrs.items()]
+        lines = [f"fn ({', '.join(params)}) -> {fn.ret_type} {{"]
+        body_lines: list[str] = []
+        result = self.block(fn.body, depth + 1, body_lines)
+        lines += body_lines + [INDENT * (depth + 1) + result, INDENT * depth + "}"]
+        return lines
+
+    def block(self, root: Expr, depth: int, lines: list[str]) -> str:
+        """Append the `%n = ...;` lines of every non-atomic node under root; return how root itself reads.
+
+        The root's own value is printed as the block's result: a Call root is printed in full, not bound."""
+        pad = INDENT * depth
+        for node in post_order(root):
+            if id(node) in self.names or isinstance(node, (Var, Constant)):
+                continue
+            if isinstance(node, Function):  # a Function reached as a value (not as a Call target)
+                self.bind_function(node, depth, lines)
+                continue
+            if isinstance(node, Call) and isinstance(node.op, Function) and id(node.op) not in self.names:
+                self.bind_function(node.op, depth, lines)
+            text = self.node_text(node)
+            if node is root:
+                return text
+            name = self.fresh()
+            lines.append(f"{pad}{name} = {text};")
+            self.names[id(node)] = name
+        return self.atom(root)
+
+    def bind_function(self, fn: Function, depth: int, lines: list[str]):
+        name = self.fresh()
+        fn_lines = self.function(fn, depth)
+        lines.append(f"{INDENT * depth}{name} = {fn_lines[0]}")
+        lines.extend(fn_lines[1:-1])
+        lines.append(fn_lines[-1] + ";")
+        self.names[id(fn)] = name
+
+    # -------------------------------------------------------------------------------------------- nodes
+
+    def node_text(self, node: Expr) -> str:
+        if isinstance(node, Call):
+            callee = self.names[id(node.op)] if isinstance(node.op, Function) else node.op
+            parts = [self.atom(a) for a in node.args] + self.attrs_text(node)
+            return f"{callee}({', '.join(parts)}){self.type_note(node)}"
+        if isinstance(node, Tuple):
+            inner = ", ".join(self.atom(f) for f in node.fields)
+            return f"({inner}{',' if len(node.fields) == 1 else ''})"
+        if isinstance(node, TupleGetItem):
+            return f"{self.atom(node.tuple_value)}.{node.index}{self.type_note(node)}"
+        return self.atom(node)
+
+    def attrs_text(self, call: Call) -> list[str]:
+        """key=value in the op's declaration order (the order a reader of the op table expects)."""
+        if isinstance(call.op, Function):
+            return []
+        try:
+            order = list(get_op(call.op).attrs)
+        except OpError:
+            order = []
+        keys = [k for k in order if k in call.attrs] + [k for k in call.attrs.keys() if k not in order]
+        return [f"{k}={_value(call.attrs[k])}" for k in keys]
+
+    def type_note(self, node: Expr) -> str:
+        return f" /* ty={node.type} */" if self.show_types else ""
+
+    def atom(self, node: Expr) -> str:
+        if isinstance(node, Var):
+            return self.var(node)
+        if isinstance(node, Constant):
+            return self.constant(node)
+        return self.names[id(node)]
+
+    def var(self, v: Var) -> str:
+        """%name, made unique when two distinct Vars share a name."""
+        got = self.names.get(id(v))
+        if got is None:
+            base = v.name or "v"
+            name, k = base, 1
+            while name in self.var_names:
+                name, k = f"{base}_{k}", k + 1
+            self.var_names.add(name)
+            got = self.names[id(v)] = f"%{name}"
+        return got
+
+    def constant(self, c: Constant) -> str:
+        if c.data.ndim == 0:
+            return _scalar(c.data.item(), c.type.dtype)
+        index = self.constants.setdefault(id(c), len(self.constants))
+        dtype = "" if c.type.dtype == "float32" else f", {c.type.dtype}"
+        return f"meta[Constant][{index}] /* ({', '.join(map(str, c.type.shape))}){dtype} */"
+
+    def fresh(self) -> str:
+        name = f"%{self.counter}"
+        self.counter += 1
+        return name
+
+
+def _scalar(v, dtype: str) -> str:
+    if dtype.startswith("float"):
+        return f"{float(v)!r}f" if dtype == "float32" else repr(float(v))
+    if dtype == "bool":
+        return str(bool(v))
+    return f"{int(v)}" + ("" if dtype == "int32" else f"i{dtype[3:]}" if dtype.startswith("int") else "")
+
+
+def _value(v) -> str:
+    """An attribute value: tuples as [a, b], strings quoted, floats in their shortest exact form."""
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, float):  # a float32 attribute (e.g. from ONNX) prints as its shortest float32 form
+        return str(np.float32(v)) if float(np.float32(v)) == v else repr(v)
+    if isinstance(v, np.ndarray):
+        return _value(tuple(v.tolist()))
+    return str(v)

@@ -16,18 +16,18 @@ import numpy as np
 
 from .expr import (Call, Constant, Expr, Function, TensorType, Tuple, TupleGetItem, TupleType, Var, children,
                    free_vars, post_order)
-from .module import Module
+from .module import IRModule
 from .op import get_op
 
 
-def evaluate(target: "Module | Function | Expr", inputs: "Mapping[str, np.ndarray] | Sequence[np.ndarray]" = ()
+def evaluate(target: "IRModule | Function | Expr", inputs: "Mapping[str, np.ndarray] | Sequence[np.ndarray]" = ()
              ) -> list[np.ndarray]:
-    """Evaluate a Module, a Function or an expression; returns one array per output.
+    """Evaluate an IRModule, a Function or an expression; returns one array per output.
 
     inputs: a dict keyed by input (parameter / free Var) name, or a list in parameter order (for an expression:
     the order of free_vars, i.e. first use in post order). Inputs are cast to the declared dtype. A tuple-typed result
-    is flattened into its fields (a Module's outputs are the fields of its main body's tuple)."""
-    fn = target.main if isinstance(target, Module) else target
+    is flattened into its fields (an IRModule's outputs are the fields of its main body's tuple)."""
+    fn = target.main if isinstance(target, IRModule) else target
     if isinstance(fn, Function):
         params, body = list(fn.params), fn.body
     else:

@@ -1,13 +1,16 @@
-"""A Module: the model as one `main` Function plus the names of its inputs and outputs."""
+"""An IRModule: the model as one `main` Function plus the names of its inputs and outputs.
+
+Named as TVM's: the graph before compilation. The compiled model a user runs is `runtime.Module`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .expr import Function, Tuple, TupleType
+from .expr import Function, Tuple, astext
+from .types import TupleType
 
 
 @dataclass(frozen=True)
-class Module:
+class IRModule:
     main: Function
     output_names: tuple[str, ...] = ()
     attrs: dict = field(default_factory=dict, compare=False, hash=False)
@@ -26,9 +29,12 @@ class Module:
         body = self.main.body
         return body.fields if isinstance(body, Tuple) else (body,)
 
-    def with_main(self, main: Function) -> "Module":
-        return Module(main, self.output_names, dict(self.attrs))
+    def with_main(self, main: Function) -> "IRModule":
+        return IRModule(main, self.output_names, dict(self.attrs))
+
+    def astext(self, show_types: bool = True) -> str:
+        """The text of main, then the output names."""
+        return astext(self.main, show_types) + f"\n/* outputs: {', '.join(self.output_names)} */"
 
     def __str__(self):
-        from .printer import astext
-        return astext(self)
+        return self.astext()

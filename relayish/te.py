@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from .intrinsics import get_intrinsic
+
 _counter = itertools.count()
 
 
@@ -115,7 +117,7 @@ class Cast(PrimExpr):
 
 @dataclass(frozen=True, eq=True, repr=False)
 class Call(PrimExpr):
-    """A math intrinsic: exp, log, sqrt, tanh, sigmoid, pow, erf, fabs, floor, ceil."""
+    """A math intrinsic, one of relayish/intrinsics.py's table (build it with `intrin`)."""
     name: str
     args: tuple
     dtype: str = "float32"
@@ -277,6 +279,9 @@ def cast(dtype, x) -> PrimExpr:
 
 
 def intrin(name, *args) -> PrimExpr:
+    """Math intrinsic `name` (relayish/intrinsics.py) of float args; a wrong name or arity raises ValueError."""
+    if len(args) != get_intrinsic(name).arity:
+        raise ValueError(f"intrinsic {name} takes {get_intrinsic(name).arity} argument(s), got {len(args)}")
     args = tuple(as_expr(a, "float32") for a in args)
     return Call(name, args, args[0].dtype)
 

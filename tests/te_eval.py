@@ -9,17 +9,10 @@ Integer `//`, `/` and `%` floor, like the constant folder in relayish.te.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from relayish import te
-
-_INTRINSICS = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "fabs": np.abs, "floor": np.floor,
-    "ceil": np.ceil, "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "pow": np.power,
-    "erf": np.vectorize(math.erf, otypes=[np.float64]),
-}
+from relayish.intrinsics import INTRINSICS
 
 
 def evaluate_te(outputs, feeds: dict) -> list[np.ndarray]:
@@ -87,7 +80,7 @@ def _eval(e, env, values):
         return np.asarray(_eval(e.value, env, values)).astype(e.dtype)
     if isinstance(e, te.Call):
         args = [_eval(a, env, values) for a in e.args]
-        return np.asarray(_INTRINSICS[e.name](*args)).astype(e.dtype)
+        return np.asarray(INTRINSICS[e.name].numpy(*args)).astype(e.dtype)
     if isinstance(e, te.TensorRead):
         return _read(e, env, values)
     raise TypeError(f"cannot evaluate {type(e).__name__} {e}")

@@ -61,7 +61,8 @@ def test_binary(op, shapes):
 
 
 @pytest.mark.parametrize("op,attrs", [("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
-                                      ("Exp", {}), ("Clip", {"min": -0.5, "max": 0.7})])
+                                      ("Exp", {}), ("Clip", {"min": -0.5, "max": 0.7}),
+                                      ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSigmoid", {})])
 def test_unary(op, attrs):
     opset = 7 if op == "Clip" else 17
     check3(make_model(op, {"x": (2, 3, 4, 5)}, attrs, opset))

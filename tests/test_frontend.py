@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from frontends import OnnxImportError, from_onnx
-from relayish import Constant, Module, Tuple
+from relayish import Constant, IRModule, Tuple
 from relayish.interp import evaluate
 
 RTOL = 1e-4
@@ -70,7 +70,7 @@ def assert_close(ours, ref, what=""):
 
 
 def check(model, positive=False, seed=0):
-    """Import, evaluate with the interpreter and compare every output with onnxruntime's. Returns the Module."""
+    """Import, evaluate with the interpreter and compare every output with onnxruntime's. Returns the IRModule."""
     onnx.checker.check_model(model)
     feeds = random_feeds(model, seed, positive)
     module = from_onnx(model)
@@ -425,7 +425,7 @@ def test_resnet18_matches_onnxruntime(variant, request):
     assert ("nn.batch_norm" in ops) == (variant == "resnet18_path")
 
 
-def _calls(module: Module):
+def _calls(module: IRModule):
     from relayish import Call, post_order
     return [n for n in post_order(module.main.body) if isinstance(n, Call)]
 

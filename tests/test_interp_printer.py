@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relayish import Attrs, Call, Constant, Function, Module, TensorType, Tuple, TupleGetItem, Var, call, get_op
+from relayish import (Attrs, Call, Constant, Function, IRModule, TensorType, Tuple, TupleGetItem, Var, astext, call,
+                      get_op)
 from relayish.interp import evaluate, evaluate_one
-from relayish.printer import astext
 
 RNG = np.random.default_rng(0)
 
@@ -25,7 +25,7 @@ def conv_block():
     x = Var("x", TensorType((1, 3, 6, 6)))
     conv = call("nn.conv2d", x, Constant(w), strides=(2, 2), padding=(1, 1, 1, 1))
     out = call("nn.relu", call("add", conv, Constant(b)))
-    return Module(Function([x], Tuple([out, conv]))), _rand(1, 3, 6, 6), w, b
+    return IRModule(Function([x], Tuple([out, conv]))), _rand(1, 3, 6, 6), w, b
 
 
 def fused_conv_block(module, b):
@@ -34,7 +34,7 @@ def fused_conv_block(module, b):
     conv = module.main.body.fields[1]
     p0, p1 = Var("p0", conv.type), Var("p1", TensorType(b.shape))
     fn = _primitive([p0, p1], call("nn.relu", call("add", p0, p1)))
-    return Module(Function([x], Tuple([Call(fn, (conv, Constant(b))), conv])))
+    return IRModule(Function([x], Tuple([Call(fn, (conv, Constant(b))), conv])))
 
 
 # ---------------------------------------------------------------------------------------------- interpreter
@@ -161,8 +161,8 @@ def test_distinct_vars_with_one_name_get_distinct_names():
 def test_tuple_get_item_and_module_outputs():
     x = Var("x", TensorType((2,)))
     t = Tuple([call("exp", x), x])
-    module = Module(Function([x], Tuple([TupleGetItem(t, 0), call("sqrt", x)])), output_names=("a", "b"))
-    text = astext(module)
+    module = IRModule(Function([x], Tuple([TupleGetItem(t, 0), call("sqrt", x)])), output_names=("a", "b"))
+    text = module.astext()
     assert "%1 = (%0, %x);" in text
     assert "%2 = %1.0 /* ty=Tensor[(2), float32] */;" in text
     assert text.endswith("/* outputs: a, b */")

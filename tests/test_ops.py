@@ -207,6 +207,8 @@ def test_unary(op):
 def test_unary_with_attrs():
     check_op("nn.leaky_relu", [(3, 4)], dict(alpha=0.2))
     check_op("clip", [(3, 4)], dict(a_min=-0.5, a_max=0.25))
+    ref, arrays, _ = check_op("hard_sigmoid", [(3, 4)], dict(alpha=0.3, beta=0.4))
+    np.testing.assert_allclose(ref, ort_run("HardSigmoid", arrays, alpha=0.3, beta=0.4), rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "maximum", "minimum"])

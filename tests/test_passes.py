@@ -17,11 +17,11 @@ from compiler.inspect import summarize
 from compiler.passes import PassContext, run_pipeline
 from compiler.passes.fuse import fuse_ops
 from compiler.passes.layout import alter_layout, propagate_layout
-from compiler.passes.simplify import fold_batch_norm
+from compiler.passes.rewrite import ANY, CONST, Pat
+from compiler.passes.simplify import eliminate_identity_ops, fold_batch_norm
 from frontends import from_onnx
-from relayish import Call, Constant, Function, Module, Pattern, TensorType, Tuple, Var, call, get_op
+from relayish import Call, Constant, Function, IRModule, Pattern, TensorType, Tuple, Var, call, get_op
 from relayish.expr import post_order
-from relayish.printer import astext
 
 RNG = np.random.default_rng(0)
 VW = 8  # vector width of the layout tests: 8 channels make one block
@@ -31,8 +31,8 @@ def const(*shape) -> Constant:
     return Constant(RNG.standard_normal(shape).astype(np.float32))
 
 
-def module(params, body) -> Module:
-    return Module(Function(params, body))
+def module(params, body) -> IRModule:
+    return IRModule(Function(params, body))
 
 
 def primitive(params, body) -> Function:
@@ -45,12 +45,12 @@ def kernel(body_fn, *args) -> Call:
     return Call(primitive(params, body_fn(*params)), args)
 
 
-def assert_same(actual: Module, expected: Module):
-    assert actual == expected, (f"\n--- actual\n{astext(actual, show_types=False)}\n"
-                                f"--- expected\n{astext(expected, show_types=False)}")
+def assert_same(actual: IRModule, expected: IRModule):
+    assert actual == expected, (f"\n--- actual\n{actual.astext(show_types=False)}\n"
+                                f"--- expected\n{expected.astext(show_types=False)}")
 
 
-def kernels_of(mod: Module) -> list[list[str]]:
+def kernels_of(mod: IRModule) -> list[list[str]]:
     return [k["ops"] for k in summarize(mod)["kernels"]]
 
 
@@ -169,7 +169,7 @@ def test_no_fusion_makes_one_kernel_per_op():
 # ============================================================================================== layout
 
 
-def to_blocked(mod: Module) -> Module:
+def to_blocked(mod: IRModule) -> IRModule:
     return propagate_layout(alter_layout(mod, VW))
 
 
@@ -208,6 +208,24 @@ def test_per_channel_constant_gets_blocked_and_others_do_not():
     along_w = const(1, 1, 6)
     got = to_blocked(module([x], call("add", conv(x, w), along_w)))
     assert got.main.body.op == "add" and got.main.body.args[0].op == "layout_transform"
+
+
+def test_constant_first_operand_gets_blocked_too():
+    x, w = Var("x", TensorType((1, 8, 6, 6))), const(16, 8, 1, 1)
+    scale = np.arange(16, dtype=np.float32).reshape(16, 1, 1)
+    before = module([x], call("multiply", Constant(scale), conv(x, w)))
+    blocked = Constant(scale.reshape(1, 2, 8, 1, 1).transpose(0, 1, 3, 4, 2))
+    body = call("nn.conv2d_nchwc", lt(x, "NCHW", "NCHW8c"), lt(w, "OIHW", "OIHW8i8o"))
+    assert_same(to_blocked(before), module([x], lt(call("multiply", blocked, body), "NCHW8c", "NCHW")))
+
+
+def test_pattern_rows_match_op_and_arguments():
+    x, c = Var("x", TensorType((2, 3))), Constant(np.ones(3, np.float32))
+    assert Pat("add", (ANY, CONST)).match(call("add", x, c)) == (x, c)
+    assert Pat("add", (ANY, CONST)).match(call("add", c, x)) is None  # x is not a Constant
+    assert Pat("add", (ANY,)).match(call("add", x, c)) is None  # arity
+    assert Pat("multiply", (ANY, CONST)).match(call("add", x, c)) is None
+    assert Pat(lambda opdef: opdef.pattern == Pattern.ELEMWISE).match(call("exp", x)) == ()
 
 
 def test_pools_read_the_blocked_layout():
@@ -310,6 +328,17 @@ def test_batch_norm_of_a_shared_conv_does_not_scale_its_weights():
     expected = module([x], Tuple([call("add", call("multiply", c, Constant(scale.reshape(-1, 1, 1))),
                                        Constant(shift.reshape(-1, 1, 1))), c]))
     assert_same(got, expected)
+
+
+# ============================================================================================== identity ops
+
+
+def test_identity_ops_are_dropped_and_reshapes_merged():
+    x = Var("x", TensorType((2, 3, 4)))
+    before = module([x], call("exp", call("reshape", call("copy", x), newshape=(2, 3, 4))))
+    assert_same(eliminate_identity_ops(before), module([x], call("exp", x)))
+    chained = module([x], call("reshape", call("reshape", x, newshape=(6, 4)), newshape=(4, 6)))
+    assert_same(eliminate_identity_ops(chained), module([x], call("reshape", x, newshape=(4, 6))))
 
 
 # ============================================================================================== ResNet-18

@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 from compiler.build import build
 from compiler.inspect import summarize
 from compiler.passes import PASS_NAMES, PassContext, run_pipeline
-from relayish import (Constant, Function, Module, OpError, Pattern, TensorType, Tuple, Var, call, free_vars,
+from relayish import (Constant, Function, IRModule, OpError, Pattern, TensorType, Tuple, Var, call, free_vars,
                       get_op)
 from relayish.interp import evaluate
-from relayish.printer import astext
 
 TOL = 1e-4
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -33,12 +32,12 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Heal
 class RandomGraph:
     """A drawn graph and its inputs; prints as the graph's text (what a shrunk failure should show)."""
 
-    def __init__(self, module: Module, inputs: dict):
+    def __init__(self, module: IRModule, inputs: dict):
         self.module, self.inputs = module, inputs
 
     def __repr__(self):
         shapes = ", ".join(f"{k}: {v.shape}" for k, v in self.inputs.items())
-        return f"RandomGraph(inputs {shapes}):\n{astext(self.module, show_types=False)}"
+        return f"RandomGraph(inputs {shapes}):\n{self.module.astext(show_types=False)}"
 
 
 class _Builder:
@@ -169,7 +168,7 @@ def graphs(draw, max_ops: int = 8):
     outputs = [c for c in calls if id(c) not in read]
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
     used = [p for p in b.params if p in free_vars(body)]  # Vars compare by identity
-    mod = Module(Function(used, body))
+    mod = IRModule(Function(used, body))
     inputs = {p.name: b.rng.standard_normal(p.type.shape).astype(np.float32) for p in used}
     return RandomGraph(mod, inputs)
 
@@ -181,11 +180,11 @@ def rel_error(got: np.ndarray, ref: np.ndarray) -> float:
     return err / scale if scale > 0 else err
 
 
-def assert_close(got: list, ref: list, what: str, mod: Module):
+def assert_close(got: list, ref: list, what: str, mod: IRModule):
     assert len(got) == len(ref), f"{what}: {len(got)} outputs, reference {len(ref)}"
     for i, (a, r) in enumerate(zip(got, ref)):
         e = rel_error(a, r)
-        assert e <= TOL, f"{what}: output {i} off by {e:.3g} (max|a-b|/max|ref|)\n{astext(mod, show_types=False)}"
+        assert e <= TOL, f"{what}: output {i} off by {e:.3g} (max|a-b|/max|ref|)\n{mod.astext(show_types=False)}"
 
 
 # every graph goes through each of these (drawn contexts would mostly be the simplest one)
@@ -195,7 +194,7 @@ CONTEXTS = [PassContext(opt_level=3, layout="NCHWc", vector_width=16),
             PassContext(opt_level=0, layout="NCHW")]
 
 
-def assert_kernels_well_formed(fused: Module, ctx: PassContext, mod: Module):
+def assert_kernels_well_formed(fused: IRModule, ctx: PassContext, mod: IRModule):
     """At most max_fused_ops ops and one anchor (reduction, conv, pool, opaque op) per kernel; no layout transform
     unless the context asks for the blocked layout."""
     summary = summarize(fused)
@@ -230,8 +229,8 @@ def test_compiled_module_matches_the_interpreter(layout, graph, opt_level):
 
 
 def test_an_output_that_simplifies_to_an_input_compiles():
-    # found by the property above: reshape there and back is dropped by eliminate_dead_code, leaving %x as output
+    # found by the property above: reshape there and back is dropped by eliminate_identity_ops, leaving %x as output
     x = Var("x", TensorType((1, 3, 4, 4)))
-    mod = Module(Function([x], call("reshape", call("reshape", x, newshape=(1, 4, 3, 4)), newshape=(1, 3, 4, 4))))
+    mod = IRModule(Function([x], call("reshape", call("reshape", x, newshape=(1, 4, 3, 4)), newshape=(1, 3, 4, 4))))
     feed = {"x": np.arange(48, dtype=np.float32).reshape(1, 3, 4, 4)}
     np.testing.assert_array_equal(build(mod).run(None, feed)[0], feed["x"])

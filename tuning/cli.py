@@ -322,13 +322,12 @@ def bench_layouts(args) -> int:
 def cmd_inspect(args) -> int:
     from compiler.inspect import format_summary, run_until, summarize
     from frontends import from_onnx
-    from relayish.printer import astext
 
     mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
     mod, seconds = run_until(mod, args.after, layout=args.layout, opt_level=args.opt_level,
                              winograd=args.winograd)
     if not args.summary_only:
-        print(astext(mod))
+        print(mod.astext())
         print()
     stage = "as imported" if args.after == "import" else f"after {args.after or 'the whole pipeline'}"
     print(f"summary ({stage}, layout {args.layout}, opt level {args.opt_level}):")

@@ -21,6 +21,7 @@ from compiler.build import extract_tasks
 from compiler.passes import PassContext, run_pipeline
 from compiler.schedule import Schedule, ScheduleError
 from compiler.task import Task
+from relayish import get_op
 
 from .search import SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
@@ -204,7 +205,8 @@ def _default_schedule(task: Task) -> Schedule:
 
 
 def _group(task: Task) -> str:
-    anchors = [o for o in task.ops if o not in ("add", "multiply", "nn.relu", "clip", "subtract", "divide")]
+    """The task's similarity group for the scheduler: its anchor, the first op that is not elementwise."""
+    anchors = [o for o in task.ops if get_op(o).op_class != "elementwise"]
     return anchors[0] if anchors else task.ops[0] if task.ops else "none"
 
 

@@ -1,8 +1,8 @@
 """Math intrinsics as inline LLVM IR, for float scalars and float vectors alike.
 
-`emit_intrinsic(builder, name, args)` emits the code of one `te.Call` in place. sqrt, fabs, floor and ceil map
-to `llvm.*` intrinsics (single instructions on x86-64 with SSE4.1). exp, log, tanh, sigmoid, erf and pow are
-written out here as range reduction + polynomial, so that they vectorize with the code around them and the module
+`emit_intrinsic(builder, name, args)` emits the code of one `te.Call` in place; the names, arities and cost
+classes are relayish/intrinsics.py's table. The "instruction" ones map to `llvm.*` intrinsics (single
+instructions on x86-64 with SSE4.1). The "polynomial" ones (`_POLYNOMIAL` below) are written out here as range reduction + polynomial, so that they vectorize with the code around them and the module
 never calls libm: a compiled model depends on no library for compute.
 
 Accuracy (float32, max error against float64 references over 1M random inputs across each function's range):
@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 from llvmlite import ir
+
+from relayish.intrinsics import INTRINSICS
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -280,29 +282,25 @@ def _pow(m: _Math, x, y):
 
 # ----------------------------------------------------------------------------------------------- dispatch
 
-_LLVM_UNARY = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil"}
-_POLY = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf}
-ARITY = {**{k: 1 for k in _LLVM_UNARY}, **{k: 1 for k in _POLY}, "pow": 2}
+_POLYNOMIAL = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf, "pow": _pow}
 
 
 def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list) -> ir.Value:
     """Emit intrinsic `name` on float args of one type (scalar or <N x float|double>); returns a value of that type."""
-    if name not in ARITY:
-        raise NotImplementedError(f"codegen: unknown intrinsic {name!r}; known: {sorted(ARITY)}")
-    if len(args) != ARITY[name]:
-        raise ValueError(f"codegen: intrinsic {name} takes {ARITY[name]} argument(s), got {len(args)}")
+    if name not in INTRINSICS:
+        raise NotImplementedError(f"codegen: unknown intrinsic {name!r}; known: {sorted(INTRINSICS)}")
+    intrinsic = INTRINSICS[name]
+    if len(args) != intrinsic.arity:
+        raise ValueError(f"codegen: intrinsic {name} takes {intrinsic.arity} argument(s), got {len(args)}")
     ty = args[0].type
     scalar = ty.element if isinstance(ty, ir.VectorType) else ty
     if scalar not in (F32, F64) or any(a.type != ty for a in args):
         got = [str(a.type) for a in args]
         raise TypeError(f"codegen: intrinsic {name} needs float arguments of one type, got {got}")
-    if name in _LLVM_UNARY:
-        return _Math(builder, ty).call(_LLVM_UNARY[name], args[0])
+    if intrinsic.cost == "instruction":
+        return _Math(builder, ty).call(name, *args)
     if scalar == F64:  # computed in float32 precision (module docstring)
         narrow = ir.VectorType(F32, ty.count) if isinstance(ty, ir.VectorType) else F32
         res = emit_intrinsic(builder, name, [builder.fptrunc(a, narrow) for a in args])
         return builder.fpext(res, ty)
-    m = _Math(builder, ty)
-    if name == "pow":
-        return _pow(m, args[0], args[1])
-    return _POLY[name](m, args[0])
+    return _POLYNOMIAL[name](_Math(builder, ty), *args)

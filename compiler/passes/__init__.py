@@ -1,6 +1,6 @@
 """The pass pipeline, on one page. Read this first.
 
-Each pass is a function Module -> Module. `PIPELINE` lists them in order with the opt level from which they run;
+Each pass is a function IRModule -> IRModule. `PIPELINE` lists them in order with the opt level from which they run;
 `run_pipeline` runs them, timing each, and can stop after any one (`relayish inspect --after NAME`).
 """
 from __future__ import annotations
@@ -9,17 +9,17 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from relayish import Module
+from relayish import IRModule
 
 from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
-from .simplify import eliminate_dead_code, fold_batch_norm, fold_constants
+from .simplify import eliminate_identity_ops, fold_batch_norm, fold_constants
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
-    fn: Callable  # (Module, PassContext) -> Module
+    fn: Callable  # (IRModule, PassContext) -> IRModule
     opt_level: int  # runs when the context's opt_level >= this
     doc: str
 
@@ -36,7 +36,8 @@ class PassContext:
 PIPELINE = [
     Pass("fold_constants", lambda m, c: fold_constants(m), 1, "evaluate calls whose inputs are constants"),
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
-    Pass("eliminate_dead_code", lambda m, c: eliminate_dead_code(m), 0, "drop identity ops and unused nodes"),
+    Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
+         "drop copies and same-shape reshapes, merge chained reshapes"),
     Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width, c.winograd) if c.layout == "NCHWc" else m,
          2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
     Pass("propagate_layout", lambda m, c: propagate_layout(m) if c.layout == "NCHWc" else m, 2,
@@ -49,8 +50,8 @@ PIPELINE = [
 PASS_NAMES = [p.name for p in PIPELINE]
 
 
-def run_pipeline(mod: Module, ctx: PassContext = PassContext(), stop_after: str | None = None,
-                 timings: dict | None = None) -> Module:
+def run_pipeline(mod: IRModule, ctx: PassContext = PassContext(), stop_after: str | None = None,
+                 timings: dict | None = None) -> IRModule:
     if stop_after is not None and stop_after not in PASS_NAMES:
         raise ValueError(f"unknown pass {stop_after!r}; passes are {', '.join(PASS_NAMES)}")
     for p in PIPELINE:

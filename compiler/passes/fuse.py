@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from relayish import Call, Constant, Function, Module, Tuple, TupleGetItem, Var, get_op
+from relayish import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, get_op
 from relayish.expr import Expr, children, post_order
 from relayish.op import Pattern
 
@@ -54,7 +54,7 @@ class _Groups:
             self.pattern[head] = max(self.pattern[head], self.pattern[r])
 
 
-def fuse_ops(mod: Module, max_ops: int = 32, fuse: bool = True) -> Module:
+def fuse_ops(mod: IRModule, max_ops: int = 32, fuse: bool = True) -> IRModule:
     """Group op calls into primitive functions (one op per function when fuse=False)."""
     body = mod.main.body
     ops = [n for n in post_order(body) if isinstance(n, Call) and isinstance(n.op, str)]

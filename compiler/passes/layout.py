@@ -3,16 +3,21 @@ are pushed through layout-agnostic ops until they meet their inverse and cancel.
 
 NCHW -> NCHW{c}c: c (the channel block) is chosen per convolution from the vector width and the channel counts;
 the weights become OIHW{i}i{o}o constants (folded at compile time).
+
+Both passes are tables of `pattern -> replacement` rows (passes/rewrite.py), one comment each; `lt(x, A->B)` is
+layout_transform(x, src_layout=A, dst_layout=B).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from relayish import Call, Constant, Module, get_op
+from relayish import Call, Constant, Expr, IRModule
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
 
-from .simplify import rewrite
+from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
 
 def channel_block(channels: int, vector_width: int) -> int:
@@ -51,7 +56,7 @@ def winograd_tile(node: Call) -> int:
     return next((m for m in (4, 2) if -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
 
 
-def alter_layout(mod: Module, vector_width: int = 16, winograd: bool = True) -> Module:
+def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -> IRModule:
     """conv2d (groups=1, constant weight) -> NCHW{i}c conv2d_nchwc between layout transforms (or, when `winograd`
     and `winograd_tile` says so, conv2d_winograd_nchwc with its weight transformed at compile time); dense with a
     constant weight -> dense_pack with the weight in blocks of output features."""
@@ -63,11 +68,9 @@ def alter_layout(mod: Module, vector_width: int = 16, winograd: bool = True) -> 
             transforms[key] = _lt(x, src, dst)
         return transforms[key]
 
-    def conv_to_nchwc(node: Call):
-        # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHWic), lt(w)), NCHWoc->NCHW)
-        if node.op != "nn.conv2d" or node.attrs.groups != 1 or not isinstance(node.args[1], Constant):
+    def conv_to_nchwc(node: Call, x: Expr, w: Constant):
+        if node.attrs.groups != 1:
             return None
-        x, w = node.args
         oc, ic = w.type.shape[0], w.type.shape[1]
         ib, ob = channel_block(ic, vector_width), channel_block(oc, vector_width)
         data = lt_once(x, "NCHW", f"NCHW{ib}c")
@@ -82,23 +85,39 @@ def alter_layout(mod: Module, vector_width: int = 16, winograd: bool = True) -> 
                                                             "dilation": node.attrs.dilation})
         return _lt(conv, f"NCHW{ob}c", "NCHW")
 
-    def dense_to_pack(node: Call):
-        # dense(x, w[N, K]) -> dense_pack(x, w as [N/b, K, b])
-        if node.op != "nn.dense" or not isinstance(node.args[1], Constant):
-            return None
-        n = node.args[1].type.shape[0]
-        nb = channel_block(n, vector_width)
-        return Call("nn.dense_pack", (node.args[0], _lt(node.args[1], "NK", f"NK{nb}n")))
+    def dense_to_pack(node: Call, x: Expr, w: Constant):
+        nb = channel_block(w.type.shape[0], vector_width)
+        return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
-    return rewrite(mod, [("conv_to_nchwc", conv_to_nchwc), ("dense_to_pack", dense_to_pack)])
+    return rewrite(mod, table_rules([
+        # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
+        #                                      (groups 1, w constant; conv2d_winograd_nchwc if winograd_tile says so)
+        (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
+        # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant)
+        (Pat("nn.dense", (ANY, CONST)), dense_to_pack),
+    ]))
 
 
 # ---------------------------------------------------------------------------------------------- propagation
 
-def _as_lt(node):
+class LayoutTransform(NamedTuple):
+    """A matched layout_transform(value, src -> dst)."""
+    value: Expr
+    src: str
+    dst: str
+
+
+def LT(node) -> LayoutTransform | None:  # noqa: N802  (an argument matcher, see rewrite.Pat)
+    """Matches any layout_transform."""
     if isinstance(node, Call) and node.op == "layout_transform":
-        return node.args[0], node.attrs.src_layout, node.attrs.dst_layout
+        return LayoutTransform(node.args[0], node.attrs.src_layout, node.attrs.dst_layout)
     return None
+
+
+def FROM_BLOCKED(node) -> LayoutTransform | None:  # noqa: N802
+    """Matches a layout_transform from a blocked layout back to NCHW."""
+    lt = LT(node)
+    return lt if lt is not None and lt.dst == "NCHW" and lt.src != "NCHW" else None
 
 
 def _blocked_constant(c: Constant, blocked: str, ndim: int) -> Constant | None:
@@ -121,66 +140,61 @@ def _blocked_constant(c: Constant, blocked: str, ndim: int) -> Constant | None:
                                          .transpose(0, 1, *range(3, ndim + 1), 2)))
 
 
-def _propagate_rules():
-    def through_elemwise(node: Call):
-        # op(lt(y, B->NCHW)) -> lt(op(y), B->NCHW)        (op elementwise)
-        if get_op(node.op).pattern != Pattern.ELEMWISE or len(node.args) != 1:
-            return None
-        lt = _as_lt(node.args[0])
-        if lt is None or lt[2] != "NCHW" or lt[1] == "NCHW":
-            return None
-        y, src, dst = lt
-        return _lt(node.replace(args=(y,)), src, dst)
-
-    def through_broadcast(node: Call):
-        # op(lt(a), lt(b)) -> lt(op(a, b));  op(lt(a), c) -> lt(op(a, c'))   (c per-channel constant)
-        if get_op(node.op).pattern != Pattern.BROADCAST or len(node.args) != 2 or node.op == "nn.batch_norm":
-            return None
-        a, b = node.args
-        la, lb = _as_lt(a), _as_lt(b)
-        if la is not None and lb is not None:
-            if la[1:] == lb[1:] and la[2] == "NCHW" and la[1] != "NCHW" and a.type == b.type:
-                return _lt(node.replace(args=(la[0], lb[0])), la[1], la[2])
-            return None
-        lt, other, first = (la, b, True) if la is not None else (lb, a, False)
-        if lt is None or lt[2] != "NCHW" or lt[1] == "NCHW" or not isinstance(other, Constant):
-            return None
-        if node.type.shape != node.args[0 if first else 1].type.shape:  # the constant must not widen it
-            return None
-        c = _blocked_constant(other, lt[1], 4)
-        if c is None:
-            return None
-        args = (lt[0], c) if first else (c, lt[0])
-        return _lt(node.replace(args=args), lt[1], lt[2])
-
-    def cancel(node: Call):
-        # lt(lt(y, A->B), B->C) -> lt(y, A->C), or y when C == A
-        if node.op != "layout_transform":
-            return None
-        inner = _as_lt(node.args[0])
-        if inner is None:
-            return None
-        y, a, _ = inner
-        c = node.attrs.dst_layout
-        return y if a == c else _lt(y, a, c)
-
-    def pool_blocked(node: Call):
-        # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)
-        if node.op not in ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d"):
-            return None
-        if "layout" not in get_op(node.op).attrs or node.attrs.get("layout", "NCHW") != "NCHW":
-            return None
-        lt = _as_lt(node.args[0])
-        if lt is None or lt[2] != "NCHW" or lt[1] == "NCHW":
-            return None
-        attrs = dict(node.attrs.as_dict(), layout=lt[1])
-        return _lt(Call(node.op, (lt[0],), attrs), lt[1], "NCHW")
-
-    return [("cancel", cancel), ("through_elemwise", through_elemwise), ("through_broadcast", through_broadcast),
-            ("pool_blocked", pool_blocked)]
+def _cancel(node: Call, inner: LayoutTransform):
+    return inner.value if inner.src == node.attrs.dst_layout else _lt(inner.value, inner.src, node.attrs.dst_layout)
 
 
-def propagate_layout(mod: Module) -> Module:
+def _through_unary(node: Call, lt: LayoutTransform):
+    return _lt(node.replace(args=(lt.value,)), lt.src, lt.dst)
+
+
+def _through_binary(node: Call, la: LayoutTransform, lb: LayoutTransform):
+    a, b = node.args
+    if la.src != lb.src or a.type != b.type:
+        return None
+    return _lt(node.replace(args=(la.value, lb.value)), la.src, la.dst)
+
+
+def _through_binary_constant(node: Call, lt: LayoutTransform, c: Constant, const_first: bool):
+    """op(lt(a), c) or op(c, lt(a)) -> lt(op(a, c')), if c is per channel and does not widen the result."""
+    if node.type.shape != node.args[1 if const_first else 0].type.shape:
+        return None
+    blocked = _blocked_constant(c, lt.src, 4)
+    if blocked is None:
+        return None
+    args = (blocked, lt.value) if const_first else (lt.value, blocked)
+    return _lt(node.replace(args=args), lt.src, lt.dst)
+
+
+def _pool_blocked(node: Call, lt: LayoutTransform):
+    if node.attrs.layout != "NCHW":
+        return None
+    return _lt(Call(node.op, (lt.value,), dict(node.attrs.as_dict(), layout=lt.src)), lt.src, "NCHW")
+
+
+def _is(pattern: Pattern):
+    return lambda opdef: opdef.pattern == pattern
+
+
+PROPAGATE_RULES = table_rules([
+    # lt(lt(y, A->B), B->C) -> lt(y, A->C), or y when C == A
+    (Pat("layout_transform", (LT,)), _cancel),
+    # op(lt(y, B->NCHW)) -> lt(op(y), B->NCHW)                           (op elementwise, B blocked)
+    (Pat(_is(Pattern.ELEMWISE), (FROM_BLOCKED,)), _through_unary),
+    # op(lt(a, B->NCHW), lt(b, B->NCHW)) -> lt(op(a, b), B->NCHW)        (op broadcast, a and b of one type)
+    (Pat(_is(Pattern.BROADCAST), (FROM_BLOCKED, FROM_BLOCKED)), _through_binary),
+    # op(lt(a, B->NCHW), c) -> lt(op(a, c'), B->NCHW)                    (c per channel; c' blocked like a)
+    (Pat(_is(Pattern.BROADCAST), (FROM_BLOCKED, CONST)),
+     lambda node, lt, c: _through_binary_constant(node, lt, c, const_first=False)),
+    # op(c, lt(b, B->NCHW)) -> lt(op(c', b), B->NCHW)
+    (Pat(_is(Pattern.BROADCAST), (CONST, FROM_BLOCKED)),
+     lambda node, c, lt: _through_binary_constant(node, lt, c, const_first=True)),
+    # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)             (ops that run in the blocked layout)
+    (Pat(lambda opdef: opdef.blocked_layout, (FROM_BLOCKED,)), _pool_blocked),
+])
+
+
+def propagate_layout(mod: IRModule) -> IRModule:
     """Push NCHW{c}c -> NCHW transforms towards the outputs through elementwise, broadcast and pooling ops, so
     that a transform meets its inverse before the next convolution and both disappear."""
-    return rewrite(mod, _propagate_rules())
+    return rewrite(mod, PROPAGATE_RULES)

@@ -1,34 +1,18 @@
-"""Graph simplifications: constant folding, batch-norm folding, identity elimination.
+"""Graph simplifications: constant folding, batch-norm folding, identity-op elimination.
 
 Local rewrites are a table of (name, function) pairs; each function returns a replacement node or None.
-`rewrite(mod, rules)` applies them bottom-up until no rule fires at a node.
+`rewrite(mod, rules)` (passes/rewrite.py) applies them bottom-up until no rule fires at a node.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from relayish import Call, Constant, Module, get_op
-from relayish.expr import Expr, Function, post_order, rebuild
+from relayish import Call, Constant, IRModule, get_op
+from relayish.expr import Expr, children, post_order
+
+from .rewrite import rewrite
 
 MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
-
-
-def rewrite(mod: Module, rules, origin: dict | None = None) -> Module:
-    """origin, if given, is filled with id(rewritten node) -> id(original node), so that rules can ask about
-    the original graph (use counts)."""
-    def visit(old, node):
-        if origin is not None:
-            origin[id(node)] = id(old)
-        for _ in range(16):  # a rule's result may match another rule
-            for _, rule in rules:
-                got = rule(node) if isinstance(node, Call) and isinstance(node.op, str) else None
-                if got is not None:
-                    node = got
-                    break
-            else:
-                return node
-        return node
-    return mod.with_main(Function(mod.main.params, rebuild(mod.main.body, visit), mod.main.attrs))
 
 
 # ---------------------------------------------------------------------------------------------- folding
@@ -43,7 +27,7 @@ def _fold_call(node: Call):
     return Constant(np.asarray(value, dtype=node.type.dtype).reshape(node.type.shape))
 
 
-def fold_constants(mod: Module) -> Module:
+def fold_constants(mod: IRModule) -> IRModule:
     """Evaluate every call whose inputs are all constants."""
     return rewrite(mod, [("fold", _fold_call)])
 
@@ -132,7 +116,6 @@ def _make_rules(uses, origin):
 
 
 def use_counts(root: Expr) -> dict[int, int]:
-    from relayish.expr import children
     uses: dict[int, int] = {}
     for node in post_order(root):
         for c in children(node):
@@ -140,7 +123,7 @@ def use_counts(root: Expr) -> dict[int, int]:
     return uses
 
 
-def fold_batch_norm(mod: Module) -> Module:
+def fold_batch_norm(mod: IRModule) -> IRModule:
     """Fold inference batch norms into the convolution before them (weights scaled, bias shifted); a batch norm
     with no convolution before it becomes a multiply and an add."""
     # bn -> affine first, then fold the affine into convs (use counts taken on the affine form)
@@ -162,6 +145,7 @@ def _drop_identity(node: Call):
     return None
 
 
-def eliminate_dead_code(mod: Module) -> Module:
-    """Drop identity ops. (Unused nodes are already gone: the graph holds only what reaches the outputs.)"""
+def eliminate_identity_ops(mod: IRModule) -> IRModule:
+    """Drop ops that change nothing (copies, reshapes to the same shape) and merge chained reshapes. There is no
+    dead code to eliminate: a graph holds only the nodes its outputs reach."""
     return rewrite(mod, [("identity", _drop_identity)])

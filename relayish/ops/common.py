@@ -9,8 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
-from ..op import OpError
+from ..types import TensorType
+from ..op import OpError, stage_tag
+
+
+PAD_TAG = stage_tag("pad", is_padding=True)  # every padding stage (see StageTag)
 
 
 def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
@@ -98,4 +101,4 @@ def pad_stage(x: te.Tensor, before: dict, padded_shape, value: float, name: str 
             conds += c
         read = x[tuple(idx)]
         return te.select(te.all_of(*conds), read, te.const(value, x.dtype)) if conds else read
-    return te.compute(padded_shape, body, name=name, tag="pad")
+    return te.compute(padded_shape, body, name=name, tag=PAD_TAG)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import Pattern, register_op
 from .common import broadcast_index, broadcast_shape, same_dtype
 
@@ -19,26 +19,32 @@ def _unary(name, ref, scalar, attrs=None, doc=""):
         x, = inputs
         return te.compute(x.shape, lambda *i: scalar(x[i], attrs), name=name.replace("nn.", ""), tag="elemwise")
 
-    register_op(name, inputs=1, pattern=Pattern.ELEMWISE, infer=_unary_infer, ref=ref, compute=compute,
-                attrs=attrs, doc=doc)
+    register_op(name, inputs=1, pattern=Pattern.ELEMWISE, op_class="elementwise", infer=_unary_infer, ref=ref,
+                compute=compute, attrs=attrs, doc=doc)
 
 
 def _f32(x):
     return np.asarray(x, dtype=np.float32)
 
 
-_unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda v, a: te.max_(v, te.const(0, v.dtype)))
+_unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda v, a: te.max_(v, te.const(0, v.dtype)),
+       doc="max(x, 0)")
 _unary("nn.leaky_relu", lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha)).astype(x.dtype),
-       lambda v, a: te.select(v >= 0.0, v, v * float(a.alpha)), attrs={"alpha": 0.01})
+       lambda v, a: te.select(v >= 0.0, v, v * float(a.alpha)), attrs={"alpha": 0.01}, doc="x if x >= 0 else alpha x")
 _unary("clip", lambda x, a_min, a_max: np.clip(x, np.float32(a_min), np.float32(a_max)).astype(x.dtype),
        lambda v, a: te.min_(te.max_(v, float(a.a_min)), float(a.a_max)),
-       attrs={"a_min": float("-inf"), "a_max": float("inf")})
-_unary("sigmoid", lambda x: _f32(1.0 / (1.0 + np.exp(-x.astype(np.float64)))), lambda v, a: te.sigmoid(v))
-_unary("tanh", lambda x: np.tanh(x), lambda v, a: te.tanh(v))
-_unary("exp", lambda x: np.exp(x), lambda v, a: te.exp(v))
-_unary("sqrt", lambda x: np.sqrt(x), lambda v, a: te.sqrt(v))
-_unary("negative", lambda x: -x, lambda v, a: -v)
-_unary("copy", lambda x: x.copy(), lambda v, a: v)
+       attrs={"a_min": float("-inf"), "a_max": float("inf")}, doc="min(max(x, a_min), a_max)")
+_unary("sigmoid", lambda x: _f32(1.0 / (1.0 + np.exp(-x.astype(np.float64)))), lambda v, a: te.sigmoid(v),
+       doc="1 / (1 + exp(-x))")
+_unary("hard_sigmoid",
+       lambda x, alpha, beta: np.clip(x * np.float32(alpha) + np.float32(beta), 0, 1).astype(x.dtype),
+       lambda v, a: te.max_(te.min_(v * float(a.alpha) + float(a.beta), 1.0), 0.0),
+       attrs={"alpha": 0.2, "beta": 0.5}, doc="max(0, min(1, alpha x + beta))")
+_unary("tanh", lambda x: np.tanh(x), lambda v, a: te.tanh(v), doc="tanh(x)")
+_unary("exp", lambda x: np.exp(x), lambda v, a: te.exp(v), doc="e^x")
+_unary("sqrt", lambda x: np.sqrt(x), lambda v, a: te.sqrt(v), doc="square root")
+_unary("negative", lambda x: -x, lambda v, a: -v, doc="-x")
+_unary("copy", lambda x: x.copy(), lambda v, a: v, doc="x (dropped by the identity pass)")
 
 
 def _binary(name, ref, scalar):
@@ -53,7 +59,8 @@ def _binary(name, ref, scalar):
                           lambda *i: scalar(broadcast_index(a, i, nd), broadcast_index(b, i, nd)),
                           name=name, tag="broadcast")
 
-    register_op(name, inputs=2, pattern=Pattern.BROADCAST, infer=infer, ref=ref, compute=compute)
+    register_op(name, inputs=2, pattern=Pattern.BROADCAST, op_class="elementwise", infer=infer, ref=ref,
+                compute=compute, doc="a, b broadcast as in numpy")
 
 
 _binary("add", np.add, lambda x, y: x + y)

@@ -11,9 +11,9 @@ import re
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
-from ..op import OpError, Pattern, register_op
-from .common import expect_ndim
+from ..types import TensorType
+from ..op import OpError, Pattern, register_op, stage_tag
+from .common import PAD_TAG, expect_ndim
 
 
 def parse_layout(layout: str) -> list[tuple[str, int]]:
@@ -132,9 +132,10 @@ def _lt_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, fcompute, name="layout_transform", tag="injective")
 
 
-register_op("layout_transform", inputs=1, pattern=Pattern.INJECTIVE, infer=_lt_infer, ref=_lt_ref,
-            compute=_lt_compute, attrs={"src_layout": "NCHW", "dst_layout": "NCHW"},
-            flops=lambda a, attrs, o: 0.0)
+register_op("layout_transform", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_lt_infer,
+            ref=_lt_ref, compute=_lt_compute, attrs={"src_layout": "NCHW", "dst_layout": "NCHW"},
+            flops=lambda a, attrs, o: 0.0,
+            doc="x from src_layout to dst_layout (NCHW <-> NCHW16c, OIHW -> OIHW{i}i{o}o, NK -> NK{n}n)")
 
 
 # ---------------------------------------------------------------------------------------------- conv2d_nchwc
@@ -177,6 +178,9 @@ def _cn_ref(x, w, strides, padding, dilation):
     return out.astype(x.dtype)
 
 
+CONV2D_NCHWC_TAG = stage_tag("conv2d_nchwc", buffered_padding=True)
+
+
 def _cn_compute(inputs, attrs, out_type):
     x, w = inputs
     n, cb, h, wd, ib = x.shape
@@ -190,7 +194,7 @@ def _cn_compute(inputs, attrs, out_type):
             (n, cb, hp, wp, ib),
             lambda a, c, y, xx, i: te.select(te.all_of(y >= pt, y < h + pt, xx >= pl, xx < wd + pl),
                                              x[a, c, y - pt, xx - pl, i], 0.0),
-            name="pad", tag="pad")
+            name="pad", tag=PAD_TAG)
     else:
         data = x
     ric = te.reduce_axis(cb, "ric")
@@ -201,7 +205,7 @@ def _cn_compute(inputs, attrs, out_type):
         out_type.shape,
         lambda a, o, y, xx, oi: te.sum(data[a, ric, y * sh + ry * dh, xx * sw + rx * dw, rii]
                                        * w[o, ric, ry, rx, rii, oi], (ric, ry, rx, rii)),
-        name="conv2d_nchwc", tag="conv2d_nchwc")
+        name="conv2d_nchwc", tag=CONV2D_NCHWC_TAG)
 
 
 def _cn_flops(arg_types, attrs, out_type):
@@ -210,9 +214,10 @@ def _cn_flops(arg_types, attrs, out_type):
     return 2.0 * out_type.size * cb * ib * kh * kw
 
 
-register_op("nn.conv2d_nchwc", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_cn_infer, ref=_cn_ref,
-            compute=_cn_compute, flops=_cn_flops,
-            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)})
+register_op("nn.conv2d_nchwc", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv", infer=_cn_infer,
+            ref=_cn_ref, compute=_cn_compute, flops=_cn_flops,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)},
+            doc="conv2d in blocked layouts: x [N, C/ib, H, W, ib], w [O/ob, C/ib, KH, KW, ib, ob]")
 
 
 # ---------------------------------------------------------------------------------------------- dense_pack
@@ -239,5 +244,6 @@ def _dp_compute(inputs, attrs, out_type):
                       name="dense_pack", tag="dense_pack")
 
 
-register_op("nn.dense_pack", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_dp_infer, ref=_dp_ref,
-            compute=_dp_compute, flops=lambda a, attrs, o: 2.0 * o.size * a[0].shape[1])
+register_op("nn.dense_pack", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense", infer=_dp_infer,
+            ref=_dp_ref, compute=_dp_compute, flops=lambda a, attrs, o: 2.0 * o.size * a[0].shape[1],
+            doc="dense with the weight in blocks of output features: x [M, K], w [N/b, K, b]")

@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
-from ..op import REQUIRED, OpError, Pattern, register_op
+from ..types import TensorType
+from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import (broadcast_shape, expect_float, expect_ndim, int_tuple, normalize_axis, pad_stage,
                      same_dtype)
 
@@ -76,6 +76,9 @@ def _conv_ref(x, w, strides, padding, dilation, groups):
     return out.reshape(n, o, oh, ow)
 
 
+CONV2D_TAG = stage_tag("conv2d", buffered_padding=True)  # each padded pixel is read KH*KW*O times
+
+
 def _conv_compute(inputs, attrs, out_type):
     x, w = inputs
     _, c, h, wd = x.shape
@@ -94,7 +97,7 @@ def _conv_compute(inputs, attrs, out_type):
         channel = ic if attrs.groups == 1 else (oc // per_group) * cg + ic
         read = data[n, channel, y * sh + ry.var * dh, xx * sw + rx.var * dw]
         return te.sum(read * w[oc, ic, ry.var, rx.var], axes)
-    return te.compute(out_type.shape, body, name="conv2d", tag="conv2d")
+    return te.compute(out_type.shape, body, name="conv2d", tag=CONV2D_TAG)
 
 
 def _conv_flops(arg_types, attrs, out_type):
@@ -102,8 +105,8 @@ def _conv_flops(arg_types, attrs, out_type):
     return 2.0 * out_type.size * cg * kh * kw
 
 
-register_op("nn.conv2d", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_conv_infer, ref=_conv_ref,
-            compute=_conv_compute, flops=_conv_flops, normalize=_conv_normalize,
+register_op("nn.conv2d", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv", infer=_conv_infer,
+            ref=_conv_ref, compute=_conv_compute, flops=_conv_flops, normalize=_conv_normalize,
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
             doc="2-D convolution, NCHW data, OIHW weight; grouped and depthwise through groups.")
 
@@ -284,13 +287,14 @@ def _pool_flops(arg_types, attrs, out_type):
 
 _POOL_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1),
                "ceil_mode": False, "layout": "NCHW"}
-register_op("nn.max_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.max_pool2d"),
-            ref=_blocked_ref(_max_pool_ref), compute=_max_pool_compute, flops=_pool_flops,
-            normalize=_pool_normalize("nn.max_pool2d"), attrs=_POOL_ATTRS,
+register_op("nn.max_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
+            infer=_pool_infer("nn.max_pool2d"), ref=_blocked_ref(_max_pool_ref), compute=_max_pool_compute,
+            flops=_pool_flops, normalize=_pool_normalize("nn.max_pool2d"), attrs=_POOL_ATTRS, blocked_layout=True,
             doc="2-D max pooling (ONNX MaxPool); padded and overhanging taps are -inf.")
-register_op("nn.avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_pool_infer("nn.avg_pool2d"),
-            ref=_blocked_ref(_avg_pool_ref), compute=_avg_pool_compute, flops=_pool_flops,
-            normalize=_pool_normalize("nn.avg_pool2d"), attrs=dict(_POOL_ATTRS, count_include_pad=False),
+register_op("nn.avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
+            infer=_pool_infer("nn.avg_pool2d"), ref=_blocked_ref(_avg_pool_ref), compute=_avg_pool_compute,
+            flops=_pool_flops, normalize=_pool_normalize("nn.avg_pool2d"),
+            attrs=dict(_POOL_ATTRS, count_include_pad=False), blocked_layout=True,
             doc="2-D average pooling (ONNX AveragePool).")
 
 
@@ -314,9 +318,10 @@ def _global_pool_compute(inputs, attrs, out_type):
                       name="global_avg_pool2d", tag="pool")
 
 
-register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.COMM_REDUCE, infer=_global_pool_infer,
+register_op("nn.global_avg_pool2d", inputs=1, pattern=Pattern.COMM_REDUCE, op_class="pool",
+            infer=_global_pool_infer,
             ref=lambda x, layout="NCHW": x.mean(axis=(2, 3), keepdims=True, dtype=np.float64).astype(x.dtype),
-            attrs={"layout": "NCHW"},
+            attrs={"layout": "NCHW"}, blocked_layout=True,
             compute=_global_pool_compute, flops=lambda arg_types, attrs, out: float(arg_types[0].size),
             doc="Mean over H and W, keeping them as extent-1 dims (ONNX GlobalAveragePool).")
 
@@ -341,8 +346,8 @@ def _dense_compute(inputs, attrs, out_type):
                       tag="dense")
 
 
-register_op("nn.dense", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_dense_infer,
-            ref=lambda x, w: x @ w.T, compute=_dense_compute,
+register_op("nn.dense", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense",
+            infer=_dense_infer, ref=lambda x, w: x @ w.T, compute=_dense_compute,
             flops=lambda arg_types, attrs, out: 2.0 * out.size * arg_types[0].shape[1],
             doc="y = x @ w.T with x [M, K] and w [N, K].")
 
@@ -386,8 +391,8 @@ def _matmul_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, body, name="matmul", tag="matmul")
 
 
-register_op("nn.matmul", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_matmul_infer, ref=np.matmul,
-            compute=_matmul_compute,
+register_op("nn.matmul", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense",
+            infer=_matmul_infer, ref=np.matmul, compute=_matmul_compute,
             flops=lambda arg_types, attrs, out: 2.0 * out.size * _matmul_dims(*arg_types)[2],
             doc="numpy matmul: 1-D operands promoted then squeezed, batch dims broadcast.")
 
@@ -433,8 +438,8 @@ def _softmax_compute(inputs, attrs, out_type):
     return te.compute(x.shape, lambda *i: ex[i] / total[dropped(i)], name="softmax", tag="softmax")
 
 
-register_op("nn.softmax", inputs=1, pattern=Pattern.OPAQUE, infer=_softmax_infer, ref=_softmax_ref,
-            compute=_softmax_compute, attrs={"axis": -1}, normalize=_axis_normalize("nn.softmax"),
+register_op("nn.softmax", inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_softmax_infer,
+            ref=_softmax_ref, compute=_softmax_compute, attrs={"axis": -1}, normalize=_axis_normalize("nn.softmax"),
             flops=lambda arg_types, attrs, out: 4.0 * out.size,
             doc="softmax along one axis (ONNX Softmax since opset 13; the frontend reshapes for older opsets).")
 
@@ -486,8 +491,8 @@ def _lrn_compute(inputs, attrs, out_type):
                       tag="lrn")
 
 
-register_op("nn.lrn", inputs=1, pattern=Pattern.OPAQUE, infer=_lrn_infer, ref=_lrn_ref, compute=_lrn_compute,
-            normalize=_lrn_normalize, attrs={"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "bias": 1.0},
+register_op("nn.lrn", inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_lrn_infer, ref=_lrn_ref,
+            compute=_lrn_compute, normalize=_lrn_normalize, attrs={"size": REQUIRED, "alpha": 1e-4, "beta": 0.75, "bias": 1.0},
             flops=lambda arg_types, attrs, out: (2.0 * attrs.size + 4.0) * out.size,
             doc="ONNX LRN across channels: x / (bias + alpha/size * sum of squares)^beta.")
 
@@ -524,7 +529,7 @@ def _bn_compute(inputs, attrs, out_type):
     return te.compute(x.shape, body, name="batch_norm", tag="broadcast")
 
 
-register_op("nn.batch_norm", inputs=5, pattern=Pattern.BROADCAST, infer=_bn_infer, ref=_bn_ref,
-            compute=_bn_compute, attrs={"axis": 1, "epsilon": 1e-5}, normalize=_axis_normalize("nn.batch_norm"),
+register_op("nn.batch_norm", inputs=5, pattern=Pattern.BROADCAST, op_class="normalization", infer=_bn_infer,
+            ref=_bn_ref, compute=_bn_compute, attrs={"axis": 1, "epsilon": 1e-5}, normalize=_axis_normalize("nn.batch_norm"),
             flops=lambda arg_types, attrs, out: 4.0 * out.size,
             doc="Inference batch norm: (x - mean) / sqrt(var + eps) * gamma + beta, params on `axis`.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
+from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements, same_dtype
 
@@ -87,7 +87,7 @@ def _reshape_compute(inputs, attrs, out_type):
     return te.compute(dst, body, name="reshape", tag="injective")
 
 
-register_op("reshape", inputs=1, pattern=Pattern.INJECTIVE, infer=_reshape_infer,
+register_op("reshape", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_reshape_infer,
             ref=lambda x, newshape: x.reshape(newshape), compute=_reshape_compute, normalize=_reshape_normalize,
             attrs={"newshape": REQUIRED}, flops=_movement_flops,
             doc="Row-major reshape to a fully resolved shape (the frontend resolves 0 and -1).")
@@ -123,7 +123,7 @@ def _transpose_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, body, name="transpose", tag="injective")
 
 
-register_op("transpose", inputs=1, pattern=Pattern.INJECTIVE, infer=_transpose_infer,
+register_op("transpose", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_transpose_infer,
             ref=lambda x, axes: np.ascontiguousarray(np.transpose(x, axes)), compute=_transpose_compute,
             normalize=_transpose_normalize, attrs={"axes": None}, flops=_movement_flops,
             doc="out dim d is input dim axes[d]; axes None reverses the dims.")
@@ -180,7 +180,7 @@ def _concat_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, body, name="concatenate", tag="injective")
 
 
-register_op("concatenate", inputs=None, pattern=Pattern.INJECTIVE, infer=_concat_infer,
+register_op("concatenate", inputs=None, pattern=Pattern.INJECTIVE, op_class="layout", infer=_concat_infer,
             ref=lambda *xs, axis: np.concatenate(xs, axis=axis), compute=_concat_compute,
             normalize=_concat_normalize, attrs={"axis": 0}, flops=_movement_flops,
             doc="Join inputs along axis; all other dims must match.")

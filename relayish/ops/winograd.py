@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..expr import TensorType
-from ..op import OpError, Pattern, register_op
+from ..types import TensorType
+from ..op import OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 
 TILE_SIZES = (2, 4)
@@ -136,8 +136,9 @@ def _wt_compute(inputs, attrs, out_type):
                       name="winograd_weight", tag="winograd_weight")
 
 
-register_op("nn.winograd_weight_transform", inputs=1, pattern=Pattern.INJECTIVE, infer=_wt_infer, ref=_wt_ref,
-            compute=_wt_compute, attrs={"tile_size": 4}, flops=lambda a, attrs, o: 0.0)
+register_op("nn.winograd_weight_transform", inputs=1, pattern=Pattern.INJECTIVE, op_class="conv", infer=_wt_infer,
+            ref=_wt_ref, compute=_wt_compute, attrs={"tile_size": 4}, flops=lambda a, attrs, o: 0.0,
+            doc="OIHW{i}i{o}o 3x3 weights -> Winograd F(m x m, 3 x 3) weights G w G^T (folded at compile time)")
 
 
 # ---------------------------------------------------------------------------------------------- convolution
@@ -182,6 +183,13 @@ def _cw_ref(x, u, tile_size, padding):
     return np.ascontiguousarray(y[:, :, :oh, :ow]).astype(x.dtype)
 
 
+# the input transform (a dozen adds per element) is read once per output channel block by the batched product; the
+# inverse gathers a tile's products: both are worth their own buffer. Padding before the input transform is read
+# by overlapping tiles.
+DATA_TAG = stage_tag("winograd_data", keeps_buffer=True, buffered_padding=True)
+INVERSE_TAG = stage_tag("winograd_inverse", keeps_buffer=True)
+
+
 def _cw_compute(inputs, attrs, out_type):
     x, u = inputs
     m = attrs.tile_size
@@ -203,7 +211,7 @@ def _cw_compute(inputs, attrs, out_type):
         b, y0, x0 = tile_origin(p)
         return _bilinear(bt, bt, e, v, lambda r, s: pad[b, c, y0 + r, x0 + s, i])
 
-    data = te.compute((alpha, alpha, tiles, cb, ib), data_pack, name="data_pack", tag="winograd_data")
+    data = te.compute((alpha, alpha, tiles, cb, ib), data_pack, name="data_pack", tag=DATA_TAG)
     rc, ri = te.reduce_axis(cb, "rc"), te.reduce_axis(ib, "ri")
     gemm = te.compute((alpha, alpha, kb, tiles, ob),
                       lambda e, v, k, p, o: te.sum(data[e, v, p, rc, ri] * u[e, v, k, rc, ri, o], (rc, ri)),
@@ -211,7 +219,7 @@ def _cw_compute(inputs, attrs, out_type):
 
     inverse = te.compute((kb, tiles, m, m, ob),
                          lambda k, p, vy, vx, o: _bilinear(at, at, vy, vx, lambda e, v: gemm[e, v, k, p, o]),
-                         name="inverse", tag="winograd_inverse")
+                         name="inverse", tag=INVERSE_TAG)
 
     def output(b, k, y, xx, o):
         return inverse[k, (b * th + y // m) * tw + xx // m, y % m, xx % m, o]
@@ -229,5 +237,7 @@ def _cw_flops(arg_types, attrs, out_type):
     return 2.0 * alpha * alpha * tiles * kb * ob * cb * ib
 
 
-register_op("nn.conv2d_winograd_nchwc", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, infer=_cw_infer,
-            ref=_cw_ref, compute=_cw_compute, flops=_cw_flops, attrs={"tile_size": 4, "padding": (1, 1, 1, 1)})
+register_op("nn.conv2d_winograd_nchwc", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv",
+            infer=_cw_infer, ref=_cw_ref, compute=_cw_compute, flops=_cw_flops,
+            attrs={"tile_size": 4, "padding": (1, 1, 1, 1)},
+            doc="3x3 stride-1 conv2d_nchwc as Winograd F(m x m, 3 x 3) with transformed weights")

@@ -1,0 +1,109 @@
+"""The types of the graph IR and the frozen attribute mapping: plain data that imports nothing from relayish.
+
+Every other module of relayish (expressions, the op registry, the ops' shape rules, the printer) builds on these,
+so they live apart: the op registry can type a call without knowing what an expression is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __str__(self):
+        return f"Tensor[({', '.join(map(str, self.shape))}), {self.dtype}]"
+
+
+@dataclass(frozen=True)
+class TupleType:
+    fields: tuple[TensorType, ...]
+
+    def __str__(self):
+        return f"({', '.join(map(str, self.fields))})"
+
+
+Type = TensorType | TupleType
+
+
+def _freeze(value: Any) -> Any:
+    """Attribute values become hashable: lists -> tuples, numpy scalars -> python scalars."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return tuple(_freeze(v) for v in value.tolist())
+    return value
+
+
+class Attrs:
+    """A frozen, hashable mapping of op attributes."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, mapping: dict | None = None, **kwargs):
+        items = dict(mapping or {}, **kwargs)
+        self._items = tuple(sorted((k, _freeze(v)) for k, v in items.items()))
+        self._hash = hash(self._items)
+
+    def __getitem__(self, key):
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def get(self, key, default=None):
+        for k, v in self._items:
+            if k == key:
+                return v
+        return default
+
+    def items(self):
+        return iter(self._items)
+
+    def keys(self):
+        return [k for k, _ in self._items]
+
+    def as_dict(self) -> dict:
+        return dict(self._items)
+
+    def __contains__(self, key):
+        return any(k == key for k, _ in self._items)
+
+    def __iter__(self):
+        return iter(self.keys())
+
+    def __len__(self):
+        return len(self._items)
+
+    def __eq__(self, other):
+        return isinstance(other, Attrs) and self._items == other._items
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return "Attrs(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
