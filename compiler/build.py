@@ -56,7 +56,7 @@ def build(mod: Module, layout: str = "NCHWc", opt_level: int = 3, records: str |
           num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
           winograd: bool = True):
     """Compile a relayish Module into a runnable `runtime.Module`."""
-    from .codegen import build as cg
+    from .codegen import library as cg
     if layout not in ("NCHWc", "NCHW"):
         raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
     t_start = time.perf_counter() if t_start is None else t_start
@@ -86,7 +86,7 @@ def build(mod: Module, layout: str = "NCHWc", opt_level: int = 3, records: str |
 
 
 def cg_vector_width() -> int:
-    from .codegen import build as cg
+    from .codegen import library as cg
     return cg.vector_width("float32")
 
 
@@ -253,7 +253,7 @@ def _open_records(records):
         return None
     if hasattr(records, "best"):
         return records
-    from .codegen.build import host_target
+    from .codegen import host_target
     from .records_reader import RecordsReader
     return RecordsReader(str(records), host_target())
 

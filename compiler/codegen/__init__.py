@@ -6,7 +6,7 @@
     build_library(funcs, plan, path, opt_level=3) -> path       last_build_stats() -> dict of phase seconds
     emit_llvm_ir(funcs, plan=None, optimized=False) -> str      emit_assembly(funcs, plan=None) -> str
 """
-from .build import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, host_target,
+from .library import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, host_target,
                     last_build_stats, target_machine, vector_width)
 from .executor import BufferRef, ExecutorPlan, KernelCall, emit_executor
 from .analysis import affine_coeff, vectorize_blocker, vectorize_report
