@@ -265,7 +265,7 @@ def test_records_cli(tmp_path, store, capsys):
 
 def test_compile_model_takes_tuned_schedules_for_this_target_only(tmp_path):
     from compiler import compile_model
-    from compiler.build import extract_tasks
+    from compiler import extract_tasks
     from compiler.codegen import host_target
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.build import extract_tasks
+from compiler import extract_tasks
 from compiler.passes import PassContext, run_pipeline
 from compiler.schedule import Schedule, ScheduleError
 from compiler.task import Task
