@@ -2,6 +2,8 @@
 from them without measuring a program again, and compile_model applies the best ones."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -11,7 +13,7 @@ from compiler.codegen import host_target
 from frontends import from_onnx
 from relayish.interp import evaluate
 from tuning.records import RecordStore
-from tuning.tune import _default_schedule, tune_model
+from tuning.tune import Budget, _default_schedule, tune_model
 
 PARAMS = {"batch_size": 3, "final_remeasure": 0}
 
@@ -63,3 +65,11 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
     expected = evaluate(from_onnx(model), {"x": x})[0]
     assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_budget_counts_trials_and_seconds():
+    by_trials = Budget(trials=5, seconds=None, t_start=time.perf_counter())
+    assert by_trials.left(4) and not by_trials.left(5) and by_trials.trials_left(3) == 2
+    by_time = Budget(trials=None, seconds=60.0, t_start=time.perf_counter() - 61)
+    assert not by_time.left(0) and by_time.trials_left(100) is None
+    assert str(Budget(10, 60.0, 0.0)) == "10 trials / 60 s" and str(by_time) == "60 s"

@@ -158,6 +158,7 @@ class Tuner:
 
 @dataclass
 class Budget:
+    """A tuning budget: a number of measured programs and/or seconds since t_start (None: no limit)."""
     trials: int | None
     seconds: float | None
     t_start: float
@@ -193,18 +194,8 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     with RecordStore(records) as store:
         tuner = Tuner(tasks, store, host_target(), p, log)
         log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
-        curve = []
         try:
-            while budget.left(tuner.trials):
-                done = tuner.round(budget.trials_left(tuner.trials))
-                if done is None:
-                    log("every task stopped improving: done")
-                    break
-                if done.results:
-                    est_now, est_start = tuner.estimates()
-                    curve.append((tuner.trials, budget.elapsed(), est_now))
-                    log(_progress_line(tuner.trials, trials, budget.elapsed(), time_budget_s, est_now, est_start,
-                                       done.task, tuner.best.get(done.task.key), done.results))
+            curve = run_rounds(tuner, budget, log)
         finally:
             tuner.close()
         if p["final_remeasure"]:
@@ -216,6 +207,23 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         write_curve_png(result, curve_png)
         log(f"tuning curve written to {curve_png}")
     return result
+
+
+def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
+    """Tuner rounds until the budget is spent or every task has stopped improving, a progress line after each
+    round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per round."""
+    curve = []
+    while budget.left(tuner.trials):
+        outcome = tuner.round(budget.trials_left(tuner.trials))
+        if outcome is None:
+            log("every task stopped improving: done")
+            break
+        if outcome.results:
+            est_now, est_start = tuner.estimates()
+            curve.append((tuner.trials, budget.elapsed(), est_now))
+            log(_progress_line(tuner.trials, budget.trials, budget.elapsed(), budget.seconds, est_now, est_start,
+                               outcome.task, tuner.best.get(outcome.task.key), outcome.results))
+    return curve
 
 
 def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None) -> None:
