@@ -1,4 +1,7 @@
-"""compiler: graph passes, tasks, schedules, lowering, codegen and `compile_model`."""
-from .build import build, compile_model, extract_tasks
+"""compiler: graph passes, tasks, schedules, lowering, codegen and `compile_model`.
+
+Read compiler/passes/__init__.py (the graph half of the pipeline), then compiler/backend.py (the back half)."""
+from .compile import build, compile_model
+from .task import extract_tasks
 
 __all__ = ["build", "compile_model", "extract_tasks"]

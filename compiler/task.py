@@ -2,6 +2,7 @@
 
 The key is a hash of the computation (ops, attributes, shapes and dtypes in the order the function computes
 them), not of the weights: two fused groups that compute the same thing on the same shapes are one task.
+`extract_task_calls` is where a fused module's calls are deduplicated into tasks (the only place).
 """
 from __future__ import annotations
 
@@ -32,6 +33,47 @@ class Task:
 
     def __repr__(self):
         return f"Task({self.name}, key={self.key[:10]}, weight={self.weight}, flops={self.flops:.3g})"
+
+
+@dataclass
+class TaskCalls:
+    """The kernel calls of a fused module and the tasks they run.
+
+    calls: the module's primitive-function calls in execution order; tasks: unique by key, in first-use order,
+    each built once, with weight = its number of calls; task_of[k]: the index in tasks of call k's task."""
+    calls: list  # of Call
+    tasks: list  # of Task
+    task_of: list  # of int, one per call
+
+
+def primitive_calls(fused) -> list[Call]:
+    """The primitive-function calls of a fused module (relayish Module), in execution order."""
+    calls = [n for n in post_order(fused.main.body) if isinstance(n, Call)]
+    for c in calls:
+        if not isinstance(c.op, Function):
+            raise AssertionError(f"op {c.op} outside a primitive function after fusion")
+    return calls
+
+
+def extract_task_calls(fused) -> TaskCalls:
+    """Deduplicate a fused module's calls into tasks by workload key; a task is built for the first call only."""
+    calls = primitive_calls(fused)
+    index: dict[str, int] = {}
+    tasks, task_of = [], []
+    for c in calls:
+        key = workload_key(c.op)
+        if key in index:
+            tasks[index[key]].weight += 1
+        else:
+            index[key] = len(tasks)
+            tasks.append(build_task(c.op))
+        task_of.append(index[key])
+    return TaskCalls(calls, tasks, task_of)
+
+
+def extract_tasks(fused) -> list[Task]:
+    """Unique tasks of a fused module with their weights (number of calls)."""
+    return extract_task_calls(fused).tasks
 
 
 def workload_key(func: Function) -> str:

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from compiler.codegen.build import vector_width
+from compiler.codegen import vector_width
 from tuning.bandwidth import (bandwidth_assembly, granule, inner_loop_vector_loads, measure_bandwidth,
                               parse_size, round_to_granule, stream_sums)
 from tuning.kernel_bench import format_roofline, header, roofline

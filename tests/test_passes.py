@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.inspect import summarize
+from compiler.summary import summarize
 from compiler.passes import PassContext, run_pipeline
 from compiler.passes.fuse import fuse_ops
 from compiler.passes.layout import alter_layout, propagate_layout

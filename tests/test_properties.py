@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compiler.build import build
-from compiler.inspect import summarize
+from compiler import build
+from compiler.summary import summarize
 from compiler.passes import PASS_NAMES, PassContext, run_pipeline
 from relayish import (Constant, Function, IRModule, OpError, Pattern, TensorType, Tuple, Var, call, free_vars,
                       get_op)

@@ -265,8 +265,8 @@ def test_records_cli(tmp_path, store, capsys):
 
 def test_compile_model_takes_tuned_schedules_for_this_target_only(tmp_path):
     from compiler import compile_model
-    from compiler.build import extract_tasks
-    from compiler.codegen.build import host_target
+    from compiler import extract_tasks
+    from compiler.codegen import host_target
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
     from relayish.interp import evaluate
@@ -302,7 +302,6 @@ def test_remeasure_rounds_let_a_quiet_reading_of_the_default_win(tmp_path, monke
     again, the records keep the fastest reading, and compile_model's best() becomes the default."""
     from types import SimpleNamespace
 
-    import tuning.measure
     from tuning import tune
 
     default = sched(1)
@@ -315,7 +314,7 @@ def test_remeasure_rounds_let_a_quiet_reading_of_the_default_win(tmp_path, monke
         busy = len(calls) == 1  # the first round ran while something else used the CPUs
         return [SimpleNamespace(costs=[true_cost[s.to_json()] * (5 if busy and s is default else 1)] * 2,
                                 error=None) for s in schedules]
-    monkeypatch.setattr(tuning.measure, "measure", fake_measure)
+    monkeypatch.setattr(tune, "measure", fake_measure)
     with RecordStore(tmp_path / "r.db") as store:
         store.add_many([(CONV, HOST, sched(4), [1.5e-3], None), (CONV, HOST, sched(8), [2e-3], None),
                         (CONV, HOST, default, [5e-3], None)])  # tuning's own reading of the default: unlucky

@@ -28,7 +28,7 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen import build as cg
+from compiler.codegen import library as cg
 from compiler.codegen.threadpool import TASK_FN_TYPE
 from runtime.aligned import aligned_empty
 from .peak import compile_ir, cpu_info, emit_fork_entry, load_library

@@ -320,7 +320,7 @@ def bench_layouts(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from compiler.inspect import format_summary, run_until, summarize
+    from compiler.summary import format_summary, run_until, summarize
     from frontends import from_onnx
 
     mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))

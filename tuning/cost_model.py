@@ -276,7 +276,8 @@ def conv_task(in_blocks=4, size=8, out_blocks=4, block=16, kernel=3):
 
 def resnet_conv_task(model_path: str = "models/resnet18.onnx"):
     """The cheapest 3x3 conv + bias + relu task of ResNet-18 with a 7x7 output (512 channels)."""
-    from compiler.build import cg_vector_width, extract_tasks
+    from compiler import extract_tasks
+    from compiler.codegen import vector_width as cg_vector_width
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
     ctx = PassContext(opt_level=3, layout="NCHWc", vector_width=cg_vector_width())
@@ -432,7 +433,7 @@ def perturbed_variant(task, rng: random.Random, base: Schedule | None = None, ma
     evolutionary search makes them: a split's tile size, an annotation (none/unroll/vectorize), an extra unroll,
     a compute_at position, a reduction loop order, the padding inlined or not, an auto-unroll pragma. The steps
     are then replayed on the initial state; one that no longer applies is dropped."""
-    from compiler.build import cg_vector_width
+    from compiler.codegen import vector_width as cg_vector_width
     from compiler.default_schedule import default_schedule
     steps = list((base or default_schedule(task.initial_state(), cg_vector_width())).steps)
     for _ in range(rng.randint(1, max_mutations)):
@@ -606,7 +607,7 @@ def _rel_error(ours: np.ndarray, ref: np.ndarray) -> float:
 def variants(task, count: int, seed: int = 0, kind: str = "perturb") -> list[Schedule]:
     """The default schedule, then distinct variants ("perturb": mutations of the default schedule; "random":
     random tilings, orders and annotations) whose unrolled code stays within MAX_UNROLLED."""
-    from compiler.build import cg_vector_width
+    from compiler.codegen import vector_width as cg_vector_width
     from compiler.default_schedule import default_schedule
     make = {"perturb": perturbed_variant, "random": random_variant}[kind]
     rng = random.Random(seed)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.build import extract_tasks
+from compiler import extract_tasks
 from compiler.codegen import build_library
 from compiler.default_schedule import default_schedule
 from compiler.hand_schedules import hand_schedule
@@ -119,7 +119,7 @@ def benchmark_tasks(model_path: str) -> list[Task]:
     """The distinct conv2d_nchwc and dense_pack tasks of the model, compiled as compile_model(winograd=False)
     does: this benchmark is about direct convolution kernels (Winograd's gain shows in `relayish bench
     --compare-layouts`, row "fused NCHWc direct")."""
-    from compiler.build import cg_vector_width
+    from compiler.codegen import vector_width as cg_vector_width
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
     fused = run_pipeline(from_onnx(model_path), PassContext(vector_width=cg_vector_width(), winograd=False))
@@ -429,7 +429,7 @@ def in_model_times(model_path: str, tasks: list[Task], threads: int, repeat: int
     and inputs from whatever the previous kernel left in cache. Kernels are matched to tasks by (ops, output
     shape, flops); tasks of several calls get the mean of their calls."""
     from compiler import compile_model
-    from compiler.build import cg_vector_width
+    from compiler.codegen import vector_width as cg_vector_width
     by_sig = {_signature(t.ops, t.outputs[0].shape, t.flops): t.key for t in tasks}
     modules = {"hand": compile_model(model_path, records=HandRecords(tasks, cg_vector_width()), winograd=False),
                "default": compile_model(model_path, winograd=False)}
@@ -531,7 +531,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 20:
         parser.error("--repeat must be >= 20 (medians of fewer samples are too noisy to compare)")
-    from compiler.build import cg_vector_width
+    from compiler.codegen import vector_width as cg_vector_width
     from .peak import cpu_info, measure_peak
     info = cpu_info()
     if args.max_busy is not None:

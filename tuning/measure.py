@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.build import build_library
+from compiler.codegen import build_library
 from compiler.loopir import For, Load, PrimFunc, Seq, Store
 from compiler.lower import lower
 from compiler.schedule import Schedule

@@ -23,7 +23,7 @@ import time
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from compiler.codegen import build as cg
+from compiler.codegen import library as cg
 from runtime.aligned import aligned_empty
 from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api
 

@@ -66,7 +66,7 @@ class RecordsFormatError(ValueError):
 
 
 def _default_target() -> str:
-    from compiler.codegen.build import host_target
+    from compiler.codegen import host_target
     return target_key(host_target())
 
 

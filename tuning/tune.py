@@ -3,9 +3,12 @@
     tune_model("models/resnet18.onnx", records="resnet18.db", trials=2000)        # or time_budget_s=...
     sess = compile_model("models/resnet18.onnx", records="resnet18.db")
 
-Rounds: the task scheduler picks a task; evolutionary search proposes a batch of programs for it; they are
-built and timed in worker processes; every result (or error) is written to the records database at once; the
-cost model is retrained; the scheduler learns the task's new best. Tuning resumes from the database: programs
+A `Tuner` holds one session: the tasks, the records store, the cost model, each task's search space and the task
+scheduler. `Tuner.round()` is one round: the task scheduler picks a task; evolutionary search proposes a batch of
+programs for it; they are built and timed in worker processes; every result (or error) is written to the records
+database at once; the cost model is retrained; the scheduler learns the task's new best. `tune_model` drives
+rounds until the budget is spent, then re-measures the best programs (`remeasure_best`), prints the task table
+(`format_task_table`) and writes the curve (`write_curve_png`). Tuning resumes from the database: programs
 measured before are not measured again and train the cost model from the start.
 """
 from __future__ import annotations
@@ -17,12 +20,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.build import extract_tasks
+from compiler import extract_tasks
+from compiler.codegen import host_target, vector_width
+from compiler.default_schedule import default_schedule
 from compiler.passes import PassContext, run_pipeline
 from compiler.schedule import Schedule, ScheduleError
 from compiler.task import Task
+from frontends import from_onnx
 from relayish import get_op
 
+from .cost_model import XGBoostModel
+from .measure import WorkerPool, measure
+from .records import RecordStore
 from .search import SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
@@ -48,8 +57,6 @@ class TuneResult:
 
 def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True) -> list[Task]:
     """The unique tasks of one or more ONNX models, weights summed over models."""
-    from frontends import from_onnx
-    from compiler.codegen import vector_width
     paths = [models] if isinstance(models, (str, bytes)) or hasattr(models, "graph") else list(models)
     merged: dict[str, Task] = {}
     ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
@@ -63,95 +70,161 @@ def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True
     return list(merged.values())
 
 
+@dataclass
+class Round:
+    """What one round did: the task it tuned and the measurements (none when nothing was left to measure)."""
+    task: Task
+    results: list
+
+
+class Tuner:
+    """One tuning session over fixed tasks. Starts from what the records already hold for this target (see
+    `_resume`); measures in worker processes until close().
+
+    Invariants: best[key] is the fastest cost known for a task (this session or the records); default[key] is the
+    cost of its default schedule, measured by the task's first round of this session; trials counts the programs
+    measured this session (per_task: per task key)."""
+
+    def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None):
+        self.tasks, self.store, self.target, self.params = tasks, store, target, params
+        self.rng = random.Random(params["seed"])
+        self.model = XGBoostModel(seed=params["seed"])
+        self.spaces = [SearchSpace.of(t) for t in tasks]
+        self.best: dict[str, float] = {}
+        self.default: dict[str, float] = {}
+        _resume(store, tasks, self.spaces, target, self.model, self.best, log)
+        self.scheduler = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks],
+                                       [_group(t) for t in tasks], rng=random.Random(params["seed"] + 1))
+        self.trials = 0
+        self.per_task: dict[str, int] = {}
+        self.pool = WorkerPool(params.get("build_workers", 2))
+
+    def round(self, max_trials: int | None = None) -> Round | None:
+        """Tune the task the scheduler picks once: measure a batch of at most batch_size new programs (at most
+        max_trials, except that a task's first round always measures its default schedule), store the results,
+        update the cost model and the scheduler. None when every task has stopped improving."""
+        i = self.scheduler.next_task()
+        if i is None:
+            return None
+        task = self.tasks[i]
+        batch = self._next_batch(i, max_trials)
+        if not batch:
+            self.scheduler.update(i, self.best.get(task.key, np.inf))
+            return Round(task, [])
+        schedules = [s for _, s in batch]
+        p = self.params
+        results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
+                          timeout_s=p["timeout_s"], executor=self.pool)
+        self.store.add_many([(task, self.target, s, r.costs, r.error) for s, r in zip(schedules, results)])
+        self._learn(i, batch, results)
+        return Round(task, results)
+
+    def _next_batch(self, i: int, max_trials: int | None) -> list:
+        """(program or None for the default schedule, schedule) pairs to measure for task i."""
+        task = self.tasks[i]
+        batch = []
+        if task.key not in self.default:  # the first round of a task also measures its default schedule
+            batch.append((None, _default_schedule(task)))
+        want = self.params["batch_size"] - len(batch)
+        if max_trials is not None:
+            want = min(want, max(max_trials - len(batch), 0))
+        if want > 0:
+            batch += evolutionary_search(self.spaces[i], self.model, want, self.rng)
+        return batch
+
+    def _learn(self, i: int, batch: list, results: list) -> None:
+        """Measured costs -> the task's search space, best and default, the cost model, the scheduler."""
+        task = self.tasks[i]
+        costs = []
+        for (prog, sch), r in zip(batch, results):
+            cost = float(min(r.costs)) if r.costs else np.inf
+            costs.append(cost)
+            self.spaces[i].record(sch, cost, prog)
+            if prog is None and task.key not in self.default:
+                self.default[task.key] = cost
+            if cost < self.best.get(task.key, np.inf):
+                self.best[task.key] = cost
+        self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)])
+        self.trials += len(batch)
+        self.per_task[task.key] = self.per_task.get(task.key, 0) + len(batch)
+        self.scheduler.update(i, self.best.get(task.key, np.inf))
+
+    def estimates(self) -> tuple[float, float]:
+        """Estimated end-to-end latency now and with the default schedules (s)."""
+        return _estimate(self.tasks, self.best, self.default), _estimate(self.tasks, self.default, self.default)
+
+    def close(self) -> None:
+        self.pool.shutdown()
+
+
+@dataclass
+class Budget:
+    """A tuning budget: a number of measured programs and/or seconds since t_start (None: no limit)."""
+    trials: int | None
+    seconds: float | None
+    t_start: float
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t_start
+
+    def trials_left(self, done: int) -> int | None:
+        return None if self.trials is None else self.trials - done
+
+    def left(self, done: int) -> bool:
+        if self.trials is not None and done >= self.trials:
+            return False
+        return self.seconds is None or self.elapsed() < self.seconds
+
+    def __str__(self):
+        parts = ([f"{self.trials} trials"] if self.trials else []) + ([f"{self.seconds:.0f} s"] if self.seconds else [])
+        return " / ".join(parts)
+
+
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
-    from compiler.codegen import host_target
-    from .cost_model import XGBoostModel
-    from .measure import WorkerPool, measure
-    from .records import RecordStore
-
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
         _require_matplotlib()  # fail now, not after the whole budget
     p = dict(TUNE_PARAMS, **(params or {}))
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    rng = random.Random(p["seed"])
-    t_start = time.perf_counter()
+    budget = Budget(trials, time_budget_s, time.perf_counter())
     tasks = model_tasks(models, input_shapes, layout, winograd)
-    target = host_target()
-    store = RecordStore(records)
-    model = XGBoostModel(seed=p["seed"])
-    spaces = [SearchSpace.of(t) for t in tasks]
-    best: dict[str, float] = {}
-    default: dict[str, float] = {}
-    _resume(store, tasks, spaces, target, model, best, log)
-    sched = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks], [_group(t) for t in tasks],
-                          rng=random.Random(p["seed"] + 1))
-    n_trials, curve, per_task = 0, [], {}
-    pool = WorkerPool(p.get("build_workers", 2))
-
-    def budget_left() -> bool:
-        if trials is not None and n_trials >= trials:
-            return False
-        return time_budget_s is None or time.perf_counter() - t_start < time_budget_s
-
-    log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), "
-        f"{'%d trials' % trials if trials else ''}{' / ' if trials and time_budget_s else ''}"
-        f"{'%.0f s' % time_budget_s if time_budget_s else ''}, records in {records}")
-    try:
-        while budget_left():
-            i = sched.next_task()
-            if i is None:
-                log("every task stopped improving: done")
-                break
-            task, space = tasks[i], spaces[i]
-            batch = []
-            if task.key not in default:  # the first round of a task also measures its default schedule
-                batch.append((None, _default_schedule(task)))
-            want = p["batch_size"] - len(batch)
-            if trials is not None:
-                want = min(want, max(trials - n_trials - len(batch), 0))
-            if want > 0:
-                batch += evolutionary_search(space, model, want, rng)
-            if not batch:
-                sched.update(i, best.get(task.key, np.inf))
-                continue
-            schedules = [s for _, s in batch]
-            results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                              timeout_s=p["timeout_s"], executor=pool)
-            store.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)])
-            costs = []
-            for (prog, sch), r in zip(batch, results):
-                cost = float(min(r.costs)) if r.costs else np.inf
-                costs.append(cost)
-                space.record(sch, cost, prog)
-                if prog is None and task.key not in default:
-                    default[task.key] = cost
-                if cost < best.get(task.key, np.inf):
-                    best[task.key] = cost
-            model.update([(task, s, c) for s, c in zip(schedules, costs)])
-            n_trials += len(batch)
-            per_task[task.key] = per_task.get(task.key, 0) + len(batch)
-            sched.update(i, best.get(task.key, np.inf))
-            est_now = _estimate(tasks, best, default)
-            est_start = _estimate(tasks, default, default)
-            curve.append((n_trials, time.perf_counter() - t_start, est_now))
-            log(_progress_line(n_trials, trials, time.perf_counter() - t_start, time_budget_s, est_now, est_start,
-                               task, best.get(task.key), results))
-    finally:
-        pool.shutdown()
-    if p["final_remeasure"]:
-        remeasure_best(tasks, store, target, p["final_remeasure"], p, log)
-        _costs_from_records(tasks, store, target, best, default)  # the table shows what compile_model applies
-    result = TuneResult(tasks, best, default, n_trials, time.perf_counter() - t_start, curve, per_task)
+    with RecordStore(records) as store:
+        tuner = Tuner(tasks, store, host_target(), p, log)
+        log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
+        try:
+            curve = run_rounds(tuner, budget, log)
+        finally:
+            tuner.close()
+        if p["final_remeasure"]:
+            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log)
+            _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default)  # what compile_model applies
+    result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
     log(format_task_table(result))
     if curve_png:
         write_curve_png(result, curve_png)
         log(f"tuning curve written to {curve_png}")
     return result
+
+
+def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
+    """Tuner rounds until the budget is spent or every task has stopped improving, a progress line after each
+    round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per round."""
+    curve = []
+    while budget.left(tuner.trials):
+        outcome = tuner.round(budget.trials_left(tuner.trials))
+        if outcome is None:
+            log("every task stopped improving: done")
+            break
+        if outcome.results:
+            est_now, est_start = tuner.estimates()
+            curve.append((tuner.trials, budget.elapsed(), est_now))
+            log(_progress_line(tuner.trials, budget.trials, budget.elapsed(), budget.seconds, est_now, est_start,
+                               outcome.task, tuner.best.get(outcome.task.key), outcome.results))
+    return curve
 
 
 def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None) -> None:
@@ -160,7 +233,6 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
     the default or one lucky stretch of a candidate from deciding which schedule compile_model applies."""
-    from .measure import measure
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
     candidates = {}
@@ -199,8 +271,6 @@ def _costs_from_records(tasks, store, target, best: dict, default: dict) -> None
 
 
 def _default_schedule(task: Task) -> Schedule:
-    from compiler.codegen import vector_width
-    from compiler.default_schedule import default_schedule
     return default_schedule(task.initial_state(), vector_width())
 
 

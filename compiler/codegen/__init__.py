@@ -3,16 +3,18 @@
     host_target() -> dict(triple, cpu, features)      vector_width(dtype) -> lanes per native vector
     emit_kernel(module, PrimFunc) -> ir.Function       emit_thread_pool(module)      emit_executor(module, plan)
     vectorize_report(PrimFunc) -> {loop var: None | why the vectorize loop runs serially}
+    emit_object(funcs, plan, opt_level=3) -> bytes              link_shared(object, path)
     build_library(funcs, plan, path, opt_level=3) -> path       last_build_stats() -> dict of phase seconds
     emit_llvm_ir(funcs, plan=None, optimized=False) -> str      emit_assembly(funcs, plan=None) -> str
 """
-from .build import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, host_target,
-                    last_build_stats, target_machine, vector_width)
+from .library import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, emit_object,
+                      host_target, last_build_stats, link_shared, target_machine, vector_width)
 from .executor import BufferRef, ExecutorPlan, KernelCall, emit_executor
 from .analysis import affine_coeff, vectorize_blocker, vectorize_report
 from .llvm import emit_kernel
 from .threadpool import emit_thread_pool
 
 __all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "affine_coeff", "build_ir_module", "build_library",
-           "compile_module", "emit_assembly", "emit_executor", "emit_kernel", "emit_llvm_ir", "emit_thread_pool",
-           "host_target", "last_build_stats", "target_machine", "vector_width", "vectorize_blocker", "vectorize_report"]
+           "compile_module", "emit_assembly", "emit_executor", "emit_kernel", "emit_llvm_ir", "emit_object",
+           "emit_thread_pool", "host_target", "last_build_stats", "link_shared", "target_machine", "vector_width",
+           "vectorize_blocker", "vectorize_report"]

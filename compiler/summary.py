@@ -13,6 +13,7 @@ from collections import Counter
 from relayish import Call, Constant, Function, IRModule, Tuple, TupleGetItem, Var, get_op
 from relayish.expr import Expr, post_order
 
+from .codegen import vector_width as codegen_vector_width
 from .passes import PASS_NAMES, PassContext, run_pipeline
 
 IMPORT = "import"  # the pseudo-pass name that stops before every pass: the graph as imported
@@ -29,8 +30,7 @@ def run_until(mod: IRModule, after: str | None = None, layout: str = "NCHWc", op
     if after == IMPORT:
         return mod, {}
     if vector_width is None:
-        from .build import cg_vector_width
-        vector_width = cg_vector_width()
+        vector_width = codegen_vector_width()
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width, winograd=winograd)
     timings: dict[str, float] = {}
     mod = run_pipeline(mod, ctx, stop_after=after, timings=timings)

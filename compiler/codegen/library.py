@@ -1,4 +1,4 @@
-"""Build: kernels (+ thread pool + executor) -> one LLVM module -> optimized object file -> shared library.
+"""The library: kernels (+ thread pool + executor) -> one LLVM module -> optimized object code -> shared library.
 
 The target is always the host: its triple, CPU name and feature string (so AVX-512 is used where present). The
 optimizer is LLVM's new pass manager at O3 with loop and SLP vectorization on. Fast-math is not global: only the
@@ -144,19 +144,28 @@ def link_shared(obj: bytes, path: str) -> None:
         shutil.move(tmp_out, path)
 
 
+def emit_object(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None) -> bytes:
+    """funcs (+ executor for plan) -> optimized host object code. Fills stats with emit/parse/optimize/codegen
+    seconds."""
+    stats = {} if stats is None else stats
+    mod = compile_module(funcs, plan, opt_level, stats)
+    t = time.perf_counter()
+    with _LLVM_LOCK:
+        obj = target_machine(opt_level).emit_object(mod)
+    stats["codegen_s"] = time.perf_counter() - t
+    return obj
+
+
 def build_library(funcs: list, plan: ExecutorPlan | None, path: str, opt_level: int = 3) -> str:
     """Compile funcs (+ executor for plan) into the shared library `path`; returns path.
     The phase timings (seconds) are kept and returned by last_build_stats()."""
     stats: dict = {}
     t0 = time.perf_counter()
-    mod = compile_module(funcs, plan, opt_level, stats)
+    obj = emit_object(funcs, plan, opt_level, stats)
     t1 = time.perf_counter()
-    with _LLVM_LOCK:
-        obj = target_machine(opt_level).emit_object(mod)
-    t2 = time.perf_counter()
     link_shared(obj, path)
-    t3 = time.perf_counter()
-    stats.update(codegen_s=t2 - t1, link_s=t3 - t2, total_s=t3 - t0, path=path)
+    t2 = time.perf_counter()
+    stats.update(link_s=t2 - t1, total_s=t2 - t0, path=path)
     _LAST_STATS.clear()
     _LAST_STATS.update(stats)
     return path

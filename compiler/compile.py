@@ -1,0 +1,105 @@
+"""compile_model and build: an ONNX model or a relayish IRModule -> a runnable `runtime.Module`.
+
+    graph half: compiler/passes/__init__.py (PIPELINE)        back half: compiler/backend.py (BACKEND)
+
+`build` runs both halves, each step timed into compile_info["timings"], then writes what the library needs
+beside it (the params blob, the metadata JSON) and loads it. The fused graph is a straight line of calls of
+primitive functions; each unique function is a task with one kernel; the graph executor calls the kernels in
+order over a static memory plan: graph inputs and outputs are the caller's buffers, weights live in one params
+blob, and intermediates and kernel scratch share one workspace.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import runtime
+from frontends import from_onnx
+from relayish import Call, IRModule, Tuple
+
+from .backend import Products, run_backend, stderr_log
+from .codegen import host_target, vector_width
+from .passes import PassContext, run_pipeline
+
+
+def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
+                  records: str | None = None, num_threads: int | None = None, verbose: bool = False,
+                  winograd: bool = True, strict: bool = False):
+    """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
+
+    winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
+    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx)."""
+    t0 = time.perf_counter()
+    mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
+    return build(mod, layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
+                 verbose=verbose, t_start=t0, winograd=winograd)
+
+
+def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
+          num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
+          winograd: bool = True):
+    """Compile a relayish IRModule into a runnable `runtime.Module`."""
+    if layout not in ("NCHWc", "NCHW"):
+        raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
+    t_start = time.perf_counter() if t_start is None else t_start
+    timings: dict[str, float] = {}
+    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
+    fused = run_pipeline(mod, ctx, timings=timings)
+    out_dir = tempfile.mkdtemp(prefix="relayish_")
+    lib_path = os.path.join(out_dir, "model.so")
+    made = run_backend(fused, ctx.vector_width, records, lib_path, log=stderr_log if verbose else None,
+                       timings=timings)
+    made.memory.params.tofile(lib_path + ".params")
+    meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx)
+    runtime.dump_metadata(meta, lib_path + ".json")
+    module = runtime.Module(lib_path, meta, params=made.memory.params, owned_dir=out_dir)
+    if num_threads is not None:
+        module.num_threads = num_threads
+    if verbose:
+        stderr_log(f"compiled {len(made.task_calls.calls)} kernel calls ({len(made.kernels)} unique kernels) in "
+                   f"{time.perf_counter() - t_start:.1f} s")
+    return module
+
+
+def _call_info(made: Products) -> list[dict]:
+    """Per kernel call, in order: what the runtime's profile and summaries show."""
+    info = []
+    for call, t in zip(made.task_calls.calls, made.task_calls.task_of):
+        task = made.task_calls.tasks[t]
+        info.append({"name": made.kernels[t].name, "ops": list(task.ops), "output_shape": list(call.type.shape),
+                     "layout": _layout_of(call), "flops": int(task.flops)})
+    return info
+
+
+def _layout_of(c: Call) -> str:
+    ty = c.type
+    if len(ty.shape) == 5:  # the only 5-D activations are channel-blocked
+        return f"NCHW{ty.shape[-1]}c"
+    return {4: "NCHW", 2: "NC"}.get(len(ty.shape), f"{len(ty.shape)}-D")
+
+
+def _io_specs(made: Products) -> tuple[list, list]:
+    main = made.fused.main
+    outputs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
+    inputs = [{"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype} for p in main.params]
+    return inputs, [{"name": n, "shape": list(o.type.shape), "dtype": o.type.dtype}
+                    for n, o in zip(made.fused.output_names, outputs)]
+
+
+def _metadata(made: Products, target: dict, timings: dict, total_s: float, ctx: PassContext) -> dict:
+    inputs, outputs = _io_specs(made)
+    return {
+        "format_version": 1,
+        "inputs": inputs,
+        "outputs": outputs,
+        "workspace_bytes": int(made.memory.workspace_bytes),
+        "params_bytes": int(made.memory.params.size),
+        "params_file": "model.so.params",
+        "kernels": _call_info(made),
+        "target": {"triple": target["triple"], "cpu": target["cpu"], "features": target["features"]},
+        "compile_info": {"opt_level": ctx.opt_level, "layout": ctx.layout, "compile_seconds": round(total_s, 3),
+                         "timings": {k: round(v, 4) for k, v in timings.items()},
+                         "tasks": len(made.task_calls.tasks),
+                         "tuned_tasks": sum(1 for c in made.schedules if c.source == "tuned")},
+    }

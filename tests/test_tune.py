@@ -1,0 +1,75 @@
+"""tune_model end to end on a tiny model (two tasks, a few trials): the records are written, a second run resumes
+from them without measuring a program again, and compile_model applies the best ones."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import compile_model
+from compiler.codegen import host_target
+from frontends import from_onnx
+from relayish.interp import evaluate
+from tuning.records import RecordStore
+from tuning.tune import Budget, _default_schedule, tune_model
+
+PARAMS = {"batch_size": 3, "final_remeasure": 0}
+
+
+def conv_pool() -> onnx.ModelProto:
+    """conv 3x3 -> max pool 2x2: two tasks in the NCHW layout."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["y"], ["z"], kernel_shape=[2, 2], strides=[2, 2])]
+    graph = helper.make_graph(nodes, "conv_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4, 8, 8))],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, (1, 8, 4, 4))], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def schedules_by_task(db, tasks) -> dict:
+    with RecordStore(db) as store:
+        return {t.key: store.records(t.key, target=host_target()) for t in tasks}
+
+
+def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_path):
+    model = conv_pool()
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "tuned.db")
+    onnx.save(model, path)
+
+    first = tune_model(path, db, trials=6, layout="NCHW", params=PARAMS, progress=False)
+    assert len(first.tasks) == 2 and first.trials == 6
+    before = schedules_by_task(db, first.tasks)
+    assert {k: len(r) for k, r in before.items()} == first.trials_per_task == {t.key: 3 for t in first.tasks}
+    assert all(any(r.ok for r in recs) for recs in before.values())
+
+    logs = []
+    second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append,
+                        params=dict(PARAMS, final_remeasure=1, remeasure_rounds=1))
+    assert "resumed: 6 measured programs from the records database" in logs
+    after = schedules_by_task(db, second.tasks)
+    for task in second.tasks:
+        old = before[task.key]
+        new = after[task.key][len(old):len(old) + second.trials_per_task[task.key]]  # the rounds, not the re-measure
+        assert new and all(r.run_id != old[0].run_id for r in new)
+        seen = {r.schedule.to_json() for r in old}
+        default = _default_schedule(task).to_json()  # measured again in every session: the table's baseline
+        searched = [r.schedule.to_json() for r in new if r.schedule.to_json() != default]
+        assert searched and not seen & set(searched), "a program measured in the first run was measured again"
+        assert len(after[task.key]) > len(old) + len(new)  # the final re-measure added readings
+        assert second.best[task.key] == min(r.cost for r in after[task.key] if r.ok)
+
+    module = compile_model(path, layout="NCHW", records=db)
+    assert module.meta["compile_info"]["tuned_tasks"] == 2
+    x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    expected = evaluate(from_onnx(model), {"x": x})[0]
+    assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_budget_counts_trials_and_seconds():
+    by_trials = Budget(trials=5, seconds=None, t_start=time.perf_counter())
+    assert by_trials.left(4) and not by_trials.left(5) and by_trials.trials_left(3) == 2
+    by_time = Budget(trials=None, seconds=60.0, t_start=time.perf_counter() - 61)
+    assert not by_time.left(0) and by_time.trials_left(100) is None
+    assert str(Budget(10, 60.0, 0.0)) == "10 trials / 60 s" and str(by_time) == "60 s"
