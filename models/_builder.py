@@ -52,7 +52,7 @@ class Graph:
             pads=[pad] * 4, **attrs))
         return name
 
-    def bn(self, name, x, channels):
+    def bn(self, name, x, channels, epsilon=BN_EPSILON):
         """BatchNormalization with gamma U(0.5, 1.5), beta N(0, 0.1) and statistics to be calibrated."""
         self.params[f"{name}.weight"] = self.rng.uniform(0.5, 1.5, channels)
         self.params[f"{name}.bias"] = self.rng.normal(0.0, 0.1, channels)
@@ -60,7 +60,7 @@ class Graph:
         self.params[f"{name}.running_var"] = np.ones(channels)
         self.nodes.append(helper.make_node(
             "BatchNormalization", [x] + [f"{name}.{p}" for p in ("weight", "bias", "running_mean", "running_var")],
-            [name], name=name, epsilon=BN_EPSILON))
+            [name], name=name, epsilon=epsilon))
         self.batchnorms.append(name)
         return name
 
@@ -71,6 +71,15 @@ class Graph:
         out = out or name
         self.nodes.append(helper.make_node("Gemm", [x, f"{name}.weight", f"{name}.bias"], [out], name=name, transB=1))
         return out
+
+
+def out_size(size, kernel, stride=1, pad=0, ceil=False, what="window") -> int:
+    """The output extent of a conv/pool window over `size` (pad on both sides); ValueError if it is empty."""
+    span = size + 2 * pad - kernel
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    if span < 0 or out < 1:
+        raise ValueError(f"{what}: a {kernel}x{kernel} window does not fit a {size}x{size} input (pad {pad})")
+    return out
 
 
 def tensor_info(name, dtype, shape):
