@@ -39,6 +39,19 @@ class Graph:
         self.params[name] = np.asarray(value)
         return name
 
+    def rename(self, old, new):
+        """Rename tensor `old` (and its producer, whose name is its output's) to `new`, e.g. to name a graph output."""
+        for n in self.nodes:
+            n.input[:] = [new if i == old else i for i in n.input]
+            if n.output and n.output[0] == old:
+                n.output[0], n.name = new, new
+        return new
+
+    def constant(self, name, value, dtype=np.float32):
+        """A Constant node holding `value` as `dtype` (how exporters emit scalars, shapes and axes)."""
+        tensor = numpy_helper.from_array(np.asarray(value, dtype), name)
+        return self.op("Constant", name, [], value=tensor)
+
     def conv(self, name, x, cin, cout, kernel, stride=1, pad=0, group=1, bias=False):
         """Conv with He-normal weights (fan-in cin/group*k*k); bias, if any, N(0, 0.01). Returns its output."""
         std = np.sqrt(2.0 / (cin // group * kernel * kernel))
