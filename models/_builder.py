@@ -156,21 +156,17 @@ def calibrate(g: Graph, feeds: dict):
         for i in n.input:
             consumers.setdefault(i, []).append(n.name)
     upstream = _upstream_batchnorms(g.nodes)
+    bn_input = {n.name: n.input[0] for n in g.nodes if n.op_type == "BatchNormalization"}
     known, done, pending = dict(feeds), set(), list(g.batchnorms)
     while pending:
-        ready = [bn for bn in pending if not upstream[_input_of(g, bn)] & set(pending)]
-        targets = [_input_of(g, bn) for bn in ready]
+        ready = [bn for bn in pending if not upstream[bn_input[bn]] & set(pending)]
+        targets = [bn_input[bn] for bn in ready]
         _run_missing(g, producer, consumers, known, done, targets)
         for bn, t in zip(ready, targets):
             act = known[t].astype(np.float64)
             g.params[f"{bn}.running_mean"] = act.mean(axis=(0, 2, 3))
             g.params[f"{bn}.running_var"] = act.var(axis=(0, 2, 3))
         pending = [bn for bn in pending if bn not in ready]
-
-
-def _input_of(g: Graph, node_name):
-    """The first input of the node called `node_name`."""
-    return next(n.input[0] for n in g.nodes if n.name == node_name)
 
 
 def _upstream_batchnorms(nodes) -> dict:
