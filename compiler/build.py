@@ -254,7 +254,7 @@ def _open_records(records):
     if hasattr(records, "best"):
         return records
     from .codegen.build import host_target
-    from .records_reader import RecordsReader
+    from .records import RecordsReader
     return RecordsReader(str(records), host_target())
 
 

@@ -41,6 +41,29 @@ def as_aligned(array: np.ndarray, align: int = ALIGNMENT) -> np.ndarray:
     return out
 
 
+def kernel_arguments(specs, inputs, poison: bool = False) -> list[np.ndarray]:
+    """One aligned buffer per kernel parameter, in parameter order, for (shape, dtype) `specs`: copies of `inputs`
+    for the first len(inputs) parameters, the rest (outputs, then scratch) zeroed, or with poison=True set to a
+    value a kernel never writes by chance (NaN for floats, -1 otherwise) so that an element left unwritten shows.
+
+    The native side keeps only the buffers' addresses: the caller must keep the returned list alive."""
+    specs = list(specs)
+    if len(inputs) > len(specs):
+        raise ValueError(f"kernel_arguments: {len(inputs)} inputs for a kernel of {len(specs)} parameters")
+    args = []
+    for k, (shape, dtype) in enumerate(specs):
+        buf = aligned_empty(shape, dtype)
+        if k < len(inputs):
+            if tuple(np.shape(inputs[k])) != buf.shape:
+                raise ValueError(f"kernel_arguments: input {k} has shape {tuple(np.shape(inputs[k]))}, the kernel "
+                                 f"takes {buf.shape}")
+            buf[...] = inputs[k]
+        else:
+            buf[...] = (np.nan if buf.dtype.kind == "f" else -1) if poison else 0
+        args.append(buf)
+    return args
+
+
 def packed_offsets(nbytes_list, align: int = ALIGNMENT) -> tuple[list[int], int]:
     """Offsets that place buffers of the given sizes back to back in one block, each starting `align`-aligned;
     returns (offsets, total block size)."""

@@ -15,9 +15,9 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from compiler.records_reader import RecordsError, RecordsReader, target_key
+import cli
+from compiler.records import RecordsError, RecordsFormatError, RecordsReader, RecordStore, target_key
 from compiler.schedule import Annotate, Schedule, Split
-from tuning.records import RecordsFormatError, RecordStore, records_cli
 
 FakeTask = namedtuple("FakeTask", "key name")
 CONV = FakeTask("k_conv", "fused_conv2d_relu")
@@ -195,7 +195,7 @@ WRITER = textwrap.dedent("""
     import sys
     from collections import namedtuple
     from compiler.schedule import Schedule, Split
-    from tuning.records import RecordStore
+    from compiler.records import RecordStore
     T = namedtuple("T", "key name")
     target = {"triple": "t", "cpu": "c", "features": "+f"}
     store = RecordStore(sys.argv[1], run_id=sys.argv[2])
@@ -241,6 +241,11 @@ def test_several_processes_write_one_store(tmp_path):
         assert {r.run_id for r in store.records()} == {"w0", "w1", "w2"}
 
 
+def records_cli(argv: list[str]) -> int:
+    """`relayish records ...` through the command line's entry point; returns the exit code."""
+    return cli.main(["records", *argv])
+
+
 def test_records_cli(tmp_path, store, capsys):
     fill(store)
     assert records_cli(["list", store.path]) == 0
@@ -266,7 +271,7 @@ def test_records_cli(tmp_path, store, capsys):
 def test_compile_model_takes_tuned_schedules_for_this_target_only(tmp_path):
     from compiler import compile_model
     from compiler.build import extract_tasks
-    from compiler.codegen.build import host_target
+    from compiler.codegen import host_target
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
     from relayish.interp import evaluate

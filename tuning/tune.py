@@ -69,7 +69,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     from compiler.codegen import host_target
     from .cost_model import XGBoostModel
     from .measure import WorkerPool, measure
-    from .records import RecordStore
+    from compiler.records import RecordStore
 
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
