@@ -50,10 +50,8 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     """Time `module` and onnxruntime on `onnx_path` in strict alternation; check they agree.
 
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
-    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s, so
-    that neither engine is timed while the other's thread pool still spins on the cores (onnxruntime's workers
-    spin after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
-    theirs). Returns {"threads", "repeat", "warmup", "ours": stats,
+    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s
+    (runtime.timing.time_alternating says why). Returns {"threads", "repeat", "warmup", "ours": stats,
     "onnxruntime": stats, "ratio": ours median / ort median (< 1: we are faster), "outputs": compare_outputs(...)},
     where stats are runtime.summarize_times dicts.
     """

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import runtime
+from runtime.accuracy import compare_outputs
+
 from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, add_winograd,
                      compile_from_args, existing, input_shapes_arg, load_or_compile, parse_input_shape,
                      positive_int)
@@ -140,7 +143,6 @@ def cmd_run(args) -> int:
 
 def cmd_verify(args) -> int:
     from bench.compare import make_ort_session, run_onnxruntime
-    from runtime.accuracy import compare_outputs
 
     module = compile_from_args(args, args.model)
     inputs = module.random_inputs(args.seed)
@@ -154,8 +156,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    import runtime
-
     if args.warmup < 0:
         raise CliError(f"--warmup must be >= 0, got {args.warmup}")
     if args.compare_layouts:
@@ -176,7 +176,6 @@ def cmd_bench(args) -> int:
 
 def bench_layouts(args) -> int:
     """bench --compare-layouts: every variant of bench.layout_bench.VARIANTS and onnxruntime, one process."""
-    import runtime
     from bench.layout_bench import MIN_REPEAT, compare_layouts, compile_variants, format_layout_comparison
 
     if args.repeat < MIN_REPEAT:

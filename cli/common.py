@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+import runtime
+
 EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 
 
@@ -92,8 +94,6 @@ def load_or_compile(args):
     """A compiled library is loaded; an .onnx model is compiled."""
     if args.path.lower().endswith(".onnx"):
         return compile_from_args(args, args.path)
-    import runtime
-
     module = runtime.load_module(args.path)
     if args.threads:
         module.num_threads = args.threads

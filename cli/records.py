@@ -5,8 +5,6 @@ import argparse
 import math
 import time
 
-from compiler.records import RecordStore
-
 from .common import EXIT_OK, existing
 
 
@@ -33,6 +31,8 @@ def add_records_parser(subparsers) -> None:
 def cmd_records(args: argparse.Namespace) -> int:
     """Run a `relayish records` action. A missing or unusable file raises (OSError, RecordsError and
     RecordsFormatError, which are ValueErrors, or sqlite3.Error): cli.main prints it as one `error: ...` line."""
+    from compiler.records import RecordStore  # here, not at the top: the compiler is heavy and --help is not
+
     if args.records_command == "import":
         existing(args.input, "records file")
     else:
@@ -59,7 +59,9 @@ def _ms(seconds) -> str:
     return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.4f}"
 
 
-def _format_list(store: RecordStore, task_prefix: str | None) -> str:
+def _format_list(store, task_prefix: str | None) -> str:
+    """The `records list` text of an open compiler.records.RecordStore: per target, a row per task, or with
+    task_prefix the records of the tasks whose key starts with it."""
     lines = []
     if not store.targets():
         return f"{store.path}: no records"

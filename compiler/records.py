@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from .codegen import host_target
 from .schedule import Schedule, ScheduleError
 
+# ---------------------------------------------------------------------------------------------- schema, reading
+
 SCHEMA_VERSION = 1  # stored in PRAGMA user_version
 BUSY_TIMEOUT_S = 30.0  # a writer in another process holds the lock for one batch commit: wait, do not fail
 
@@ -73,6 +75,10 @@ class RecordsError(ValueError):
     """The file is not a usable records database (not SQLite, no records table, or a newer schema)."""
 
 
+class RecordsFormatError(ValueError):
+    """A malformed line of a JSON-lines records file."""
+
+
 def target_key(target: dict | str) -> str:
     """The canonical string of a target: 'triple=...;cpu=...;features=+a,+b,-c' with the features sorted.
 
@@ -93,6 +99,11 @@ def record_cost(costs) -> float:
     """The number records are ranked by (seconds): costs holds, per repeat, the mean time over `number` runs;
     the record's cost is their minimum (the least disturbed repeat), as tuning/measure.py defines it."""
     return min(costs)
+
+
+def decode_costs(text: str | None) -> tuple | None:
+    """The costs column (JSON list of seconds, or NULL) as a tuple, or None."""
+    return None if text is None else tuple(json.loads(text))
 
 
 def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
@@ -198,12 +209,7 @@ class RecordsReader(RecordsConnection):
         return f"RecordsReader({self.path!r}, {self.target.split(';features')[0]})"
 
 
-def decode_costs(text: str | None) -> tuple | None:
-    return None if text is None else tuple(json.loads(text))
-
-
-JSONL_FIELDS = ("task_key", "task_name", "target", "schedule", "costs", "error", "measured_at", "run_id")
-
+# ---------------------------------------------------------------------------------------------- the read-write store
 
 @dataclass(frozen=True)
 class Record:
@@ -235,10 +241,6 @@ class TaskSummary:
     records: int
     errors: int
     best_cost: float | None  # lowest cost in seconds; None when nothing succeeded
-
-
-class RecordsFormatError(ValueError):
-    """A malformed line of a JSON-lines records file."""
 
 
 def _default_target() -> str:
@@ -416,6 +418,11 @@ class RecordStore(RecordsConnection):
 
     def __repr__(self):
         return f"RecordStore({self.path!r}, run_id={self.run_id!r})"
+
+
+# ---------------------------------------------------------------------------------------------- JSON lines
+
+JSONL_FIELDS = ("task_key", "task_name", "target", "schedule", "costs", "error", "measured_at", "run_id")
 
 
 def _parse_jsonl_line(line: str, lineno: int, path: str) -> tuple:

@@ -41,10 +41,9 @@ def as_aligned(array: np.ndarray, align: int = ALIGNMENT) -> np.ndarray:
     return out
 
 
-def kernel_arguments(specs, inputs, poison: bool = False) -> list[np.ndarray]:
+def kernel_arguments(specs, inputs, fill: float | None = 0) -> list[np.ndarray]:
     """One aligned buffer per kernel parameter, in parameter order, for (shape, dtype) `specs`: copies of `inputs`
-    for the first len(inputs) parameters, the rest (outputs, then scratch) zeroed, or with poison=True set to a
-    value a kernel never writes by chance (NaN for floats, -1 otherwise) so that an element left unwritten shows.
+    for the first len(inputs) parameters, the rest (outputs, then scratch) set to `fill` (None: uninitialised).
 
     The native side keeps only the buffers' addresses: the caller must keep the returned list alive."""
     specs = list(specs)
@@ -58,8 +57,8 @@ def kernel_arguments(specs, inputs, poison: bool = False) -> list[np.ndarray]:
                 raise ValueError(f"kernel_arguments: input {k} has shape {tuple(np.shape(inputs[k]))}, the kernel "
                                  f"takes {buf.shape}")
             buf[...] = inputs[k]
-        else:
-            buf[...] = (np.nan if buf.dtype.kind == "f" else -1) if poison else 0
+        elif fill is not None:
+            buf[...] = fill
         args.append(buf)
     return args
 
