@@ -1,4 +1,4 @@
-"""compiler: graph passes, tasks, schedules, lowering, codegen and `compile_model`.
+"""compiler: graph passes, tasks, schedules, lowering, codegen, the tuning records store and `compile_model`.
 
 Read compiler/passes/__init__.py (the graph half of the pipeline), then compiler/backend.py (the back half)."""
 from .compile import build, compile_model

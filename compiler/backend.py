@@ -22,7 +22,7 @@ from .default_schedule import default_schedule
 from .loopir import PrimFunc
 from .lower import lower
 from .memory import MemoryPlan, plan_memory
-from .records_reader import RecordsReader
+from .records import RecordsReader
 from .schedule import Schedule, ScheduleError, State
 from .task import Task, TaskCalls, extract_task_calls
 

@@ -10,7 +10,7 @@ The rules, applied to a task's initial state:
      depend on the lanes: a conv's input pixel) the tile also takes REUSE_FACTOR blocks of an axis that operand
      does not index (the output-channel block), columns outside it, so each broadcast feeds consecutive FMAs;
      the innermost reduction loop is unrolled by REDUCE_UNROLL; the tile is narrowed if that is what it takes
-     to give the parallel loop PARALLEL_TILES iterations (the compiler/hand_schedules.py templates, generalized);
+     to give the parallel loop PARALLEL_TILES iterations (the bench/hand_schedules.py templates, generalized);
      An anchor that is not read elementwise by the output (a Winograd batched product, read by the inverse
      transform) is tiled in a cache_write copy of itself;
   3. every root stage fuses its outer spatial loops into one parallel loop and vectorizes its innermost axis
@@ -31,7 +31,7 @@ from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reo
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
-# Register tiles of reductions (measured on znver5, 32 zmm registers; see tuning/kernel_bench.py):
+# Register tiles of reductions (measured on znver5, 32 zmm registers; see bench/kernel_bench.py):
 TILE_VECTORS = 16  # accumulator vectors of a tile whose every FMA loads its broadcast operand
 TILE_VECTORS_REUSE = 28  # ... of a tile that reuses each broadcast REUSE_FACTOR times (2 x 14 columns)
 REUSE_FACTOR = 2  # blocks of the reuse axis per tile (conv: 2 output-channel blocks share each input pixel)

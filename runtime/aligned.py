@@ -41,6 +41,28 @@ def as_aligned(array: np.ndarray, align: int = ALIGNMENT) -> np.ndarray:
     return out
 
 
+def kernel_arguments(specs, inputs, fill: float | None = 0) -> list[np.ndarray]:
+    """One aligned buffer per kernel parameter, in parameter order, for (shape, dtype) `specs`: copies of `inputs`
+    for the first len(inputs) parameters, the rest (outputs, then scratch) set to `fill` (None: uninitialised).
+
+    The native side keeps only the buffers' addresses: the caller must keep the returned list alive."""
+    specs = list(specs)
+    if len(inputs) > len(specs):
+        raise ValueError(f"kernel_arguments: {len(inputs)} inputs for a kernel of {len(specs)} parameters")
+    args = []
+    for k, (shape, dtype) in enumerate(specs):
+        buf = aligned_empty(shape, dtype)
+        if k < len(inputs):
+            if tuple(np.shape(inputs[k])) != buf.shape:
+                raise ValueError(f"kernel_arguments: input {k} has shape {tuple(np.shape(inputs[k]))}, the kernel "
+                                 f"takes {buf.shape}")
+            buf[...] = inputs[k]
+        elif fill is not None:
+            buf[...] = fill
+        args.append(buf)
+    return args
+
+
 def packed_offsets(nbytes_list, align: int = ALIGNMENT) -> tuple[list[int], int]:
     """Offsets that place buffers of the given sizes back to back in one block, each starting `align`-aligned;
     returns (offsets, total block size)."""

@@ -1,4 +1,4 @@
-"""The read-bandwidth micro-kernel (tuning/bandwidth.py) and the roofline columns of tuning/kernel_bench.py.
+"""The read-bandwidth micro-kernel (bench/bandwidth.py) and the roofline columns of bench/kernel_bench.py.
 
 The kernel must really read every byte: its stored partial sums are compared exactly with numpy's sums of the same
 chunks (small integers in float32, so every partial sum is exact whatever the order of additions)."""
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from compiler.codegen import vector_width
-from tuning.bandwidth import (bandwidth_assembly, granule, inner_loop_vector_loads, measure_bandwidth,
+from bench.bandwidth import (bandwidth_assembly, granule, inner_loop_vector_loads, measure_bandwidth,
                               parse_size, round_to_granule, stream_sums)
-from tuning.kernel_bench import format_roofline, header, roofline
+from bench.kernel_bench import format_roofline, header, roofline
 
 LANES = vector_width("float32")
 

@@ -8,9 +8,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import cli
 import compiler
 import runtime
-from tuning import bench, cli
+from bench import compare
+from cli.common import parse_input_shape
+from runtime import accuracy, timing
 
 from fixtures_native import build_fixture_library, have_compiler, reference_outputs
 
@@ -78,11 +81,11 @@ def run_cli(capsys, *argv):
 
 # ---- parsing ---------------------------------------------------------------------------------------------------
 def test_parse_input_shape():
-    assert cli.parse_input_shape("data=1,3,224,224") == ("data", (1, 3, 224, 224))
-    assert cli.parse_input_shape("in:0=4") == ("in:0", (4,))
+    assert parse_input_shape("data=1,3,224,224") == ("data", (1, 3, 224, 224))
+    assert parse_input_shape("in:0=4") == ("in:0", (4,))
     for bad in ("data", "=1,2", "data=1,x", "data=1,-2", "data=1,,2"):
         with pytest.raises(Exception, match="expected NAME=D1,D2"):
-            cli.parse_input_shape(bad)
+            parse_input_shape(bad)
 
 
 @pytest.mark.parametrize("argv", [[], ["frobnicate"], ["compile", "m.onnx"], ["bench", "m.onnx", "--threads", "0"],
@@ -210,7 +213,7 @@ def test_bench_prints_both_engines_and_the_profile(fake_compile, onnx_path, caps
 def test_compare_with_onnxruntime_alternates_engines(libs, onnx_path, monkeypatch):
     module = runtime.load_module(libs["good"])
     order = []
-    real_session = bench.make_ort_session(onnx_path, 1)
+    real_session = compare.make_ort_session(onnx_path, 1)
 
     class RecordingSession:
         def get_inputs(self):
@@ -225,8 +228,8 @@ def test_compare_with_onnxruntime_alternates_engines(libs, onnx_path, monkeypatc
 
     real_run = module.run
     monkeypatch.setattr(module, "run", lambda names, feed: order.append("ours") or real_run(names, feed))
-    monkeypatch.setattr(bench, "make_ort_session", lambda path, threads: RecordingSession())
-    result = bench.compare_with_onnxruntime(module, onnx_path, threads=1, repeat=4, warmup=2)
+    monkeypatch.setattr(compare, "make_ort_session", lambda path, threads: RecordingSession())
+    result = compare.compare_with_onnxruntime(module, onnx_path, threads=1, repeat=4, warmup=2)
     assert order == ["ours", "ort"] * (1 + 2 + 4)  # correctness check, warm-up, timed runs
     assert result["ours"]["repeat"] == result["onnxruntime"]["repeat"] == 4 and module.num_threads == 1
     assert result["ratio"] == pytest.approx(result["ours"]["median_ms"] / result["onnxruntime"]["median_ms"])
@@ -235,14 +238,14 @@ def test_compare_with_onnxruntime_alternates_engines(libs, onnx_path, monkeypatc
 
 def test_output_error_criterion():
     ref = np.array([1.0, -4.0, 2.0], np.float32)
-    e = bench.output_error(ref + np.array([0, 2e-4, 0], np.float32), ref)
+    e = accuracy.output_error(ref + np.array([0, 2e-4, 0], np.float32), ref)
     assert e["max_abs"] == pytest.approx(2e-4, rel=1e-3) and e["max_rel"] == pytest.approx(5e-5, rel=1e-3)
     assert e["passed"]
-    assert not bench.output_error(ref + np.array([0, 8e-4, 0], np.float32), ref)["passed"]
-    assert not bench.output_error(np.array([1.0, np.nan, 2.0], np.float32), ref)["passed"]
-    assert not bench.output_error(ref[:2], ref)["passed"]
-    assert bench.output_error(np.zeros(3), np.zeros(3))["passed"]
-    assert bench.compare_outputs({}, {"y": ref})["y"]["passed"] is False
+    assert not accuracy.output_error(ref + np.array([0, 8e-4, 0], np.float32), ref)["passed"]
+    assert not accuracy.output_error(np.array([1.0, np.nan, 2.0], np.float32), ref)["passed"]
+    assert not accuracy.output_error(ref[:2], ref)["passed"]
+    assert accuracy.output_error(np.zeros(3), np.zeros(3))["passed"]
+    assert accuracy.compare_outputs({}, {"y": ref})["y"]["passed"] is False
 
 
 def test_an_unloadable_model_is_a_clean_error_for_onnxruntime(fake_compile, tmp_path, capsys):
@@ -403,8 +406,8 @@ def test_compare_layouts_needs_20_runs(conv_model, capsys):
 def test_time_alternating_rotates_engines_and_summarizes_each():
     order = []
     engines = [(name, lambda name=name: order.append(name)) for name in ("a", "b", "c")]
-    stats = bench.time_alternating(engines, repeat=3, warmup=2, idle_gap_s=0)
+    stats = timing.time_alternating(engines, repeat=3, warmup=2, idle_gap_s=0)
     assert order == ["a", "b", "c"] * 5
     assert list(stats) == ["a", "b", "c"] and all(s["repeat"] == 3 for s in stats.values())
     with pytest.raises(ValueError, match="unique"):
-        bench.time_alternating([("a", lambda: None), ("a", lambda: None)], repeat=1, warmup=0)
+        timing.time_alternating([("a", lambda: None), ("a", lambda: None)], repeat=1, warmup=0)

@@ -9,9 +9,10 @@ import xgboost as xgb
 from compiler import loopir as L
 from compiler.default_schedule import default_schedule
 from compiler.lower import lower
-from compiler.codegen.analysis import walk_stmt
+from compiler.codegen import walk_stmt
 from compiler.schedule import Annotate, Schedule, ScheduleError
 from relayish import te
+from bench import cost_data
 from tuning import cost_model as cm
 from tuning.features import FEATURE_NAMES, NUM_FEATURES, extract_features
 
@@ -24,7 +25,7 @@ def unlog(x):
 
 @pytest.fixture(scope="module")
 def task():
-    return cm.conv_task()
+    return cost_data.conv_task()
 
 
 def stores_of(func):
@@ -220,9 +221,9 @@ def test_ranks_held_out_measured_programs():
     """The issue's criterion at test scale: measure 60 real programs of a small conv task (mutations of its
     default schedule, built and timed), train on 40 through the public API, rank the other 20. (A 1x1 conv:
     its kernels compile in a fraction of a second.)"""
-    task = cm.conv_task(in_blocks=8, size=14, out_blocks=8, kernel=1)
-    schedules = cm.variants(task, 60, seed=0)
-    costs = cm.measure(task, schedules, batch=30, rounds=2)
+    task = cost_data.conv_task(in_blocks=8, size=14, out_blocks=8, kernel=1)
+    schedules = cost_data.variants(task, 60, seed=0)
+    costs = cost_data.measure(task, schedules, batch=30, rounds=2)
     assert np.isfinite(costs).all(), "every mutated schedule builds and computes the reference result"
     assert costs.max() / costs.min() > 1.5, "the mutations make programs of different speeds"
     model = cm.XGBoostModel()

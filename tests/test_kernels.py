@@ -11,14 +11,14 @@ import pytest
 
 from compiler.codegen import emit_assembly, host_target, vectorize_report
 from compiler.default_schedule import default_schedule
-from compiler.hand_schedules import ConvTile, conv_schedule, conv_tile, dense_schedule, hand_schedule
+from bench.hand_schedules import ConvTile, conv_schedule, conv_tile, dense_schedule, hand_schedule
 from compiler.lower import lower
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Pragma, Reorder,
                                Rfactor, Schedule, ScheduleError, Split)
 from compiler.task import build_task
 from relayish.expr import Attrs, Function, TensorType, Var, call
 from relayish.interp import evaluate
-from tuning.kernel_bench import NativeKernels
+from bench.native import NativeKernels
 
 TOLERANCE = 1e-4  # max|ours - ref| / max|ref|, the project's fp32 criterion
 

@@ -15,9 +15,9 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-from compiler.records_reader import RecordsError, RecordsReader, target_key
+import cli
+from compiler.records import RecordsError, RecordsFormatError, RecordsReader, RecordStore, target_key
 from compiler.schedule import Annotate, Schedule, Split
-from tuning.records import RecordsFormatError, RecordStore, records_cli
 
 FakeTask = namedtuple("FakeTask", "key name")
 CONV = FakeTask("k_conv", "fused_conv2d_relu")
@@ -195,7 +195,7 @@ WRITER = textwrap.dedent("""
     import sys
     from collections import namedtuple
     from compiler.schedule import Schedule, Split
-    from tuning.records import RecordStore
+    from compiler.records import RecordStore
     T = namedtuple("T", "key name")
     target = {"triple": "t", "cpu": "c", "features": "+f"}
     store = RecordStore(sys.argv[1], run_id=sys.argv[2])
@@ -239,6 +239,11 @@ def test_several_processes_write_one_store(tmp_path):
     with RecordStore(db) as store:
         assert store.count() == 3 * 20 * 10
         assert {r.run_id for r in store.records()} == {"w0", "w1", "w2"}
+
+
+def records_cli(argv: list[str]) -> int:
+    """`relayish records ...` through the command line's entry point; returns the exit code."""
+    return cli.main(["records", *argv])
 
 
 def test_records_cli(tmp_path, store, capsys):

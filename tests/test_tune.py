@@ -12,7 +12,7 @@ from compiler import compile_model
 from compiler.codegen import host_target
 from frontends import from_onnx
 from relayish.interp import evaluate
-from tuning.records import RecordStore
+from compiler.records import RecordStore
 from tuning.tune import Budget, _default_schedule, tune_model
 
 PARAMS = {"batch_size": 3, "final_remeasure": 0}

@@ -50,12 +50,10 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
-from runtime.aligned import aligned_empty
-
-from .bench import output_error
+from runtime.accuracy import DEFAULT_TOLERANCE, output_error
+from runtime.aligned import kernel_arguments
 
 KERNEL_NAME = "candidate"
-DEFAULT_TOLERANCE = 1e-4  # max|ours - ref| / max|ref|, the project's fp32 criterion
 GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
 RECYCLE_AFTER_RUNS = 256  # every run leaves a loaded library (never unloaded) and its idle threads in a worker
 FAULTS = ("segfault", "hang", "wrong", "build_crash")  # test hooks, see measure(_faults=...)
@@ -263,23 +261,6 @@ def _load_kernel(lib: bytes):
     return kernel, dll
 
 
-def _kernel_buffers(build: BuildOutput, seed: int) -> list[np.ndarray]:
-    """64-byte aligned buffers for every kernel parameter: seeded inputs, NaN outputs, uninitialised scratch."""
-    n_in, n_out = build.num_inputs, build.num_outputs
-    arrays = []
-    for k, (shape, dtype) in enumerate(build.params):
-        buf = aligned_empty(shape, dtype)
-        if k < n_in:
-            continue  # filled below
-        if k < n_in + n_out:
-            buf[...] = np.nan if buf.dtype.kind == "f" else -1
-        arrays.append(buf)
-    inputs = [aligned_empty(s, d) for s, d in build.params[:n_in]]
-    for buf, value in zip(inputs, random_inputs(build.params[:n_in], seed)):
-        buf[...] = value
-    return inputs + arrays
-
-
 def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
              want_outputs: bool) -> RunOutput:
     """Worker: load the kernel, call it once (outputs kept for checking), then time repeat x number calls."""
@@ -289,10 +270,12 @@ def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: i
         try:
             kernel, dll = _load_kernel(build.lib)
             dll.relayish_set_num_threads(ctypes.c_int32(threads))
-            arrays = _kernel_buffers(build, seed)
+            n_in = build.num_inputs
+            arrays = kernel_arguments(build.params, random_inputs(build.params[:n_in], seed), fill=None)
+            for out in arrays[n_in:n_in + build.num_outputs]:  # so that an element the kernel never writes shows
+                out[...] = np.nan if out.dtype.kind == "f" else -1
             args = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
             kernel(*args)
-            n_in = build.num_inputs
             outputs = [np.array(a) for a in arrays[n_in:n_in + build.num_outputs]] if want_outputs else None
             costs = []
             for _ in range(repeat):

@@ -24,6 +24,7 @@ from compiler import extract_tasks
 from compiler.codegen import host_target, vector_width
 from compiler.default_schedule import default_schedule
 from compiler.passes import PassContext, run_pipeline
+from compiler.records import RecordStore
 from compiler.schedule import Schedule, ScheduleError
 from compiler.task import Task
 from frontends import from_onnx
@@ -31,7 +32,6 @@ from relayish import get_op
 
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, measure
-from .records import RecordStore
 from .search import SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 

@@ -4,7 +4,7 @@ Every distinct convolution of the model and its dense layer, as the fused tasks 
 bias / residual / relu), timed with our hand schedule, our default schedule and the same ops in onnxruntime, side
 by side:
 
-    python -m tuning.kernel_bench [--model models/resnet18.onnx] [--threads 2] [--repeat 25] [--only conv3x3]
+    python -m bench.kernel_bench [--model models/resnet18.onnx] [--threads 2] [--repeat 25] [--only conv3x3]
                                   [--in-model] [--max-busy 0.1] [--no-peak] [--no-bandwidth]
 
 How a kernel is timed. Our two kernels of a task are built into one shared library (one thread pool for both) and
@@ -14,14 +14,14 @@ the same shapes in NCHW, with I/O binding so that only the op is timed. One samp
 back-to-back calls lasting about BURST_S (the pool is hot between kernels inside a model; a lone call would time
 the workers' wake-up and the clock ramping up after idle); engines alternate sample by sample, each after a GAP_S
 sleep, because onnxruntime's workers spin for ~40 ms after a run and would slow whoever runs next (our pool is
-told to go idle after each burst). A sample disturbed by another process is taken again (see time_alternating).
+told to go idle after each burst). A sample disturbed by another process is taken again (runtime.timing).
 The figure is the median of the samples after warm-up: a steady-state time, with the kernel's weights warm in the
 caches. --in-model adds each kernel's time inside the compiled model (its own profile: weights cold, as in an
 inference). All outputs are checked against the task's numpy reference (the relayish interpreter) first.
 
 Roofline. Each task also gets its arithmetic intensity AI = FLOPs / bytes of distinct data it must read and write
 (inputs, weights, output: task_bytes) and its roof min(FMA peak, AI x bandwidth), where the bandwidth is the read
-bandwidth measured by tuning/bandwidth.py for a warm working set of the task's size, on the same threads. Every
+bandwidth measured by bench/bandwidth.py for a warm working set of the task's size, on the same threads. Every
 engine's figure is then also given as a % of that roof: a kernel of low AI (the dense layer at batch 1 does 0.5
 FLOP per weight byte) is judged against what the memory level its data sits in can deliver, not against the FMA
 peak it can never reach. The roof is a bound for warm data; the --in-model times (cold weights) have a lower one.
@@ -32,85 +32,35 @@ Caveat on onnxruntime's figure: a one-op model makes it convert NCHW to its bloc
 from __future__ import annotations
 
 import argparse
-import ctypes
 import functools
 import math
 import os
-import tempfile
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import extract_tasks
-from compiler.codegen import build_library
+from compiler import compile_model, extract_tasks
+from compiler.codegen import vector_width as cg_vector_width
 from compiler.default_schedule import default_schedule
-from compiler.hand_schedules import hand_schedule
 from compiler.lower import lower
-from compiler.loopir import PrimFunc
+from compiler.passes import PassContext, run_pipeline
 from compiler.task import Task
+from frontends import from_onnx
+from relayish.expr import Call, Var, post_order
+from relayish.interp import evaluate
 from runtime import default_num_threads
-from runtime.aligned import aligned_empty
+from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
+from runtime.timing import Engine, burst_calls, time_alternating
+
+from .bandwidth import measure_bandwidth, round_to_granule
+from .hand_schedules import hand_schedule
+from .native import NativeKernels
+from .peak import cpu_info, measure_peak
 
 BURST_S = 0.005  # one sample: back-to-back calls for about this long
 MIN_BURST_CALLS = 8
 GAP_S = 0.05  # idle time before each sample: onnxruntime's workers spin ~40 ms after a run (measured here)
-TOLERANCE = 1e-4
-OTHERS_MAX_JIFFIES = 2  # CPU time (1/100 s) other processes may take during one sample's gap + burst
-MAX_RETAKES = 5
-
-
-# ---------------------------------------------------------------------------------------------- our kernels
-
-class NativeKernels:
-    """Kernels built into one shared library, callable by name with numpy arrays (one per kernel parameter)."""
-
-    def __init__(self, funcs: list[PrimFunc]):
-        with tempfile.TemporaryDirectory(prefix="relayish_kernels_") as directory:
-            path = os.path.join(directory, "kernels.so")
-            build_library(funcs, None, path)
-            self.lib = ctypes.CDLL(path)  # stays mapped after the file is removed
-        self.funcs = {f.name: f for f in funcs}
-        self.lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
-        for f in funcs:
-            getattr(self.lib, f.name).argtypes = [ctypes.c_void_p] * len(f.params)
-            getattr(self.lib, f.name).restype = None
-
-    def set_threads(self, n: int):
-        self.lib.relayish_set_num_threads(n)
-
-    def idle(self):
-        """Let the pool's workers sleep now (as the model executor does at the end of a run)."""
-        self.lib.relayish_pool_idle()
-
-    def arguments(self, name: str, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """Aligned copies of the inputs, then zeroed outputs and scratch buffers, in parameter order."""
-        func = self.funcs[name]
-        n_in = func.attrs["num_inputs"]
-        if len(inputs) != n_in:
-            raise ValueError(f"kernel {name} takes {n_in} inputs, got {len(inputs)}")
-        args = []
-        for buf, value in zip(func.params, inputs):
-            if tuple(value.shape) != tuple(buf.shape):
-                raise ValueError(f"kernel {name}: input {buf.name} has shape {tuple(buf.shape)}, given {value.shape}")
-            a = aligned_empty(buf.shape, buf.dtype)
-            a[...] = value
-            args.append(a)
-        for buf in func.params[n_in:]:
-            a = aligned_empty(buf.shape, buf.dtype)
-            a[...] = 0
-            args.append(a)
-        return args
-
-    def caller(self, name: str, args: list[np.ndarray]):
-        """A no-argument function that runs the kernel once on args (and keeps them alive: the kernel holds only
-        their addresses)."""
-        fn = getattr(self.lib, name)
-        ptrs = [a.ctypes.data for a in args]
-
-        def call(_keep=args):
-            fn(*ptrs)
-        return call
+MAX_RETAKES = 5  # a sample disturbed by another process is taken again, up to this many times
 
 
 # ---------------------------------------------------------------------------------------------- tasks
@@ -119,9 +69,6 @@ def benchmark_tasks(model_path: str) -> list[Task]:
     """The distinct conv2d_nchwc and dense_pack tasks of the model, compiled as compile_model(winograd=False)
     does: this benchmark is about direct convolution kernels (Winograd's gain shows in `relayish bench
     --compare-layouts`, row "fused NCHWc direct")."""
-    from compiler.codegen import vector_width as cg_vector_width
-    from compiler.passes import PassContext, run_pipeline
-    from frontends import from_onnx
     fused = run_pipeline(from_onnx(model_path), PassContext(vector_width=cg_vector_width(), winograd=False))
     return [t for t in extract_tasks(fused) if t.ops[0] in ("nn.conv2d_nchwc", "nn.dense_pack")]
 
@@ -139,7 +86,6 @@ def describe(task: Task) -> str:
 
 
 def _anchor_call(task: Task):
-    from relayish.expr import Call, post_order
     return next(n for n in post_order(task.func.body) if isinstance(n, Call) and n.op == task.ops[0])
 
 
@@ -149,7 +95,6 @@ def random_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
 
 
 def reference(task: Task, inputs: list[np.ndarray]) -> np.ndarray:
-    from relayish.interp import evaluate
     return evaluate(task.func, inputs)[0]
 
 
@@ -174,11 +119,6 @@ def roofline(ai: float, peak_gflops: float | None, bandwidth_gbs: float | None) 
     return min(bounds) if bounds else None
 
 
-def relative_error(ours: np.ndarray, ref: np.ndarray) -> float:
-    scale = float(np.max(np.abs(ref))) or 1.0
-    return float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale
-
-
 # ---------------------------------------------------------------------------------------------- onnxruntime
 
 def nchwc_to_nchw(x: np.ndarray) -> np.ndarray:
@@ -198,7 +138,6 @@ def onnx_equivalent(task: Task, inputs: list[np.ndarray]):
     dense_pack -> add(bias)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    from relayish.expr import Call, Var, post_order
     params = {id(p): v for p, v in zip(task.func.params, inputs)}
     nodes, inits, graph_inputs, feed = [], [], [], {}
     names: dict[int, str] = {}
@@ -290,80 +229,7 @@ class OrtKernel:
         return self.convert(self.binding.copy_outputs_to_cpu()[0])
 
 
-# ---------------------------------------------------------------------------------------------- timing
-
-@dataclass
-class Engine:
-    label: str
-    run: object  # () -> None: one call of the kernel
-    after: object = None  # () -> None: called after each burst (our pool goes idle)
-
-
-def burst_size(run, seconds: float | None = None, min_calls: int = MIN_BURST_CALLS) -> int:
-    """How many back-to-back calls last about `seconds` (default BURST_S), and at least min_calls."""
-    seconds = BURST_S if seconds is None else seconds
-    run()
-    t0 = time.perf_counter()
-    n = 0
-    while time.perf_counter() - t0 < seconds / 4 or n < 2:
-        run()
-        n += 1
-    per_call = (time.perf_counter() - t0) / n
-    return max(min_calls, round(seconds / per_call))
-
-
-def time_burst(run, n: int) -> float:
-    """Median seconds of one call over a burst of n back-to-back calls. The median, not the mean: after an idle
-    gap the first calls of a burst run while the core's clock ramps up and its caches refill (seen here: the
-    first call of a 0.6 ms conv at 60% of the speed of the fifth)."""
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
-def cpu_jiffies() -> tuple[int, int]:
-    """(busy jiffies of the whole machine, jiffies of this process) from /proc: their difference over a window
-    is the CPU time other processes (or the hypervisor, as steal) took in it."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    with open("/proc/self/stat") as f:
-        own = f.read().rsplit(")", 1)[1].split()
-    return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
-
-
-def time_alternating(engines: list[Engine], repeat: int = 25, warmup: int = 3, gap_s: float = GAP_S,
-                     stats: dict | None = None) -> dict:
-    """{label: median seconds per call}: one sample per engine in turn, each a burst after an idle gap.
-
-    A sample during whose gap + burst other processes took more than OTHERS_MAX_JIFFIES of CPU is taken again,
-    up to MAX_RETAKES times: on a shared 2-core machine one busy neighbour halves a 2-thread kernel. `stats` gets
-    "retaken" (samples taken again) and "noisy" (samples kept although disturbed)."""
-    bursts = {e.label: burst_size(e.run) for e in engines}
-    samples = {e.label: [] for e in engines}
-    retaken = noisy = 0
-    for k in range(warmup + repeat):
-        for e in engines:
-            for attempt in range(MAX_RETAKES + 1):
-                busy0, own0 = cpu_jiffies()
-                time.sleep(gap_s)
-                dt = time_burst(e.run, bursts[e.label])
-                if e.after is not None:
-                    e.after()
-                busy1, own1 = cpu_jiffies()
-                quiet = (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES
-                if quiet or attempt == MAX_RETAKES:
-                    break
-                retaken += 1
-            if k >= warmup:
-                samples[e.label].append(dt)
-                noisy += not quiet
-    if stats is not None:
-        stats.update(retaken=retaken, noisy=noisy)
-    return {label: float(np.median(v)) for label, v in samples.items()}
-
+# ---------------------------------------------------------------------------------------------- one task
 
 def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width: int = 16, gap_s: float = GAP_S,
                peak: float | None = None, bandwidth: float | None = None) -> dict:
@@ -384,15 +250,16 @@ def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width:
         call = lib.caller(func.name, args)
         call()
         errors[label] = relative_error(args[func.attrs["num_inputs"]], ref)
-        engines.append(Engine(label, call, lib.idle))
+        engines.append(Engine(label, call, burst_calls(call, BURST_S, MIN_BURST_CALLS), lib.idle))
     ort_kernel = OrtKernel(task, inputs, threads)
     errors["ort"] = relative_error(ort_kernel.output(), ref)
-    engines.append(Engine("ort", ort_kernel))
-    bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
+    engines.append(Engine("ort", ort_kernel, burst_calls(ort_kernel, BURST_S, MIN_BURST_CALLS)))
+    bad = {k: v for k, v in errors.items() if not v <= DEFAULT_TOLERANCE}
     if bad:
         raise AssertionError(f"{describe(task)}: outputs differ from the reference: {bad}")
     stats: dict = {}
-    times = time_alternating(engines, repeat, warmup, gap_s, stats)
+    medians = time_alternating(engines, repeat, warmup, gap_s, MAX_RETAKES, stats)
+    times = {label: s["median_ms"] / 1e3 for label, s in medians.items()}
     ai = arithmetic_intensity(task)
     roof = roofline(ai, peak, bandwidth)
     row = {"task": describe(task), "flops": task.flops, "weight": task.weight, "errors": errors,
@@ -428,8 +295,6 @@ def in_model_times(model_path: str, tasks: list[Task], threads: int, repeat: int
     the kernels run in sequence as in an inference, so weights come from DRAM (ResNet-18's 46 MB exceed the L3)
     and inputs from whatever the previous kernel left in cache. Kernels are matched to tasks by (ops, output
     shape, flops); tasks of several calls get the mean of their calls."""
-    from compiler import compile_model
-    from compiler.codegen import vector_width as cg_vector_width
     by_sig = {_signature(t.ops, t.outputs[0].shape, t.flops): t.key for t in tasks}
     modules = {"hand": compile_model(model_path, records=HandRecords(tasks, cg_vector_width()), winograd=False),
                "default": compile_model(model_path, winograd=False)}
@@ -509,12 +374,11 @@ def wait_until_quiet(max_busy: float, timeout_s: float = 600.0) -> float:
 @functools.lru_cache(maxsize=None)
 def working_set_bandwidth(nbytes: int, threads: int) -> float:
     """Read GB/s of `threads` threads over a warm working set of about nbytes (measured once per size)."""
-    from .bandwidth import measure_bandwidth, round_to_granule
     return measure_bandwidth(round_to_granule(nbytes, threads), threads)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tuning.kernel_bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.kernel_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=os.path.join(os.path.dirname(__file__), "..", "models", "resnet18.onnx"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=25, help="timed samples per engine (median reported)")
@@ -531,8 +395,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 20:
         parser.error("--repeat must be >= 20 (medians of fewer samples are too noisy to compare)")
-    from compiler.codegen import vector_width as cg_vector_width
-    from .peak import cpu_info, measure_peak
     info = cpu_info()
     if args.max_busy is not None:
         wait_until_quiet(args.max_busy)

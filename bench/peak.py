@@ -1,6 +1,6 @@
 """This machine's fp32 FMA peak, measured with an llvmlite micro-kernel (not quoted from a data sheet).
 
-    python -m tuning.peak [--threads N ...] [--chains C] [--seconds S]
+    python -m bench.peak [--threads N ...] [--chains C] [--seconds S]
 
 The kernel keeps `chains` independent accumulators, each a native vector (<16 x float> with AVX-512), and runs
 `acc_k = fma(acc_k, x, y)` on all of them in a loop. One FMA's result is needed by the next FMA of its chain only,
@@ -17,18 +17,15 @@ import argparse
 import ctypes
 import functools
 import os
-import tempfile
 import time
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
-from compiler.codegen import library as cg
+from compiler.codegen import (TASK_FN_TYPE, emit_fork_entry, host_target, ir_assembly, load_library, pool_module,
+                              vector_width)
 from runtime.aligned import aligned_empty
-from compiler.codegen.threadpool import TASK_FN_TYPE, declare_api
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
-VOID = ir.VoidType()
 DEFAULT_CHAINS = 16  # 2x the 4-cycle latency x 2 pipes; 8 to 28 chains all measure within 5% on znver5
 ENTRY = "relayish_peak"  # void relayish_peak(i64 iters, float* buf, i32 ntasks)
 
@@ -38,7 +35,7 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
 
     buf layout (floats): [0, lanes) = x, [lanes, 2 lanes) = y, then one vector of results per task (the sum of its
     accumulators, stored so that the loop is not dead code)."""
-    module = cg.build_ir_module([], None, name="peak")  # the header and the thread pool, no kernels
+    module = pool_module("peak")  # the header and the thread pool, no kernels
     vty = ir.VectorType(F32, lanes)
     fma = ir.Function(module, ir.FunctionType(vty, [vty, vty, vty]), f"llvm.fma.v{lanes}f32")
     closure_ty = ir.LiteralStructType([I64, F32.as_pointer()])
@@ -84,51 +81,15 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
     return module
 
 
-def emit_fork_entry(module: ir.Module, name: str, task: ir.Function, closure_ty: ir.LiteralStructType) -> None:
-    """`void name(fields of closure_ty..., i32 ntasks)`: stores the fields into a closure, runs `task` ntasks times
-    on the thread pool (relayish_parallel_for), then lets the pool go idle (its workers sleep, not spin)."""
-    fields = list(closure_ty.elements)
-    entry = ir.Function(module, ir.FunctionType(VOID, fields + [I32]), name)
-    *values, ntasks = entry.args
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    slot = b.alloca(closure_ty)
-    for k, value in enumerate(values):
-        b.store(value, b.gep(slot, [I32(0), I32(k)]))
-    pool = declare_api(module)
-    b.call(pool["relayish_parallel_for"], [task, b.bitcast(slot, ir.IntType(8).as_pointer()), ntasks])
-    b.call(pool["relayish_pool_idle"], [])
-    b.ret_void()
-
-
-def load_library(module: ir.Module, prefix: str, entry: str, argtypes: list):
-    """Compile, link and load a micro-benchmark module (stays mapped for the process); `entry` gets argtypes."""
-    path = os.path.join(tempfile.mkdtemp(prefix=f"relayish_{prefix}_"), f"{prefix}.so")
-    cg.link_shared(cg.target_machine().emit_object(compile_ir(module)), path)
-    lib = ctypes.CDLL(path)
-    getattr(lib, entry).argtypes = argtypes
-    getattr(lib, entry).restype = None
-    lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
-    return lib
-
-
-def compile_ir(module: ir.Module) -> llvm.ModuleRef:
-    """Parse, verify and optimize (O3) a hand-built micro-benchmark module (also used by tuning/bandwidth.py)."""
-    cg._init_llvm()
-    mod = llvm.parse_assembly(str(module))
-    mod.verify()
-    cg.optimize(mod, 3)
-    return mod
-
-
 def peak_assembly(chains: int = DEFAULT_CHAINS) -> str:
     """Host assembly of the peak kernel (its loop should be `chains` vfmadd on registers, no memory operand)."""
-    return cg.target_machine().emit_assembly(compile_ir(_peak_module(chains, cg.vector_width("float32"))))
+    return ir_assembly(_peak_module(chains, vector_width("float32")))
 
 
 @functools.lru_cache(maxsize=None)
 def _library(chains: int):
     """Build and load the peak library once per chain count; returns (ctypes lib, lanes)."""
-    lanes = cg.vector_width("float32")
+    lanes = vector_width("float32")
     lib = load_library(_peak_module(chains, lanes), "peak", ENTRY, [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32])
     return lib, lanes
 
@@ -160,7 +121,7 @@ def measure_peak(threads: int = 1, chains: int = DEFAULT_CHAINS, seconds: float 
 
 def cpu_info() -> dict:
     """name (LLVM's CPU name and the /proc/cpuinfo model), features that matter for fp32 SIMD, cores usable."""
-    t = cg.host_target()
+    t = host_target()
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -169,12 +130,12 @@ def cpu_info() -> dict:
         pass
     wanted = ("avx512f", "avx512vl", "avx512bw", "avx512dq", "avx2", "fma", "avx512bf16", "avx512vnni")
     feats = [f[1:] for f in t["features"].split(",") if f.startswith("+") and f[1:] in wanted]
-    return {"cpu": t["cpu"], "model": model, "features": feats, "lanes": cg.vector_width("float32"),
+    return {"cpu": t["cpu"], "model": model, "features": feats, "lanes": vector_width("float32"),
             "cores": len(os.sched_getaffinity(0))}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tuning.peak", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.peak", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1 and all cores)")
     parser.add_argument("--chains", type=int, default=DEFAULT_CHAINS, help="independent FMA chains (accumulators)")
     parser.add_argument("--seconds", type=float, default=0.05, help="length of one timed run")

@@ -1,10 +1,10 @@
 """This machine's read bandwidth per working-set size, measured with an llvmlite streaming kernel.
 
-    python -m tuning.bandwidth [--threads N] [--sizes 256K 1M 2M 8M 64M] [--accumulators A] [--asm]
+    python -m bench.bandwidth [--threads N] [--sizes 256K 1M 2M 8M 64M] [--accumulators A] [--asm]
 
 The roof of a roofline: a kernel of arithmetic intensity AI (FLOPs per byte it must move) can reach at most
 min(FMA peak, AI x bandwidth), where the bandwidth is that of the level of the memory hierarchy its working set
-fits in. The FMA peak comes from tuning/peak.py; this module measures the bandwidth side the same way: a kernel
+fits in. The FMA peak comes from bench/peak.py; this module measures the bandwidth side the same way: a kernel
 generated with llvmlite, run on our own thread pool (relayish_parallel_for), so the figure is what our kernels can
 reach through it.
 
@@ -28,10 +28,10 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from compiler.codegen import library as cg
-from compiler.codegen.threadpool import TASK_FN_TYPE
+from compiler.codegen import TASK_FN_TYPE, emit_fork_entry, ir_assembly, load_library, pool_module, vector_width
 from runtime.aligned import aligned_empty
-from .peak import compile_ir, cpu_info, emit_fork_entry, load_library
+
+from .peak import cpu_info
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 ALIGN = 64  # bytes: buffer and chunks start on a cache line, so every vector load is aligned and whole-line
@@ -99,9 +99,9 @@ def _task_function(module: ir.Module, accumulators: int, lanes: int, closure_ty:
 
 
 def _bandwidth_module(accumulators: int, lanes: int) -> ir.Module:
-    """The module: the thread pool (build_ir_module of no kernels), the streaming task, and the exported entry
+    """The module: the thread pool (pool_module), the streaming task, and the exported entry
     that forks one task per chunk and lets the pool go idle."""
-    module = cg.build_ir_module([], None, name="bandwidth")
+    module = pool_module("bandwidth")
     closure_ty = ir.LiteralStructType([I64, I64, F32.as_pointer(), F32.as_pointer()])
     emit_fork_entry(module, ENTRY, _task_function(module, accumulators, lanes, closure_ty), closure_ty)
     return module
@@ -110,8 +110,7 @@ def _bandwidth_module(accumulators: int, lanes: int) -> ir.Module:
 def bandwidth_assembly(accumulators: int = DEFAULT_ACCUMULATORS) -> str:
     """Host assembly of the streaming kernel (its inner loop should be `accumulators` vector loads, or a
     multiple if LLVM unrolls, each folded into a vaddps or a vmovaps/vmovups)."""
-    module = _bandwidth_module(accumulators, cg.vector_width("float32"))
-    return cg.target_machine().emit_assembly(compile_ir(module))
+    return ir_assembly(_bandwidth_module(accumulators, vector_width("float32")))
 
 
 def inner_loop_vector_loads(asm: str) -> list[str]:
@@ -140,7 +139,7 @@ def _is_vector_load(line: str) -> bool:
 @functools.lru_cache(maxsize=None)
 def _library(accumulators: int):
     """Build and load the streaming library once per accumulator count; returns (ctypes lib, lanes)."""
-    lanes = cg.vector_width("float32")
+    lanes = vector_width("float32")
     lib = load_library(_bandwidth_module(accumulators, lanes), "bandwidth", ENTRY,
                        [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32])
     return lib, lanes
@@ -148,7 +147,7 @@ def _library(accumulators: int):
 
 def granule(threads: int, accumulators: int = DEFAULT_ACCUMULATORS) -> int:
     """The bytes nbytes must be a multiple of: one accumulator block (accumulators x one vector) per thread."""
-    return threads * accumulators * cg.vector_width("float32") * 4
+    return threads * accumulators * vector_width("float32") * 4
 
 
 def _check(nbytes: int, threads: int, accumulators: int, caller: str) -> None:
@@ -159,7 +158,7 @@ def _check(nbytes: int, threads: int, accumulators: int, caller: str) -> None:
     unit = granule(threads, accumulators)
     if nbytes <= 0 or nbytes % unit:
         raise ValueError(f"{caller}: nbytes must be a positive multiple of {unit} (threads {threads} x "
-                         f"{accumulators} accumulators x one {cg.vector_width('float32') * 4}-byte vector), "
+                         f"{accumulators} accumulators x one {vector_width('float32') * 4}-byte vector), "
                          f"got {nbytes}")
 
 
@@ -240,7 +239,7 @@ def format_size(nbytes: int) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tuning.bandwidth", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.bandwidth", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1 and all cores)")
     parser.add_argument("--sizes", nargs="*", default=list(DEFAULT_SIZES),
                         help="working-set sizes, e.g. 256K 2M (rounded to a multiple of granule())")

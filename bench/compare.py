@@ -1,19 +1,16 @@
 """Our compiled module against onnxruntime: same process, same inputs, same thread count, alternating runs.
 
-Why alternate (ours, ort, ours, ort, ...) instead of timing one engine then the other: the machine drifts (clock
-boost, other load), and alternation spreads any drift evenly over both engines. Before each timed run the process
-sleeps a short idle gap, so that no engine is timed while another's thread pool still spins on the cores.
-`time_alternating` does this for any number of engines (tuning/layout_bench.py uses it for four).
+    relayish bench MODEL            # the command line over compare_with_onnxruntime and format_comparison
+
+The engines are timed in strict rotation with an idle gap before each run (runtime.timing.time_alternating, which
+says why); bench/layout_bench.py does the same for four builds of a model. Outputs are judged with
+runtime.accuracy (max|ours - ort| / max|ort| <= 1e-4).
 """
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
-from runtime import Module, default_num_threads, summarize_times
-
-DEFAULT_TOLERANCE = 1e-4
+from runtime import Module, default_num_threads
+from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
+from runtime.timing import IDLE_GAP_S, time_alternating
 
 
 def make_ort_session(onnx_path: str, threads: int):
@@ -41,71 +38,10 @@ def ort_feed(session, inputs: dict) -> dict:
     return {n: inputs[n] for n in names}
 
 
-def output_error(ours: np.ndarray, ref: np.ndarray, tolerance: float = DEFAULT_TOLERANCE) -> dict:
-    """max|ours - ref|, and max|ours - ref| / max|ref| (the project's fp32 criterion), and whether it passes.
-
-    A shape mismatch, or a NaN where the reference has none, fails with an infinite error.
-    """
-    ours, ref = np.asarray(ours), np.asarray(ref)
-    if ours.shape != ref.shape:
-        return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": np.inf, "max_rel": np.inf, "passed": False}
-    if ours.size == 0:
-        return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": 0.0, "max_rel": 0.0, "passed": True}
-    diff = np.abs(ours.astype(np.float64) - ref.astype(np.float64))
-    diff[np.isnan(ours) & np.isnan(ref)] = 0.0  # both NaN: agreement
-    max_abs = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
-    scale = float(np.max(np.abs(np.nan_to_num(ref.astype(np.float64)))))
-    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else np.inf)
-    return {"shape": ours.shape, "ref_shape": ref.shape, "max_abs": max_abs, "max_rel": max_rel,
-            "passed": bool(max_rel <= tolerance)}
-
-
-def compare_outputs(ours: dict, ref: dict, tolerance: float = DEFAULT_TOLERANCE) -> dict[str, dict]:
-    """output_error for every output of `ref` (by name); an output we do not produce fails."""
-    result = {}
-    for name, r in ref.items():
-        if name not in ours:
-            result[name] = {"shape": None, "ref_shape": np.shape(r), "max_abs": np.inf, "max_rel": np.inf,
-                            "passed": False}
-        else:
-            result[name] = output_error(ours[name], r, tolerance)
-    return result
-
-
-def run_onnxruntime(session, inputs: dict) -> dict[str, np.ndarray]:
+def run_onnxruntime(session, inputs: dict) -> dict:
+    """{output name: array} of one onnxruntime run on the inputs it takes."""
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, ort_feed(session, inputs))))
-
-
-def _timed(fn) -> int:
-    start = time.perf_counter_ns()
-    fn()
-    return time.perf_counter_ns() - start
-
-
-IDLE_GAP_S = 0.05  # between engines: onnxruntime's workers spin for more than 10 ms after a run; let them sleep first
-
-
-def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S) -> dict[str, dict]:
-    """Time engines in strict rotation: `warmup` untimed rounds, then `repeat` timed rounds, each round running
-    every engine once in the given order, each timed run preceded by `idle_gap_s` of sleep.
-
-    engines: (name, zero-argument callable) pairs. Returns {name: runtime.summarize_times(...)} in that order."""
-    if repeat < 1 or warmup < 0:
-        raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
-    engines = list(engines)
-    names = [name for name, _ in engines]
-    if len(set(names)) != len(names):
-        raise ValueError(f"engine names must be unique, got {names}")
-    for _ in range(warmup):
-        for _, run in engines:
-            run()
-    samples: dict[str, list[int]] = {name: [] for name, _ in engines}
-    for _ in range(repeat):
-        for name, run in engines:
-            time.sleep(idle_gap_s)
-            samples[name].append(_timed(run))
-    return {name: summarize_times(ns) for name, ns in samples.items()}
 
 
 def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
@@ -114,10 +50,8 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     """Time `module` and onnxruntime on `onnx_path` in strict alternation; check they agree.
 
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
-    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s, so
-    that neither engine is timed while the other's thread pool still spins on the cores (onnxruntime's workers
-    spin after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
-    theirs). Returns {"threads", "repeat", "warmup", "ours": stats,
+    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s
+    (runtime.timing.time_alternating says why). Returns {"threads", "repeat", "warmup", "ours": stats,
     "onnxruntime": stats, "ratio": ours median / ort median (< 1: we are faster), "outputs": compare_outputs(...)},
     where stats are runtime.summarize_times dicts.
     """

@@ -1,96 +1,27 @@
-"""The `relayish` command line.
-
-    relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
-                                  [--no-winograd]   # (compile, run, verify, bench, inspect and tune take it)
-    relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
-    relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
-    relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
-    relayish inspect MODEL [--after PASS|import] [--layout NCHW|NCHWc] [--opt-level N] [--summary-only]
-    relayish tune MODEL... --records DB (--trials N | --time-budget S) [--curve PNG]
-    relayish records list|distill|export|import DB ...
+"""The model commands of `relayish`: compile, run, verify, bench, inspect and tune.
 
 Each subcommand is a pair of functions: `add_<name>_parser(sub)` declares its arguments and `cmd_<name>(args)`
-runs it and returns the exit code; `build_parser` lists the subcommands (SUBCOMMANDS) in help order.
-
-Exit codes: 0 success, 1 verification failed (verify; bench --compare-layouts), 2 usage or input error (printed
-as one line `error: ...`, no traceback). Heavy imports (the compiler, onnxruntime) happen inside the commands, so
-`--help` is instant.
+runs it and returns the exit code. Heavy imports (the compiler, onnxruntime, the benchmark tools) happen inside
+the commands, so that `relayish --help` is instant.
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 import numpy as np
 
-EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+import runtime
+from runtime.accuracy import compare_outputs
 
-
-class CliError(Exception):
-    """A user-facing error: printed as `error: <message>`, exit code 2."""
-
-
-# ---- argument parsing ------------------------------------------------------------------------------------------
-def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """'data=1,3,224,224' -> ('data', (1, 3, 224, 224)). The name is everything before the last '='."""
-    name, sep, dims = text.rpartition("=")
-    try:
-        shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
-    except ValueError:
-        shape = None
-    if not sep or not name or shape is None or any(d < 0 for d in shape):
-        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with non-negative integer dims, got {text!r}")
-    return name, shape
-
-
-def input_shapes_arg(pairs) -> dict | None:
-    """The --input-shape list as a dict (None when not given); a name given twice is an error."""
-    if not pairs:
-        return None
-    shapes = {}
-    for name, shape in pairs:
-        if name in shapes:
-            raise CliError(f"--input-shape given twice for input {name!r}")
-        shapes[name] = shape
-    return shapes
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def _add_compile_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape, metavar="NAME=DIMS",
-                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
-    p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
-    p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
-    p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
-    _add_winograd(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
-
-
-def _add_winograd(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-winograd", dest="winograd", action="store_false",
-                   help="keep every convolution direct (default: 3x3 stride-1 ones with enough tiles use Winograd)")
-
-
-def _add_threads(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=positive_int, metavar="N", help="threads to run with (default: all cores)")
+from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, add_winograd,
+                     compile_from_args, existing, input_shapes_arg, load_or_compile, parse_input_shape,
+                     positive_int)
 
 
 def add_compile_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile an ONNX model into a library")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("-o", "--output", required=True, metavar="LIB", help="library to write (LIB, LIB.json, LIB.params)")
-    _add_compile_options(p)
-    _add_threads(p)
+    add_compile_options(p)
+    add_threads(p)
     p.set_defaults(func=cmd_compile)
 
 
@@ -100,8 +31,8 @@ def add_run_parser(sub) -> None:
     p.add_argument("-i", "--inputs", metavar="NPZ", help="inputs by name (default: random, seeded)")
     p.add_argument("-o", "--outputs", metavar="NPZ", help="write the outputs here")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    _add_compile_options(p)
-    _add_threads(p)
+    add_compile_options(p)
+    add_threads(p)
     p.set_defaults(func=cmd_run)
 
 
@@ -110,8 +41,8 @@ def add_verify_parser(sub) -> None:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--tolerance", type=float, default=1e-4, help="max |ours-ort| / max |ort| to pass")
-    _add_compile_options(p)
-    _add_threads(p)
+    add_compile_options(p)
+    add_threads(p)
     p.set_defaults(func=cmd_verify)
 
 
@@ -125,8 +56,8 @@ def add_bench_parser(sub) -> None:
                    help="time fused NCHWc, fused NCHW, unfused NCHW (opt level 0) and onnxruntime in rotation "
                         "(ignores --layout and --opt-level)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    _add_compile_options(p)
-    _add_threads(p)
+    add_compile_options(p)
+    add_threads(p)
     p.set_defaults(func=cmd_bench)
 
 
@@ -140,7 +71,7 @@ def add_inspect_parser(sub) -> None:
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
     p.add_argument("--summary-only", action="store_true", help="print the summary without the graph")
-    _add_winograd(p)
+    add_winograd(p)
     p.set_defaults(func=cmd_inspect)
 
 
@@ -153,66 +84,16 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--curve", metavar="PNG", help="write the tuning curve (needs matplotlib)")
     p.add_argument("--input-shape", dest="input_shapes", action="append", default=[], metavar="NAME=D0,D1,...")
     p.add_argument("--layout", choices=["NCHWc", "NCHW"], default="NCHWc")
-    _add_winograd(p)
+    add_winograd(p)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_tune)
 
 
-def add_records_parser(sub) -> None:
-    from .records import add_records_parser as add
-    add(sub).set_defaults(func=cmd_records)
-
-
-SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
-               add_tune_parser, add_records_parser]
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in SUBCOMMANDS:
-        add(sub)
-    return parser
-
-
 # ---- helpers ---------------------------------------------------------------------------------------------------
-def _existing(path: str, what: str) -> str:
-    if not os.path.isfile(path):
-        raise CliError(f"{what} not found: {path}")
-    return path
-
-
-def compile_from_args(args, model_path: str):
-    """compile_model with the command's options; the compiler is imported only here."""
-    try:
-        from compiler import compile_model
-    except ImportError as e:
-        raise CliError(f"the compiler is not available yet (from compiler import compile_model: {e})") from None
-    _existing(model_path, "model file")
-    module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
-                           opt_level=args.opt_level, records=args.records, num_threads=args.threads,
-                           verbose=args.verbose, winograd=args.winograd)
-    if args.threads:
-        module.num_threads = args.threads
-    return module
-
-
-def load_or_compile(args):
-    """A compiled library is loaded; an .onnx model is compiled."""
-    if args.path.lower().endswith(".onnx"):
-        return compile_from_args(args, args.path)
-    import runtime
-
-    module = runtime.load_module(args.path)
-    if args.threads:
-        module.num_threads = args.threads
-    return module
-
-
 def read_inputs(path: str | None, module, seed: int) -> dict:
     if path is None:
         return module.random_inputs(seed)
-    _existing(path, "inputs file")
+    existing(path, "inputs file")
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
@@ -261,7 +142,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from tuning.bench import compare_outputs, make_ort_session, run_onnxruntime
+    from bench.compare import make_ort_session, run_onnxruntime
 
     module = compile_from_args(args, args.model)
     inputs = module.random_inputs(args.seed)
@@ -275,13 +156,11 @@ def cmd_verify(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    import runtime
-
     if args.warmup < 0:
         raise CliError(f"--warmup must be >= 0, got {args.warmup}")
     if args.compare_layouts:
         return bench_layouts(args)
-    from tuning.bench import compare_with_onnxruntime, format_comparison
+    from bench.compare import compare_with_onnxruntime, format_comparison
 
     module = compile_from_args(args, args.model)
     threads = args.threads or runtime.default_num_threads()
@@ -296,13 +175,12 @@ def cmd_bench(args) -> int:
 
 
 def bench_layouts(args) -> int:
-    """bench --compare-layouts: every variant of tuning.layout_bench.VARIANTS and onnxruntime, one process."""
-    import runtime
-    from tuning.layout_bench import MIN_REPEAT, compare_layouts, compile_variants, format_layout_comparison
+    """bench --compare-layouts: every variant of bench.layout_bench.VARIANTS and onnxruntime, one process."""
+    from bench.layout_bench import MIN_REPEAT, compare_layouts, compile_variants, format_layout_comparison
 
     if args.repeat < MIN_REPEAT:
         raise CliError(f"--compare-layouts needs --repeat >= {MIN_REPEAT}, got {args.repeat}")
-    _existing(args.model, "model file")
+    existing(args.model, "model file")
     modules = compile_variants(args.model, input_shapes_arg(args.input_shapes), records=args.records)
     result = compare_layouts(args.model, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
                              seed=args.seed, modules=modules)
@@ -323,7 +201,7 @@ def cmd_inspect(args) -> int:
     from compiler.summary import format_summary, run_until, summarize
     from frontends import from_onnx
 
-    mod = from_onnx(_existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
+    mod = from_onnx(existing(args.model, "model file"), input_shapes_arg(args.input_shapes))
     mod, seconds = run_until(mod, args.after, layout=args.layout, opt_level=args.opt_level,
                              winograd=args.winograd)
     if not args.summary_only:
@@ -339,30 +217,9 @@ def cmd_tune(args) -> int:
     if args.trials is None and args.time_budget is None:
         raise CliError("tune needs --trials N or --time-budget S")
     for m in args.models:
-        _existing(m, "model")
-    from .tune import tune_model
+        existing(m, "model")
+    from tuning.tune import tune_model
     tune_model(args.models if len(args.models) > 1 else args.models[0], records=args.records, trials=args.trials,
                time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
                layout=args.layout, params={"seed": args.seed}, curve_png=args.curve, winograd=args.winograd)
     return EXIT_OK
-
-
-def cmd_records(args) -> int:
-    from .records import main_records
-    return main_records(args)
-
-
-def main(argv=None) -> int:
-    """Entry point of the `relayish` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (CliError, ValueError, OSError) as e:
-        # ValueError covers compile errors (OnnxImportError, OpError, ...) and runtime.LoadError; OSError covers
-        # missing files. Both are the user's input, not our bug: one clean line, no traceback.
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_ERROR
-
-
-if __name__ == "__main__":
-    sys.exit(main())

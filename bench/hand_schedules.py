@@ -1,9 +1,9 @@
 """Hand-written schedules for ResNet-18's hot tasks: NCHW16c convolutions (+ bias/residual/relu) and dense_pack.
 
 They are ordinary step lists on the task's initial state (what a tuner would find, written down), parametrized by
-the task's shapes; `hand_schedule(task)` returns None for any other kind of task. default_schedule.py applies the
-same register-tile rule to any reduction generically; these templates name every choice explicitly, so they are
-the reference the default and the tuner are measured against (python -m tuning.kernel_bench).
+the task's shapes; `hand_schedule(task)` returns None for any other kind of task. compiler/default_schedule.py applies
+the same register-tile rule to any reduction generically; these templates name every choice explicitly, so they are
+the reference the default and the tuner are measured against (python -m bench.kernel_bench).
 
 The convolution kernel (direct convolution on channel blocks):
 
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .default_schedule import ScheduleBuilder
-from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage, State)
+from compiler.default_schedule import ScheduleBuilder
+from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
+                               State)
 
 MAX_ACCUMULATORS = 28  # of 32 zmm registers: the rest hold the oc_tile weight vectors and a broadcast
 SHORT_ICI = 4  # an ici loop shorter than this is fully unrolled by LLVM, which then hoists its loads

@@ -4,17 +4,21 @@ process.
     relayish bench MODEL --compare-layouts
 
 Variants (VARIANTS): fused + NCHW{c}c (the default build), the same with every convolution direct (no Winograd),
-fused NCHW, and unfused NCHW (opt_level 0: one kernel per op, the model's own layout). All of them and onnxruntime run on the same inputs with the same thread count, in
-strict rotation with an idle gap before each timed run (tuning.bench.time_alternating), so that machine drift and
-spinning thread pools fall evenly on every engine. Every variant's outputs are checked against onnxruntime's.
+fused NCHW, and unfused NCHW (opt_level 0: one kernel per op, the model's own layout). All of them and onnxruntime
+run on the same inputs with the same thread count, in strict rotation with an idle gap before each timed run
+(runtime.timing.time_alternating), so that machine drift and spinning thread pools fall evenly on every engine.
+Every variant's outputs are checked against onnxruntime's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import compiler
 from runtime import default_num_threads
+from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
+from runtime.timing import IDLE_GAP_S, time_alternating
 
-from .bench import DEFAULT_TOLERANCE, IDLE_GAP_S, compare_outputs, make_ort_session, ort_feed, time_alternating
+from .compare import make_ort_session, ort_feed
 
 ORT = "onnxruntime"
 
@@ -40,9 +44,9 @@ MIN_REPEAT = 20  # medians of fewer runs are too noisy on a shared 2-core machin
 def compile_variants(model_path: str, input_shapes: dict | None = None, variants=VARIANTS,
                      records: str | None = None) -> dict:
     """{variant name: runtime.Module} for each variant of the model."""
-    from compiler import compile_model
-    return {v.name: compile_model(model_path, input_shapes=input_shapes, layout=v.layout, opt_level=v.opt_level,
-                                  records=records, winograd=v.winograd) for v in variants}
+    return {v.name: compiler.compile_model(model_path, input_shapes=input_shapes, layout=v.layout,
+                                           opt_level=v.opt_level, records=records, winograd=v.winograd)
+            for v in variants}
 
 
 def compare_layouts(model_path: str, input_shapes: dict | None = None, threads: int | None = None,
@@ -53,7 +57,7 @@ def compare_layouts(model_path: str, input_shapes: dict | None = None, threads: 
 
     Returns {"threads", "repeat", "warmup", "engines": [row, ...]} with one row per variant then onnxruntime:
     {"name", "layout", "opt_level", "kernels", "stats" (runtime.summarize_times), "ratio" (median / onnxruntime's
-    median; < 1 is faster than onnxruntime), "outputs" (tuning.bench.compare_outputs against onnxruntime, None for
+    median; < 1 is faster than onnxruntime), "outputs" (runtime.accuracy.compare_outputs against onnxruntime, None for
     onnxruntime itself)}."""
     if repeat < MIN_REPEAT:
         raise ValueError(f"compare_layouts needs repeat >= {MIN_REPEAT} for a meaningful median, got {repeat}")

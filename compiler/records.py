@@ -1,40 +1,222 @@
-"""The tuning records store: every measured candidate, in SQLite (WAL), keyed by workload key and target.
+"""Tuning records: every measured candidate, in SQLite (stdlib `sqlite3`, WAL), keyed by workload key and target.
 
-    store = RecordStore("tuning.db")
+    store = RecordStore("tuning.db")                             # read-write: what the tuner uses
     store.add_results(task, host_target(), schedules, results)  # one commit per batch
     store.best(task.key)                                         # this machine's best Schedule, or None
+    RecordsReader("tuning.db", host_target()).best(task.key)    # read-only: what compile_model(records=) uses
+    store.distill("best.db"); store.export_jsonl("r.jsonl"); store.import_jsonl("r.jsonl")
 
-The table schema lives in compiler/records_reader.py (the compiler reads the same file, read-only). Durability:
-each add / add_many is one transaction, committed before it returns, so killing the tuner loses at most the batch
-being added. Several processes may open the same file: SQLite serializes the writers (each waits up to
-BUSY_TIMEOUT_S for the lock) and WAL lets readers read while one writes. A connection is never shared across a
-fork: open the store in the process that uses it.
+This module is the one place the table is defined. It lives in the compiler, which reads records, so that the
+tuner (which writes them) imports the compiler and never the reverse; `relayish records ...` (cli/records.py)
+lists and manages a database from the command line.
+
+One row per measured candidate:
+
+    task_key     the task's workload key (compiler.task.workload_key)
+    task_name    the task's readable name (for listings only)
+    target       canonical target string (see `target_key`): records of another CPU or feature set never match
+    schedule     the schedule's steps, Schedule.to_json()
+    costs        JSON list of seconds (one per repeat), NULL when the candidate failed
+    record_cost  min over repeats of costs (what `best` ranks by), NULL when the candidate failed
+    error        why the candidate failed, NULL when it was measured
+    measured_at  unix time (seconds) of the measurement
+    run_id       the tuning run that measured it
+
+Invariant: exactly one of (costs, error) is NULL. A record whose schedule no longer parses (written by an older
+version of the schedule steps) is skipped with a warning, never an error.
+
+Durability: each add / add_many is one transaction, committed before it returns, so killing the tuner loses at
+most the batch being added. Several processes may open the same file: SQLite serializes the writers (each waits
+up to BUSY_TIMEOUT_S for the lock) and WAL lets readers read while one writes. A connection is never shared across
+a fork: open the store in the process that uses it.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import sqlite3
-import sys
 import time
+import urllib.parse
 import uuid
+import warnings
 from dataclasses import dataclass
 
-from compiler.records_reader import (COLUMNS, SCHEMA, SCHEMA_VERSION, RecordsConnection, RecordsError, best_schedule,
-                                     connect, decode_costs, record_cost, parse_schedule, target_key)
-from compiler.schedule import Schedule
+from .codegen import host_target
+from .schedule import Schedule, ScheduleError
 
-JSONL_FIELDS = ("task_key", "task_name", "target", "schedule", "costs", "error", "measured_at", "run_id")
+# ---------------------------------------------------------------------------------------------- schema, reading
 
+SCHEMA_VERSION = 1  # stored in PRAGMA user_version
+BUSY_TIMEOUT_S = 30.0  # a writer in another process holds the lock for one batch commit: wait, do not fail
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_key    TEXT NOT NULL,
+    task_name   TEXT NOT NULL,
+    target      TEXT NOT NULL,
+    schedule    TEXT NOT NULL,
+    costs       TEXT,
+    record_cost   REAL,
+    error       TEXT,
+    measured_at REAL NOT NULL,
+    run_id      TEXT NOT NULL,
+    CHECK ((costs IS NULL) != (error IS NULL))
+);
+CREATE INDEX IF NOT EXISTS records_by_task ON records (task_key, target, record_cost);
+"""
+
+COLUMNS = ("id", "task_key", "task_name", "target", "schedule", "costs", "record_cost", "error", "measured_at",
+           "run_id")
+
+
+class RecordsError(ValueError):
+    """The file is not a usable records database (not SQLite, no records table, or a newer schema)."""
+
+
+class RecordsFormatError(ValueError):
+    """A malformed line of a JSON-lines records file."""
+
+
+def target_key(target: dict | str) -> str:
+    """The canonical string of a target: 'triple=...;cpu=...;features=+a,+b,-c' with the features sorted.
+
+    Accepts host_target()'s dict or a string already in this form (returned re-canonicalized)."""
+    if isinstance(target, str):
+        fields = dict(part.partition("=")[::2] for part in target.split(";"))
+        if set(fields) != {"triple", "cpu", "features"}:
+            raise ValueError(f"target string must be 'triple=...;cpu=...;features=...', got {target!r}")
+        target = fields
+    missing = {"triple", "cpu", "features"} - set(target)
+    if missing:
+        raise ValueError(f"target lacks {sorted(missing)}; expected dict(triple=, cpu=, features=)")
+    features = sorted(f for f in str(target["features"]).split(",") if f)
+    return f"triple={target['triple']};cpu={target['cpu']};features={','.join(features)}"
+
+
+def record_cost(costs) -> float:
+    """The number records are ranked by (seconds): costs holds, per repeat, the mean time over `number` runs;
+    the record's cost is their minimum (the least disturbed repeat), as tuning/measure.py defines it."""
+    return min(costs)
+
+
+def decode_costs(text: str | None) -> tuple | None:
+    """The costs column (JSON list of seconds, or NULL) as a tuple, or None."""
+    return None if text is None else tuple(json.loads(text))
+
+
+def connect(path: str, read_only: bool = False) -> sqlite3.Connection:
+    """A connection to the records database at path; read_only opens it without ever writing (not even WAL setup).
+
+    Raises FileNotFoundError for a missing file when read_only (a writer creates it) and RecordsError when the
+    file is not a records database."""
+    path = os.fspath(path)
+    if read_only:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"tuning records database not found: {path}")
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    else:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise RecordsError(f"{path} is not a tuning records database: {e}") from None
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise RecordsError(f"{path} has records schema version {version}; this version reads up to "
+                           f"{SCHEMA_VERSION}")
+    return conn
+
+
+def check_schema(conn: sqlite3.Connection, path: str) -> None:
+    """Raise RecordsError unless the database has the records table."""
+    row = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'").fetchone()
+    if row is None:
+        raise RecordsError(f"{path} is not a tuning records database (it has no 'records' table)")
+
+
+def parse_schedule(text: str, record_id) -> Schedule | None:
+    """The record's schedule, or None (with a warning naming the record) when it no longer parses."""
+    try:
+        return Schedule.from_json(text)
+    except (ScheduleError, TypeError, ValueError, IndexError) as e:
+        warnings.warn(f"tuning record {record_id}: skipping a schedule that does not parse ({e})", stacklevel=3)
+        return None
+
+
+def best_schedule(conn: sqlite3.Connection, task_key: str, target: str) -> tuple[Schedule, int] | None:
+    """The successful record of exactly (task_key, target) with the lowest cost whose schedule parses,
+    with its record id; None when there is none. Ties go to the earlier record."""
+    rows = conn.execute("SELECT id, schedule FROM records WHERE task_key = ? AND target = ? AND error IS NULL "
+                        "ORDER BY record_cost, id", (task_key, target))
+    for record_id, text in rows:
+        schedule = parse_schedule(text, record_id)
+        if schedule is not None:
+            return schedule, record_id
+    return None
+
+
+class RecordsConnection:
+    """An open records database (`self._conn`): closed by close() or at the end of a `with` block."""
+    _conn: sqlite3.Connection
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class RecordsReader(RecordsConnection):
+    """Read-only view of a records database for one target: what `compile_model(records=path)` uses.
+
+        reader = RecordsReader(path, host_target())
+        reader.best(task.key)   # -> Schedule | None
+    """
+
+    def __init__(self, path: str, target: dict | str):
+        self.path = os.fspath(path)
+        self.target = target_key(target)
+        self._conn = connect(self.path, read_only=True)
+        check_schema(self._conn, self.path)
+
+    def best(self, task_key: str) -> Schedule | None:
+        """The lowest-cost successful schedule of this task measured on exactly this target."""
+        found = best_schedule(self._conn, task_key, self.target)
+        return None if found is None else found[0]
+
+    def count(self, task_key: str | None = None) -> int:
+        """Records (successful or not) of this target, of one task or of all."""
+        sql, args = "SELECT COUNT(*) FROM records WHERE target = ?", [self.target]
+        if task_key is not None:
+            sql, args = sql + " AND task_key = ?", args + [task_key]
+        return self._conn.execute(sql, args).fetchone()[0]
+
+    def counts(self) -> dict:
+        """For logging: records and distinct tasks of this target, and records of other targets."""
+        mine, tasks = self._conn.execute("SELECT COUNT(*), COUNT(DISTINCT task_key) FROM records "
+                                         "WHERE target = ?", (self.target,)).fetchone()
+        total = self._conn.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+        return {"records": mine, "tasks": tasks, "other_target_records": total - mine}
+
+    def __repr__(self):
+        return f"RecordsReader({self.path!r}, {self.target.split(';features')[0]})"
+
+
+# ---------------------------------------------------------------------------------------------- the read-write store
 
 @dataclass(frozen=True)
 class Record:
     """One measured candidate. Exactly one of costs / error is None."""
     task_key: str
     task_name: str
-    target: str  # canonical, see compiler.records_reader.target_key
+    target: str  # canonical, see target_key
     schedule: Schedule
     costs: tuple | None  # seconds, one per repeat
     error: str | None
@@ -61,12 +243,7 @@ class TaskSummary:
     best_cost: float | None  # lowest cost in seconds; None when nothing succeeded
 
 
-class RecordsFormatError(ValueError):
-    """A malformed line of a JSON-lines records file."""
-
-
 def _default_target() -> str:
-    from compiler.codegen import host_target
     return target_key(host_target())
 
 
@@ -243,6 +420,11 @@ class RecordStore(RecordsConnection):
         return f"RecordStore({self.path!r}, run_id={self.run_id!r})"
 
 
+# ---------------------------------------------------------------------------------------------- JSON lines
+
+JSONL_FIELDS = ("task_key", "task_name", "target", "schedule", "costs", "error", "measured_at", "run_id")
+
+
 def _parse_jsonl_line(line: str, lineno: int, path: str) -> tuple:
     """One JSON-lines record -> an insert row; RecordsFormatError naming the line when it is malformed."""
     def bad(why):
@@ -270,86 +452,3 @@ def _parse_jsonl_line(line: str, lineno: int, path: str) -> tuple:
         raise bad(str(e)) from None
     return (obj["task_key"], obj["task_name"], target, json.dumps(obj["schedule"]), obj["costs"], obj["error"],
             float(obj["measured_at"]), obj["run_id"])
-
-
-# ---------------------------------------------------------------------------------------------- command line
-
-def add_records_parser(subparsers) -> argparse.ArgumentParser:
-    """Add `records list|distill|export|import DB ...` to an argparse subparsers object; func=main_records."""
-    p = subparsers.add_parser("records", help="list or manage tuning records",
-                              description="List, distill, export or import a tuning records database.")
-    sub = p.add_subparsers(dest="records_command", required=True, metavar="ACTION")
-    q = sub.add_parser("list", help="per target, every task's records, errors and best cost")
-    q.add_argument("db", metavar="DB")
-    q.add_argument("--task", metavar="KEY", help="list this task's records one by one (a key prefix will do)")
-    q = sub.add_parser("distill", help="write the best record of each task and target to a new database")
-    q.add_argument("db", metavar="DB")
-    q.add_argument("output", metavar="OUT_DB")
-    q = sub.add_parser("export", help="write every record as JSON lines")
-    q.add_argument("db", metavar="DB")
-    q.add_argument("output", metavar="OUT.jsonl")
-    q = sub.add_parser("import", help="add the records of a JSON-lines file (duplicates skipped)")
-    q.add_argument("db", metavar="DB")
-    q.add_argument("input", metavar="IN.jsonl")
-    p.set_defaults(func=main_records)
-    return p
-
-
-def main_records(args: argparse.Namespace) -> int:
-    """Run a `relayish records` action; 0 on success, 2 (with `error: ...` on stderr) on bad input."""
-    try:
-        if args.records_command != "import" and not os.path.isfile(args.db):
-            raise FileNotFoundError(f"records database not found: {args.db}")
-        if args.records_command == "import" and not os.path.isfile(args.input):
-            raise FileNotFoundError(f"records file not found: {args.input}")
-        with RecordStore(args.db) as store:
-            if args.records_command == "list":
-                print(_format_list(store, args.task))
-            elif args.records_command == "distill":
-                print(f"distilled {store.distill(args.output)} records into {args.output}")
-            elif args.records_command == "export":
-                print(f"exported {store.export_jsonl(args.output)} records to {args.output}")
-            else:
-                print(f"imported {store.import_jsonl(args.input)} new records into {args.db}")
-    except (OSError, ValueError, sqlite3.Error) as e:  # RecordsError and RecordsFormatError are ValueErrors
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def records_cli(argv: list[str]) -> int:
-    """`relayish records ...` as a stand-alone command: records_cli(["list", "tuning.db"])."""
-    parser = argparse.ArgumentParser(prog="relayish")
-    add_records_parser(parser.add_subparsers(dest="command", required=True))
-    return main_records(parser.parse_args(["records", *argv]))
-
-
-def _short_target(target: str) -> str:
-    fields = dict(part.partition("=")[::2] for part in target.split(";"))
-    features = fields.get("features", "")
-    return f"{fields.get('triple')} cpu={fields.get('cpu')} ({len(features.split(',')) if features else 0} features)"
-
-
-def _ms(seconds) -> str:
-    return "-" if seconds is None or not math.isfinite(seconds) else f"{seconds * 1e3:.4f}"
-
-
-def _format_list(store: RecordStore, task_prefix: str | None) -> str:
-    lines = []
-    if not store.targets():
-        return f"{store.path}: no records"
-    for target, n in store.targets():
-        lines.append(f"target {_short_target(target)}: {n} records")
-        if task_prefix is None:
-            lines.append(f"  {'task key':<12} {'name':<36} {'records':>8} {'errors':>7} {'best_ms':>10}")
-            for t in store.tasks(target):
-                lines.append(f"  {t.key[:12]:<12} {t.name[:36]:<36} {t.records:>8} {t.errors:>7} "
-                             f"{_ms(t.best_cost):>10}")
-            continue
-        for r in store.records(target=target):
-            if r.task_key.startswith(task_prefix):
-                outcome = f"{_ms(r.cost)} ms" if r.ok else f"error: {r.error.splitlines()[0][:80]}"
-                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.measured_at))
-                lines.append(f"  #{r.id:<6} {r.task_key[:12]} {when} run {r.run_id} {len(r.schedule)} steps "
-                             f"{outcome}")
-    return "\n".join(lines)

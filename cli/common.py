@@ -1,0 +1,100 @@
+"""What every `relayish` subcommand shares: exit codes, the user-facing error, argument types, option groups, and
+compiling or loading the model a command works on."""
+from __future__ import annotations
+
+import argparse
+import os
+
+import runtime
+
+EXIT_OK, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as `error: <message>`, exit code 2."""
+
+
+# ---- argument parsing ------------------------------------------------------------------------------------------
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """'data=1,3,224,224' -> ('data', (1, 3, 224, 224)). The name is everything before the last '='."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+    except ValueError:
+        shape = None
+    if not sep or not name or shape is None or any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with non-negative integer dims, got {text!r}")
+    return name, shape
+
+
+def input_shapes_arg(pairs) -> dict | None:
+    """The --input-shape list as a dict (None when not given); a name given twice is an error."""
+    if not pairs:
+        return None
+    shapes = {}
+    for name, shape in pairs:
+        if name in shapes:
+            raise CliError(f"--input-shape given twice for input {name!r}")
+        shapes[name] = shape
+    return shapes
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape, metavar="NAME=DIMS",
+                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
+    p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
+    p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
+    add_winograd(p)
+    p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
+
+
+def add_winograd(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-winograd", dest="winograd", action="store_false",
+                   help="keep every convolution direct (default: 3x3 stride-1 ones with enough tiles use Winograd)")
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=positive_int, metavar="N", help="threads to run with (default: all cores)")
+
+
+# ---- the model a command works on ------------------------------------------------------------------------------
+def existing(path: str, what: str) -> str:
+    if not os.path.isfile(path):
+        raise CliError(f"{what} not found: {path}")
+    return path
+
+
+def compile_from_args(args, model_path: str):
+    """compile_model with the command's options; the compiler is imported only here."""
+    try:
+        from compiler import compile_model
+    except ImportError as e:
+        raise CliError(f"the compiler is not available yet (from compiler import compile_model: {e})") from None
+    existing(model_path, "model file")
+    module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
+                           opt_level=args.opt_level, records=args.records, num_threads=args.threads,
+                           verbose=args.verbose, winograd=args.winograd)
+    if args.threads:
+        module.num_threads = args.threads
+    return module
+
+
+def load_or_compile(args):
+    """A compiled library is loaded; an .onnx model is compiled."""
+    if args.path.lower().endswith(".onnx"):
+        return compile_from_args(args, args.path)
+    module = runtime.load_module(args.path)
+    if args.threads:
+        module.num_threads = args.threads
+    return module

@@ -1,0 +1,49 @@
+"""The `relayish` command line: `relayish COMMAND ...` or `python -m cli COMMAND ...`.
+
+    relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
+                                  [--no-winograd]   # (compile, run, verify, bench, inspect and tune take it)
+    relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
+    relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
+    relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
+    relayish inspect MODEL [--after PASS|import] [--layout NCHW|NCHWc] [--opt-level N] [--summary-only]
+    relayish tune MODEL... --records DB (--trials N | --time-budget S) [--curve PNG]
+    relayish records list|distill|export|import DB ...
+
+The subcommands live in cli/commands.py (the model commands) and cli/records.py; `build_parser` lists them
+(SUBCOMMANDS) in help order. Exit codes: 0 success, 1 verification failed (verify; bench --compare-layouts),
+2 usage or input error (printed as one line `error: ...`, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+
+from .commands import (add_bench_parser, add_compile_parser, add_inspect_parser, add_run_parser, add_tune_parser,
+                       add_verify_parser)
+from .common import EXIT_ERROR, CliError
+from .records import add_records_parser
+
+SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
+               add_tune_parser, add_records_parser]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Entry point of the `relayish` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CliError, ValueError, OSError, sqlite3.Error) as e:
+        # ValueError covers compile errors (OnnxImportError, OpError, ...), runtime.LoadError and malformed
+        # records; OSError covers missing files; sqlite3.Error a records file SQLite cannot use. All are the
+        # user's input, not our bug: one clean line, no traceback.
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR

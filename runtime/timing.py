@@ -1,0 +1,121 @@
+"""Steady-state timing: back-to-back calls, and several engines timed in strict rotation with idle gaps.
+
+Why rotate (a, b, a, b, ...) instead of timing one engine then the other: the machine drifts (clock boost, other
+load), and rotation spreads any drift evenly over every engine. Before each sample the process sleeps an idle gap,
+so that no engine is timed while another's thread pool still spins on the cores (onnxruntime's workers spin for
+more than 10 ms after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
+theirs). A sample is the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst
+for a kernel, whose first calls after an idle gap run while the clock ramps up and the caches refill).
+
+Everything here is a pure function of the callables it is given and of the clock: the model benchmark, the kernel
+benchmark and the cost model's dataset harness all time with it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .profiling import summarize_times
+
+IDLE_GAP_S = 0.05  # before each sample: onnxruntime's workers spin for more than 10 ms after a run; let them sleep
+OTHERS_MAX_JIFFIES = 2  # CPU time (1/100 s) other processes may take during one sample's gap + burst
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One thing to time: `run()` is one call; a sample is the median of `calls` back-to-back calls; `after()`
+    (if given) runs after each sample, untimed (e.g. to let our thread pool go idle)."""
+    name: str
+    run: Callable[[], object]
+    calls: int = 1
+    after: Callable[[], object] | None = None
+
+
+def time_calls(run, min_calls: int, min_seconds: float = 0.0, max_calls: int | None = None,
+               clock=time.perf_counter) -> list[float]:
+    """Seconds of each of back-to-back calls of run(): at least min_calls, more while their total is under
+    min_seconds (but never more than max_calls). `clock` may be time.process_time (CPU time of this process)."""
+    times, total = [], 0.0
+    while len(times) < min_calls or (total < min_seconds and (max_calls is None or len(times) < max_calls)):
+        t0 = clock()
+        run()
+        dt = clock() - t0
+        times.append(dt)
+        total += dt
+    return times
+
+
+def time_burst(run, calls: int) -> float:
+    """Median seconds of one call over a burst of `calls` back-to-back calls. The median, not the mean: after an
+    idle gap the first calls of a burst run while the core's clock ramps up and its caches refill (seen here: the
+    first call of a 0.6 ms conv at 60% of the speed of the fifth)."""
+    return float(np.median(time_calls(run, calls)))
+
+
+def burst_calls(run, seconds: float, min_calls: int) -> int:
+    """How many back-to-back calls of run() last about `seconds`, and at least min_calls (runs it a few times)."""
+    run()
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds / 4 or n < 2:
+        run()
+        n += 1
+    per_call = (time.perf_counter() - t0) / n
+    return max(min_calls, round(seconds / per_call))
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy jiffies of the whole machine, jiffies of this process) from /proc (Linux): their difference over a
+    window is the CPU time other processes (or the hypervisor, as steal) took in it."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    with open("/proc/self/stat") as f:
+        own = f.read().rsplit(")", 1)[1].split()
+    return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
+
+
+def _as_engine(engine) -> Engine:
+    return engine if isinstance(engine, Engine) else Engine(*engine)
+
+
+def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S, max_retakes: int = 0,
+                     stats: dict | None = None) -> dict[str, dict]:
+    """Time engines in strict rotation: `warmup` rounds, then `repeat` rounds, each round taking one sample of
+    every engine in the given order, each sample preceded by `idle_gap_s` of sleep. Warm-up rounds are taken like
+    the others and dropped.
+
+    engines: Engine objects or (name, zero-argument callable) pairs. max_retakes > 0: a sample during whose gap
+    and burst other processes took more than OTHERS_MAX_JIFFIES of CPU is taken again, up to max_retakes times
+    (on a shared 2-core machine one busy neighbour halves a 2-thread kernel); `stats` then gets "retaken"
+    (samples taken again) and "noisy" (samples kept although disturbed). Returns {name: summarize_times(...)} of
+    the kept samples, in the engines' order."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    engines = [_as_engine(e) for e in engines]
+    names = [e.name for e in engines]
+    if len(set(names)) != len(names):
+        raise ValueError(f"engine names must be unique, got {names}")
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    retaken = noisy = 0
+    for k in range(warmup + repeat):
+        for e in engines:
+            for attempt in range(max_retakes + 1):
+                busy0, own0 = cpu_jiffies() if max_retakes else (0, 0)
+                time.sleep(idle_gap_s)
+                dt = time_burst(e.run, e.calls)
+                if e.after is not None:
+                    e.after()
+                busy1, own1 = cpu_jiffies() if max_retakes else (0, 0)
+                quiet = (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES
+                if quiet or attempt == max_retakes:
+                    break
+                retaken += 1
+            if k >= warmup:
+                samples[e.name].append(dt)
+                noisy += not quiet
+    if stats is not None:
+        stats.update(retaken=retaken, noisy=noisy)
+    return {name: summarize_times(np.asarray(s) * 1e9) for name, s in samples.items()}

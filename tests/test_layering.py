@@ -1,0 +1,201 @@
+"""The import layering of the packages. README.md's "Layout of the code" table is the rule: a package may import
+the packages its row names and the standard library, nothing else, and never a package listed after it. Every
+import of every .py file of every package is read with `ast` (nothing is imported or run) and checked against it;
+so is the table itself (no upward or circular rule) and the public-entry-point rule under it.
+
+The checker is tried on small synthetic trees too, so that a test that can never fail is not mistaken for a
+layering that holds."""
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SECTION = "## Layout of the code"
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# "bench/ and cli/ use compiler/codegen through its package" (the sentence under the README's table)
+PACKAGE_API_ONLY = {"compiler.codegen": ("bench", "cli")}
+
+
+@dataclass(frozen=True)
+class Rule:
+    package: str
+    allowed: frozenset  # top-level module names: project packages and third-party ones
+
+
+def read_rules(readme: str) -> list[Rule]:
+    """The table under SECTION, in its order (bottom layer first): `pkg/` in the first cell, the names it may
+    import (comma-separated, project packages in backticks or not) in the last one."""
+    if SECTION not in readme:
+        raise ValueError(f"README has no section {SECTION!r}")
+    rules = []
+    for line in readme.split(SECTION, 1)[1].splitlines():
+        if line.startswith("## ") or (rules and not line.startswith("|")):
+            break  # the section, or the table, ended
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 3 or not cells[0].startswith("`"):
+            continue  # prose before the table, its header and its separator
+        rules.append(Rule(cells[0].strip("`").rstrip("/"), frozenset(NAME.findall(cells[-1]))))
+    if not rules:
+        raise ValueError(f"README's {SECTION!r} section has no table of packages")
+    return rules
+
+
+def table_errors(rules: list[Rule]) -> list[str]:
+    """A rule that lets a package import itself, a package listed after it, or one listed twice."""
+    errors, below = [], set()
+    packages = [r.package for r in rules]
+    for rule in rules:
+        if packages.count(rule.package) > 1:
+            errors.append(f"{rule.package}/ has more than one row")
+        for name in sorted(rule.allowed & set(packages)):
+            if name not in below:
+                errors.append(f"{rule.package}/ may import {name}/, which is not listed before it (an upward or "
+                              "circular rule)")
+        below.add(rule.package)
+    return errors
+
+
+@dataclass(frozen=True)
+class Import:
+    line: int
+    module: str  # absolute, dotted
+    names: tuple  # names taken from it (from-imports), else ()
+
+
+def imports_of(path: Path) -> list[Import]:
+    """The absolute imports of one file, wherever they stand (module level or inside functions). Relative imports
+    stay inside their package and are left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [Import(node.lineno, a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.append(Import(node.lineno, node.module, tuple(a.name for a in node.names)))
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def import_errors(imp: Import, package: str, rule: Rule, packages: set) -> list[str]:
+    """What is wrong with one import of a file of `package`: a top-level module the rule does not allow, a
+    private module or name of another project package, or a module of a package used through its API only."""
+    top = imp.module.split(".")[0]
+    if top == package or top == "__future__" or top in sys.stdlib_module_names:
+        return []
+    if top not in rule.allowed:
+        return [f"imports {imp.module}, but {package}/ may import only {', '.join(sorted(rule.allowed)) or 'nothing'}"
+                " (and the standard library)"]
+    if top not in packages:
+        return []
+    errors = []
+    private = [p for p in imp.module.split(".") if _private(p)] + [n for n in imp.names if _private(n)]
+    if private:
+        errors.append(f"imports private {', '.join(private)} of {imp.module}")
+    for api, users in PACKAGE_API_ONLY.items():
+        if package in users and imp.module.startswith(api + "."):
+            errors.append(f"imports {imp.module}: {package}/ uses {api} through its package only")
+    return errors
+
+
+def violations(root: Path) -> list[str]:
+    """Every breach of README.md's layout rule in the tree at root, as 'path:line: what'."""
+    rules = read_rules((root / "README.md").read_text(encoding="utf-8"))
+    errors = [f"README.md: {e}" for e in table_errors(rules)]
+    by_package = {r.package: r for r in rules}
+    on_disk = {p.parent.name for p in root.glob("*/__init__.py")}
+    errors += [f"{name}/: a package the README's table does not list" for name in sorted(on_disk - set(by_package))]
+    errors += [f"README.md: {name}/ is listed but is not a package here" for name in sorted(set(by_package) - on_disk)]
+    for package in sorted(on_disk & set(by_package)):
+        for path in sorted((root / package).rglob("*.py")):
+            for imp in imports_of(path):
+                for what in import_errors(imp, package, by_package[package], set(by_package)):
+                    errors.append(f"{path.relative_to(root)}:{imp.line}: {what}")
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------- the repository
+
+def test_readme_table_is_the_rule_and_layered():
+    rules = read_rules((REPO / "README.md").read_text(encoding="utf-8"))
+    assert [r.package for r in rules][:2] == ["runtime", "relayish"]
+    assert {"compiler", "tuning", "bench", "cli", "models"} <= {r.package for r in rules}
+    assert rules[0].allowed == {"numpy"}, "a deployed model needs neither onnx nor llvmlite: runtime/ uses numpy"
+    assert table_errors(rules) == []
+
+
+def test_every_import_keeps_the_layering():
+    assert violations(REPO) == []
+
+
+# ---------------------------------------------------------------------------------------------- the checker
+
+README = """# x
+
+## Layout of the code
+
+Prose first.
+
+| package | holds | may import |
+|---|---|---|
+| `runtime/` | the bottom | numpy |
+| `compiler/` | the middle | `runtime`, llvmlite |
+| `bench/` | the top | `compiler`, `runtime` |
+
+## Next section
+"""
+
+
+def make_tree(root: Path, files: dict, readme: str = README) -> Path:
+    (root / "README.md").write_text(readme)
+    for package in ("runtime", "compiler", "bench"):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_a_tree_that_keeps_the_rule_passes(tmp_path):
+    make_tree(tmp_path, {
+        "runtime/timing.py": "import os\nimport numpy as np\nfrom .aligned import x\n",
+        "compiler/codegen/__init__.py": "from llvmlite import ir\nimport runtime\nfrom runtime.timing import t\n",
+        "compiler/codegen/build.py": "def _helper():\n    pass\n",
+        "bench/peak.py": "from __future__ import annotations\nfrom compiler.codegen import build_library\n",
+    })
+    assert violations(tmp_path) == []
+
+
+def test_forbidden_imports_are_caught(tmp_path):
+    make_tree(tmp_path, {
+        "runtime/module.py": "import numpy\n\ndef f():\n    from compiler import compile_model\n",  # upward
+        "runtime/jit.py": "import llvmlite.binding\n",  # a third-party package runtime may not use
+        "compiler/passes/fuse.py": "from bench.peak import x\n",  # upward, from a subpackage
+        "bench/peak.py": "from compiler.codegen.build import _init_llvm\nfrom runtime import _private_dir\n",
+    })
+    found = violations(tmp_path)
+    expected = [
+        "bench/peak.py:1: imports private _init_llvm of compiler.codegen.build",
+        "bench/peak.py:1: imports compiler.codegen.build: bench/ uses compiler.codegen through its package only",
+        "bench/peak.py:2: imports private _private_dir of runtime",
+        "compiler/passes/fuse.py:1: imports bench.peak, but compiler/ may import only llvmlite, runtime (and the "
+        "standard library)",
+        "runtime/jit.py:1: imports llvmlite.binding, but runtime/ may import only numpy (and the standard library)",
+        "runtime/module.py:4: imports compiler, but runtime/ may import only numpy (and the standard library)",
+    ]
+    assert sorted(found) == sorted(expected)
+
+
+def test_an_upward_rule_or_an_unlisted_package_is_caught(tmp_path):
+    readme = README.replace("| `runtime/` | the bottom | numpy |", "| `runtime/` | the bottom | numpy, `bench` |")
+    make_tree(tmp_path, {"models/__init__.py": ""}, readme)
+    assert violations(tmp_path) == [
+        "README.md: runtime/ may import bench/, which is not listed before it (an upward or circular rule)",
+        "models/: a package the README's table does not list"]
