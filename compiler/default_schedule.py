@@ -24,6 +24,7 @@ import functools
 
 from relayish import te
 
+from .arith import coefficient, simplify, variables
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
@@ -283,7 +284,6 @@ def _fused_name(names):
 def _contiguous_last(st: Stage, lane: int) -> bool:
     """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
     of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
-    from .lower import affine_form, simplify
     if not st.op.axes:
         return False
     ax = st.op.axes[-1]
@@ -295,10 +295,7 @@ def _contiguous_last(st: Stage, lane: int) -> bool:
         if isinstance(r, te.TensorRead):
             for d, idx in enumerate(r.indices):
                 idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
-                coef = affine_form(idx)
-                uses = any(v is inner for v in te.walk(idx))
-                if uses and (d != len(r.indices) - 1 or coef.get(inner) != 1 or
-                             any(t is not inner and any(v is inner for v in te.walk(t)) for t in coef if t != 1)):
+                if inner in variables(idx) and (d != len(r.indices) - 1 or coefficient(idx, inner) != 1):
                     return False
     return True
 

@@ -9,10 +9,10 @@
 from .build import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, host_target,
                     last_build_stats, target_machine, vector_width)
 from .executor import BufferRef, ExecutorPlan, KernelCall, emit_executor
-from .analysis import affine_coeff, vectorize_blocker, vectorize_report
+from .analysis import vectorize_blocker, vectorize_report
 from .llvm import emit_kernel
 from .threadpool import emit_thread_pool
 
-__all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "affine_coeff", "build_ir_module", "build_library",
+__all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "build_ir_module", "build_library",
            "compile_module", "emit_assembly", "emit_executor", "emit_kernel", "emit_llvm_ir", "emit_thread_pool",
            "host_target", "last_build_stats", "target_machine", "vector_width", "vectorize_blocker", "vectorize_report"]
