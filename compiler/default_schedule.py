@@ -47,11 +47,11 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     for st in reversed(list(b.state.stages)):
         if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
             b.add(ComputeInline(st.name))
-    anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and s.loc != ("inline",)), None)
+    anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and not s.loc.is_inline), None)
     if anchor is not None:
         _schedule_anchor(b, anchor, vector_width)
     for st in list(b.state.stages):
-        if st.loc == ("root",) and not b.done(st):
+        if st.loc.is_root and not b.done(st):
             _schedule_root(b, st, vector_width)
     return Schedule(tuple(b.steps))
 
@@ -89,9 +89,9 @@ class ScheduleBuilder:
 def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
     """The root stage that reads st once everything between them is inlined, if it is an output."""
     consumers = b.state.consumers(st)
-    while len(consumers) == 1 and consumers[0].loc == ("inline",):
+    while len(consumers) == 1 and consumers[0].loc.is_inline:
         consumers = b.state.consumers(consumers[0])
-    if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc == ("root",):
+    if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc.is_root:
         return consumers[0]
     return None
 

@@ -22,15 +22,11 @@ from .schedule import SplitRel, Stage, State
 
 def lower(state: State, name: str = "kernel") -> PrimFunc:
     ctx = _Lowering(state)
-    body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc == ("root",)])
+    body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc.is_root])
     params = ctx.input_bufs + ctx.output_bufs + ctx.scratch_bufs
     return PrimFunc(name, params, body, attrs={"num_inputs": len(ctx.input_bufs),
                                               "num_outputs": len(ctx.output_bufs),
                                               "num_scratch": len(ctx.scratch_bufs)})
-
-
-def schedule_text(state: State) -> str:
-    return str(lower(state, "schedule"))
 
 
 @dataclass
@@ -55,7 +51,7 @@ class _Lowering:
             self.global_bufs[id(st.tensor)] = buf
             self.output_bufs.append(buf)
         for st in state.stages:
-            if st.loc == ("root",) and id(st.tensor) not in self.global_bufs:
+            if st.loc.is_root and id(st.tensor) not in self.global_bufs:
                 buf = Buffer(_ident(st.name), st.op.shape, st.op.dtype)
                 self.global_bufs[id(st.tensor)] = buf
                 self.scratch_bufs.append(buf)
@@ -69,7 +65,7 @@ class _Lowering:
         def fn(node):
             if isinstance(node, te.TensorRead):
                 st = self.state.stage_of(node.tensor)
-                if st is not None and st.loc == ("inline",):
+                if st is not None and st.loc.is_inline:
                     idx = [self.expand_inline(i) for i in node.indices]
                     body = te.substitute_vars(st.op.body, {ax.var: i for ax, i in zip(st.op.axes, idx)})
                     return self.expand_inline(body)
@@ -169,7 +165,7 @@ class _Lowering:
         """For each loop of st that has stages computed at it: [(stage, region, extents)], regions registered."""
         plan = {}
         for k, it in enumerate(st.leaves):
-            attached = [s for s in self.state.stages if s.loc == ("at", st.name, it.name)]
+            attached = self.state.attached_at(st, it.name)
             if not attached:
                 continue
             varying = {leaf_var[i.name]: ext[i.name] for i in st.leaves[k + 1:] if isinstance(leaf_var[i.name], te.Var)}
