@@ -83,8 +83,8 @@ def coefficient(e: PrimExpr, var: Var, lets: dict | None = None) -> int | None:
 
 def slope(e: PrimExpr, var: Var) -> float:
     """How much e moves when var steps by one, ignoring wrap-around and clamping: a stride estimate for the cost
-    model. Equals `coefficient(e, var)` when that is not None; v // c moves 1/c per step of v, v % c and a clamp
-    or select like their moving operand, any other dependence (a gather) 1."""
+    model. Through +, - and constant factors it is exact (the coefficient); v // c moves 1/c per step of v, v % c
+    and a clamp or select like their moving operand, and any other dependence on var (a gather) counts 1."""
     if isinstance(e, Var):
         return 1.0 if e is var else 0.0
     if isinstance(e, (IntImm, FloatImm)):
