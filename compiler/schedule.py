@@ -84,7 +84,7 @@ class Loc:
         return self.kind == "at" and self.stage == stage and (iter is None or self.iter == iter)
 
     def __str__(self):
-        return f"at {self.stage}.{self.iter}" if self.kind == "at" else self.kind
+        return f"at({self.stage}, {self.iter})" if self.kind == "at" else self.kind
 
 
 Loc.ROOT, Loc.INLINE = Loc("root"), Loc("inline")

@@ -83,7 +83,7 @@ def test_state_prints_locations_and_loops():
     (A, B), D = matmul_relu()
     state = Schedule((Split("D", "j", (5,)), ComputeAt("C", "D", "j.0"), Annotate("D", "j.1", "vectorize"),
                       Annotate("D", "i", "parallel"))).apply(initial_state([D], [A, B]))
-    assert str(state).splitlines() == ["C at D.j.0: i[6], j[10], r[7]",
+    assert str(state).splitlines() == ["C at(D, j.0): i[6], j[10], r[7]",
                                        "D root: i[6] parallel, j.0[2], j.1[5] vectorize"]
 
 
