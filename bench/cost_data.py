@@ -117,7 +117,7 @@ def random_variant(task, rng: random.Random) -> Schedule:
         b.try_add(Annotate(out.name, inner[-2], "unroll"))
     _random_anchor_loops(b, anchor.name, rng)
     for st in stages:
-        if st.op.tag == "pad" and st.loc == ("root",):
+        if st.op.tag == "pad" and st.loc.is_root:
             names = b.leaves(st.name)
             if b.try_add(Fuse(st.name, tuple(names[:3]))) and rng.random() < 0.8:
                 b.try_add(Annotate(st.name, b.leaves(st.name)[0], "parallel"))
@@ -148,7 +148,7 @@ def _random_anchor_loops(b: _Steps, name: str, rng: random.Random) -> None:
     order = sp[:cut_outer] + red_outer + sp[cut_outer:cut_inner] + red_inner + sp[cut_inner:]
     b.try_add(Reorder(name, tuple(order)))
     leaves = b.leaves(name)
-    if st.loc == ("root",):  # not computed at the output: parallelize its own outer spatial loops
+    if st.loc.is_root:  # not computed at the output: parallelize its own outer spatial loops
         if cut_outer >= 2 and b.try_add(Fuse(name, tuple(leaves[:cut_outer]))):
             leaves = b.leaves(name)
         if cut_outer >= 1:
@@ -230,7 +230,7 @@ def _mutate(task, steps: list, rng: random.Random) -> list:
         inlined = [s for s in steps if isinstance(s, ComputeInline) and s.stage in pads]
         return [s for s in steps if s not in inlined] if inlined else [ComputeInline(p) for p in pads] + steps
     final = _replay(task, steps).state
-    st = rng.choice([s for s in final.stages if s.loc != ("inline",)])
+    st = rng.choice([s for s in final.stages if not s.loc.is_inline])
     leaf = rng.choice(st.leaves).name
     if kind == "unroll":
         return steps + [Annotate(st.name, leaf, "unroll")]

@@ -120,7 +120,7 @@ def conv_schedule(state: State, tile: ConvTile) -> Schedule:
     add(Annotate(anchor.name, ax, "unroll"))
     add(Annotate(anchor.name, av, "vectorize"))
     for st in state.stages:
-        if st.op.tag == "pad" and st.loc == ("root",):
+        if st.op.tag == "pad" and st.loc.is_root:
             _pad_at_root(state, st, add)
     return Schedule(tuple(b.steps))
 

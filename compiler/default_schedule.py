@@ -25,6 +25,7 @@ import functools
 from relayish import te
 from relayish.op import stage_tag_traits
 
+from .arith import coefficient, simplify, variables
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
@@ -47,11 +48,11 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     for st in reversed(list(b.state.stages)):
         if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
             b.add(ComputeInline(st.name))
-    anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and s.loc != ("inline",)), None)
+    anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and not s.loc.is_inline), None)
     if anchor is not None:
         _schedule_anchor(b, anchor, vector_width)
     for st in list(b.state.stages):
-        if st.loc == ("root",) and not b.done(st):
+        if st.loc.is_root and not b.done(st):
             _schedule_root(b, st, vector_width)
     return Schedule(tuple(b.steps))
 
@@ -89,9 +90,9 @@ class ScheduleBuilder:
 def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
     """The root stage that reads st once everything between them is inlined, if it is an output."""
     consumers = b.state.consumers(st)
-    while len(consumers) == 1 and consumers[0].loc == ("inline",):
+    while len(consumers) == 1 and consumers[0].loc.is_inline:
         consumers = b.state.consumers(consumers[0])
-    if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc == ("root",):
+    if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc.is_root:
         return consumers[0]
     return None
 
@@ -284,7 +285,6 @@ def _fused_name(names):
 def _contiguous_last(st: Stage, lane: int) -> bool:
     """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
     of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
-    from .lower import affine_form, simplify
     if not st.op.axes:
         return False
     ax = st.op.axes[-1]
@@ -296,10 +296,7 @@ def _contiguous_last(st: Stage, lane: int) -> bool:
         if isinstance(r, te.TensorRead):
             for d, idx in enumerate(r.indices):
                 idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
-                coef = affine_form(idx)
-                uses = any(v is inner for v in te.walk(idx))
-                if uses and (d != len(r.indices) - 1 or coef.get(inner) != 1 or
-                             any(t is not inner and any(v is inner for v in te.walk(t)) for t in coef if t != 1)):
+                if inner in variables(idx) and (d != len(r.indices) - 1 or coefficient(idx, inner) != 1):
                     return False
     return True
 

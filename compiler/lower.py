@@ -15,21 +15,18 @@ from dataclasses import dataclass
 
 from relayish import te
 
+from .arith import add_forms, affine_form, form_expr, interval, simplify
 from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
 from .schedule import SplitRel, Stage, State
 
 
 def lower(state: State, name: str = "kernel") -> PrimFunc:
     ctx = _Lowering(state)
-    body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc == ("root",)])
+    body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc.is_root])
     params = ctx.input_bufs + ctx.output_bufs + ctx.scratch_bufs
     return PrimFunc(name, params, body, attrs={"num_inputs": len(ctx.input_bufs),
                                               "num_outputs": len(ctx.output_bufs),
                                               "num_scratch": len(ctx.scratch_bufs)})
-
-
-def schedule_text(state: State) -> str:
-    return str(lower(state, "schedule"))
 
 
 @dataclass
@@ -54,7 +51,7 @@ class _Lowering:
             self.global_bufs[id(st.tensor)] = buf
             self.output_bufs.append(buf)
         for st in state.stages:
-            if st.loc == ("root",) and id(st.tensor) not in self.global_bufs:
+            if st.loc.is_root and id(st.tensor) not in self.global_bufs:
                 buf = Buffer(_ident(st.name), st.op.shape, st.op.dtype)
                 self.global_bufs[id(st.tensor)] = buf
                 self.scratch_bufs.append(buf)
@@ -68,7 +65,7 @@ class _Lowering:
         def fn(node):
             if isinstance(node, te.TensorRead):
                 st = self.state.stage_of(node.tensor)
-                if st is not None and st.loc == ("inline",):
+                if st is not None and st.loc.is_inline:
                     idx = [self.expand_inline(i) for i in node.indices]
                     body = te.substitute_vars(st.op.body, {ax.var: i for ax, i in zip(st.op.axes, idx)})
                     return self.expand_inline(body)
@@ -168,7 +165,7 @@ class _Lowering:
         """For each loop of st that has stages computed at it: [(stage, region, extents)], regions registered."""
         plan = {}
         for k, it in enumerate(st.leaves):
-            attached = [s for s in self.state.stages if s.loc == ("at", st.name, it.name)]
+            attached = self.state.attached_at(st, it.name)
             if not attached:
                 continue
             varying = {leaf_var[i.name]: ext[i.name] for i in st.leaves[k + 1:] if isinstance(leaf_var[i.name], te.Var)}
@@ -198,15 +195,14 @@ class _Lowering:
                 continue
             base, extent = box
             extent = min(extent, full_d)
-            lo, hi = _value_range(base, self.var_extent)
+            rng = interval(base, self.var_extent)
             if extent == full_d:
                 base = te.IntImm(0)
-            elif lo is None or lo < 0 or hi + extent > full_d:  # keep the box inside the tensor
+            elif rng is None or rng[0] < 0 or rng[1] + extent > full_d:  # keep the box inside the tensor
                 base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
             bases.append(base)
             extents.append(extent)
         return bases, extents
-
 
 
 class _NestEmitter:
@@ -268,106 +264,13 @@ def _dim_box(indices, varying: dict):
     base_form, _, _ = items[0]
     lo_all, hi_all = None, None
     for fixed, lo, hi in items:
-        diff = _sub_forms(fixed, base_form)
+        diff = add_forms(fixed, base_form, -1)
         if any(t != 1 for t in diff):
             return None
         off = diff.get(1, 0)
         lo_all = off + lo if lo_all is None else min(lo_all, off + lo)
         hi_all = off + hi if hi_all is None else max(hi_all, off + hi)
-    return _form_expr(base_form) + lo_all, hi_all - lo_all + 1
-
-
-def affine_form(e) -> dict:
-    """e as {term: coef} with term 1 for the constant; non-affine subterms are opaque terms."""
-    if isinstance(e, te.IntImm):
-        return {1: e.value} if e.value else {}
-    if isinstance(e, te.Var):
-        return {e: 1}
-    if isinstance(e, te.BinOp) and e.op in ("+", "-"):
-        a, b = affine_form(e.a), affine_form(e.b)
-        return _add_forms(a, b, 1 if e.op == "+" else -1)
-    if isinstance(e, te.BinOp) and e.op == "*":
-        a, b = affine_form(e.a), affine_form(e.b)
-        for x, y in ((a, b), (b, a)):
-            if set(x) <= {1}:
-                c = x.get(1, 0)
-                return {t: v * c for t, v in y.items() if v * c}
-    return {e: 1}
-
-
-def _add_forms(a, b, sign=1):
-    out = dict(a)
-    for t, c in b.items():
-        out[t] = out.get(t, 0) + sign * c
-        if out[t] == 0:
-            del out[t]
-    return out
-
-
-def _sub_forms(a, b):
-    return _add_forms(a, b, -1)
-
-
-def _form_expr(form) -> te.PrimExpr:
-    out = te.IntImm(form.get(1, 0))
-    for t, c in form.items():
-        if t != 1:
-            out = out + t * c
-    return out
-
-
-def simplify(e: te.PrimExpr, var_extent: dict) -> te.PrimExpr:
-    """Canonicalize an int index: affine terms collected, and (q*c + r) // c -> q, (q*c + r) % c -> r when the
-    range of r is provably inside [0, c) (the splits and fuses of schedules create exactly these)."""
-    def fn(n):
-        if isinstance(n, te.BinOp) and n.op in ("//", "%") and isinstance(n.b, te.IntImm) and n.b.value > 0:
-            c = n.b.value
-            inner = simplify(n.a, var_extent)
-            form = affine_form(inner)
-            q = {t: v // c for t, v in form.items() if v % c == 0}
-            r = {t: v for t, v in form.items() if v % c != 0}
-            lo, hi = _value_range(_form_expr(r), var_extent)
-            if lo is not None and 0 <= lo and hi < c:
-                return _form_expr(q) if n.op == "//" else _form_expr(r)
-            return te.binop(n.op, inner, n.b)
-        return None
-    if e.dtype != "int32":
-        return e
-    return _form_expr(affine_form(te.substitute(e, fn)))
-
-
-def _value_range(e, var_extent) -> tuple:
-    """(min, max) of an int expression over loop variables with known extents; (None, None) if unknown."""
-    lo = hi = 0
-    for term, coef in affine_form(e).items():
-        if term == 1:
-            t_lo = t_hi = 1
-        else:
-            t_lo, t_hi = _term_range(term, var_extent)
-            if t_lo is None:
-                return None, None
-        a, b = coef * t_lo, coef * t_hi
-        lo, hi = lo + min(a, b), hi + max(a, b)
-    return lo, hi
-
-
-def _term_range(t, var_extent) -> tuple:
-    if isinstance(t, te.Var):
-        return (0, var_extent[t] - 1) if t in var_extent else (None, None)
-    if isinstance(t, te.BinOp) and isinstance(t.b, te.IntImm) and t.b.value > 0:
-        lo, hi = _value_range(t.a, var_extent)
-        c = t.b.value
-        if t.op == "%":
-            return (lo, hi) if lo is not None and 0 <= lo and hi < c else (0, c - 1)
-        if t.op == "//" and lo is not None:
-            return lo // c, hi // c
-    if isinstance(t, te.BinOp) and t.op in ("min", "max"):
-        (a_lo, a_hi), (b_lo, b_hi) = _value_range(t.a, var_extent), _value_range(t.b, var_extent)
-        if a_lo is None or b_lo is None:
-            return None, None
-        f = min if t.op == "min" else max
-        return f(a_lo, b_lo), f(a_hi, b_hi)
-    return None, None
+    return form_expr(base_form) + lo_all, hi_all - lo_all + 1
 
 
 def _combine(combiner, acc, value):
@@ -415,8 +318,8 @@ def _guard_select_loads(expr, var_extent):
     """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp those
     whose index is not provably inside the buffer (codegen evaluates both branches). One pass over the tree."""
     def clamped(load):
-        lo, hi = _value_range(load.index, var_extent)
-        if lo is not None and lo >= 0 and hi < load.buffer.size:
+        rng = interval(load.index, var_extent)
+        if rng is not None and rng[0] >= 0 and rng[1] < load.buffer.size:
             return load
         return Load(load.buffer, te.max_(te.IntImm(0), te.min_(load.index, load.buffer.size - 1)))
 

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from relayish import te
 
@@ -48,6 +49,47 @@ class FuseRel:
     fused: str
 
 
+@dataclass(frozen=True)
+class Loc:
+    """Where a stage is computed. kind "root": its own loop nest at the top of the kernel, into its own buffer;
+    "inline": substituted into its readers (no loops, no buffer); "at": inside loop `iter` of stage `stage` (its
+    consumer), over the region that loop needs, into a local buffer. Invariant: `stage` and `iter` are given
+    exactly when kind is "at". Use the constants Loc.ROOT, Loc.INLINE and Loc.at(stage, iter)."""
+    kind: str
+    stage: str | None = None
+    iter: str | None = None
+
+    ROOT: ClassVar[Loc]
+    INLINE: ClassVar[Loc]
+
+    def __post_init__(self):
+        if self.kind not in ("root", "inline", "at") or \
+                (self.kind == "at") != (self.stage is not None and self.iter is not None):
+            raise ValueError(f"bad compute location {self!r}: kind root, inline, or at with a stage and an iter")
+
+    @staticmethod
+    def at(stage: str, iter: str) -> Loc:
+        return Loc("at", stage, iter)
+
+    @property
+    def is_root(self) -> bool:
+        return self.kind == "root"
+
+    @property
+    def is_inline(self) -> bool:
+        return self.kind == "inline"
+
+    def is_at(self, stage: str, iter: str | None = None) -> bool:
+        """Computed at a loop of `stage` (at its loop `iter`, when given)."""
+        return self.kind == "at" and self.stage == stage and (iter is None or self.iter == iter)
+
+    def __str__(self):
+        return f"at({self.stage}, {self.iter})" if self.kind == "at" else self.kind
+
+
+Loc.ROOT, Loc.INLINE = Loc("root"), Loc("inline")
+
+
 @dataclass
 class Stage:
     """One compute stage of a task and its schedule state."""
@@ -57,7 +99,7 @@ class Stage:
     roots: list[Iter]
     leaves: list[Iter]
     relations: list = field(default_factory=list)
-    loc: tuple = ("root",)  # ("root",) | ("inline",) | ("at", stage_name, iter_name)
+    loc: Loc = Loc.ROOT
     auto_unroll: int = 0
     is_output: bool = False
 
@@ -121,7 +163,7 @@ class State:
         """Consumers once inlined stages are substituted: an inlined consumer is replaced by its readers."""
         out = []
         for c in self.consumers(stage):
-            for e in (self.effective_consumers(c) if c.loc == ("inline",) else [c]):
+            for e in (self.effective_consumers(c) if c.loc.is_inline else [c]):
                 if e not in out:
                     out.append(e)
         return out
@@ -130,7 +172,7 @@ class State:
         return [p for p in (self.stage_of(t) for t in stage.op.input_tensors) if p is not None]
 
     def attached_at(self, stage: Stage, iter_name: str) -> list[Stage]:
-        return [s for s in self.stages if s.loc == ("at", stage.name, iter_name)]
+        return [s for s in self.stages if s.loc.is_at(stage.name, iter_name)]
 
     def copy(self) -> "State":
         stages = [dataclasses.replace(s, roots=[dataclasses.replace(i) for i in s.roots],
@@ -139,8 +181,17 @@ class State:
         return State(stages, list(self.inputs), list(self.outputs))
 
     def __str__(self):
-        from .lower import schedule_text
-        return schedule_text(self)
+        """One line per stage: where it is computed, then its loops outer to inner as name[extent], with their
+        annotations. (A stage computed at another gets its extents from bound inference when lowered; these are
+        its full extents. compiler.lower.lower(state) shows the loop IR.)"""
+        lines = []
+        for st in self.stages:
+            ext = st.leaf_extents()
+            loops = [f"{it.name}[{ext[it.name]}]" + ("" if it.annotation == "none" else f" {it.annotation}")
+                     for it in st.leaves]
+            unroll = f" (auto_unroll_max_step {st.auto_unroll})" if st.auto_unroll else ""
+            lines.append(f"{st.name} {st.loc}{unroll}: " + ", ".join(loops))
+        return "\n".join(lines)
 
 
 def initial_state(outputs: list[te.Tensor], inputs: list[te.Tensor] | None = None) -> State:
@@ -290,8 +341,8 @@ class Fuse(Step):
             name = fused
         st.leaves[idx[0]:idx[-1] + 1] = [Iter(name, its[0].kind)]
         for s in state.stages:  # a stage attached at the innermost fused iter now sits at the fused one
-            if s.loc == ("at", st.name, its[-1].name):
-                s.loc = ("at", st.name, name)
+            if s.loc.is_at(st.name, its[-1].name):
+                s.loc = Loc.at(st.name, name)
 
 
 @_step
@@ -336,7 +387,7 @@ class Annotate(Step):
             if it.kind == "reduce":
                 raise ScheduleError(f"{self.describe()}: a reduction iterator cannot run in parallel "
                                     "(the updates would race); rfactor it first")
-            if st.loc[0] != "root":
+            if not st.loc.is_root:
                 raise ScheduleError(f"{self.describe()}: only a stage at root may have parallel loops")
             if any(i.kind == "reduce" for i in st.leaves[:pos]):
                 raise ScheduleError(f"{self.describe()}: parallel loop inside a reduction loop")
@@ -351,7 +402,7 @@ class Annotate(Step):
             if st.leaf_extents()[it.name] > 64:
                 raise ScheduleError(f"{self.describe()}: vector length {st.leaf_extents()[it.name]} > 64")
         # (a stage computed at another gets its extents from bound inference: its root extents only bound them)
-        if kind == "unroll" and st.loc == ("root",) and st.leaf_extents()[it.name] > 256:
+        if kind == "unroll" and st.loc.is_root and st.leaf_extents()[it.name] > 256:
             raise ScheduleError(f"{self.describe()}: unrolling {st.leaf_extents()[it.name]} iterations")
         it.annotation = kind
 
@@ -387,9 +438,9 @@ class ComputeAt(Step):
         tgt.leaf(self.iter, self)
         if st.is_output:
             raise ScheduleError(f"{self.describe()}: an output stage must stay at root")
-        if st.loc == ("inline",):
+        if st.loc.is_inline:
             raise ScheduleError(f"{self.describe()}: stage is inlined")
-        if tgt.loc == ("inline",):
+        if tgt.loc.is_inline:
             raise ScheduleError(f"{self.describe()}: target is inlined")
         consumers = state.effective_consumers(st)
         if [c.name for c in consumers] != [tgt.name]:
@@ -400,7 +451,7 @@ class ComputeAt(Step):
         vec = [i.name for i in tgt.leaves if i.annotation == "vectorize"]
         if self.iter in vec:
             raise ScheduleError(f"{self.describe()}: cannot compute inside a vectorized loop")
-        st.loc = ("at", tgt.name, self.iter)
+        st.loc = Loc.at(tgt.name, self.iter)
 
 
 @_step
@@ -414,9 +465,9 @@ class ComputeInline(Step):
             raise ScheduleError(f"{self.describe()}: an output stage cannot be inlined")
         if st.is_reduction:
             raise ScheduleError(f"{self.describe()}: a reduction cannot be inlined")
-        if any(s.loc[:2] == ("at", st.name) for s in state.stages):
+        if any(s.loc.is_at(st.name) for s in state.stages):
             raise ScheduleError(f"{self.describe()}: other stages are computed at it")
-        st.loc = ("inline",)
+        st.loc = Loc.INLINE
 
 
 @_step
@@ -426,7 +477,7 @@ class ComputeRoot(Step):
 
     def apply(self, state):
         st = state.stage(self.stage, self)
-        st.loc = ("root",)
+        st.loc = Loc.ROOT
 
 
 @_step
@@ -502,15 +553,15 @@ class Rfactor(Step):
 
 def _require_fresh(state: State, st: Stage, step: Step, what: str) -> None:
     """cache_write and rfactor rebuild a stage's loops: nothing may have been done to or at the stage yet."""
-    if st.relations or st.loc != ("root",) or any(i.annotation != "none" for i in st.leaves):
+    if st.relations or not st.loc.is_root or any(i.annotation != "none" for i in st.leaves):
         raise ScheduleError(f"{step.describe()}: {what} must precede other steps on the stage")
-    if any(s.loc[:2] == ("at", st.name) for s in state.stages):
+    if any(s.loc.is_at(st.name) for s in state.stages):
         raise ScheduleError(f"{step.describe()}: stages are computed at {st.name!r}; "
                             f"{type(step).__name__} must come before those compute_at steps")
 
 
 def _has_attached(state: State, st: Stage, iter_name: str) -> bool:
-    return any(s.loc == ("at", st.name, iter_name) for s in state.stages)
+    return any(s.loc.is_at(st.name, iter_name) for s in state.stages)
 
 
 # ---------------------------------------------------------------------------------------------- schedules

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from compiler import loopir as L
-from compiler.codegen import (BufferRef, ExecutorPlan, KernelCall, affine_coeff, build_library, emit_llvm_ir,
+from compiler.codegen import (BufferRef, ExecutorPlan, KernelCall, build_library, emit_llvm_ir,
                               host_target, last_build_stats, vector_width, vectorize_blocker, vectorize_report)
 from relayish import te
 from relayish.intrinsics import INTRINSICS
@@ -274,19 +274,6 @@ def test_host_target_and_vector_width():
 
 
 # ---------------------------------------------------------------------------------------------- analysis
-
-def test_affine_coeff():
-    v, w = te.Var("v"), te.Var("w")
-    A = buf("A", 8)
-    assert affine_coeff(w * 16 + v, v) == 1
-    assert affine_coeff((v + w) * 3 - v, v) == 2
-    assert affine_coeff(w * 7 + 1, v) == 0
-    assert affine_coeff(v * w, v) is None  # coefficient not a constant
-    assert affine_coeff(v // 4, v) is None
-    assert affine_coeff(L.Load(A, v), v) is None  # an index loaded from memory
-    t = te.Var("t")
-    assert affine_coeff(t * 2, v, {t: 3}) == 6
-
 
 def test_vectorize_blocker_reasons():
     assert vectorize_report(k_ew()) == {"v": None}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from compiler.lower import lower
-from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Pragma, Reorder,
-                               Rfactor, Schedule, ScheduleError, Split, initial_state)
+from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, ComputeRoot, Fuse, Loc, Pragma,
+                               Reorder, Rfactor, Schedule, ScheduleError, Split, initial_state)
 from loop_eval import run_primfunc
 from relayish import te
 
@@ -50,6 +50,47 @@ def test_json_round_trip_and_replay_is_deterministic():
     again = Schedule.from_json(text)
     assert again == sch and json.loads(again.to_json()) == json.loads(text)
     assert str(lower(sch.apply(s0))) == str(lower(again.apply(s0))).replace("kernel", "kernel")
+
+
+def test_stored_step_lists_load():
+    """The records' format: a schedule is a JSON list of [step name, field values...]."""
+    text = '[["Split", "D", "j", [3, 2], false], ["ComputeAt", "C", "D", "j.0"], ["ComputeRoot", "C"]]'
+    assert Schedule.from_json(text) == Schedule((Split("D", "j", (3, 2)), ComputeAt("C", "D", "j.0"), ComputeRoot("C")))
+    assert json.loads(Schedule.from_json(text).to_json()) == json.loads(text)
+
+
+def test_compute_location_steps_set_the_stage_location():
+    (A, B), D = matmul_relu()
+    s0 = initial_state([D], [A, B])
+    assert s0.stage("C").loc == Loc.ROOT and s0.stage("C").loc.is_root
+    at = Schedule((ComputeAt("C", "D", "j"),)).apply(s0)
+    assert at.stage("C").loc == Loc.at("D", "j") and at.stage("C").loc.is_at("D") and not at.stage("C").loc.is_root
+    assert at.attached_at(at.stage("D"), "j") == [at.stage("C")]
+    fused = Schedule((ComputeAt("C", "D", "j"), Fuse("D", ("i", "j")))).apply(s0)
+    assert fused.stage("C").loc == Loc.at("D", "i@j")  # the attachment follows the fused loop
+    assert Schedule((ComputeAt("C", "D", "j"), ComputeRoot("C"))).apply(s0).stage("C").loc == Loc.ROOT
+    (X,), Y = _elementwise_chain()
+    assert Schedule((ComputeInline("E"),)).apply(initial_state([Y], [X])).stage("E").loc.is_inline
+
+
+@pytest.mark.parametrize("args", [("at",), ("at", "D"), ("root", "D", "j"), ("nowhere",)])
+def test_a_location_is_root_inline_or_at_a_loop(args):
+    with pytest.raises(ValueError, match="compute location"):
+        Loc(*args)
+
+
+def test_state_prints_locations_and_loops():
+    (A, B), D = matmul_relu()
+    state = Schedule((Split("D", "j", (5,)), ComputeAt("C", "D", "j.0"), Annotate("D", "j.1", "vectorize"),
+                      Annotate("D", "i", "parallel"))).apply(initial_state([D], [A, B]))
+    assert str(state).splitlines() == ["C at(D, j.0): i[6], j[10], r[7]",
+                                       "D root: i[6] parallel, j.0[2], j.1[5] vectorize"]
+
+
+def _elementwise_chain():
+    X = te.placeholder((4, 4), name="X")
+    E = te.compute((4, 4), lambda i, j: X[i, j] * 2.0, name="E")
+    return [X], te.compute((4, 4), lambda i, j: E[i, j] + 1.0, name="F")
 
 
 def test_non_dividing_split_is_guarded_and_correct():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from compiler.lower import lower
-from compiler.schedule import Schedule
+from compiler.schedule import Loc, Schedule
 from compiler.task import Task
 from loop_eval import run_primfunc
 from relayish import te
@@ -28,7 +28,7 @@ def test_matmul_relu_sketch_is_tiled_with_fused_consumer():
     sk = sks[0]
     st = sk.state
     c, d = st.stage("C"), st.stage("D")
-    assert c.loc == ("at", "D", "j.1")  # computed at the consumer's second spatial level
+    assert c.loc == Loc.at("D", "j.1")  # computed at the consumer's second spatial level
     # consumer "SS" + tile, anchor R S R S inside the tile
     assert [i.name for i in d.leaves] == ["i.0", "j.0", "i.1", "j.1", "i.2", "j.2"]
     assert [i.name for i in c.leaves] == ["r.0", "i.0", "j.0", "r.1", "i.1", "j.1"]
@@ -44,7 +44,7 @@ def test_matmul_alone_gets_a_cache_stage_and_a_plain_tiling():
     # SSRSRS: 2 spatial levels, a reduce level, a spatial level, a reduce level, a spatial level
     assert "".join("S" if i.kind == "spatial" else "R" for i in c.leaves) == "SSSSRSSRSS"
     cached = next(s for s in sks if "cache(C)" in s.rules)
-    assert cached.state.stage("C.local").loc == ("at", "C", "j.1")
+    assert cached.state.stage("C.local").loc == Loc.at("C", "j.1")
 
 
 def test_small_spatial_long_reduction_gets_rfactor():

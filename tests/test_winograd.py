@@ -14,7 +14,7 @@ from compiler.default_schedule import branch_axes, default_schedule
 from compiler.lower import lower
 from compiler.passes import PassContext, run_pipeline
 from compiler.passes.layout import winograd_tile
-from compiler.schedule import Annotate, Reorder, Schedule, initial_state
+from compiler.schedule import Annotate, Loc, Reorder, Schedule, initial_state
 from compiler.task import build_task
 from frontends import from_onnx
 from relayish import te
@@ -137,8 +137,8 @@ def test_default_schedule_structure():
     sched = default_schedule(task.initial_state())
     state = sched.apply(task.initial_state())
     locs = {st.name: st.loc for st in state.stages}
-    assert locs["pad"] == locs["data_pack"] == locs["inverse"] == locs["batch_gemm"] == ("root",)
-    assert locs["batch_gemm.local"][0] == "at"
+    assert locs["pad"] == locs["data_pack"] == locs["inverse"] == locs["batch_gemm"] == Loc.ROOT
+    assert locs["batch_gemm.local"].is_at("batch_gemm")
     for name in ("data_pack", "inverse"):
         st = state.stage(name)
         unrolled = [i.name for i in st.leaves if i.annotation == "unroll"]
@@ -154,7 +154,7 @@ def test_random_tuner_programs_are_legal_and_correct():
     assert sketches
     for sk in sketches:
         locs = {st.name: st.loc for st in sk.state.stages}
-        assert locs["data_pack"] != ("inline",) and locs["inverse"] != ("inline",)
+        assert not locs["data_pack"].is_inline and not locs["inverse"].is_inline
     programs = random_programs(sketches, task.initial_state(), 6, random.Random(0))
     assert len(programs) == 6
     _check(task, [s for _, s in programs], 2, (1, 1, 1, 1), [f"program {k}" for k in range(6)])

@@ -15,8 +15,8 @@ import random
 from dataclasses import dataclass, field
 
 from compiler.default_schedule import branch_axes
-from compiler.schedule import (Annotate, ComputeAt, ComputeInline, Fuse, Pragma, Schedule, ScheduleError, Split,
-                               State, divisors)
+from compiler.schedule import (Annotate, ComputeAt, ComputeInline, Fuse, Pragma, Reorder, Schedule, ScheduleError,
+                               Split, State, divisors)
 
 from .sketch import Sketch
 
@@ -124,7 +124,7 @@ def concretize(sketch: Sketch, prog: Program, initial: State) -> Schedule:
                 first = state.stage(st_name).leaves[0].name
                 _add(Pragma(st_name, first, "auto_unroll_max_step", value), state, steps)
     for name in sketch.simple_roots:
-        if state.stage(name).loc == ("root",):
+        if state.stage(name).loc.is_root:
             _annotate_simple(state, name, prog.simple.get(name, (0, 0)), steps)
     return Schedule(tuple(steps))
 
@@ -160,7 +160,7 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
     outer = [n for n in sp if n != vec and n not in branch]
     order = outer + red + branch + ([vec] if vec else [])
     if order != [i.name for i in state.stage(name).leaves]:
-        _add(_reorder(name, order), state, steps)
+        _add(Reorder(name, tuple(order)), state, steps)
     depth = min(depth, len(outer))
     if depth >= 1:
         if depth > 1:
@@ -170,11 +170,6 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
         _add(Annotate(name, n, "unroll"), state, steps)
     if vec:
         _add(Annotate(name, vec, "vectorize"), state, steps)
-
-
-def _reorder(name, order):
-    from compiler.schedule import Reorder
-    return Reorder(name, tuple(order))
 
 
 def random_programs(sketches: list[Sketch], initial: State, n: int, rng: random.Random,

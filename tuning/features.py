@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.arith import affine_form, interval, slope, variables
 from compiler.codegen.analysis import vectorize_blocker
 from compiler.loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
-from compiler.lower import affine_form
 from relayish import te
 
 TOP_K_BUFFERS = 5
@@ -136,7 +136,7 @@ def _const_int(e, ctx: _Context) -> int:
     """A loop extent: its value, or its largest value over the enclosing loops when it is not a constant."""
     if isinstance(e, te.IntImm):
         return max(e.value, 0)
-    rng = _interval(_inline_lets(e, ctx.lets), {l.var: l.extent for l in ctx.loops})
+    rng = interval(_inline_lets(e, ctx.lets), {l.var: max(l.extent, 1) for l in ctx.loops})
     return max(rng[1], 1) if rng is not None else 1
 
 
@@ -415,7 +415,7 @@ class _Access:
         self.buffer, self.index, self.is_write, self.loops = buffer, index, is_write, loops
         self.itemsize = _ITEMSIZE.get(buffer.dtype, 4)
         self.form = affine_form(index)
-        self.used = {id(v) for v in _vars(index)}  # ids: Var hashing is Python code, and this is the hot path
+        self.used = {id(v) for v in variables(index)}  # ids: Var hashing is Python code, and this is the hot path
         position = {id(l.var): k for k, l in enumerate(loops)}
         self.compiled = _compile(index, position)
         self._unique: dict[int, int] = {}
@@ -437,7 +437,7 @@ class _Access:
 
     def stride(self, var) -> float:
         """Elements the index moves when `var` steps by one (fractional for v // c terms)."""
-        return sum(c * _slope(t, var) for t, c in self.form.items() if t != 1)
+        return sum(c * slope(t, var) for t, c in self.form.items() if t != 1)
 
 
 # A compiled index is a tree of tuples (kind, innermost loop position it depends on or -1, ...):
@@ -465,7 +465,7 @@ def _compile_term(t, position: dict) -> tuple:
         a, b = (t.true_value, t.false_value) if isinstance(t, te.Select) else (t.a, t.b)
         ca, cb = _compile(a, position), _compile(b, position)
         return ("select" if isinstance(t, te.Select) else "clamp", max(ca[1], cb[1]), ca, cb)
-    ks = sorted({position[id(v)] for v in _vars(t) if id(v) in position})
+    ks = sorted({position[id(v)] for v in variables(t) if id(v) in position})
     return ("opaque", ks[-1] if ks else -1, ks)
 
 
@@ -566,82 +566,3 @@ def _reuse(b: dict, accs: list, all_accesses: list, loops: tuple) -> None:
     else:
         b["reuse_none"] = 1.0
         b["bytes_per_reuse"] = b["bytes"]
-
-
-# ---------------------------------------------------------------------------------------------- index algebra
-
-def _vars(e) -> set:
-    out, stack = set(), [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, te.Var):
-            out.add(n)
-        stack.extend([n.index] if isinstance(n, Load) else te.expr_children(n))
-    return out
-
-
-def _interval(e, ext: dict):
-    """(lo, hi) of an int expression with each Var v in ext ranging over [0, ext[v]) and other Vars fixed at 0;
-    None when unknown (a loaded value)."""
-    if isinstance(e, te.IntImm):
-        return e.value, e.value
-    if isinstance(e, te.Var):
-        return 0, max(ext.get(e, 1) - 1, 0)
-    if isinstance(e, te.Cast):
-        return _interval(e.value, ext)
-    if isinstance(e, te.Select):
-        a, b = _interval(e.true_value, ext), _interval(e.false_value, ext)
-        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
-    if not isinstance(e, te.BinOp):
-        return None
-    a = _interval(e.a, ext)
-    b = _interval(e.b, ext)
-    if a is None or b is None:
-        return None
-    if e.op == "+":
-        return a[0] + b[0], a[1] + b[1]
-    if e.op == "-":
-        return a[0] - b[1], a[1] - b[0]
-    if e.op == "*":
-        corners = [x * y for x in a for y in b]
-        return min(corners), max(corners)
-    if e.op == "min":
-        return min(a[0], b[0]), min(a[1], b[1])
-    if e.op == "max":
-        return max(a[0], b[0]), max(a[1], b[1])
-    if e.op in ("//", "%") and b[0] == b[1] and b[0] > 0:
-        c = b[0]
-        if e.op == "//":
-            return a[0] // c, a[1] // c
-        return a if 0 <= a[0] and a[1] < c else (0, c - 1)
-    return None
-
-
-def _slope(e, var) -> float:
-    """How much e changes when var steps by one, ignoring wrap-around and clamping (a stride estimate)."""
-    if isinstance(e, te.Var):
-        return 1.0 if e is var else 0.0
-    if isinstance(e, (te.IntImm, te.FloatImm)):
-        return 0.0
-    if isinstance(e, te.Cast):
-        return _slope(e.value, var)
-    if isinstance(e, te.BinOp):
-        if e.op in ("+", "-"):
-            sb = _slope(e.b, var)
-            return _slope(e.a, var) + (sb if e.op == "+" else -sb)
-        if e.op == "*":
-            if isinstance(e.b, te.IntImm):
-                return _slope(e.a, var) * e.b.value
-            if isinstance(e.a, te.IntImm):
-                return _slope(e.b, var) * e.a.value
-        if e.op == "//" and isinstance(e.b, te.IntImm) and e.b.value:
-            return _slope(e.a, var) / e.b.value
-        if e.op == "%":
-            return _slope(e.a, var)
-        if e.op in ("min", "max"):  # clamps: the varying side's slope
-            sa, sb = _slope(e.a, var), _slope(e.b, var)
-            return sa if abs(sa) >= abs(sb) else sb
-    if isinstance(e, te.Select):
-        sa, sb = _slope(e.true_value, var), _slope(e.false_value, var)
-        return sa if abs(sa) >= abs(sb) else sb
-    return 0.0 if var not in _vars(e) else 1.0  # a gather: some movement of unknown size

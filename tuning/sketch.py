@@ -6,7 +6,7 @@ are still symbols: "T<k>.<level>" names the level-th factor of tile variable k (
 allowed). Random annotation (tuning/annotate.py) picks the factors, the parallel granularity, the vectorized and
 unrolled loops and the compute locations of the remaining stages, giving a concrete `Schedule`.
 
-Each rule is a small unit with `condition(state, stage) -> Cond` and `apply(sketch, stage) -> [Sketch]`.
+Each rule is a small unit with `condition(sketch, stage) -> Cond` and `apply(sketch, stage) -> [Sketch]`.
 Users can add rules: `generate_sketches(task, rules=DEFAULT_RULES + [MyRule()])`.
 """
 from __future__ import annotations
@@ -22,8 +22,9 @@ from relayish import te
 
 
 class Cond(enum.Enum):
-    PASS = 0  # the rule does not apply
-    APPLY = 1  # apply, and let later rules see the stage too (alternative sketches)
+    """What a rule's condition says about a stage."""
+    SKIP = 0  # the rule does not apply: go on to the next rule
+    APPLY_AND_CONTINUE = 1  # apply, and offer the stage to the next rules too (alternative sketches)
     APPLY_AND_SKIP_REST = 2  # apply, and move to the previous stage
 
 
@@ -109,7 +110,7 @@ def has_data_reuse(st: Stage) -> bool:
 def strictly_inlinable(state: State, st: Stage) -> bool:
     """Elementwise/injective, not an output, not a reduction, not a padding that a tiled conv reads, not a stage
     the default schedule keeps in its own buffer (a Winograd transform)."""
-    if st.is_output or st.is_reduction or st.loc != ("root",) or keeps_buffer(state, st):
+    if st.is_output or st.is_reduction or not st.loc.is_root or keeps_buffer(state, st):
         return False
     return not (st.op.tag == "pad" and any(has_data_reuse(c) for c in state.effective_consumers(st)))
 
@@ -120,7 +121,7 @@ def fusible_consumer(state: State, st: Stage) -> Stage | None:
     if len(consumers) != 1:
         return None
     c = consumers[0]
-    if c.is_reduction or c.loc != ("root",) or c.op.shape != st.op.shape or c.relations:
+    if c.is_reduction or not c.loc.is_root or c.op.shape != st.op.shape or c.relations:
         return None
     return c
 
@@ -156,7 +157,7 @@ class SkipStage(SketchRule):
     name = "skip"
 
     def condition(self, sketch, st):
-        return Cond.APPLY_AND_SKIP_REST if st.loc != ("root",) else Cond.PASS
+        return Cond.APPLY_AND_SKIP_REST if not st.loc.is_root else Cond.SKIP
 
     def apply(self, sketch, st):
         return [sketch]
@@ -167,7 +168,7 @@ class AlwaysInline(SketchRule):
     name = "inline"
 
     def condition(self, sketch, st):
-        return Cond.APPLY_AND_SKIP_REST if strictly_inlinable(sketch.state, st) else Cond.PASS
+        return Cond.APPLY_AND_SKIP_REST if strictly_inlinable(sketch.state, st) else Cond.SKIP
 
     def apply(self, sketch, st):
         s = sketch.copy()
@@ -186,8 +187,8 @@ class AddRfactor(SketchRule):
     def condition(self, sketch, st):
         if st.is_reduction and not st.relations and spatial_parallelism(st) < self.min_parallel and \
                 reduce_size(st) >= self.min_reduce and len(st.op.reduce_axes) >= 1:
-            return Cond.APPLY
-        return Cond.PASS
+            return Cond.APPLY_AND_CONTINUE
+        return Cond.SKIP
 
     def apply(self, sketch, st):
         red = [i for i in st.roots if i.kind == "reduce"]
@@ -214,7 +215,7 @@ class MultiLevelTilingWithFusion(SketchRule):
     def condition(self, sketch, st):
         if has_data_reuse(st) and not st.relations and fusible_consumer(sketch.state, st) is not None:
             return Cond.APPLY_AND_SKIP_REST
-        return Cond.PASS
+        return Cond.SKIP
 
     def apply(self, sketch, st):
         s = sketch.copy()
@@ -229,10 +230,10 @@ class AddCacheStage(SketchRule):
     name = "cache"
 
     def condition(self, sketch, st):
-        if has_data_reuse(st) and not st.relations and st.loc == ("root",) and \
+        if has_data_reuse(st) and not st.relations and st.loc.is_root and \
                 fusible_consumer(sketch.state, st) is None and not st.name.endswith(".local"):
-            return Cond.APPLY
-        return Cond.PASS
+            return Cond.APPLY_AND_CONTINUE
+        return Cond.SKIP
 
     def apply(self, sketch, st):
         s = sketch.copy()
@@ -249,7 +250,7 @@ class MultiLevelTiling(SketchRule):
     name = "tile"
 
     def condition(self, sketch, st):
-        return Cond.APPLY_AND_SKIP_REST if has_data_reuse(st) and not st.relations else Cond.PASS
+        return Cond.APPLY_AND_SKIP_REST if has_data_reuse(st) and not st.relations else Cond.SKIP
 
     def apply(self, sketch, st):
         s = sketch.copy()
@@ -271,7 +272,7 @@ class SimpleRoot(SketchRule):
     name = "root"
 
     def condition(self, sketch, st):
-        return Cond.APPLY_AND_SKIP_REST if st.loc == ("root",) else Cond.PASS
+        return Cond.APPLY_AND_SKIP_REST if st.loc.is_root else Cond.SKIP
 
     def apply(self, sketch, st):
         s = sketch.copy()
@@ -326,7 +327,7 @@ def _tile_and_fuse(s: Sketch, anchor: str, consumer: str):
 
 def generate_sketches(task: Task, rules=None) -> list[Sketch]:
     """All sketches of a task: rules applied from the last stage to the first, branching where a rule says
-    APPLY (the stage is also offered to the following rules)."""
+    APPLY_AND_CONTINUE (the stage is also offered to the following rules)."""
     rules = DEFAULT_RULES if rules is None else rules
     start = Sketch(state=task.initial_state())
     work = [(start, len(start.state.stages) - 1)]
@@ -339,7 +340,7 @@ def generate_sketches(task: Task, rules=None) -> list[Sketch]:
         st = sketch.state.stages[idx]
         for rule in rules:
             cond = rule.condition(sketch, st)
-            if cond == Cond.PASS:
+            if cond == Cond.SKIP:
                 continue
             for new in rule.apply(sketch, st):
                 # the rule has handled the stage and any stage it made for it (cache_write and rfactor insert

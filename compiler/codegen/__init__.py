@@ -13,12 +13,12 @@ TASK_FN_TYPE, emit_fork_entry, compile_ir, ir_assembly and load_library.
 from .library import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, emit_object,
                       host_target, last_build_stats, link_shared, target_machine, vector_width)
 from .executor import BufferRef, ExecutorPlan, KernelCall, emit_executor
-from .analysis import affine_coeff, vectorize_blocker, vectorize_report, walk_stmt
+from .analysis import vectorize_blocker, vectorize_report, walk_stmt
 from .llvm import emit_kernel
 from .microkernel import TASK_FN_TYPE, compile_ir, emit_fork_entry, ir_assembly, load_library, pool_module
 from .threadpool import emit_thread_pool
 
-__all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "TASK_FN_TYPE", "affine_coeff", "build_ir_module",
+__all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "TASK_FN_TYPE", "build_ir_module",
            "build_library", "compile_ir", "compile_module", "emit_assembly", "emit_executor", "emit_fork_entry",
            "emit_kernel", "emit_llvm_ir", "emit_object", "emit_thread_pool", "host_target", "ir_assembly",
            "last_build_stats", "link_shared", "load_library", "pool_module", "target_machine", "vector_width",

@@ -1,12 +1,13 @@
-"""Analyses of loop IR that codegen and the tuner's features share: walking statements and expressions, the
-affine coefficient of a variable in an index, and whether a vectorize loop can run as one <N x T> pass."""
+"""Analyses of loop IR that codegen and the tuner's features share: walking statements and expressions, and
+whether a vectorize loop can run as one <N x T> pass (index arithmetic itself is in compiler/arith.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 from relayish import te
-from relayish.te import BinOp, FloatImm, IntImm, Var
+from relayish.te import IntImm, Var
 
+from ..arith import coefficient
 from ..loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 
 
@@ -61,34 +62,6 @@ def referenced(s) -> tuple[list, list]:
     return list(vars_), list(bufs)
 
 
-def affine_coeff(e, var: Var, lets: dict | None = None) -> int | None:
-    """Coefficient c such that e = c * var + (terms without var); 0 if e does not depend on var; None if e
-    depends on var but not affinely (or with a non-constant coefficient). `lets` maps let-bound Vars to their own
-    coefficient in var."""
-    lets = lets or {}
-    if isinstance(e, Var):
-        return 1 if e is var else lets.get(e, 0)
-    if isinstance(e, (IntImm, FloatImm)):
-        return 0
-    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
-        ca, cb = affine_coeff(e.a, var, lets), affine_coeff(e.b, var, lets)
-        if ca is None or cb is None:
-            return None
-        if e.op == "+":
-            return ca + cb
-        if e.op == "-":
-            return ca - cb
-        if ca == 0 and cb == 0:
-            return 0
-        if cb == 0 and isinstance(e.b, IntImm):
-            return ca * e.b.value
-        if ca == 0 and isinstance(e.a, IntImm):
-            return cb * e.a.value
-        return None
-    children = (e.index,) if isinstance(e, Load) else te.expr_children(e)
-    return 0 if all(affine_coeff(c, var, lets) == 0 for c in children) else None
-
-
 class _Blocked(Exception):
     pass
 
@@ -111,7 +84,7 @@ def vectorize_blocker(loop: For) -> str | None:
     def note_loads(e):
         for n in walk_expr(e):
             if isinstance(n, Load):
-                accesses[n.buffer].append((False, n.index, affine_coeff(n.index, var, lets)))
+                accesses[n.buffer].append((False, n.index, coefficient(n.index, var, lets)))
 
     def visit(s):
         if isinstance(s, Seq):
@@ -122,7 +95,7 @@ def vectorize_blocker(loop: For) -> str | None:
         elif isinstance(s, Allocate):
             raise _Blocked(f"allocation of {s.buffer.name} inside the loop")
         elif isinstance(s, IfThenElse):
-            if affine_coeff(s.cond, var, lets) != 0:
+            if coefficient(s.cond, var, lets) != 0:
                 raise _Blocked(f"condition {te.expr_str(s.cond)} depends on {var.name}")
             note_loads(s.cond)
             visit(s.then_case)
@@ -130,12 +103,12 @@ def vectorize_blocker(loop: For) -> str | None:
                 visit(s.else_case)
         elif isinstance(s, LetStmt):
             note_loads(s.value)
-            lets[s.var] = affine_coeff(s.value, var, lets)
+            lets[s.var] = coefficient(s.value, var, lets)
             visit(s.body)
         elif isinstance(s, Store):
             note_loads(s.index)
             note_loads(s.value)
-            coeff = affine_coeff(s.index, var, lets)
+            coeff = coefficient(s.index, var, lets)
             if coeff == 0:
                 raise _Blocked(f"store to {s.buffer.name} at an index independent of {var.name} (reduction)")
             accesses[s.buffer].append((True, s.index, coeff))

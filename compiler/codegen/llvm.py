@@ -24,10 +24,10 @@ from llvmlite import ir
 from relayish import te
 from relayish.te import BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
 
-from .. import loopir
-from ..loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
+from ..arith import coefficient
+from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
-from .analysis import affine_coeff, referenced, vectorize_blocker, walk_expr
+from .analysis import referenced, vectorize_blocker, walk_expr
 from .intrinsics import FAST, emit_intrinsic
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -192,7 +192,7 @@ class _FunctionEmitter:
             value = self.expr(s.value)
             self.env[s.var] = value
             if self.lanes:
-                self.lets[s.var] = affine_coeff(s.value, self.vec_var, self.lets)
+                self.lets[s.var] = coefficient(s.value, self.vec_var, self.lets)
             self.stmt(s.body)
             del self.env[s.var]
         elif isinstance(s, Allocate):
@@ -312,7 +312,7 @@ class _FunctionEmitter:
             self.b.store(value, self.addr(ptr, index))
             return
         value = splat(self.b, value, self.lanes)
-        if affine_coeff(s.index, self.vec_var, self.lets) == 1:
+        if coefficient(s.index, self.vec_var, self.lets) == 1:
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
             self.b.store(value, vptr, align=_nbytes(value.type.element))
             return
@@ -349,7 +349,7 @@ class _FunctionEmitter:
         index = self.expr(e.index)
         if not is_vector(index):
             return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
-        coeff = affine_coeff(e.index, self.vec_var, self.lets)
+        coeff = coefficient(e.index, self.vec_var, self.lets)
         if coeff == 0:
             return self.from_memory(self.b.load(self.addr(ptr, self.b.extract_element(index, I32(0)))), e.buffer)
         elem = memory_type(e.buffer.dtype)
@@ -580,7 +580,7 @@ def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
     if func.name in module.globals:
         raise ValueError(f"codegen: two kernels named {func.name!r} in one module")
     for p in func.params:
-        if not isinstance(p, loopir.Buffer) or p.scope != "global":
+        if not isinstance(p, Buffer) or p.scope != "global":
             raise ValueError(f"codegen: kernel {func.name}: parameter {p!r} is not a global Buffer")
     if len(set(map(id, func.params))) != len(func.params):
         raise ValueError(f"codegen: kernel {func.name}: a buffer appears twice among the parameters (they are noalias)")

@@ -1,0 +1,195 @@
+"""Integer index arithmetic: affine forms, value ranges and simplification of index expressions.
+
+Lowering (bound inference, the indices that splits and fuses create, clamping of padded reads), default schedules
+(is an axis contiguous?), codegen (does an access move with the vector lane?) and the cost model's features
+(strides, loop extents) all ask these questions of `relayish.te` expressions; this module answers them once.
+
+Semantics. `//` and `%` are floor division and modulo, as in Python and in the code we generate, so `e % c` with
+c > 0 always lies in [0, c). Vars are loop variables: `ranges` maps a Var to its extent n >= 1 and the Var then
+takes the values 0 .. n-1. Casts are taken as value-preserving (index arithmetic only widens).
+
+Affine form. `affine_form(e)` writes e as (sum of coef * term) + constant: a dict {term: coef} whose key 1 holds
+the constant. Invariants: no coefficient is 0 (e == 0 is the empty dict); a term is a Var or an *opaque*
+expression, one whose top is not +, - or a product with a constant (`v // 9`, `v % 9`, `min(e, n)`, `v * w`,
+a Load...); equal terms are merged (Vars compare by identity, other expressions structurally).
+
+Value range. `interval(e, ranges)` is an inclusive (lo, hi) that contains every value e takes while each Var in
+`ranges` runs over its values, or None when that is unknown (a Var not in `ranges`, a loaded value). It is exact
+for affine expressions over distinct Vars and conservative otherwise.
+"""
+from __future__ import annotations
+
+from relayish import te
+from relayish.te import BinOp, Cast, FloatImm, IntImm, PrimExpr, Select, Var
+
+from .loopir import Load
+
+
+# ---------------------------------------------------------------------------------------------- affine forms
+
+def affine_form(e: PrimExpr) -> dict:
+    """e as {term: coef}, key 1 for the constant (see the module docstring for the invariants)."""
+    if isinstance(e, IntImm):
+        return {1: e.value} if e.value else {}
+    if isinstance(e, Var):
+        return {e: 1}
+    if isinstance(e, BinOp) and e.op in ("+", "-"):
+        return add_forms(affine_form(e.a), affine_form(e.b), 1 if e.op == "+" else -1)
+    if isinstance(e, BinOp) and e.op == "*":
+        a, b = affine_form(e.a), affine_form(e.b)
+        for x, y in ((a, b), (b, a)):
+            if set(x) <= {1}:
+                c = x.get(1, 0)
+                return {t: v * c for t, v in y.items() if v * c}
+    return {e: 1}
+
+
+def add_forms(a: dict, b: dict, sign: int = 1) -> dict:
+    """The form of a + sign * b (zero coefficients dropped)."""
+    out = dict(a)
+    for t, c in b.items():
+        out[t] = out.get(t, 0) + sign * c
+        if out[t] == 0:
+            del out[t]
+    return out
+
+
+def form_expr(form: dict) -> PrimExpr:
+    """The int32 expression of a form: the constant, then the terms in the form's order."""
+    out = IntImm(form.get(1, 0))
+    for t, c in form.items():
+        if t != 1:
+            out = out + t * c
+    return out
+
+
+def coefficient(e: PrimExpr, var: Var, lets: dict | None = None) -> int | None:
+    """c such that e = c * var + (terms without var): 0 if e does not depend on var, None if it depends on var
+    but not affinely. `lets` maps let-bound Vars to their own coefficient in var (None: not affine)."""
+    lets = lets or {}
+    total = 0
+    for term, coef in affine_form(e).items():
+        if term == 1:
+            continue
+        if isinstance(term, Var):
+            c = 1 if term is var else lets.get(term, 0)
+        else:  # opaque: independent of var only if all its operands are
+            c = 0 if all(coefficient(x, var, lets) == 0 for x in _operands(term)) else None
+        if c is None:
+            return None
+        total += coef * c
+    return total
+
+
+def slope(e: PrimExpr, var: Var) -> float:
+    """How much e moves when var steps by one, ignoring wrap-around and clamping: a stride estimate for the cost
+    model. Through +, - and constant factors it is exact (the coefficient); v // c moves 1/c per step of v, v % c
+    and a clamp or select like their moving operand, and any other dependence on var (a gather) counts 1."""
+    if isinstance(e, Var):
+        return 1.0 if e is var else 0.0
+    if isinstance(e, (IntImm, FloatImm)):
+        return 0.0
+    if isinstance(e, Cast):
+        return slope(e.value, var)
+    if isinstance(e, BinOp):
+        if e.op in ("+", "-"):
+            sb = slope(e.b, var)
+            return slope(e.a, var) + (sb if e.op == "+" else -sb)
+        if e.op == "*":
+            if isinstance(e.b, IntImm):
+                return slope(e.a, var) * e.b.value
+            if isinstance(e.a, IntImm):
+                return slope(e.b, var) * e.a.value
+        if e.op == "//" and isinstance(e.b, IntImm) and e.b.value:
+            return slope(e.a, var) / e.b.value
+        if e.op == "%":
+            return slope(e.a, var)
+        if e.op in ("min", "max"):
+            sa, sb = slope(e.a, var), slope(e.b, var)
+            return sa if abs(sa) >= abs(sb) else sb
+    if isinstance(e, Select):
+        sa, sb = slope(e.true_value, var), slope(e.false_value, var)
+        return sa if abs(sa) >= abs(sb) else sb
+    return 1.0 if var in variables(e) else 0.0
+
+
+def variables(e: PrimExpr) -> set:
+    """The Vars e mentions, Load indices included."""
+    out, stack = set(), [e]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Var):
+            out.add(n)
+        stack.extend(_operands(n))
+    return out
+
+
+def _operands(e: PrimExpr) -> tuple:
+    return (e.index,) if isinstance(e, Load) else te.expr_children(e)
+
+
+# ---------------------------------------------------------------------------------------------- value ranges
+
+def interval(e: PrimExpr, ranges: dict) -> tuple[int, int] | None:
+    """Inclusive (lo, hi) of e's values while every Var v in ranges runs over 0 .. ranges[v]-1; None if unknown.
+    Affine terms add up exactly; an opaque term is bounded from its operands' intervals."""
+    lo = hi = 0
+    for term, coef in affine_form(e).items():
+        rng = (1, 1) if term == 1 else _term_interval(term, ranges)
+        if rng is None:
+            return None
+        a, b = coef * rng[0], coef * rng[1]
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return lo, hi
+
+
+def _term_interval(t: PrimExpr, ranges: dict) -> tuple[int, int] | None:
+    if isinstance(t, Var):
+        return (0, ranges[t] - 1) if t in ranges else None
+    if isinstance(t, Cast):
+        return interval(t.value, ranges)
+    if isinstance(t, Select):
+        a, b = interval(t.true_value, ranges), interval(t.false_value, ranges)
+        return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+    if not isinstance(t, BinOp):
+        return None
+    if t.op in ("//", "%") and isinstance(t.b, IntImm) and t.b.value > 0:
+        c, a = t.b.value, interval(t.a, ranges)
+        if t.op == "%":  # floor modulo by c > 0: always in [0, c)
+            return a if a is not None and 0 <= a[0] and a[1] < c else (0, c - 1)
+        return None if a is None else (a[0] // c, a[1] // c)
+    a, b = interval(t.a, ranges), interval(t.b, ranges)
+    if a is None or b is None:
+        return None
+    if t.op == "min":
+        return min(a[0], b[0]), min(a[1], b[1])
+    if t.op == "max":
+        return max(a[0], b[0]), max(a[1], b[1])
+    if t.op == "*":
+        corners = [x * y for x in a for y in b]
+        return min(corners), max(corners)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- simplification
+
+def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:
+    """Canonical form of an int32 index (other dtypes are returned unchanged): affine terms collected (constant
+    first), and (q*c + r) // c -> q, (q*c + r) % c -> r where the interval of r is provably inside [0, c) (the
+    splits and fuses of schedules create exactly these). The result takes the same values as e wherever every
+    Var v in ranges is in 0 .. ranges[v]-1."""
+    def fn(n):
+        if isinstance(n, BinOp) and n.op in ("//", "%") and isinstance(n.b, IntImm) and n.b.value > 0:
+            c = n.b.value
+            inner = simplify(n.a, ranges)
+            form = affine_form(inner)
+            q = {t: v // c for t, v in form.items() if v % c == 0}
+            r = {t: v for t, v in form.items() if v % c != 0}
+            rng = interval(form_expr(r), ranges)
+            if rng is not None and 0 <= rng[0] and rng[1] < c:
+                return form_expr(q) if n.op == "//" else form_expr(r)
+            return te.binop(n.op, inner, n.b)
+        return None
+    if e.dtype != "int32":
+        return e
+    return form_expr(affine_form(te.substitute(e, fn)))
