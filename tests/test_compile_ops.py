@@ -8,8 +8,8 @@ import pytest
 from compiler import compile_model
 from frontends import from_onnx
 from relayish.interp import evaluate
-from test_frontend import (BROADCASTS, CONV_CASES, GEMM_CASES, POOL_CASES, assert_close, case_id, make_model,
-                           random_feeds, run_ort)
+from test_frontend import (BROADCASTS, CONV_CASES, GEMM_CASES, POOL_CASES, assert_close, case_id, conv_model,
+                           make_model, random_feeds, run_ort)
 
 
 def check3(model, positive=False, layout="NCHWc", opt_level=3):
@@ -26,14 +26,7 @@ def check3(model, positive=False, layout="NCHWc", opt_level=3):
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("case", CONV_CASES, ids=case_id)
 def test_conv(case, layout):
-    case = dict(case)
-    kh, kw = case.pop("kernel", (3, 3))
-    cout, bias, group = case.pop("cout", 6), case.pop("bias", True), case.get("group", 1)
-    rng = np.random.default_rng(1)
-    consts = {"w": rng.standard_normal((cout, 4 // group, kh, kw)).astype(np.float32)}
-    if bias:
-        consts["b"] = rng.standard_normal(cout).astype(np.float32)
-    check3(make_model("Conv", {"x": (2, 4, 9, 10)}, dict(case, kernel_shape=[kh, kw]), 11, consts), layout=layout)
+    check3(conv_model(case, 11), layout=layout)
 
 
 def test_conv_wide_channels_blocked():

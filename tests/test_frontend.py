@@ -161,9 +161,8 @@ CONV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("opset", [7, 11, 21])
-@pytest.mark.parametrize("case", CONV_CASES, ids=case_id)
-def test_conv(case, opset):
+def conv_model(case: dict, opset: int):
+    """A one-Conv model of a CONV_CASES entry (kernel, cout, bias and group have defaults) on a 2x4x9x10 input."""
     case = dict(case)
     kh, kw = case.pop("kernel", (3, 3))
     cout, bias, group = case.pop("cout", 6), case.pop("bias", True), case.get("group", 1)
@@ -171,7 +170,13 @@ def test_conv(case, opset):
     consts = {"w": rng.standard_normal((cout, 4 // group, kh, kw)).astype(np.float32)}
     if bias:
         consts["b"] = rng.standard_normal(cout).astype(np.float32)
-    check(make_model("Conv", {"x": (2, 4, 9, 10)}, dict(case, kernel_shape=[kh, kw]), opset, consts))
+    return make_model("Conv", {"x": (2, 4, 9, 10)}, dict(case, kernel_shape=[kh, kw]), opset, consts)
+
+
+@pytest.mark.parametrize("opset", [7, 11, 21])
+@pytest.mark.parametrize("case", CONV_CASES, ids=case_id)
+def test_conv(case, opset):
+    check(conv_model(case, opset))
 
 
 def test_conv_weight_as_input():
