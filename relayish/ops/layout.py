@@ -13,7 +13,7 @@ import numpy as np
 from .. import te
 from ..types import TensorType
 from ..op import OpError, Pattern, register_op, stage_tag
-from .common import PAD_TAG, expect_ndim
+from .common import expect_ndim, pad_stage
 
 
 def parse_layout(layout: str) -> list[tuple[str, int]]:
@@ -196,12 +196,7 @@ def _cn_compute(inputs, attrs, out_type):
     dh, dw = attrs.dilation
     pt, pl, pb, pr = attrs.padding
     if any(attrs.padding):
-        hp, wp = h + pt + pb, wd + pl + pr
-        data = te.compute(
-            (n, cb, hp, wp, ib),
-            lambda a, c, y, xx, i: te.select(te.all_of(y >= pt, y < h + pt, xx >= pl, xx < wd + pl),
-                                             x[a, c, y - pt, xx - pl, i], 0.0),
-            name="pad", tag=PAD_TAG)
+        data = pad_stage(x, {2: pt, 3: pl}, (n, cb, h + pt + pb, wd + pl + pr, ib), 0.0)
     else:
         data = x
     ric = te.reduce_axis(icb, "ric")
