@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 
 from compiler import compile_model
+from compiler.default_schedule import default_schedule
 from compiler.passes import PassContext, run_pipeline
 from compiler.passes.layout import group_block
+from compiler.schedule import Annotate
 from compiler.summary import summarize
+from compiler.task import extract_tasks
 from frontends import from_onnx
-from relayish import Function, IRModule, TensorType, Var, call, get_op, te
+from relayish import Constant, Function, IRModule, TensorType, Var, call, get_op, te
 from relayish.interp import evaluate
 from te_eval import evaluate_te
 from test_compile_ops import check3
@@ -198,3 +201,17 @@ def test_suite_cnn_matches_onnxruntime(name):
     ours = compile_model(model).run(None, inputs)
     for a, b in zip(ours, ref):
         assert_close(a, b, name)
+
+
+def test_default_schedule_of_a_depthwise_task():
+    """Vectorized over the 16-lane channel block, a register tile of output columns, parallel over channel
+    blocks x rows (x column tiles)."""
+    x = Var("x", TensorType((1, 64, 14, 14)))
+    w = np.ones((64, 1, 3, 3), np.float32)
+    body = call("nn.relu", call("nn.conv2d", x, Constant(w), padding=(1, 1, 1, 1), groups=64))
+    fused = run_pipeline(IRModule(Function([x], body)), PassContext())
+    task, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.depthwise_conv2d_nchwc"]
+    annotations = {(s.stage, s.iter, s.annotation) for s in default_schedule(task.initial_state()).steps
+                   if isinstance(s, Annotate)}
+    out = task.outputs[0].op.name
+    assert {(out, "m", "vectorize"), (out, "l.1", "unroll"), (out, "i@j@k@l.0", "parallel")} <= annotations
