@@ -279,6 +279,30 @@ def test_winograd_bad_inputs():
         call("nn.winograd_weight_transform", Var("w", TensorType((3, 2, 5, 5, 4, 8))), tile_size=4)
 
 
+@pytest.mark.parametrize("strides,padding,dilation", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2)),
+                                                     ((3, 3), (0, 0, 0, 0), (2, 1))])
+def test_blocked_mobile_ops(strides, padding, dilation):
+    """The sweep of relayish/ops/blocked.py (tests/test_grouped_conv.py checks them against the NCHW ops)."""
+    window = dict(strides=strides, padding=padding, dilation=dilation)
+    check_op("nn.depthwise_conv2d_nchwc", [(1, 2, 9, 8, 8), (2, 1, 3, 3, 8)], window)
+    check_op("nn.conv2d_nchwc", [(1, 6, 9, 8, 4), (4, 3, 3, 2, 4, 8)], dict(window, groups=2))
+    check_op("nn.channel_shuffle", [(1, 3, 4, 5, 8)], {"groups": 4, "layout": "NCHW8c"})
+    check_op("nn.channel_shuffle", [(2, 6, 3, 2)], {"groups": 2})
+    check_op("nn.concat_blocked", [(1, 3, 2, 2, 8), (1, 9, 2, 2, 4)], {"block": 12})
+
+
+def test_blocked_mobile_ops_bad_inputs():
+    x = Var("x", TensorType((1, 2, 6, 6, 8)))
+    with pytest.raises(OpError, match=r"is not \[C/b, 1, KH, KW, b\]"):
+        call("nn.depthwise_conv2d_nchwc", x, Var("w", TensorType((2, 1, 3, 3, 4))))
+    with pytest.raises(OpError, match="groups=3 must divide the 4 output channel blocks"):
+        call("nn.conv2d_nchwc", x, Var("w", TensorType((4, 1, 1, 1, 8, 8))), groups=3)
+    with pytest.raises(OpError, match="groups=3 must divide the 16 channels"):
+        call("nn.channel_shuffle", x, groups=3, layout="NCHW8c")
+    with pytest.raises(OpError, match="block 5 does not divide the 24 concatenated channels"):
+        call("nn.concat_blocked", x, Var("y", TensorType((1, 2, 6, 6, 4))), block=5)
+
+
 def test_every_op_is_swept():
     """A new op must come with a compute and a sweep above (this file's tests name every op they cover)."""
     import inspect

@@ -41,9 +41,9 @@ def test_registration_checks_class_and_layout():
     assert "test.bad_class" not in list_ops() and "test.bad_layout" not in list_ops()
 
 
-def test_blocked_layout_ops_are_the_pools():
+def test_blocked_layout_ops_are_the_pools_and_the_shuffle():
     assert {op for op in list_ops() if get_op(op).blocked_layout} == \
-        {"nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d"}
+        {"nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.channel_shuffle"}
 
 
 def test_stage_tags():

@@ -9,6 +9,7 @@ layout_transform(x, src_layout=A, dst_layout=B).
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -27,6 +28,13 @@ def channel_block(channels: int, vector_width: int) -> int:
     if pow2:
         return pow2[0]
     return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
+
+
+def group_block(per_group: int, channels: int, vector_width: int) -> int:
+    """The channel block of a grouped convolution's input or output: channel_block(channels), the block the
+    tensor has wherever it is produced or read, narrowed to divide the channels per group, so that every block
+    lies in one group (ShuffleNet's 60 channels in 3 groups of 20: blocks of 4)."""
+    return math.gcd(per_group, channel_block(channels, vector_width))
 
 
 def _lt(x, src, dst):
@@ -57,9 +65,12 @@ def winograd_tile(node: Call) -> int:
 
 
 def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -> IRModule:
-    """conv2d (groups=1, constant weight) -> NCHW{i}c conv2d_nchwc between layout transforms (or, when `winograd`
-    and `winograd_tile` says so, conv2d_winograd_nchwc with its weight transformed at compile time); dense with a
-    constant weight -> dense_pack with the weight in blocks of output features."""
+    """conv2d (constant weight, any groups) -> a blocked convolution between layout transforms: depthwise
+    (groups = channels = outputs) -> depthwise_conv2d_nchwc with the lanes on channels; else conv2d_nchwc with
+    blocks that divide the channels per group (group_block), or, when `winograd` and `winograd_tile` say so,
+    conv2d_winograd_nchwc with its weight transformed at compile time. Dense with a constant weight -> dense_pack
+    with the weight in blocks of output features. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
+    -> channel_shuffle, which runs in the blocked layout."""
     transforms = {}
 
     def lt_once(x, src, dst):  # a value read by several convolutions is transformed once
@@ -68,11 +79,18 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
             transforms[key] = _lt(x, src, dst)
         return transforms[key]
 
+    def window(node: Call) -> dict:
+        return {"strides": node.attrs.strides, "padding": node.attrs.padding, "dilation": node.attrs.dilation}
+
     def conv_to_nchwc(node: Call, x: Expr, w: Constant):
-        if node.attrs.groups != 1:
-            return None
-        oc, ic = w.type.shape[0], w.type.shape[1]
-        ib, ob = channel_block(ic, vector_width), channel_block(oc, vector_width)
+        oc, cg = w.type.shape[0], w.type.shape[1]
+        groups = node.attrs.groups
+        if groups == oc == cg * groups:  # depthwise
+            b = channel_block(oc, vector_width)
+            conv = Call("nn.depthwise_conv2d_nchwc", (lt_once(x, "NCHW", f"NCHW{b}c"), _lt(w, "OIHW", f"OIHW{b}o")),
+                        window(node))
+            return _lt(conv, f"NCHW{b}c", "NCHW")
+        ib, ob = group_block(cg, cg * groups, vector_width), group_block(oc // groups, oc, vector_width)
         data = lt_once(x, "NCHW", f"NCHW{ib}c")
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         m = winograd_tile(node) if winograd else 0
@@ -80,9 +98,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
             weight = Call("nn.winograd_weight_transform", (weight,), {"tile_size": m})
             conv = Call("nn.conv2d_winograd_nchwc", (data, weight), {"tile_size": m, "padding": node.attrs.padding})
         else:
-            conv = Call("nn.conv2d_nchwc", (data, weight), {"strides": node.attrs.strides,
-                                                            "padding": node.attrs.padding,
-                                                            "dilation": node.attrs.dilation})
+            conv = Call("nn.conv2d_nchwc", (data, weight), dict(window(node), groups=groups))
         return _lt(conv, f"NCHW{ob}c", "NCHW")
 
     def dense_to_pack(node: Call, x: Expr, w: Constant):
@@ -90,12 +106,33 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
         return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
     return rewrite(mod, table_rules([
+        # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
+        #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
-        #                                      (groups 1, w constant; conv2d_winograd_nchwc if winograd_tile says so)
+        #                     (w constant, any groups; conv2d_winograd_nchwc if winograd_tile says so)
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
         # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant)
         (Pat("nn.dense", (ANY, CONST)), dense_to_pack),
+        # reshape(transpose(reshape(x, [N, g, C/g, H, W]), (0, 2, 1, 3, 4)), [N, C, H, W]) -> channel_shuffle(x, g)
+        (Pat("reshape", (SHUFFLED,)), _channel_shuffle),
     ]))
+
+
+def SHUFFLED(node) -> tuple | None:  # noqa: N802  (an argument matcher, see rewrite.Pat)
+    """Matches transpose(reshape(x, [N, g, C/g, H, W]), (0, 2, 1, 3, 4)) of a 4-D x; captures (x, g)."""
+    if not (isinstance(node, Call) and node.op == "transpose" and tuple(node.attrs.axes) == (0, 2, 1, 3, 4)):
+        return None
+    inner = node.args[0]
+    if not (isinstance(inner, Call) and inner.op == "reshape" and inner.args[0].type.ndim == 4):
+        return None
+    n, c, h, w = inner.args[0].type.shape
+    g = inner.type.shape[1]
+    return (inner.args[0], g) if inner.type.shape == (n, g, c // g, h, w) else None
+
+
+def _channel_shuffle(node: Call, shuffled: tuple):
+    x, groups = shuffled
+    return Call("nn.channel_shuffle", (x,), {"groups": groups}) if node.type.shape == x.type.shape else None
 
 
 # ---------------------------------------------------------------------------------------------- propagation
@@ -172,6 +209,18 @@ def _pool_blocked(node: Call, lt: LayoutTransform):
     return _lt(Call(node.op, (lt.value,), dict(node.attrs.as_dict(), layout=lt.src)), lt.src, "NCHW")
 
 
+def _concat_blocked(node: Call, vector_width: int):
+    """concatenate over the channels of values that all come from a blocked layout (any blocks), into the block
+    that convolutions reading the result choose (channel_block)."""
+    if node.attrs.axis != 1 or node.type.ndim != 4:
+        return None
+    inputs = [FROM_BLOCKED(a) for a in node.args]
+    if any(lt is None for lt in inputs):
+        return None
+    block = channel_block(node.type.shape[1], vector_width)
+    return _lt(Call("nn.concat_blocked", tuple(lt.value for lt in inputs), {"block": block}), f"NCHW{block}c", "NCHW")
+
+
 def _is(pattern: Pattern):
     return lambda opdef: opdef.pattern == pattern
 
@@ -194,7 +243,12 @@ PROPAGATE_RULES = table_rules([
 ])
 
 
-def propagate_layout(mod: IRModule) -> IRModule:
-    """Push NCHW{c}c -> NCHW transforms towards the outputs through elementwise, broadcast and pooling ops, so
-    that a transform meets its inverse before the next convolution and both disappear."""
-    return rewrite(mod, PROPAGATE_RULES)
+def propagate_layout(mod: IRModule, vector_width: int = 16) -> IRModule:
+    """Push NCHW{c}c -> NCHW transforms towards the outputs through elementwise, broadcast, pooling, channel
+    shuffle and channel concatenation ops, so that a transform meets its inverse before the next convolution and
+    both disappear."""
+    return rewrite(mod, PROPAGATE_RULES + table_rules([
+        # concatenate(lt(a, A->NCHW), lt(b, B->NCHW), ..., axis=1) -> lt(concat_blocked(a, b, ...), NCHW{c}c->NCHW)
+        #                                                        (c = channel_block of the result, any A, B, ...)
+        (Pat("concatenate"), lambda node: _concat_blocked(node, vector_width)),
+    ]))

@@ -13,7 +13,7 @@ import numpy as np
 from .. import te
 from ..types import TensorType
 from ..op import OpError, Pattern, register_op, stage_tag
-from .common import PAD_TAG, expect_ndim
+from .common import expect_ndim, pad_stage
 
 
 def parse_layout(layout: str) -> list[tuple[str, int]]:
@@ -150,8 +150,11 @@ def _cn_infer(arg_types, attrs):
     expect_ndim("nn.conv2d_nchwc", w, 6, "weight")
     n, cb, h, wd, ib = x.shape
     ob_n, icb, kh, kw, wib, ob = w.shape
-    if (icb, wib) != (cb, ib):
-        raise OpError(f"nn.conv2d_nchwc: weight blocks {w.shape} do not match data blocks {x.shape}")
+    g = attrs.groups
+    if g < 1 or ob_n % g:
+        raise OpError(f"nn.conv2d_nchwc: groups={g} must divide the {ob_n} output channel blocks of weight {w.shape}")
+    if (icb * g, wib) != (cb, ib):
+        raise OpError(f"nn.conv2d_nchwc: weight blocks {w.shape} do not match data blocks {x.shape} (groups={g})")
     sh, sw = attrs.strides
     dh, dw = attrs.dilation
     pt, pl, pb, pr = attrs.padding
@@ -161,7 +164,11 @@ def _cn_infer(arg_types, attrs):
     return TensorType((n, ob_n, oh, ow, ob), x.dtype)
 
 
-def _cn_ref(x, w, strides, padding, dilation):
+def _cn_ref(x, w, strides, padding, dilation, groups=1):
+    if groups > 1:  # each group is a groups=1 convolution of its own channel blocks
+        icb, ocb = w.shape[1], w.shape[0] // groups
+        return np.concatenate([_cn_ref(x[:, k * icb:(k + 1) * icb], w[k * ocb:(k + 1) * ocb], strides, padding,
+                                       dilation) for k in range(groups)], axis=1)
     n, cb, h, wd, ib = x.shape
     ob_n, _, kh, kw, _, ob = w.shape
     sh, sw = strides
@@ -184,26 +191,26 @@ CONV2D_NCHWC_TAG = stage_tag("conv2d_nchwc", buffered_padding=True)
 def _cn_compute(inputs, attrs, out_type):
     x, w = inputs
     n, cb, h, wd, ib = x.shape
-    _, _, kh, kw, _, ob = w.shape
+    ob_n, icb, kh, kw, _, ob = w.shape
     sh, sw = attrs.strides
     dh, dw = attrs.dilation
     pt, pl, pb, pr = attrs.padding
     if any(attrs.padding):
-        hp, wp = h + pt + pb, wd + pl + pr
-        data = te.compute(
-            (n, cb, hp, wp, ib),
-            lambda a, c, y, xx, i: te.select(te.all_of(y >= pt, y < h + pt, xx >= pl, xx < wd + pl),
-                                             x[a, c, y - pt, xx - pl, i], 0.0),
-            name="pad", tag=PAD_TAG)
+        data = pad_stage(x, {2: pt, 3: pl}, (n, cb, h + pt + pb, wd + pl + pr, ib), 0.0)
     else:
         data = x
-    ric = te.reduce_axis(cb, "ric")
+    ric = te.reduce_axis(icb, "ric")
     rii = te.reduce_axis(ib, "rii")
     ry = te.reduce_axis(kh, "ry")
     rx = te.reduce_axis(kw, "rx")
+    per_group = ob_n // attrs.groups  # output channel blocks per group
+
+    def in_block(o):  # the data block of reduction block ric for output block o (groups=1: ric itself, so that
+        # the input pixel stays independent of o and the default schedule reuses it across output blocks)
+        return ric if attrs.groups == 1 else (o // per_group) * icb + ric
     return te.compute(
         out_type.shape,
-        lambda a, o, y, xx, oi: te.sum(data[a, ric, y * sh + ry * dh, xx * sw + rx * dw, rii]
+        lambda a, o, y, xx, oi: te.sum(data[a, in_block(o), y * sh + ry * dh, xx * sw + rx * dw, rii]
                                        * w[o, ric, ry, rx, rii, oi], (ric, ry, rx, rii)),
         name="conv2d_nchwc", tag=CONV2D_NCHWC_TAG)
 
@@ -216,8 +223,9 @@ def _cn_flops(arg_types, attrs, out_type):
 
 register_op("nn.conv2d_nchwc", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv", infer=_cn_infer,
             ref=_cn_ref, compute=_cn_compute, flops=_cn_flops,
-            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)},
-            doc="conv2d in blocked layouts: x [N, C/ib, H, W, ib], w [O/ob, C/ib, KH, KW, ib, ob]")
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+            doc="conv2d in blocked layouts: x [N, C/ib, H, W, ib], w [O/ob, C/groups/ib, KH, KW, ib, ob]; output "
+                "block o belongs to group o // (O/ob/groups), which reads data blocks [g, g+1) * C/groups/ib")
 
 
 # ---------------------------------------------------------------------------------------------- dense_pack

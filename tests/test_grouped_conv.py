@@ -1,0 +1,217 @@
+"""Grouped and depthwise convolutions, channel shuffle and channel concatenation in the blocked layout.
+
+Numerics: every conv variant compiled in both layouts against onnxruntime and the numpy interpreter; the blocked
+ops' computes against their references. Structure: alter_layout gives every convolution a blocked form, and the
+mobile networks keep no layout_transform between their convolutions. End to end: every CNN of the model suite
+(small configurations) matches onnxruntime within 1e-4."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler import compile_model
+from compiler.default_schedule import default_schedule
+from compiler.passes import PassContext, run_pipeline
+from compiler.passes.layout import group_block
+from compiler.schedule import Annotate
+from compiler.summary import summarize
+from compiler.task import extract_tasks
+from frontends import from_onnx
+from relayish import Constant, Function, IRModule, TensorType, Var, call, get_op, te
+from relayish.interp import evaluate
+from te_eval import evaluate_te
+from test_compile_ops import check3
+from test_frontend import assert_close, make_model
+from test_models import CNNS, feeds, session, small_model
+
+# (input shape, output channels, group, kernel, strides, pads, dilations)
+CONVS = [
+    ((1, 32, 9, 9), 32, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # depthwise, as in MobileNet
+    ((1, 24, 11, 10), 24, 24, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),  # depthwise /2, 24 channels (block 8)
+    ((1, 20, 9, 9), 20, 20, (5, 5), (1, 1), (2, 1, 2, 3), (1, 1)),  # depthwise 5x5, asymmetric pads, block 4
+    ((1, 48, 12, 12), 48, 48, (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),  # depthwise dilated
+    ((1, 16, 8, 8), 32, 16, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # channel multiplier 2 (grouped, 1 in)
+    ((1, 64, 7, 7), 64, 2, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # groups 2
+    ((1, 60, 8, 8), 240, 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # ShuffleNet g=3: 20 per group
+    ((1, 240, 6, 6), 60, 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),
+    ((1, 9, 10, 10), 12, 3, (3, 3), (3, 3), (0, 1, 2, 0), (1, 1)),  # 3 per group, stride 3
+    ((1, 32, 9, 9), 64, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # groups 4
+    ((1, 64, 9, 9), 64, 8, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),  # groups 8, stride 2, dilated
+    ((1, 64, 6, 6), 64, 32, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # groups 32
+    ((1, 96, 15, 15), 64, 2, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),  # AlexNet's grouped 5x5
+    ((1, 3, 23, 23), 16, 1, (11, 11), (4, 4), (2, 2, 2, 2), (1, 1)),  # AlexNet's first conv
+    ((1, 3, 16, 16), 8, 1, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
+]
+
+
+def conv_id(case):
+    shape, cout, group, kernel, strides, pads, dilations = case
+    return f"c{shape[1]}o{cout}g{group}k{kernel[0]}x{kernel[1]}s{strides[0]}p{''.join(map(str, pads))}d{dilations[0]}"
+
+
+def conv_model(case, activation=None):
+    """Conv + bias (+ activation) on a random input: one graph for both layouts."""
+    shape, cout, group, kernel, strides, pads, dilations = case
+    rng = np.random.default_rng(sum(shape) + cout + group)
+    consts = {"w": rng.standard_normal((cout, shape[1] // group) + kernel).astype(np.float32),
+              "b": rng.standard_normal(cout).astype(np.float32)}
+    return make_model("Conv", {"x": shape}, dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
+                                                 dilations=list(dilations), group=group), 17, consts)
+
+
+@pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
+@pytest.mark.parametrize("case", CONVS, ids=conv_id)
+def test_conv_variant(case, layout):
+    check3(conv_model(case), layout=layout)
+
+
+def blocked_ops(onnx_model) -> dict:
+    fused = run_pipeline(from_onnx(onnx_model), PassContext())
+    return summarize(fused)["ops"]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=conv_id)
+def test_every_conv_is_blocked(case):
+    """No convolution stays NCHW: depthwise -> depthwise_conv2d_nchwc, any other group count -> conv2d_nchwc."""
+    ops = blocked_ops(conv_model(case))
+    depthwise = case[2] == case[0][1] == case[1]
+    assert "nn.conv2d" not in ops
+    assert ops.get("nn.depthwise_conv2d_nchwc" if depthwise else "nn.conv2d_nchwc") == 1
+
+
+def test_group_block_divides_the_group():
+    assert group_block(80, 240, 16) == 16 and group_block(20, 60, 16) == 4 and group_block(3, 9, 16) == 3
+    assert group_block(1, 16, 16) == 1 and group_block(48, 96, 16) == 16 and group_block(72, 216, 16) == 8
+
+
+# ---------------------------------------------------------------------------------------------- the ops
+
+
+def _check_compute(op, shapes, **attrs):
+    """The op's compute (te evaluator) against its reference (interpreter)."""
+    params = [Var(f"x{k}", TensorType(s)) for k, s in enumerate(shapes)]
+    node = call(op, *params, **attrs)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    ref, = evaluate(Function(params, node), arrays)
+    holders = [te.placeholder(s, name=f"x{k}") for k, s in enumerate(shapes)]
+    got, = evaluate_te(get_op(op).compute(holders, node.attrs, node.type), dict(zip(holders, arrays)))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * float(np.abs(ref).max()))
+    return ref, arrays
+
+
+def to_nchw(x):
+    return x.transpose(0, 1, 4, 2, 3).reshape(x.shape[0], -1, *x.shape[2:4])
+
+
+def test_grouped_conv2d_nchwc_matches_the_nchw_reference():
+    ref, (x, w) = _check_compute("nn.conv2d_nchwc", [(1, 6, 5, 5, 4), (6, 2, 3, 3, 4, 4)], groups=3,
+                                 padding=(1, 0, 1, 2), strides=(1, 1), dilation=(1, 1))
+    w_oihw = w.transpose(0, 5, 1, 4, 2, 3).reshape(24, 8, 3, 3)
+    nchw, = evaluate(call("nn.conv2d", Var("x", TensorType((1, 24, 5, 5))), Var("w", TensorType((24, 8, 3, 3))),
+                          groups=3, padding=(1, 0, 1, 2)), [to_nchw(x), w_oihw])
+    np.testing.assert_allclose(to_nchw(ref), nchw, rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_conv2d_nchwc_matches_the_nchw_reference():
+    ref, (x, w) = _check_compute("nn.depthwise_conv2d_nchwc", [(1, 3, 7, 6, 8), (3, 1, 3, 3, 8)],
+                                 strides=(2, 1), padding=(1, 1, 0, 2), dilation=(1, 2))
+    w_oihw = w.transpose(0, 4, 1, 2, 3).reshape(24, 1, 3, 3)
+    nchw, = evaluate(call("nn.conv2d", Var("x", TensorType((1, 24, 7, 6))), Var("w", TensorType((24, 1, 3, 3))),
+                          groups=24, strides=(2, 1), padding=(1, 1, 0, 2), dilation=(1, 2)), [to_nchw(x), w_oihw])
+    np.testing.assert_allclose(to_nchw(ref), nchw, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layout,shape", [("NCHW", (2, 12, 3, 4)), ("NCHW4c", (1, 3, 3, 4, 4)),
+                                          ("NCHW3c", (1, 4, 2, 2, 3))])
+def test_channel_shuffle_is_reshape_transpose_reshape(layout, shape):
+    ref, (x,) = _check_compute("nn.channel_shuffle", [shape], groups=3, layout=layout)
+    x4, r4 = (x, ref) if x.ndim == 4 else (to_nchw(x), to_nchw(ref))
+    n, c, h, w = x4.shape
+    np.testing.assert_array_equal(r4, x4.reshape(n, 3, c // 3, h, w).transpose(0, 2, 1, 3, 4).reshape(x4.shape))
+
+
+@pytest.mark.parametrize("shapes,block", [([(1, 3, 2, 2, 8), (1, 27, 2, 2, 8)], 16),  # ShuffleNet: 24 + 216
+                                          ([(1, 2, 3, 3, 16), (1, 1, 3, 3, 16)], 16),  # aligned
+                                          ([(1, 5, 2, 3, 3), (1, 2, 2, 3, 4), (1, 1, 2, 3, 8)], 31)])
+def test_concat_blocked_is_a_channel_concat(shapes, block):
+    ref, xs = _check_compute("nn.concat_blocked", shapes, block=block)
+    np.testing.assert_array_equal(to_nchw(ref), np.concatenate([to_nchw(x) for x in xs], axis=1))
+
+
+# ---------------------------------------------------------------------------------------------- networks
+
+
+def shuffle_unit(channels=48, groups=3, size=6):
+    """x = a 1x1 stem conv; gconv 1x1 + relu -> channel shuffle (reshape, transpose, reshape) -> depthwise 3x3 ->
+    gconv 1x1, + x, relu; then concatenated with a grouped conv of its average pool (as ShuffleNet's units)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    mid = channels // 4
+    inits = {"w0": (channels, channels, 1, 1), "w1": (mid, channels // groups, 1, 1), "w2": (mid, 1, 3, 3), "w3": (channels, mid // groups, 1, 1)}
+    inits = {k: rng.standard_normal(s).astype(np.float32) for k, s in inits.items()}
+    inits["s5"] = np.array([1, groups, mid // groups, size, size], np.int64)
+    inits["s4"] = np.array([1, mid, size, size], np.int64)
+    node = helper.make_node
+    nodes = [node("Conv", ["x0", "w0"], ["x"]), node("Conv", ["x", "w1"], ["a"], group=groups), node("Relu", ["a"], ["b"]),
+             node("Reshape", ["b", "s5"], ["c"]), node("Transpose", ["c"], ["d"], perm=[0, 2, 1, 3, 4]),
+             node("Reshape", ["d", "s4"], ["e"]), node("Conv", ["e", "w2"], ["f"], group=mid, pads=[1, 1, 1, 1]),
+             node("Conv", ["f", "w3"], ["g"], group=groups), node("Add", ["x", "g"], ["h"]),
+             node("Relu", ["h"], ["i"]), node("AveragePool", ["i"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             node("Conv", ["p", "w1"], ["q"], group=groups), node("Concat", ["p", "q"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "unit", [helper.make_tensor_value_info("x0", TensorProto.FLOAT,
+                                                                            (1, channels, size, size))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 2 * channels, size, size))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
+def test_shuffle_unit(layout):
+    check3(shuffle_unit(), layout=layout)
+
+
+def test_shuffle_unit_stays_blocked():
+    ops = blocked_ops(shuffle_unit())
+    assert ops["layout_transform"] == 2  # the input in, the output out
+    assert ops["nn.channel_shuffle"] == 1 and ops["nn.concat_blocked"] == 1
+    assert not {"reshape", "transpose", "concatenate", "nn.conv2d"} & set(ops)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "shufflenet_v1"])
+def test_mobile_networks_have_no_transform_between_convolutions(name):
+    """Every layout_transform of the compiled graph is the input's or the classifier's: none reads or feeds a
+    convolution's block."""
+    fused = run_pipeline(from_onnx(small_model(name)), PassContext())
+    summary = summarize(fused)
+    transforms = summary["layout_transforms"]
+    assert [(t["src"], t["reads"]) for t in transforms] == [("NCHW", "input %input"),
+                                                            ("NCHW16c", transforms[1]["reads"])]
+    assert transforms[1]["reads"].startswith("nn.global_avg_pool2d")
+    kernels = [k["ops"] for k in summary["kernels"]]
+    assert not any("nn.conv2d" in k for k in kernels)
+    assert sum(k[0] == "nn.depthwise_conv2d_nchwc" for k in kernels) > 0
+
+
+@pytest.mark.parametrize("name", CNNS)
+def test_suite_cnn_matches_onnxruntime(name):
+    model = small_model(name)
+    inputs = feeds(model)
+    ref = session(model).run(None, inputs)
+    ours = compile_model(model).run(None, inputs)
+    for a, b in zip(ours, ref):
+        assert_close(a, b, name)
+
+
+def test_default_schedule_of_a_depthwise_task():
+    """Vectorized over the 16-lane channel block, a register tile of output columns, parallel over channel
+    blocks x rows (x column tiles)."""
+    x = Var("x", TensorType((1, 64, 14, 14)))
+    w = np.ones((64, 1, 3, 3), np.float32)
+    body = call("nn.relu", call("nn.conv2d", x, Constant(w), padding=(1, 1, 1, 1), groups=64))
+    fused = run_pipeline(IRModule(Function([x], body)), PassContext())
+    task, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.depthwise_conv2d_nchwc"]
+    annotations = {(s.stage, s.iter, s.annotation) for s in default_schedule(task.initial_state()).steps
+                   if isinstance(s, Annotate)}
+    out = task.outputs[0].op.name
+    assert {(out, "m", "vectorize"), (out, "l.1", "unroll"), (out, "i@j@k@l.0", "parallel")} <= annotations
