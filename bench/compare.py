@@ -55,9 +55,9 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
     (default: all cores; sets module.num_threads). timing: "steady" (blocks of `block` runs) or "strict"
     (runtime.timing.time_engines); the process sleeps idle_gap_s before each turn. Returns {"threads", "repeat",
-    "warmup", "timing", "block", "idle_gap_s", "ours": stats, "onnxruntime": stats, "ratio": ours median / ort
-    median (< 1: we are faster), "outputs": compare_outputs(...)}, where stats are runtime.timing.latency_stats
-    dicts (median, mean, min, max, std, P50/P90/P95/P99).
+    "warmup", "timing", "block", "idle_gap_s", "tolerance", "ours": stats, "onnxruntime": stats, "ratio": ours
+    median / ort median (< 1: we are faster), "outputs": compare_outputs(...)}, where stats are
+    runtime.timing.latency_stats dicts (median, mean, min, max, std, P50/P90/P95/P99).
     """
     if repeat < 1 or warmup < 0:
         raise ValueError(f"compare_with_onnxruntime needs repeat >= 1 and warmup >= 0, got {repeat}, {warmup}")
@@ -78,7 +78,7 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     stats = time_engines([("ours", ours), ("onnxruntime", theirs)], timing, repeat, warmup, idle_gap_s, block)
     ours_stats, ort_stats = stats["ours"], stats["onnxruntime"]
     return {"threads": threads, "repeat": repeat, "warmup": warmup, "timing": timing, "block": block,
-            "idle_gap_s": idle_gap_s, "ours": ours_stats, "onnxruntime": ort_stats,
+            "idle_gap_s": idle_gap_s, "tolerance": tolerance, "ours": ours_stats, "onnxruntime": ort_stats,
             "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
 
 

@@ -1,8 +1,8 @@
 """The picture of `relayish bench --plot FILE.png`: where the time goes, kernel by kernel, and the engines side by side.
 
 Top: one horizontal bar per kernel call in execution order, its median time, coloured by the op class of its anchor
-(the first op that is not elementwise, from the op registry), annotated with its share of the time and, when the
-machine's peak was measured, its GFLOP/s as a percentage of that peak. Bottom: each engine's median, with a whisker
+(the first op that is not elementwise, from the op registry), annotated with its share of the time, its GFLOP/s and,
+when the machine's peak was measured, that as a percentage of the peak. Bottom: each engine's median, with a whisker
 from its fastest run to its P99. matplotlib is an optional extra (`pip install -e '.[plot]'`): without it,
 plot_bench raises PlotUnavailable, which says how to install it.
 """
@@ -54,7 +54,7 @@ def plot_bench(path: str, rows: list[dict], engines: dict[str, dict], title: str
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
@@ -62,15 +62,16 @@ def plot_bench(path: str, rows: list[dict], engines: dict[str, dict], title: str
 def _kernel_panel(ax, rows: list[dict], peak_gflops: float | None) -> None:
     classes = [op_class(r["ops"]) for r in rows]
     times_us = [r["median_ms"] * 1e3 for r in rows]
-    labels = [f"{i} {r['name'][:34]}" for i, r in enumerate(rows)]
+    labels = [f"{i} {r['name'].removeprefix('fused_')[:38]}" for i, r in enumerate(rows)]
     y = list(range(len(rows)))
     ax.barh(y, times_us, color=[CLASS_COLOURS[c] for c in classes])
     ax.set_yticks(y, labels, fontsize=7)
     ax.invert_yaxis()  # execution order, top to bottom
     for yi, t, r in zip(y, times_us, rows):
         note = f" {r['share'] * 100:.1f}%"
-        if peak_gflops and r["flops"]:
-            note += f", {r['gflops']:.0f} GFLOP/s = {100 * r['gflops'] / peak_gflops:.0f}% of peak"
+        if r["flops"]:
+            note += f", {r['gflops']:.0f} GFLOP/s"
+            note += f" = {100 * r['gflops'] / peak_gflops:.0f}% of peak" if peak_gflops else ""
         ax.text(t, yi, note, va="center", fontsize=6.5)
     ax.set_xlim(0, max(times_us, default=1) * 1.45)
     ax.set_xlabel("median time per kernel call (us)")

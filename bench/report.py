@@ -46,8 +46,7 @@ def machine(peak_gflops: float | None = None) -> dict:
 
 
 def bench_report(result: dict, module, model_path: str, configuration: dict, options: dict | None = None,
-                 peak_gflops: float | None = None, profile: list[dict] | None = None,
-                 tolerance: float | None = None) -> dict:
+                 peak_gflops: float | None = None, profile: list[dict] | None = None) -> dict:
     """The report of a bench.compare.compare_with_onnxruntime result for `module` compiled from `model_path`;
     `configuration` holds the compile options to record beside the threads and timing, `options` the command's
     options as given (argparse's namespace as a dict)."""
@@ -66,7 +65,7 @@ def bench_report(result: dict, module, model_path: str, configuration: dict, opt
         "configuration": {"threads": result["threads"], "timing": timing, **configuration},
         "engines": engines,
         "ratios": {"relayish/onnxruntime": result["ratio"]},
-        "accuracy": {"tolerance": tolerance, "passed": all(e["passed"] for e in outputs.values()),
+        "accuracy": {"tolerance": result["tolerance"], "passed": all(e["passed"] for e in outputs.values()),
                      "outputs": outputs},
         "machine": machine(peak_gflops), "versions": versions(), "profile": profile,
     }

@@ -3,6 +3,8 @@ report, optionally the per-kernel profile, a JSON report (bench/report.py) and a
 --compare-layouts, four builds of the model against onnxruntime (bench/layout_bench.py)."""
 from __future__ import annotations
 
+import os
+
 import runtime
 from runtime.timing import BLOCK_RUNS, TIMING_MODES
 
@@ -72,7 +74,7 @@ def cmd_bench(args) -> int:
     if args.plot:
         from bench.plot import plot_bench
         engines = {"relayish": result["ours"], "onnxruntime": result["onnxruntime"]}
-        title = f"{args.model}: {threads} thread(s), {args.timing} timing, {args.repeat} runs"
+        title = f"{os.path.basename(args.model)}: {threads} thread(s), {args.timing} timing, {args.repeat} runs"
         print(f"wrote {plot_bench(args.plot, rows, engines, title, peak)}")
     return EXIT_OK
 

@@ -12,7 +12,8 @@ from .target import TargetMismatchError, check_target, host_cpu_flags
 
 __all__ = [
     "ALIGNMENT", "FORMAT_VERSION", "FileMissingError", "LoadError", "MetadataError", "ModelMetadata", "Module",
-    "NodeArg", "RunOptions", "RunTerminated", "TargetMismatchError", "TensorSpec", "aligned_empty", "as_aligned", "check_target", "default_num_threads", "dump_metadata",
+    "NodeArg", "RunOptions", "RunTerminated", "TargetMismatchError", "TensorSpec", "aligned_empty", "as_aligned",
+    "check_target", "default_num_threads", "dump_metadata",
     "format_profile", "host_cpu_flags", "is_aligned", "load_module", "profile_rows", "read_metadata",
     "summarize_times", "validate_metadata",
 ]
