@@ -54,7 +54,7 @@ def plot_bench(path: str, rows: list[dict], engines: dict[str, dict], title: str
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")  # long kernel names stay inside
     plt.close(fig)
     return path
 
