@@ -1,16 +1,18 @@
-"""Our compiled module against onnxruntime: same process, same inputs, same thread count, alternating runs.
+"""Our compiled module against onnxruntime: same process, same inputs, same thread count, taking turns.
 
     relayish bench MODEL            # the command line over compare_with_onnxruntime and format_comparison
 
-The engines are timed in strict rotation with an idle gap before each run (runtime.timing.time_alternating, which
-says why); bench/layout_bench.py does the same for four builds of a model. Outputs are judged with
-runtime.accuracy (max|ours - ort| / max|ort| <= 1e-4).
+The engines are timed in steady state (blocks of consecutive runs, engines alternating block by block with an idle
+gap; runtime.timing.time_blocks) or, with timing="strict", in strict rotation with an idle gap before each run
+(runtime.timing.time_alternating); runtime/timing.py says why and what each measures. bench/layout_bench.py times
+four builds of a model in strict rotation. Outputs are judged with runtime.accuracy (max|ours - ort| / max|ort|
+<= 1e-4); bench/report.py turns a result into the JSON report.
 """
 from __future__ import annotations
 
 from runtime import Module, default_num_threads
 from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
-from runtime.timing import IDLE_GAP_S, time_alternating
+from runtime.timing import BLOCK_RUNS, IDLE_GAP_S, TIMING_MODES, describe_timing, time_engines
 
 
 def make_ort_session(onnx_path: str, threads: int):
@@ -46,14 +48,16 @@ def run_onnxruntime(session, inputs: dict) -> dict:
 
 def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
                              repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE,
-                             idle_gap_s: float = IDLE_GAP_S) -> dict:
-    """Time `module` and onnxruntime on `onnx_path` in strict alternation; check they agree.
+                             idle_gap_s: float = IDLE_GAP_S, timing: str = TIMING_MODES[0],
+                             block: int = BLOCK_RUNS) -> dict:
+    """Time `module` and onnxruntime on `onnx_path` taking turns; check they agree.
 
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
-    (default: all cores; sets module.num_threads). Before each timed run the process sleeps idle_gap_s
-    (runtime.timing.time_alternating says why). Returns {"threads", "repeat", "warmup", "ours": stats,
-    "onnxruntime": stats, "ratio": ours median / ort median (< 1: we are faster), "outputs": compare_outputs(...)},
-    where stats are runtime.summarize_times dicts.
+    (default: all cores; sets module.num_threads). timing: "steady" (blocks of `block` runs) or "strict"
+    (runtime.timing.time_engines); the process sleeps idle_gap_s before each turn. Returns {"threads", "repeat",
+    "warmup", "timing", "block", "idle_gap_s", "tolerance", "ours": stats, "onnxruntime": stats, "ratio": ours
+    median / ort median (< 1: we are faster), "outputs": compare_outputs(...)}, where stats are
+    runtime.timing.latency_stats dicts (median, mean, min, max, std, P50/P90/P95/P99).
     """
     if repeat < 1 or warmup < 0:
         raise ValueError(f"compare_with_onnxruntime needs repeat >= 1 and warmup >= 0, got {repeat}, {warmup}")
@@ -71,20 +75,24 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
         return session.run(ort_names, feed)
 
     outputs = compare_outputs(dict(zip(module.output_names, ours())), dict(zip(ort_names, theirs())), tolerance)
-    stats = time_alternating([("ours", ours), ("onnxruntime", theirs)], repeat, warmup, idle_gap_s)
+    stats = time_engines([("ours", ours), ("onnxruntime", theirs)], timing, repeat, warmup, idle_gap_s, block)
     ours_stats, ort_stats = stats["ours"], stats["onnxruntime"]
-    return {"threads": threads, "repeat": repeat, "warmup": warmup, "ours": ours_stats, "onnxruntime": ort_stats,
+    return {"threads": threads, "repeat": repeat, "warmup": warmup, "timing": timing, "block": block,
+            "idle_gap_s": idle_gap_s, "tolerance": tolerance, "ours": ours_stats, "onnxruntime": ort_stats,
             "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
+
+
+COLUMNS = ("median_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "std_ms")  # median = P50
 
 
 def format_comparison(result: dict) -> str:
     """A short human-readable report of a compare_with_onnxruntime result."""
-    lines = [f"threads {result['threads']}, {result['repeat']} alternating runs after {result['warmup']} warm-up "
-             f"runs each, same inputs",
-             f"{'engine':<12} {'median_ms':>10} {'min_ms':>10} {'max_ms':>10}"]
+    lines = [f"threads {result['threads']}, same inputs; "
+             + describe_timing(result["timing"], result["repeat"], result["warmup"], result["block"]),
+             f"{'engine':<12} " + " ".join(f"{c:>9}" for c in COLUMNS)]
     for label, key in (("relayish", "ours"), ("onnxruntime", "onnxruntime")):
         s = result[key]
-        lines.append(f"{label:<12} {s['median_ms']:>10.3f} {s['min_ms']:>10.3f} {s['max_ms']:>10.3f}")
+        lines.append(f"{label:<12} " + " ".join(f"{s[c]:>9.3f}" for c in COLUMNS))
     ratio = result["ratio"]
     verdict = "relayish faster" if ratio < 1 else "onnxruntime faster" if ratio > 1 else "equal"
     lines.append(f"ratio relayish/onnxruntime: {ratio:.3f} ({verdict})")

@@ -1,4 +1,4 @@
-"""The model commands of `relayish`: compile, run, verify, bench, inspect and tune.
+"""The model commands of `relayish`: compile, run, verify, inspect and tune (bench: cli/bench.py).
 
 Each subcommand is a pair of functions: `add_<name>_parser(sub)` declares its arguments and `cmd_<name>(args)`
 runs it and returns the exit code. Heavy imports (the compiler, onnxruntime, the benchmark tools) happen inside
@@ -10,6 +10,7 @@ import numpy as np
 
 import runtime
 from runtime.accuracy import compare_outputs
+from runtime.timing import time_repeats
 
 from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, add_winograd,
                      compile_from_args, existing, input_shapes_arg, load_or_compile, parse_input_shape,
@@ -31,6 +32,12 @@ def add_run_parser(sub) -> None:
     p.add_argument("-i", "--inputs", metavar="NPZ", help="inputs by name (default: random, seeded)")
     p.add_argument("-o", "--outputs", metavar="NPZ", help="write the outputs here")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--print-time", action="store_true",
+                   help="time the model as tvmc does: --repeat measurements, each the mean of --number runs")
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="N", help="measurements (with --print-time)")
+    p.add_argument("--number", type=positive_int, default=1, metavar="M",
+                   help="runs averaged into one measurement (with --print-time)")
+    p.add_argument("--profile", action="store_true", help="print the per-kernel profile (median of 20 runs)")
     add_compile_options(p)
     add_threads(p)
     p.set_defaults(func=cmd_run)
@@ -44,21 +51,6 @@ def add_verify_parser(sub) -> None:
     add_compile_options(p)
     add_threads(p)
     p.set_defaults(func=cmd_verify)
-
-
-def add_bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="compile, then time ours and onnxruntime alternately in one process")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--repeat", type=positive_int, default=50, help="timed runs of each engine")
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs of each engine first")
-    p.add_argument("--profile", action="store_true", help="also print our per-kernel profile")
-    p.add_argument("--compare-layouts", action="store_true",
-                   help="time fused NCHWc, fused NCHW, unfused NCHW (opt level 0) and onnxruntime in rotation "
-                        "(ignores --layout and --opt-level)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    add_compile_options(p)
-    add_threads(p)
-    p.set_defaults(func=cmd_bench)
 
 
 def add_inspect_parser(sub) -> None:
@@ -138,7 +130,21 @@ def cmd_run(args) -> int:
     if args.outputs:
         np.savez(args.outputs, **dict(zip(module.output_names, outputs)))
         print(f"wrote {args.outputs}")
+    if args.print_time:
+        means = time_repeats(lambda: module.run(None, inputs), args.repeat, args.number)
+        print(format_execution_time(means, args.repeat, args.number))
+    if args.profile:
+        print(runtime.format_profile(module.profile(repeat=20, inputs=inputs)))
     return EXIT_OK
+
+
+def format_execution_time(means_s: list[float], repeat: int, number: int) -> str:
+    """tvmc's 'Execution time summary' over the per-repeat means."""
+    ms = np.asarray(means_s) * 1e3
+    values = (ms.mean(), np.median(ms), ms.max(), ms.min(), ms.std())
+    header = "".join(f"{h:>14}" for h in ("mean (ms)", "median (ms)", "max (ms)", "min (ms)", "std (ms)"))
+    return (f"Execution time summary ({repeat} measurement(s), each the mean of {number} run(s)):\n{header}\n"
+            + "".join(f"{v:>14.4f}" for v in values))
 
 
 def cmd_verify(args) -> int:
@@ -153,48 +159,6 @@ def cmd_verify(args) -> int:
     passed = all(e["passed"] for e in errors.values())
     print(f"{'PASS' if passed else 'FAIL'} (tolerance {args.tolerance:g} on max|ours-ort| / max|ort|)")
     return EXIT_OK if passed else EXIT_FAIL
-
-
-def cmd_bench(args) -> int:
-    if args.warmup < 0:
-        raise CliError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.compare_layouts:
-        return bench_layouts(args)
-    from bench.compare import compare_with_onnxruntime, format_comparison
-
-    module = compile_from_args(args, args.model)
-    threads = args.threads or runtime.default_num_threads()
-    inputs = module.random_inputs(args.seed)
-    result = compare_with_onnxruntime(module, args.model, inputs, threads=threads, repeat=args.repeat,
-                                      warmup=args.warmup)
-    print(format_comparison(result))
-    if args.profile:
-        print()
-        print(runtime.format_profile(module.profile(repeat=min(args.repeat, 20), inputs=inputs)))
-    return EXIT_OK
-
-
-def bench_layouts(args) -> int:
-    """bench --compare-layouts: every variant of bench.layout_bench.VARIANTS and onnxruntime, one process."""
-    from bench.layout_bench import MIN_REPEAT, compare_layouts, compile_variants, format_layout_comparison
-
-    if args.repeat < MIN_REPEAT:
-        raise CliError(f"--compare-layouts needs --repeat >= {MIN_REPEAT}, got {args.repeat}")
-    existing(args.model, "model file")
-    modules = compile_variants(args.model, input_shapes_arg(args.input_shapes), records=args.records)
-    result = compare_layouts(args.model, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
-                             seed=args.seed, modules=modules)
-    print(format_layout_comparison(result))
-    if args.profile:
-        inputs = next(iter(modules.values())).random_inputs(args.seed)
-        for name, module in modules.items():
-            print(f"\n{name}:")
-            print(runtime.format_profile(module.profile(repeat=min(args.repeat, 20), inputs=inputs)))
-    wrong = [r["name"] for r in result["engines"]
-             if r["outputs"] is not None and not all(e["passed"] for e in r["outputs"].values())]
-    if wrong:
-        print(f"FAIL: outputs of {', '.join(wrong)} disagree with onnxruntime")
-    return EXIT_FAIL if wrong else EXIT_OK
 
 
 def cmd_inspect(args) -> int:

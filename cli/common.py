@@ -3,7 +3,9 @@ compiling or loading the model a command works on."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import re
 
 import runtime
 
@@ -25,6 +27,29 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     if not sep or not name or shape is None or any(d < 0 for d in shape):
         raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with non-negative integer dims, got {text!r}")
     return name, shape
+
+
+_TVMC_SHAPES = re.compile(r"(?:\s*,?\s*\S+?:\s*\[[^\]]*\])+\s*")
+_TVMC_SHAPE = re.compile(r"\s*,?\s*(\S+?):\s*\[([^\]]*)\]")
+
+
+def parse_tvmc_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+    """tvmc's spelling: 'data:[1,3,224,224] mask:[1,128]' -> [('data', (1, 3, 224, 224)), ('mask', (1, 128))].
+    Entries are separated by spaces or commas; a name may itself contain ':' (everything before the last ':[')."""
+    if not _TVMC_SHAPES.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected NAME:[D1,D2,...] entries separated by spaces, got {text!r}")
+    pairs = []
+    for match in _TVMC_SHAPE.finditer(text):
+        name, dims = match.groups()
+        try:
+            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        except ValueError:
+            shape = None
+        if shape is None or any(d < 0 for d in shape):
+            raise argparse.ArgumentTypeError(f"{name}:[{dims}]: dims must be non-negative integers (a dynamic dim "
+                                             f"is bound at compile time: give its size)")
+        pairs.append((name, shape))
+    return pairs
 
 
 def input_shapes_arg(pairs) -> dict | None:
@@ -52,6 +77,8 @@ def positive_int(text: str) -> int:
 def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape, metavar="NAME=DIMS",
                    help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+    p.add_argument("--input-shapes", dest="input_shapes", action="extend", type=parse_tvmc_shapes,
+                   metavar="'NAME:[DIMS] ...'", help="the same in tvmc's spelling, e.g. 'data:[1,3,224,224] k:[2]'")
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
     p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
@@ -66,6 +93,14 @@ def add_winograd(p: argparse.ArgumentParser) -> None:
 
 def add_threads(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=positive_int, metavar="N", help="threads to run with (default: all cores)")
+
+
+def relayish_version() -> str:
+    """The installed package's version ('unknown' when relayish runs from a source tree that is not installed)."""
+    try:
+        return importlib.metadata.version("relayish")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 # ---- the model a command works on ------------------------------------------------------------------------------

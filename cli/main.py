@@ -1,15 +1,17 @@
 """The `relayish` command line: `relayish COMMAND ...` or `python -m cli COMMAND ...`.
 
-    relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224] [--layout NCHW|NCHWc] [--records DB]
-                                  [--no-winograd]   # (compile, run, verify, bench, inspect and tune take it)
-    relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz]
+    relayish --version
+    relayish compile MODEL -o LIB [--input-shape NAME=1,3,224,224 | --input-shapes 'NAME:[1,3,224,224] ...']
+                                  [--layout NCHW|NCHWc] [--records DB] [--no-winograd]   # compile, run, verify, bench
+    relayish run LIB|MODEL [-i inputs.npz] [-o outputs.npz] [--print-time --repeat N --number M] [--profile]
     relayish verify MODEL          # ours vs onnxruntime on the same random inputs; exit 1 on FAIL
-    relayish bench MODEL [--repeat 50] [--threads N] [--profile] [--compare-layouts]
+    relayish bench MODEL [--repeat 50] [--threads N] [--timing steady|strict] [--block 10] [--profile]
+                         [--json FILE] [--plot FILE.png] [--measure-peak] [--compare-layouts]
     relayish inspect MODEL [--after PASS|import] [--layout NCHW|NCHWc] [--opt-level N] [--summary-only]
     relayish tune MODEL... --records DB (--trials N | --time-budget S) [--curve PNG]
     relayish records list|distill|export|import DB ...
 
-The subcommands live in cli/commands.py (the model commands) and cli/records.py; `build_parser` lists them
+The subcommands live in cli/commands.py (the model commands), cli/bench.py and cli/records.py; `build_parser` lists them
 (SUBCOMMANDS) in help order. Exit codes: 0 success, 1 verification failed (verify; bench --compare-layouts),
 2 usage or input error (printed as one line `error: ...`, no traceback).
 """
@@ -19,9 +21,9 @@ import argparse
 import sqlite3
 import sys
 
-from .commands import (add_bench_parser, add_compile_parser, add_inspect_parser, add_run_parser, add_tune_parser,
-                       add_verify_parser)
-from .common import EXIT_ERROR, CliError
+from .bench import add_bench_parser
+from .commands import add_compile_parser, add_inspect_parser, add_run_parser, add_tune_parser, add_verify_parser
+from .common import EXIT_ERROR, CliError, relayish_version
 from .records import add_records_parser
 
 SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
@@ -30,6 +32,7 @@ SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="relayish", description="An ONNX model compiler and auto-tuner.")
+    parser.add_argument("--version", action="version", version=f"relayish {relayish_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:
         add(sub)

@@ -52,6 +52,8 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
                        timings=timings)
     made.memory.params.tofile(lib_path + ".params")
     meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx)
+    if "onnx_model" in mod.attrs:  # declared dims and model metadata, for the session API (runtime/session.py)
+        meta["source_model"] = mod.attrs["onnx_model"]
     runtime.dump_metadata(meta, lib_path + ".json")
     module = runtime.Module(lib_path, meta, params=made.memory.params, owned_dir=out_dir)
     if num_threads is not None:

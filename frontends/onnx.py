@@ -55,7 +55,29 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
             raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
         outputs.append(env[out.name])
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
-    return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output))
+    return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output),
+                    attrs={"onnx_model": describe_model(model)})
+
+
+def describe_model(model: onnx.ModelProto) -> dict:
+    """What a session reports about the model besides its compiled shapes (onnxruntime's NodeArg.shape and
+    ModelMetadata): the declared dims of each graph input (initializers excluded) and output, each an int, a
+    dim_param name or None (unknown), or None for no declared shape; and the model's metadata fields, `version`
+    being None when the model does not set model_version."""
+    graph, initializers = model.graph, {init.name for init in model.graph.initializer}
+    return {"input_dims": {vi.name: _dims(vi) for vi in graph.input if vi.name not in initializers},
+            "output_dims": {vi.name: _dims(vi) for vi in graph.output},
+            "producer_name": model.producer_name, "graph_name": graph.name, "domain": model.domain,
+            "description": model.doc_string, "graph_description": graph.doc_string,
+            "version": model.model_version if model.HasField("model_version") else None,
+            "custom_metadata_map": {p.key: p.value for p in model.metadata_props}}
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list | None:
+    ttype = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not ttype.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
 
 
 # ---- loading and validation ----

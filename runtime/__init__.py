@@ -7,11 +7,13 @@ from .metadata import (FORMAT_VERSION, FileMissingError, LoadError, MetadataErro
                        validate_metadata)
 from .module import Module, TensorSpec, default_num_threads, load_module
 from .profiling import format_profile, profile_rows, summarize_times
+from .session import ModelMetadata, NodeArg, RunOptions, RunTerminated
 from .target import TargetMismatchError, check_target, host_cpu_flags
 
 __all__ = [
-    "ALIGNMENT", "FORMAT_VERSION", "FileMissingError", "LoadError", "MetadataError", "Module", "TargetMismatchError",
-    "TensorSpec", "aligned_empty", "as_aligned", "check_target", "default_num_threads", "dump_metadata",
+    "ALIGNMENT", "FORMAT_VERSION", "FileMissingError", "LoadError", "MetadataError", "ModelMetadata", "Module",
+    "NodeArg", "RunOptions", "RunTerminated", "TargetMismatchError", "TensorSpec", "aligned_empty", "as_aligned",
+    "check_target", "default_num_threads", "dump_metadata",
     "format_profile", "host_cpu_flags", "is_aligned", "load_module", "profile_rows", "read_metadata",
     "summarize_times", "validate_metadata",
 ]

@@ -12,7 +12,10 @@ Format (FORMAT_VERSION = 1), a JSON object:
       "kernels": [{"name": "fused_conv2d_add_relu_0", "ops": ["nn.conv2d", "add", "nn.relu"],
                    "output_shape": [1, 4, 112, 112, 16], "layout": "NCHW16c", "flops": 236027904}, ...],
       "target": {"triple": "x86_64-unknown-linux-gnu", "cpu": "znver5", "features": "+avx2,+avx512f,+fma,-xop"},
-      "compile_info": {... free form: opt level, passes, tuning records used, compile time ...}
+      "compile_info": {... free form: opt level, passes, tuning records used, compile time ...},
+      "source_model": {"input_dims": {"data": ["batch", 3, 224, 224]}, "output_dims": {...}, "producer_name": "",
+                       "graph_name": "", "domain": "", "description": "", "graph_description": "", "version": null,
+                       "custom_metadata_map": {}}
     }
 
 Invariants (checked by `validate_metadata`):
@@ -27,6 +30,8 @@ Invariants (checked by `validate_metadata`):
 - `target.features` is LLVM's feature string ("+a,-b", only "+" entries are requirements) or a list of names.
 - `sha256` (written by export_library, required by load_module, see runtime.integrity) holds the SHA-256 digests of
   the library file, the weights file and the metadata fields the native code depends on.
+- `source_model` (optional, written for an ONNX model; read by runtime.session for the onnxruntime-like session
+  API) holds the model's declared dims (ints, dim names or null per dim; null for no shape) and its metadata fields.
 - Unknown top-level keys are allowed, so a newer writer can add fields without breaking an older reader; a newer
   `format_version` is refused.
 """

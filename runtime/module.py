@@ -32,6 +32,7 @@ from .integrity import (check_hash_entry, check_memory, content_hashes, physical
                         verify_file)
 from .metadata import FileMissingError, LoadError, dump_metadata, read_metadata, validate_metadata
 from .profiling import profile_rows, summarize_times
+from .session import PROVIDER, check_run_options, model_metadata, node_args, tagged
 from .target import check_target
 from .workspaces import WorkspacePool
 
@@ -170,6 +171,10 @@ class Module:
         self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}
+        self._modelmeta = model_metadata(meta.get("source_model"), source)
+        self._input_args = node_args(self._inputs, described.get("input_dims"), "input_dims", source)
+        self._output_args = node_args(self._outputs, described.get("output_dims"), "output_dims", source)
         self._params = self._init_params(params)
         self._workspaces = WorkspacePool(meta["workspace_bytes"], len(self._inputs), len(self._outputs),
                                          default_max_concurrent_runs(meta))
@@ -231,6 +236,22 @@ class Module:
     def kernels(self) -> list[dict]:
         return self._meta["kernels"]
 
+    # ---- onnxruntime's InferenceSession API (runtime.session) ----------------------------------------------------
+    def get_inputs(self) -> list:
+        """NodeArgs of the inputs, in order: .name, .shape (the model's declared dims, symbolic names kept), .type."""
+        return list(self._input_args)
+
+    def get_outputs(self) -> list:
+        """NodeArgs of the outputs, in order (see get_inputs)."""
+        return list(self._output_args)
+
+    def get_modelmeta(self):
+        """The ONNX model's producer, graph name, domain, descriptions, version and custom metadata."""
+        return self._modelmeta
+
+    def get_providers(self) -> list[str]:
+        return [PROVIDER]
+
     def __repr__(self):
         return (f"Module({self.lib_path!r}, inputs={self.input_shapes}, outputs={self.output_shapes}, "
                 f"kernels={len(self.kernels)})")
@@ -274,12 +295,20 @@ class Module:
         for i, (_, address) in enumerate(checked):
             in_ptrs[i] = address
 
-    def run(self, output_names: list[str] | None, input_feed: dict) -> list[np.ndarray]:
-        """Run one inference: one native call. Returns the requested outputs (all if None or []), freshly
-        allocated. Raises ValueError, naming the input, for a feed that does not match the model (runtime.feeds)."""
-        wanted = output_indices(output_names, self._output_index)
-        checked = check_feed(self._inputs, input_feed)  # the arrays stay alive until the call returns
+    def run(self, output_names: list[str] | None, input_feed: dict, run_options=None) -> list[np.ndarray]:
+        """Run one inference: one native call. Returns the requested outputs (all if None or []), in the order
+        asked, freshly allocated. Raises ValueError, naming the input, for a feed that does not match the model
+        (runtime.feeds). run_options: a runtime.session.RunOptions (or onnxruntime's): its terminate flag makes
+        the call raise RunTerminated before it runs, its logid prefixes error messages."""
+        tag = check_run_options(run_options)
+        try:
+            wanted = output_indices(output_names, self._output_index)
+            checked = check_feed(self._inputs, input_feed)  # the arrays stay alive until the call returns
+        except ValueError as e:
+            raise tagged(e, tag) from None
         with self._workspaces.slot() as slot:
+            if run_options is not None:  # set while this call waited for a workspace
+                check_run_options(run_options)
             self._bind_inputs(checked, slot.in_ptrs)
             outputs = self._bind_outputs(slot.out_ptrs)
             self._lib.relayish_run(slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr)

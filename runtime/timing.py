@@ -1,14 +1,21 @@
-"""Steady-state timing: back-to-back calls, and several engines timed in strict rotation with idle gaps.
+"""Timing: back-to-back calls, and several engines timed in turn with idle gaps, in one of two modes (TIMING_MODES):
+
+- steady (time_blocks, the default of `relayish bench`): each engine runs a block of consecutive calls, the engines
+  take turns block by block with an idle gap before each block, and the first call of a block is not timed. This
+  is how a served model runs: call after call, warm.
+- strict (time_alternating): one call per turn, an idle gap before every call. Each timed call wakes its engine from
+  idle (thread pools asleep, clock down), which inflates small models by 30-40% for onnxruntime and for us.
 
 Why rotate (a, b, a, b, ...) instead of timing one engine then the other: the machine drifts (clock boost, other
-load), and rotation spreads any drift evenly over every engine. Before each sample the process sleeps an idle gap,
+load), and rotation spreads any drift evenly over every engine. Before each turn the process sleeps an idle gap,
 so that no engine is timed while another's thread pool still spins on the cores (onnxruntime's workers spin for
 more than 10 ms after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
 theirs). A sample is the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst
 for a kernel, whose first calls after an idle gap run while the clock ramps up and the caches refill).
 
 Everything here is a pure function of the callables it is given and of the clock: the model benchmark, the kernel
-benchmark and the cost model's dataset harness all time with it.
+benchmark and the cost model's dataset harness all time with it. Statistics carry P50/P90/P95/P99 besides
+median/mean/min/max/std (latency_stats).
 """
 from __future__ import annotations
 
@@ -20,6 +27,9 @@ import numpy as np
 
 from .profiling import summarize_times
 
+TIMING_MODES = ("steady", "strict")  # the first is the default
+BLOCK_RUNS = 10  # timed calls per block in the steady mode
+PERCENTILES = (50, 90, 95, 99)
 IDLE_GAP_S = 0.05  # before each sample: onnxruntime's workers spin for more than 10 ms after a run; let them sleep
 OTHERS_MAX_JIFFIES = 2  # CPU time (1/100 s) other processes may take during one sample's gap + burst
 
@@ -77,6 +87,28 @@ def cpu_jiffies() -> tuple[int, int]:
     return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
 
 
+def latency_stats(times_ns) -> dict:
+    """summarize_times (median/mean/min/max/std in ms, repeat) plus p50_ms, p90_ms, p95_ms, p99_ms (numpy's
+    linear interpolation between the nearest samples)."""
+    stats = summarize_times(times_ns)
+    ms = np.asarray(times_ns, dtype=np.float64) / 1e6
+    stats.update({f"p{q}_ms": float(np.percentile(ms, q)) for q in PERCENTILES})
+    return stats
+
+
+def time_repeats(run, repeat: int, number: int, clock=time.perf_counter) -> list[float]:
+    """tvmc's --repeat/--number: `repeat` measurements, each the mean seconds of `number` back-to-back calls."""
+    if repeat < 1 or number < 1:
+        raise ValueError(f"timing needs repeat >= 1 and number >= 1, got repeat={repeat}, number={number}")
+    means = []
+    for _ in range(repeat):
+        t0 = clock()
+        for _ in range(number):
+            run()
+        means.append((clock() - t0) / number)
+    return means
+
+
 def _as_engine(engine) -> Engine:
     return engine if isinstance(engine, Engine) else Engine(*engine)
 
@@ -90,14 +122,10 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
     engines: Engine objects or (name, zero-argument callable) pairs. max_retakes > 0: a sample during whose gap
     and burst other processes took more than OTHERS_MAX_JIFFIES of CPU is taken again, up to max_retakes times
     (on a shared 2-core machine one busy neighbour halves a 2-thread kernel); `stats` then gets "retaken"
-    (samples taken again) and "noisy" (samples kept although disturbed). Returns {name: summarize_times(...)} of
+    (samples taken again) and "noisy" (samples kept although disturbed). Returns {name: latency_stats(...)} of
     the kept samples, in the engines' order."""
-    if repeat < 1 or warmup < 0:
-        raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
-    engines = [_as_engine(e) for e in engines]
+    engines = _checked_engines(engines, repeat, warmup)
     names = [e.name for e in engines]
-    if len(set(names)) != len(names):
-        raise ValueError(f"engine names must be unique, got {names}")
     samples: dict[str, list[float]] = {name: [] for name in names}
     retaken = noisy = 0
     for k in range(warmup + repeat):
@@ -118,4 +146,60 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
                 noisy += not quiet
     if stats is not None:
         stats.update(retaken=retaken, noisy=noisy)
-    return {name: summarize_times(np.asarray(s) * 1e9) for name, s in samples.items()}
+    return {name: latency_stats(np.asarray(s) * 1e9) for name, s in samples.items()}
+
+
+def _checked_engines(engines, repeat: int, warmup: int) -> list[Engine]:
+    if repeat < 1 or warmup < 0:
+        raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")
+    engines = [_as_engine(e) for e in engines]
+    names = [e.name for e in engines]
+    if len(set(names)) != len(names):
+        raise ValueError(f"engine names must be unique, got {names}")
+    return engines
+
+
+def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle_gap_s: float = IDLE_GAP_S,
+                lead: int = 1, sleep=time.sleep) -> dict[str, dict]:
+    """Steady state: the engines take turns block by block, in the given order, each block preceded by
+    `idle_gap_s` of sleep and followed by the engine's `after()`. A warm-up turn first gives each engine `warmup`
+    untimed calls; then every block is `lead` untimed calls (the wake-up after the gap) and `block` timed samples,
+    the last block fewer, until each engine has exactly `repeat` samples. A sample is time_burst(run, calls).
+
+    engines: Engine objects or (name, zero-argument callable) pairs. Returns {name: latency_stats(...)} in the
+    engines' order."""
+    engines = _checked_engines(engines, repeat, warmup)
+    if block < 1 or lead < 0:
+        raise ValueError(f"time_blocks needs block >= 1 and lead >= 0, got block={block}, lead={lead}")
+    samples: dict[str, list[float]] = {e.name: [] for e in engines}
+    turns = [(warmup, 0)] if warmup else []
+    turns += [(lead, min(block, repeat - start)) for start in range(0, repeat, block)]
+    for untimed, timed in turns:
+        for e in engines:
+            sleep(idle_gap_s)
+            for _ in range(untimed):
+                e.run()
+            samples[e.name] += [time_burst(e.run, e.calls) for _ in range(timed)]
+            if e.after is not None:
+                e.after()
+    return {name: latency_stats(np.asarray(s) * 1e9) for name, s in samples.items()}
+
+
+def time_engines(engines, mode: str, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S,
+                 block: int = BLOCK_RUNS) -> dict[str, dict]:
+    """time_blocks (mode "steady") or time_alternating (mode "strict") of the engines."""
+    if mode == "steady":
+        return time_blocks(engines, repeat, warmup, block, idle_gap_s)
+    if mode == "strict":
+        return time_alternating(engines, repeat, warmup, idle_gap_s)
+    raise ValueError(f"timing mode must be one of {TIMING_MODES}, got {mode!r}")
+
+
+def describe_timing(mode: str, repeat: int, warmup: int, block: int = BLOCK_RUNS) -> str:
+    """One line saying how the engines were timed."""
+    if mode == "steady":
+        return (f"timing steady: blocks of {block} consecutive runs per engine (the first run of each block "
+                f"untimed), engines alternating block by block with an idle gap, {repeat} timed runs each after "
+                f"{warmup} warm-up runs")
+    return (f"timing strict: {repeat} alternating runs, an idle gap before each, after {warmup} warm-up runs "
+            f"each")

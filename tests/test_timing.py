@@ -1,0 +1,72 @@
+"""The timing loops of runtime/timing.py with fake engines: who runs when, how many samples, which statistics. No
+assertion on how long anything takes."""
+import numpy as np
+import pytest
+
+from runtime import timing
+
+
+def recording_engines(names, log):
+    """Engines whose run() and after() append to `log`."""
+    return [timing.Engine(n, lambda n=n: log.append(n), after=lambda n=n: log.append(f"{n}.after")) for n in names]
+
+
+def test_steady_blocks_alternate_engines_with_a_gap_before_each_block():
+    log = []
+    stats = timing.time_blocks(recording_engines("ab", log), repeat=25, warmup=3, block=10,
+                               sleep=lambda s: log.append(f"sleep {s}"), idle_gap_s=0.05)
+    turns = []  # (engine, calls) between consecutive sleeps
+    for item in log:
+        if item.startswith("sleep"):
+            turns.append([])
+        else:
+            turns[-1].append(item)
+    expected_calls = [3, 11, 11, 6]  # warm-up, then 1 untimed lead + 10, 10 and 5 timed
+    assert [t[-1] for t in turns] == ["a.after", "b.after"] * 4
+    assert [len(t) - 1 for t in turns] == [c for c in expected_calls for _ in "ab"]
+    assert all(set(t[:-1]) == {t[-1][0]} for t in turns)  # a block runs one engine only
+    assert log.count("sleep 0.05") == 8
+    assert list(stats) == ["a", "b"] and all(s["repeat"] == 25 for s in stats.values())
+
+
+def test_steady_without_warmup_or_lead_and_with_bursts():
+    calls = []
+    engine = timing.Engine("k", lambda: calls.append(1), calls=3)
+    stats = timing.time_blocks([engine], repeat=4, warmup=0, block=3, lead=0, sleep=lambda s: None)
+    assert len(calls) == 4 * 3 and stats["k"]["repeat"] == 4
+
+
+@pytest.mark.parametrize("kwargs", [dict(repeat=0, warmup=0), dict(repeat=1, warmup=-1), dict(repeat=1, warmup=0,
+                                                                                              block=0)])
+def test_steady_rejects_bad_counts(kwargs):
+    with pytest.raises(ValueError):
+        timing.time_blocks([("a", lambda: None)], sleep=lambda s: None, **kwargs)
+
+
+def test_time_engines_dispatches_on_the_mode(monkeypatch):
+    seen = []
+    monkeypatch.setattr(timing, "time_blocks", lambda *a, **k: seen.append("steady"))
+    monkeypatch.setattr(timing, "time_alternating", lambda *a, **k: seen.append("strict"))
+    timing.time_engines([], "steady", 1, 0)
+    timing.time_engines([], "strict", 1, 0)
+    assert seen == ["steady", "strict"]
+    with pytest.raises(ValueError, match="timing mode must be one of"):
+        timing.time_engines([], "fast", 1, 0)
+    assert "steady" in timing.describe_timing("steady", 30, 5) and "strict" in timing.describe_timing("strict", 30, 5)
+
+
+def test_latency_stats_has_percentiles():
+    ns = np.arange(1, 101) * 1e6  # 1..100 ms
+    s = timing.latency_stats(ns)
+    assert s["median_ms"] == s["p50_ms"] == pytest.approx(50.5)
+    assert s["p90_ms"] == pytest.approx(90.1) and s["p95_ms"] == pytest.approx(95.05)
+    assert s["p99_ms"] == pytest.approx(99.01) and s["min_ms"] == 1 and s["max_ms"] == 100 and s["repeat"] == 100
+
+
+def test_time_repeats_means_number_calls_per_repeat():
+    calls = []
+    means = timing.time_repeats(lambda: calls.append(1), repeat=3, number=4,
+                                clock=lambda: float(len(calls)))  # the clock counts calls: 4 per repeat
+    assert means == [1.0, 1.0, 1.0] and len(calls) == 12
+    with pytest.raises(ValueError, match="number >= 1"):
+        timing.time_repeats(lambda: None, repeat=1, number=0)
