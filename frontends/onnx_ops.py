@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from relayish import Constant, Expr, call, const
+from relayish.op import MAX_TENSOR_ELEMENTS
 
 
 class ConversionError(ValueError):
@@ -69,6 +70,54 @@ def lookup_converter(op_type: str, opset: int) -> Converter | None:
 
 def supported_ops() -> list[str]:
     return sorted(_CONVERTERS)
+
+
+# ---- tensors stored in the model ----
+
+_NUMERIC_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+                  TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+
+
+def checked_elements(dims, what: str) -> int:
+    """The element count of a shape whose dims are all >= 0 and whose size is at most MAX_TENSOR_ELEMENTS."""
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise ConversionError(f"{what} has negative dims {dims}")
+    count = math.prod(dims)
+    if count > MAX_TENSOR_ELEMENTS:
+        raise ConversionError(f"{what} has shape {dims}: {count} elements, more than the {MAX_TENSOR_ELEMENTS} "
+                              f"a tensor may have")
+    return count
+
+
+def check_tensor_data(tensor: TensorProto, what: str):
+    """The tensor's dtype is numeric and its data (raw bytes or typed values) holds exactly as many elements as
+    its dims say, at most MAX_TENSOR_ELEMENTS; else ConversionError naming `what`. Reads no data."""
+    if tensor.data_type not in _NUMERIC_TYPES:
+        name = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in TensorProto.DataType.values() \
+            else str(tensor.data_type)
+        raise ConversionError(f"{what} has unsupported data type {name}")
+    count = checked_elements(tensor.dims, what)
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    if tensor.HasField("raw_data"):
+        if len(tensor.raw_data) != count * dtype.itemsize:
+            raise ConversionError(f"{what}: raw data has {len(tensor.raw_data)} bytes, but dims "
+                                  f"{tuple(tensor.dims)} of {dtype} need {count * dtype.itemsize}")
+        return
+    field = helper.tensor_dtype_to_field(tensor.data_type)
+    given = len(getattr(tensor, field))
+    if given != count:
+        raise ConversionError(f"{what}: {field} holds {given} values, but dims {tuple(tensor.dims)} need {count}")
+
+
+def tensor_array(tensor: TensorProto, what: str) -> np.ndarray:
+    """A TensorProto's value after check_tensor_data."""
+    check_tensor_data(tensor, what)
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as e:
+        raise ConversionError(f"{what}: cannot read its data ({e})") from None
 
 
 # ---- building blocks: relayish calls that fold when their inputs are constants ----
@@ -507,7 +556,7 @@ def constant(*, value=None, value_float=None, value_floats=None, value_int=None,
         raise ConversionError(f"exactly one value attribute must be set, got {sorted(given) or 'none'}")
     kind, v = given.popitem()
     if kind == "value":
-        return Constant(numpy_helper.to_array(v))
+        return Constant(tensor_array(v, "attribute value"))
     if kind in ("value_float", "value_floats"):
         return Constant(np.asarray(v, np.float32))
     if kind in ("value_int", "value_ints"):
@@ -517,10 +566,12 @@ def constant(*, value=None, value_float=None, value_floats=None, value_int=None,
 
 @converter("ConstantOfShape")
 def constant_of_shape(shape, *, value=None):
-    fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    fill = tensor_array(value, "attribute value").reshape(-1) if value is not None else np.zeros(1, np.float32)
     if fill.size != 1:
         raise ConversionError(f"value must have exactly one element, got {fill.size}")
-    return Constant(np.full(_ints(constant_value(shape, "shape")), fill[0], dtype=fill.dtype))
+    dims = _ints(constant_value(shape, "shape"))
+    checked_elements(dims, "the output")
+    return Constant(np.full(dims, fill[0], dtype=fill.dtype))
 
 
 @converter("Shape")
