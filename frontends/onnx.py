@@ -24,7 +24,8 @@ from onnx import TensorProto, helper
 from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var
 
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
-from .onnx_ops import ConversionError, check_tensor_data, checked_elements, lookup_converter, tensor_array
+from .onnx_ops import lookup_converter
+from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 
 MIN_OPSET, MAX_OPSET = 7, 21
 _DEFAULT_DOMAINS = ("", "ai.onnx")
