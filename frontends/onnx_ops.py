@@ -225,6 +225,9 @@ def clip_v1(x, *, min=-math.inf, max=math.inf):  # noqa: A002  (ONNX's attribute
 
 @converter("Clip", since=11)
 def clip_v11(x, min=None, max=None):  # noqa: A002
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and bound.type.dtype != x.type.dtype:
+            raise ConversionError(f"input {name!r} is {bound.type.dtype}, but input 'input' is {x.type.dtype}")
     lo = -math.inf if min is None else scalar_input(min, "min")
     hi = math.inf if max is None else scalar_input(max, "max")
     return call("clip", x, a_min=lo, a_max=hi)
