@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var
 
-from .onnx_ops import ConversionError, lookup_converter
+from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
+from .onnx_ops import lookup_converter
+from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 
 MIN_OPSET, MAX_OPSET = 7, 21
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -43,7 +45,10 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     graph = model.graph
     env: dict[str, Expr] = {}
     for init in graph.initializer:
-        env[init.name] = Constant(numpy_helper.to_array(init))
+        try:
+            env[init.name] = Constant(tensor_array(init, f"initializer {init.name!r}"))
+        except ConversionError as e:
+            raise OnnxImportError(f"{source}: {e}") from None
     params = _graph_inputs(graph, set(env), input_shapes or {}, source, strict)
     env.update((p.name, p) for p in params)
     used = _used_names(graph)
@@ -84,6 +89,7 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
 
 def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
     """(a checked ModelProto, a name for messages). Any unreadable input is an OnnxImportError naming it."""
+    path = None
     if isinstance(model_or_path, onnx.ModelProto):
         model, source = model_or_path, f"<ModelProto {model_or_path.graph.name or 'unnamed'}>"
     elif isinstance(model_or_path, (bytes, bytearray)):
@@ -96,6 +102,14 @@ def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
         if path.stat().st_size == 0:
             raise OnnxImportError(f"{source}: empty file, not an ONNX model")
         model = _parse(path, source)
+    try:  # external data: checked by our own rules before any data file is opened (frontends/onnx_external.py)
+        if path is None:
+            refuse_external_data(model)
+        else:
+            load_external_data(model, path)
+    except ExternalDataError as e:
+        raise OnnxImportError(f"{source}: {e}") from None
+    _check_tensors(model, source)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as e:
@@ -103,10 +117,24 @@ def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
     return model, source
 
 
+def _check_tensors(model: onnx.ModelProto, source: str):
+    """Every initializer and Constant value: numeric, data as long as its dims say, within the size limit (our
+    own check, before onnx's checker, whose checks differ across versions)."""
+    tensors = [(t, f"initializer {t.name!r}") for t in model.graph.initializer]
+    tensors += [(a.t, f"node {_node_label(n, i)} ({n.op_type}): attribute {a.name!r}")
+                for i, n in enumerate(model.graph.node) for a in n.attribute if a.HasField("t")]
+    for tensor, what in tensors:
+        try:
+            check_tensor_data(tensor, what)
+        except ConversionError as e:
+            raise OnnxImportError(f"{source}: {e}") from None
+
+
 def _parse(data_or_path, source) -> onnx.ModelProto:
     try:
-        model = onnx.load(str(data_or_path)) if isinstance(data_or_path, Path) else onnx.load_from_string(data_or_path)
-    except Exception as e:  # protobuf's DecodeError, external-data OSErrors...: all mean "cannot read this model"
+        model = onnx.load(str(data_or_path), load_external_data=False) if isinstance(data_or_path, Path) \
+            else onnx.load_from_string(data_or_path)
+    except Exception as e:  # protobuf's DecodeError, OSErrors...: all mean "cannot read this model"
         raise OnnxImportError(f"{source}: not a valid ONNX model (cannot parse it: {_one_line(e)})") from None
     if not model.HasField("graph"):  # protobuf parses many byte strings as a message with unknown fields
         raise OnnxImportError(f"{source}: not a valid ONNX model (no graph)")
@@ -171,10 +199,21 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
         elif dims is None:
             raise OnnxImportError(f"{source}: input {vi.name!r} has no shape in the model; give it in input_shapes")
         else:
-            shape = tuple(bindings.get(d, 1) if isinstance(d, str) else (d or 1) for d in dims)
+            shape = tuple(bindings.get(d, 1) if isinstance(d, str) else (1 if d is None else d) for d in dims)
             _report_unbound(vi.name, dims, bindings, shape, source, strict)
+        _check_input_shape(vi.name, shape, source)
         params.append(Var(vi.name, TensorType(shape, "float32")))
     return params
+
+
+def _check_input_shape(name: str, shape: tuple, source: str):
+    """Every dim >= 1 (no zero-size inputs) and at most MAX_TENSOR_ELEMENTS elements in all."""
+    if any(d < 1 for d in shape):
+        raise OnnxImportError(f"{source}: input {name!r} has shape {shape}: zero-size inputs are not supported")
+    try:
+        checked_elements(shape, f"input {name!r}")
+    except ConversionError as e:
+        raise OnnxImportError(f"{source}: {e}") from None
 
 
 def _report_unbound(name: str, dims: list, bindings: dict, shape: tuple, source: str, strict: bool) -> None:

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from relayish import Constant, Expr, call, const
 
-
-class ConversionError(ValueError):
-    """A node that its converter cannot handle (unsupported attribute value, non-constant shape input...)."""
+from .onnx_values import (ConversionError, _ints, checked_elements, constant_value, int_list_input, scalar_input,
+                          tensor_array)
 
 
 @dataclass(frozen=True)
@@ -77,20 +76,8 @@ def _is_const(*exprs) -> bool:
     return all(isinstance(e, Constant) for e in exprs)
 
 
-def constant_value(expr: Expr | None, what: str) -> np.ndarray:
-    """The numpy value of a constant input; ConversionError if it is computed at run time."""
-    if not isinstance(expr, Constant):
-        raise ConversionError(f"input {what!r} must be a constant (an initializer or computable at import), "
-                              f"got a run-time tensor")
-    return expr.data
-
-
 def _shape(x: Expr) -> tuple[int, ...]:
     return x.type.shape
-
-
-def _ints(values) -> tuple[int, ...]:
-    return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
 
 def _reshape(x: Expr, newshape) -> Expr:
@@ -137,6 +124,13 @@ def _axis(axis: int, ndim: int, what: str = "axis") -> int:
     return axis % ndim
 
 
+def _flag(value, name: str) -> bool:
+    """A 0/1 attribute (ceil_mode, count_include_pad, transA...): other values are refused, not read as true."""
+    if value not in (0, 1):
+        raise ConversionError(f"attribute {name} must be 0 or 1, got {value}")
+    return bool(value)
+
+
 def _expect_spatial_2d(x: Expr, op: str):
     if len(_shape(x)) != 4:
         raise ConversionError(f"only 2-D {op} (a 4-D NCHW input) is supported, got input shape {_shape(x)}")
@@ -146,6 +140,9 @@ def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple
     """ONNX auto_pad/pads -> relayish (top, left, bottom, right). ONNX pads are (x1_begin, x2_begin, x1_end,
     x2_end), the same order. SAME_*: output = ceil(in / stride), the odd pad element at the end (UPPER) or the
     beginning (LOWER)."""
+    if auto_pad != "NOTSET" and pads is not None:
+        raise ConversionError(f"auto_pad={auto_pad} together with explicit pads {tuple(pads)}: ONNX allows "
+                              f"one or the other")
     if auto_pad == "NOTSET":
         pads = tuple(pads) if pads is not None else (0, 0, 0, 0)
         if len(pads) != 4:
@@ -171,6 +168,10 @@ def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
     if len(kernel_shape) != 2 or len(strides) != 2 or len(dilations) != 2:
         raise ConversionError(f"kernel_shape, strides and dilations must have 2 values, got "
                               f"{tuple(kernel_shape)}, {strides}, {dilations}")
+    for name, values in (("kernel_shape", kernel_shape), ("strides", strides), ("dilations", dilations),
+                         ("pads", pads or ())):
+        if any(abs(v) >= 2**31 for v in values):
+            raise ConversionError(f"attribute {name} {tuple(values)} has a value beyond the int32 range")
     return dict(strides=strides, dilation=dilations,
                 padding=_padding(auto_pad, pads, _shape(x)[2:], kernel_shape, strides, dilations))
 
@@ -224,8 +225,11 @@ def clip_v1(x, *, min=-math.inf, max=math.inf):  # noqa: A002  (ONNX's attribute
 
 @converter("Clip", since=11)
 def clip_v11(x, min=None, max=None):  # noqa: A002
-    lo = -math.inf if min is None else float(constant_value(min, "min").reshape(()))
-    hi = math.inf if max is None else float(constant_value(max, "max").reshape(()))
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and bound.type.dtype != x.type.dtype:
+            raise ConversionError(f"input {name!r} is {bound.type.dtype}, but input 'input' is {x.type.dtype}")
+    lo = -math.inf if min is None else scalar_input(min, "min")
+    hi = math.inf if max is None else scalar_input(max, "max")
     return call("clip", x, a_min=lo, a_max=hi)
 
 
@@ -306,7 +310,7 @@ def batch_norm(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1,
 def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
              strides=None):
     _expect_spatial_2d(x, "MaxPool")
-    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=bool(ceil_mode),
+    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=_flag(ceil_mode, "ceil_mode"),
                 **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
 
 
@@ -314,8 +318,8 @@ def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None,
 def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, pads=None,
              strides=None):
     _expect_spatial_2d(x, "AveragePool")
-    return call("nn.avg_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=bool(ceil_mode),
-                count_include_pad=bool(count_include_pad),
+    return call("nn.avg_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=_flag(ceil_mode, "ceil_mode"),
+                count_include_pad=_flag(count_include_pad, "count_include_pad"),
                 **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
 
 
@@ -337,8 +341,8 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N80
     for name, v in (("A", a), ("B", b)):
         if len(_shape(v)) != 2:
             raise ConversionError(f"input {name} must be 2-D, got shape {_shape(v)}")
-    x = _transpose(a, (1, 0)) if transA else a
-    w = b if transB else _transpose(b, (1, 0))
+    x = _transpose(a, (1, 0)) if _flag(transA, "transA") else a
+    w = b if _flag(transB, "transB") else _transpose(b, (1, 0))
     y = call("nn.dense", x, w)
     if alpha != 1.0:
         y = _binary("multiply", y, _scalar(alpha, y))
@@ -393,7 +397,7 @@ def dropout_v1(x, *, ratio=0.5, is_test=0):
 
 @converter("Dropout", since=12)
 def dropout_v12(x, ratio=None, training_mode=None, *, seed=0):
-    if training_mode is not None and bool(constant_value(training_mode, "training_mode").reshape(())):
+    if training_mode is not None and scalar_input(training_mode, "training_mode"):
         raise ConversionError("training_mode=True is not supported (inference only)")
     return x
 
@@ -417,7 +421,7 @@ def flatten(x, *, axis=1):
 @converter("Reshape")
 def reshape(data, shape, *, allowzero=0):
     """0 copies the input's dim at that position (unless allowzero), -1 is inferred (at most one)."""
-    target = list(_ints(constant_value(shape, "shape")))
+    target = list(int_list_input(shape, "shape"))
     in_shape = _shape(data)
     for i, d in enumerate(target):
         if d == 0 and not allowzero:
@@ -474,7 +478,7 @@ def squeeze_v1(data, *, axes=None):
 
 @converter("Squeeze", since=13)
 def squeeze_v13(data, axes=None):
-    return _squeeze(data, None if axes is None else _ints(constant_value(axes, "axes")))
+    return _squeeze(data, None if axes is None else int_list_input(axes, "axes"))
 
 
 @converter("Unsqueeze")
@@ -484,7 +488,7 @@ def unsqueeze_v1(data, *, axes):
 
 @converter("Unsqueeze", since=13)
 def unsqueeze_v13(data, axes):
-    return _unsqueeze(data, _ints(constant_value(axes, "axes")))
+    return _unsqueeze(data, int_list_input(axes, "axes"))
 
 
 @converter("Concat")
@@ -507,7 +511,7 @@ def constant(*, value=None, value_float=None, value_floats=None, value_int=None,
         raise ConversionError(f"exactly one value attribute must be set, got {sorted(given) or 'none'}")
     kind, v = given.popitem()
     if kind == "value":
-        return Constant(numpy_helper.to_array(v))
+        return Constant(tensor_array(v, "attribute value"))
     if kind in ("value_float", "value_floats"):
         return Constant(np.asarray(v, np.float32))
     if kind in ("value_int", "value_ints"):
@@ -517,10 +521,12 @@ def constant(*, value=None, value_float=None, value_floats=None, value_int=None,
 
 @converter("ConstantOfShape")
 def constant_of_shape(shape, *, value=None):
-    fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+    fill = tensor_array(value, "attribute value").reshape(-1) if value is not None else np.zeros(1, np.float32)
     if fill.size != 1:
         raise ConversionError(f"value must have exactly one element, got {fill.size}")
-    return Constant(np.full(_ints(constant_value(shape, "shape")), fill[0], dtype=fill.dtype))
+    dims = int_list_input(shape, "shape")
+    checked_elements(dims, "the output")
+    return Constant(np.full(dims, fill[0], dtype=fill.dtype))
 
 
 @converter("Shape")
@@ -531,7 +537,14 @@ def shape_(data, *, start=0, end=None):
 @converter("Gather")
 def gather(data, indices, *, axis=0):
     values = constant_value(data, "data")
-    return Constant(np.take(values, constant_value(indices, "indices"), axis=_axis(axis, values.ndim)))
+    axis = _axis(axis, values.ndim)
+    index = constant_value(indices, "indices")
+    if index.dtype not in (np.int32, np.int64):
+        raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
+    n = values.shape[axis]
+    if index.size and (index.min() < -n or index.max() >= n):
+        raise ConversionError(f"indices {_ints(index)} out of range for axis {axis} of size {n}")
+    return Constant(np.take(values, index, axis=axis))
 
 
 @converter("Cast")

@@ -10,6 +10,7 @@ Ops are registered in `relayish/ops/*.py`; nothing about an op lives anywhere el
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Callable
@@ -26,6 +27,11 @@ class Pattern(IntEnum):
     OUT_ELEMWISE_FUSABLE = 4
     TUPLE = 7
     OPAQUE = 8
+
+
+# Largest tensor any op may produce: index arithmetic of compiled kernels is int32, and no model we compile
+# needs more. A shape rule that would give a larger tensor is an OpError, before anything is allocated.
+MAX_TENSOR_ELEMENTS = 2**31 - 1
 
 
 class OpError(ValueError):
@@ -143,4 +149,10 @@ def infer_call_type(op_name: str, args, attrs: Attrs) -> tuple[Attrs, TensorType
     if opdef.normalize is not None:
         full = opdef.normalize(full, arg_types)
     full_attrs = Attrs(full)
-    return full_attrs, opdef.infer(arg_types, full_attrs)
+    out_type = opdef.infer(arg_types, full_attrs)
+    for t in out_type.fields if isinstance(out_type, TupleType) else (out_type,):
+        if any(d < 1 for d in t.shape):
+            raise OpError(f"{op_name}: output shape {t.shape} is empty (zero-size tensors are not supported)")
+        if math.prod(t.shape) > MAX_TENSOR_ELEMENTS:
+            raise OpError(f"{op_name}: output shape {t.shape} has more than {MAX_TENSOR_ELEMENTS} elements")
+    return full_attrs, out_type

@@ -240,6 +240,7 @@ def _fold_float(op, a, b):
     if op == "-": return a - b
     if op == "*": return a * b
     if op == "/": return a / b
+    if math.isnan(a) or math.isnan(b): return math.nan  # min/max propagate NaN, as the compiled code does
     if op == "min": return min(a, b)
     return max(a, b)
 

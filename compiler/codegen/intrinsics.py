@@ -280,6 +280,32 @@ def _pow(m: _Math, x, y):
     return m.sel(m.eq(y, m.f(0.0)), m.f(1.0), res)
 
 
+# ----------------------------------------------------------------------------------------------- max / min
+
+def _non_nan_constant(v) -> bool:
+    """v is a float constant (scalar or vector) none of whose lanes is NaN."""
+    if not isinstance(v, ir.Constant):
+        return False
+    values = v.constant if isinstance(v.constant, (list, tuple)) else [v.constant]
+    values = [c.constant if isinstance(c, ir.Constant) else c for c in values]
+    return all(isinstance(c, (int, float)) and not math.isnan(c) for c in values)
+
+
+def float_max_min(builder: ir.IRBuilder, op: str, a, b) -> ir.Value:
+    """max(a, b) or min(a, b) of two floats of one type, NaN if either is NaN (numpy's maximum/minimum, and
+    onnxruntime's Max, Min, Relu and Clip). `a < b ? b : a` is one vmaxps (its NaN-in-`a` case is `a`); the NaN
+    test of `b` is one compare into a mask register and a masked move, and is left out when `b` (or `a`, then
+    swapped) is a constant that is not NaN: relu's max(x, 0) and clip's bounds stay one instruction each.
+    Signed zeros: max(-0, +0) is whichever the select picks (both compare equal), as in onnxruntime."""
+    if _non_nan_constant(a):
+        a, b = b, a
+    pick_b = builder.fcmp_ordered("<", a, b) if op == "max" else builder.fcmp_ordered("<", b, a)
+    result = builder.select(pick_b, b, a)
+    if _non_nan_constant(b):
+        return result
+    return builder.select(builder.fcmp_unordered("uno", b, b), b, result)
+
+
 # ----------------------------------------------------------------------------------------------- dispatch
 
 _POLYNOMIAL = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf, "pow": _pow}

@@ -6,8 +6,8 @@ parameter in order (bool buffers are i8 in memory). Semantics:
 - int index math is int32 with `nsw` (an index that overflows is a lowering bug); pointer offsets are i64 GEPs.
   `//`, `/` and `%` on ints are floor division / modulo (Python semantics, operands may be negative).
 - float `+ - *` carry the `contract` fast-math flag (a*b+c may become one FMA); nothing is reassociated.
-- float min/max are selects: max(a, b) = a < b ? b : a and min(a, b) = b < a ? b : a. A NaN in `a` propagates,
-  a NaN in `b` yields `a`. One vmaxps/vminps on x86; relu written max(x, 0) keeps numpy's NaN -> NaN.
+- float min/max propagate NaN from either operand, as numpy and onnxruntime's Max/Min/Relu/Clip do
+  (intrinsics.float_max_min: one vmaxps/vminps, plus a NaN test unless an operand is a non-NaN constant).
 - Loop kinds: serial -> a phi loop; unroll (constant extent) -> the body emitted extent times with the variable
   bound to constants; vectorize (constant extent N) -> the body emitted once on <N x T> values when
   `vectorize_blocker` finds nothing unsafe, else a serial loop; parallel -> the body outlined into
@@ -28,7 +28,7 @@ from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker, walk_expr
-from .intrinsics import FAST, emit_intrinsic
+from .intrinsics import FAST, emit_intrinsic, float_max_min
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -494,8 +494,7 @@ class _FunctionEmitter:
             if op in ("//", "%"):
                 q = emit_intrinsic(bl, "floor", [bl.fdiv(a, b)])
                 return q if op == "//" else bl.fsub(a, bl.fmul(q, b))
-            if op == "max": return bl.select(bl.fcmp_ordered("<", a, b), b, a)
-            if op == "min": return bl.select(bl.fcmp_ordered("<", b, a), b, a)
+            if op in ("max", "min"): return float_max_min(bl, op, a, b)
         else:
             if op == "+": return bl.add(a, b, flags=("nsw",))
             if op == "-": return bl.sub(a, b, flags=("nsw",))
