@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from relayish import Constant, Expr, call, const
 
@@ -526,19 +526,3 @@ def constant_of_shape(shape, *, value=None):
 @converter("Shape")
 def shape_(data, *, start=0, end=None):
     return Constant(np.asarray(_shape(data)[start:end], np.int64))
-
-
-@converter("Gather")
-def gather(data, indices, *, axis=0):
-    values = constant_value(data, "data")
-    return Constant(np.take(values, constant_value(indices, "indices"), axis=_axis(axis, values.ndim)))
-
-
-@converter("Cast")
-def cast(x, *, to, saturate=1):
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to))
-    if _is_const(x):
-        return Constant(x.data.astype(dtype))
-    if dtype != np.dtype(x.type.dtype):
-        raise ConversionError(f"casting a run-time {x.type.dtype} tensor to {dtype} is not supported")
-    return x
