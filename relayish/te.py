@@ -421,6 +421,8 @@ min_reduce = _reduce("min")
 def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     if combiner == "sum":
         return const(0, dtype)
+    if dtype == "bool":
+        return IntImm(int(combiner == "min"), dtype)
     inf = math.inf if combiner == "min" else -math.inf
     if dtype.startswith("int"):
         bits = int(dtype[3:])

@@ -40,9 +40,22 @@ def _broadcast_op(name, ref, scalar, out_dtype=None, dtypes=None, attrs=None, do
                 compute=compute, attrs=attrs, doc=doc)
 
 
-_FLOATS = ("float32", "float64")
-_broadcast_op("power", lambda a, b: np.power(a, b), lambda x, y, at: te.power(x, y), dtypes=_FLOATS,
-              doc="a ** b (float)")
+def _power_scalar(x, y, attrs):
+    """Integers: powf of the values as floats, rounded to the nearest integer (exact while it fits 24 bits)."""
+    if x.dtype.startswith("float"):
+        return te.power(x, y)
+    value = te.power(te.cast("float32", x), te.cast("float32", y))
+    return te.cast(x.dtype, te.floor(value + 0.5))
+
+
+def _power_ref(a, b):
+    if a.dtype.kind == "f":
+        return np.power(a, b)
+    return np.floor(np.power(a.astype(np.float64), b.astype(np.float64)) + 0.5).astype(a.dtype)
+
+
+_broadcast_op("power", _power_ref, _power_scalar, dtypes=("float32", "float64", "int32", "int64"),
+              doc="a ** b (integers: computed in float32, rounded)")
 
 
 def _mod_ref(a, b, fmod):
