@@ -20,6 +20,7 @@ from relayish import Call, IRModule, Tuple
 
 from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, vector_width
+from .index_bounds import input_index_bounds
 from .passes import PassContext, run_pipeline
 
 
@@ -45,13 +46,14 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     t_start = time.perf_counter() if t_start is None else t_start
     timings: dict[str, float] = {}
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
+    bounds = input_index_bounds(mod)
     fused = run_pipeline(mod, ctx, timings=timings)
     out_dir = tempfile.mkdtemp(prefix="relayish_")
     lib_path = os.path.join(out_dir, "model.so")
     made = run_backend(fused, ctx.vector_width, records, lib_path, log=stderr_log if verbose else None,
                        timings=timings)
     made.memory.params.tofile(lib_path + ".params")
-    meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx)
+    meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx, bounds)
     if "onnx_model" in mod.attrs:  # declared dims and model metadata, for the session API (runtime/session.py)
         meta["source_model"] = mod.attrs["onnx_model"]
     runtime.dump_metadata(meta, lib_path + ".json")
@@ -81,16 +83,20 @@ def _layout_of(c: Call) -> str:
     return {4: "NCHW", 2: "NC"}.get(len(ty.shape), f"{len(ty.shape)}-D")
 
 
-def _io_specs(made: Products) -> tuple[list, list]:
+def _io_specs(made: Products, index_bounds: dict) -> tuple[list, list]:
     main = made.fused.main
     outputs = list(main.body.fields) if isinstance(main.body, Tuple) else [main.body]
     inputs = [{"name": p.name, "shape": list(p.type.shape), "dtype": p.type.dtype} for p in main.params]
+    for spec in inputs:  # inputs used as indices: the runtime checks their values (compiler/index_bounds.py)
+        if spec["name"] in index_bounds:
+            spec["index_bounds"] = list(index_bounds[spec["name"]])
     return inputs, [{"name": n, "shape": list(o.type.shape), "dtype": o.type.dtype}
                     for n, o in zip(made.fused.output_names, outputs)]
 
 
-def _metadata(made: Products, target: dict, timings: dict, total_s: float, ctx: PassContext) -> dict:
-    inputs, outputs = _io_specs(made)
+def _metadata(made: Products, target: dict, timings: dict, total_s: float, ctx: PassContext,
+              index_bounds: dict) -> dict:
+    inputs, outputs = _io_specs(made, index_bounds)
     return {
         "format_version": 1,
         "inputs": inputs,

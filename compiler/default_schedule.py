@@ -98,6 +98,8 @@ def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
 
 
 def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
+    if not anchor.op.axes:  # a 0-d result (a reduction over every axis): no tile; the root rule handles it
+        return
     out = _output_consumer(b, anchor)
     if anchor.is_output or ((out is None or out.op.shape != anchor.op.shape) and len(anchor.op.axes) >= 2):
         b.add(CacheWrite(anchor.name))

@@ -28,6 +28,9 @@ from .onnx_ops import lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 
 MIN_OPSET, MAX_OPSET = 7, 21
+# graph inputs may be of these dtypes (token ids, masks); ONNX elem type -> relayish dtype
+GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
+                      TensorProto.BOOL: "bool"}
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -183,7 +186,8 @@ def _node_label(node: onnx.NodeProto, index: int) -> str:
 # ---- graph inputs ----
 
 def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source: str, strict: bool) -> list[Var]:
-    """One float32 Var per non-initializer graph input, with dims resolved from the model and input_shapes."""
+    """One Var per non-initializer graph input (of a GRAPH_INPUT_DTYPES dtype), with dims resolved from the model
+    and input_shapes."""
     inputs = [vi for vi in graph.input if vi.name not in initializer_names]
     names = [vi.name for vi in inputs]
     unknown = sorted(set(input_shapes) - set(names))
@@ -202,7 +206,7 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
             shape = tuple(bindings.get(d, 1) if isinstance(d, str) else (1 if d is None else d) for d in dims)
             _report_unbound(vi.name, dims, bindings, shape, source, strict)
         _check_input_shape(vi.name, shape, source)
-        params.append(Var(vi.name, TensorType(shape, "float32")))
+        params.append(Var(vi.name, TensorType(shape, _input_dtype(vi))))
     return params
 
 
@@ -233,13 +237,17 @@ def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
     ttype = vi.type.tensor_type
     if not vi.type.HasField("tensor_type"):
         raise OnnxImportError(f"{source}: input {vi.name!r} is not a tensor")
-    if ttype.elem_type != TensorProto.FLOAT:
+    if ttype.elem_type not in GRAPH_INPUT_DTYPES:
         dtype = helper.tensor_dtype_to_np_dtype(ttype.elem_type) if ttype.elem_type else "undefined"
-        raise OnnxImportError(f"{source}: input {vi.name!r} has dtype {dtype}; only float32 graph inputs are "
-                              f"supported")
+        raise OnnxImportError(f"{source}: input {vi.name!r} has dtype {dtype}; supported graph input dtypes: "
+                              f"{', '.join(GRAPH_INPUT_DTYPES.values())}")
     if not ttype.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+
+
+def _input_dtype(vi: onnx.ValueInfoProto) -> str:
+    return GRAPH_INPUT_DTYPES[vi.type.tensor_type.elem_type]
 
 
 def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, int]:
@@ -283,13 +291,11 @@ def _attribute(attr: onnx.AttributeProto):
 
 
 def _convert_node(node, index, opset, env, used, source):
-    """Run the node's converter and bind its first output; any failure names the node."""
+    """Run the node's converter and bind its outputs; any failure names the node. A converter returns one
+    expression (the first output; the others must be unused) or a tuple of them, one per output it supports
+    (those beyond the node's outputs are not bound)."""
     label = f"{source}: node {_node_label(node, index)} ({node.op_type})"
     conv = lookup_converter(node.op_type, opset)
-    for i, name in enumerate(node.output[1:], start=1):
-        if name and name in used:
-            raise OnnxImportError(f"{label}: output {i} ({name!r}) is used, but only the first output of "
-                                  f"{node.op_type} is supported")
     inputs = []
     for name in node.input:
         if name and name not in env:
@@ -304,14 +310,22 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: {len(inputs)} inputs given, at most {len(conv.inputs)} supported "
                               f"({', '.join(conv.inputs)})")
     attrs = {a.name: _attribute(a) for a in node.attribute}
-    unknown = sorted(set(attrs) - conv.attrs)
+    unknown = sorted(set(attrs) - conv.attrs - {"_outputs"})
     if unknown:
         raise OnnxImportError(f"{label}: unsupported attribute(s) {unknown}")
     absent = sorted(conv.required_attrs - set(attrs))
     if absent:
         raise OnnxImportError(f"{label}: missing required attribute(s) {absent}")
+    if "_outputs" in conv.attrs:  # a converter whose results depend on the node's output count (Split)
+        attrs["_outputs"] = len(node.output)
     try:
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
         raise OnnxImportError(f"{label}: {e}") from e
-    env[node.output[0]] = result
+    results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    for i, name in enumerate(node.output):  # optional outputs the node omits are not bound
+        if i < len(results):
+            env[name] = results[i]
+        elif name and name in used:
+            raise OnnxImportError(f"{label}: output {i} ({name!r}) is used, but only the first {len(results)} "
+                                  f"output(s) of {node.op_type} are supported")

@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from onnx import helper
 
 from relayish import Constant, Expr, call, const
 
-from .onnx_values import (ConversionError, _ints, checked_elements, constant_value, int_list_input, scalar_input,
-                          tensor_array)
+from .onnx_values import ConversionError, checked_elements, int_list_input, scalar_input, tensor_array
 
 
 @dataclass(frozen=True)
@@ -532,26 +530,3 @@ def constant_of_shape(shape, *, value=None):
 @converter("Shape")
 def shape_(data, *, start=0, end=None):
     return Constant(np.asarray(_shape(data)[start:end], np.int64))
-
-
-@converter("Gather")
-def gather(data, indices, *, axis=0):
-    values = constant_value(data, "data")
-    axis = _axis(axis, values.ndim)
-    index = constant_value(indices, "indices")
-    if index.dtype not in (np.int32, np.int64):
-        raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
-    n = values.shape[axis]
-    if index.size and (index.min() < -n or index.max() >= n):
-        raise ConversionError(f"indices {_ints(index)} out of range for axis {axis} of size {n}")
-    return Constant(np.take(values, index, axis=axis))
-
-
-@converter("Cast")
-def cast(x, *, to, saturate=1):
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to))
-    if _is_const(x):
-        return Constant(x.data.astype(dtype))
-    if dtype != np.dtype(x.type.dtype):
-        raise ConversionError(f"casting a run-time {x.type.dtype} tensor to {dtype} is not supported")
-    return x

@@ -422,9 +422,12 @@ min_reduce = _reduce("min")
 def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     if combiner == "sum":
         return const(0, dtype)
+    if dtype == "bool":
+        return IntImm(int(combiner == "min"), dtype)
     inf = math.inf if combiner == "min" else -math.inf
     if dtype.startswith("int"):
-        return IntImm(2**31 - 1 if combiner == "min" else -(2**31), dtype)
+        bits = int(dtype[3:])
+        return IntImm(2**(bits - 1) - 1 if combiner == "min" else -2**(bits - 1), dtype)
     return FloatImm(inf, dtype)
 
 

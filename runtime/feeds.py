@@ -40,11 +40,23 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
                          f"{len(spec.shape)} (shape {spec.shape})")
     if value.shape != spec.shape:
         raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
+    if getattr(spec, "index_bounds", None) is not None:
+        _check_index_bounds(spec, value)
     address = value.ctypes.data
     if address % ALIGNMENT or not value.flags.c_contiguous:
         value = as_aligned(value)
         address = value.ctypes.data
     return value, address
+
+
+def _check_index_bounds(spec, value: np.ndarray) -> None:
+    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end)."""
+    lo, hi = spec.index_bounds
+    bad = (value < lo) | (value >= hi)
+    if value.size and bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"input '{spec.name}' holds {int(value[where])} at {where}, outside [{lo}, {hi}): it "
+                         f"indexes a table of {hi} entries (ids must be < {hi})")
 
 
 def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:

@@ -20,6 +20,8 @@ Format (FORMAT_VERSION = 1), a JSON object:
 
 Invariants (checked by `validate_metadata`):
 - In memory, a list may also be a tuple (the compiler's shapes are tuples); the JSON file has lists.
+- An input entry may have `index_bounds` [lo, hi] (an integer input used as indices into a table): every value v
+  passed must satisfy lo <= v < hi; the runtime checks it before native code runs.
 - `inputs` / `outputs` are in ABI order: entry i is `inputs[i]` / `outputs[i]` of `relayish_run`. Names are unique
   within each list; shapes are lists of non-negative ints (static shapes only); dtypes are numpy dtype names.
 - `workspace_bytes`, `params_bytes` are non-negative ints: the sizes of the scratch buffer and of the weights blob.
@@ -83,6 +85,12 @@ def _is_dtype_name(value) -> bool:
         return False
 
 
+def _is_index_bounds(value, dtype) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and _is_dtype_name(dtype) and \
+        np.dtype(dtype).kind == "i" and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and \
+        value[0] <= 0 < value[1]
+
+
 def _check_tensors(meta: dict, key: str, source: str) -> None:
     entries = meta[key]
     if not isinstance(entries, (list, tuple)):
@@ -99,6 +107,9 @@ def _check_tensors(meta: dict, key: str, source: str) -> None:
             _fail(source, f"{where}.shape must be a list of non-negative ints", entry["shape"])
         if not _is_dtype_name(entry["dtype"]):
             _fail(source, f"{where}.dtype must be a numeric numpy dtype name", entry["dtype"])
+        if "index_bounds" in entry and not _is_index_bounds(entry["index_bounds"], entry["dtype"]):
+            _fail(source, f"{where}.index_bounds must be [lo, hi] ints with lo <= 0 < hi on an integer input",
+                  entry["index_bounds"])
 
 
 def _check_kernels(meta: dict, source: str) -> None:

@@ -55,6 +55,7 @@ class TensorSpec(NamedTuple):
     name: str
     shape: tuple
     dtype: np.dtype
+    index_bounds: tuple | None = None  # (lo, hi): an index input's values must be in [lo, hi)
 
 
 def default_num_threads() -> int:
@@ -168,7 +169,9 @@ class Module:
         check_memory(meta, f"the metadata of {lib_path}")
         check_target(meta["target"], lib_path)
         self._meta = meta
-        self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["inputs"]]
+        self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"]),
+                                   tuple(t["index_bounds"]) if "index_bounds" in t else None)
+                        for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
         source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}

@@ -312,6 +312,84 @@ def test_every_op_is_swept():
         assert get_op(op).compute is not None, op
         assert f'"{op}"' in source, f"{op} has no test in test_ops.py"
 
+# ---------------------------------------------------------------------------------------------- typed ops
+# Ops over int64 and bool tensors too: (op, [(shape, dtype)], attrs). Broadcasts and negative axes included.
+
+def _typed_inputs(specs, seed):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype in specs:
+        if dtype == "float32":
+            arrays.append(rng.standard_normal(shape).astype(np.float32))
+        elif dtype == "bool":
+            arrays.append(rng.integers(0, 2, shape).astype(bool))
+        else:  # ints in [-3, 3] without 0 (divisors, indices of a table of >= 3 rows)
+            arrays.append(np.where(rng.integers(0, 2, shape) == 1, 1, -1) * rng.integers(1, 4, shape).astype(dtype))
+    return arrays
+
+
+def check_typed(op, specs, attrs=None, seed=0, rtol=1e-5):
+    """check_op for inputs of any dtype: reference (interpreter) vs compute (te evaluator) vs declared type."""
+    params = [Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)]
+    node = call(op, *params, **(attrs or {}))
+    arrays = _typed_inputs(specs, seed)
+    ref = evaluate_one(node, arrays)
+    placeholders = [te.placeholder(s, d, name=f"x{k}") for k, (s, d) in enumerate(specs)]
+    got, = evaluate_te(get_op(op).compute(placeholders, node.attrs, node.type), dict(zip(placeholders, arrays)))
+    assert got.shape == ref.shape == node.type.shape
+    assert got.dtype == ref.dtype == np.dtype(node.type.dtype)
+    if ref.dtype.kind == "f":
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * max(1.0, float(np.abs(ref).max(initial=0))))
+    else:
+        np.testing.assert_array_equal(got, ref)
+
+
+F, I, B = "float32", "int64", "bool"
+TYPED = [
+    ("take", [((4, 3), F), ((2, 5), I)], {"axis": 0}), ("take", [((2, 4), F), ((3,), I)], {"axis": -1}),
+    ("strided_slice", [((6, 7), F)], {"begin": (-1, 1), "end": (-100, 6), "strides": (-2, 2), "axes": (0, -1)}),
+    ("strided_slice", [((6, 7), I)], {"begin": (2,), "end": (5,)}),
+    ("broadcast_to", [((3, 1), I)], {"shape": (2, 3, 4)}),
+    ("where", [((3, 1), B), ((1, 4), F), ((4,), F)], {}), ("where", [((2, 3), B), ((2, 3), I), ((3,), I)], {}),
+    ("cast", [((2, 3), F)], {"dtype": "int64"}), ("cast", [((2, 3), I)], {"dtype": "float32"}),
+    ("cast", [((2, 3), F)], {"dtype": "bool"}), ("cast", [((2, 3), B)], {"dtype": "float32"}),
+    ("trilu", [((2, 4, 5), F)], {"upper": 0, "k": 1}), ("trilu", [((4, 5), I)], {"upper": 1, "k": -1}),
+    ("abs", [((2, 3), F)], {}), ("abs", [((2, 3), I)], {}), ("erf", [((2, 3), F)], {}),
+    ("reciprocal", [((2, 3), F)], {}), ("power", [((2, 3), I), ((3,), I)], {}),
+    ("mod", [((2, 3), I), ((3,), I)], {"fmod": 0}), ("mod", [((2, 3), I), ((2, 1), I)], {"fmod": 1}),
+    ("mod", [((2, 3), F), ((3,), F)], {"fmod": 1}),
+    ("equal", [((2, 3), I), ((3,), I)], {}), ("less", [((2, 3), F), ((2, 1), F)], {}),
+    ("greater", [((2, 3), I), ((1,), I)], {}), ("less_equal", [((2, 3), I), ((3,), I)], {}),
+    ("greater_equal", [((2, 3), F), ((3,), F)], {}), ("logical_not", [((2, 3), B)], {}),
+    ("logical_and", [((2, 3), B), ((3,), B)], {}), ("logical_or", [((2, 3), B), ((2, 1), B)], {}),
+    ("logical_xor", [((2, 3), B), ((3,), B)], {}),
+    ("sum", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("sum", [((2, 3, 4), I)], {}),
+    ("mean", [((2, 3, 4), F)], {"axes": (1,)}), ("max", [((2, 3, 4), F)], {"axes": (-2,), "keepdims": False}),
+    ("max", [((2, 3), B)], {"axes": (1,)}), ("min", [((2, 3, 4), I)], {"axes": (0, 2)}),
+    ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
+    ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
+    ("nn.gelu", [((3, 7), F)], {}), ("nn.gelu", [((3, 7), F)], {"approximate": "tanh"}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", TYPED, ids=lambda v: str(v))
+def test_typed_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+def test_power_of_floats():
+    check_op("power", [(2, 3), (3,)], positive=(0,))
+
+
+def test_log():
+    check_op("log", [(2, 3)], positive=(0,))
+
+
+def test_take_reference_refuses_an_index_out_of_range():
+    with pytest.raises(IndexError, match=r"index 4 out of range \[-4, 4\)"):
+        evaluate_one(call("take", Var("t", TensorType((4, 2))), Var("i", TensorType((1,), "int64"))),
+                     [np.zeros((4, 2), np.float32), np.array([4])])
+
 # ---------------------------------------------------------------------------------------------- flops
 
 

@@ -31,8 +31,7 @@ from .analysis import referenced, vectorize_blocker, walk_expr
 from .intrinsics import FAST, emit_intrinsic, float_max_min
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F32, F64 = ir.FloatType(), ir.DoubleType()
-VOID = ir.VoidType()
+F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
 I8P = I8.as_pointer()
 ALIGN = 64  # every kernel parameter and local buffer is 64-byte aligned
 
@@ -501,8 +500,9 @@ class _FunctionEmitter:
             if op == "*": return bl.mul(a, b, flags=("nsw",))
             if op in ("/", "//", "%"):
                 return self.floor_divmod(a, b, want_mod=(op == "%"))
-            if op == "max": return bl.select(bl.icmp_signed("<", a, b), b, a)
-            if op == "min": return bl.select(bl.icmp_signed("<", b, a), b, a)
+            less = bl.icmp_unsigned if scalar_type(a.type) == I1 else bl.icmp_signed  # bool: false < true
+            if op == "max": return bl.select(less("<", a, b), b, a)
+            if op == "min": return bl.select(less("<", b, a), b, a)
         raise self.error(f"unknown binary operator {op!r}")
 
     def floor_divmod(self, a, b, want_mod: bool):

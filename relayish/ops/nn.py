@@ -414,7 +414,8 @@ def _softmax_infer(arg_types, attrs):
 
 
 def _softmax_ref(x, axis):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    with np.errstate(invalid="ignore"):  # a row of -inf gives NaN, as in onnxruntime
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 

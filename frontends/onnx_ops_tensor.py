@@ -1,0 +1,250 @@
+"""Converters of the ops transformers use: integer and boolean tensors (Gather, Cast, comparisons, Where, Expand,
+Slice, Split, Range, Trilu), reductions, LayerNormalization, Gelu, and the math they need (Erf, Pow, Mod...).
+
+Conventions as in frontends/onnx_ops.py (one small function per op, opsets as `since=`). A call whose inputs
+are all constants is evaluated at import with the op's numpy reference (`fold`), so shape arithmetic never
+reaches the graph. A converter of a node with several outputs returns a tuple, one expression per output; one
+that needs the node's output count declares the keyword `_outputs` (the importer passes it).
+"""
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from relayish import Constant, Expr, call, const, get_op
+from relayish.op import infer_call_type
+from relayish.types import Attrs
+
+from .onnx_ops import _axis, _binary, _is_const, _shape, converter
+from .onnx_values import ConversionError, _ints, constant_value
+
+
+def fold(op: str, *args: Expr, **attrs) -> Expr:
+    """call(op, *args, **attrs), evaluated now with the op's reference when every argument is a Constant."""
+    if not _is_const(*args):
+        return call(op, *args, **attrs)
+    full, ty = infer_call_type(op, args, Attrs(attrs))
+    value = get_op(op).ref(*[a.data for a in args], **full.as_dict())
+    return Constant(np.asarray(value, dtype=ty.dtype).reshape(ty.shape))
+
+
+def _optional_ints(expr: Expr | None, what: str):
+    return None if expr is None else _ints(constant_value(expr, what))
+
+
+# ---- elementwise math ----
+
+@converter("Erf", since=9)
+def erf(x):
+    return fold("erf", x)
+
+
+@converter("Abs")
+def abs_(x):
+    return fold("abs", x)
+
+
+@converter("Log")
+def log(x):
+    return fold("log", x)
+
+
+@converter("Reciprocal")
+def reciprocal(x):
+    return fold("reciprocal", x)
+
+
+@converter("Pow")
+def pow_(x, y):
+    """The exponent may have another dtype than the base (ONNX's T1, T2): it is converted to the base's."""
+    if y.type.dtype != x.type.dtype:
+        y = fold("cast", y, dtype=x.type.dtype)
+    return fold("power", x, y)
+
+
+@converter("Mod", since=10)
+def mod(a, b, *, fmod=0):
+    if not fmod and a.type.dtype.startswith("float"):
+        raise ConversionError("fmod=0 on float inputs is not defined by ONNX (use fmod=1)")
+    return fold("mod", a, b, fmod=int(fmod))
+
+
+@converter("Gelu", since=20)
+def gelu(x, *, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ConversionError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return fold("nn.gelu", x, approximate=approximate)
+
+
+# ---- comparisons and logic (bool results) ----
+
+def _compare(op):
+    return lambda a, b: fold(op, a, b)
+
+
+for _onnx, _op in (("Equal", "equal"), ("Less", "less"), ("Greater", "greater"), ("LessOrEqual", "less_equal"),
+                   ("GreaterOrEqual", "greater_equal"), ("And", "logical_and"), ("Or", "logical_or"),
+                   ("Xor", "logical_xor")):
+    converter(_onnx, since=12 if "OrEqual" in _onnx else 7)(_compare(_op))
+
+
+@converter("Not")
+def not_(x):
+    return fold("logical_not", x)
+
+
+@converter("Where", since=9)
+def where(condition, x, y):
+    return fold("where", condition, x, y)
+
+
+# ---- casts, gathers, shapes ----
+
+_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"}
+
+
+@converter("Cast")
+def cast(x, *, to, saturate=1):
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to)).name
+    if _is_const(x) and dtype != "float16":
+        return Constant(x.data.astype(dtype))
+    if dtype not in _DTYPES:
+        raise ConversionError(f"casting a run-time tensor to {dtype} is not supported (supported: "
+                              f"{', '.join(sorted(_DTYPES))})")
+    return x if dtype == x.type.dtype else call("cast", x, dtype=dtype)
+
+
+@converter("Gather")
+def gather(data, indices, *, axis=0):
+    axis = _axis(axis, len(_shape(data)))
+    if _is_const(indices):  # run-time indices are checked at the boundary (runtime/feeds.py) or clamped
+        index, n = indices.data, _shape(data)[axis]
+        if index.dtype not in (np.int32, np.int64):
+            raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
+        if index.size and (index.min() < -n or index.max() >= n):
+            raise ConversionError(f"indices {_ints(index)} out of range for axis {axis} of size {n}")
+    return fold("take", data, indices, axis=axis)
+
+
+@converter("Expand", since=8)
+def expand(x, shape):
+    target = np.broadcast_shapes(_shape(x), _ints(constant_value(shape, "shape")))
+    return x if target == _shape(x) else fold("broadcast_to", x, shape=target)
+
+
+@converter("Range", since=11)
+def range_(start, limit, delta):
+    values = [constant_value(v, name).reshape(()) for v, name in ((start, "start"), (limit, "limit"),
+                                                                  (delta, "delta"))]
+    return Constant(np.arange(*values).astype(values[0].dtype))
+
+
+@converter("Trilu", since=14)
+def trilu(x, k=None, *, upper=1):
+    k = 0 if k is None else int(constant_value(k, "k").reshape(()))
+    return fold("trilu", x, upper=int(upper), k=k)
+
+
+# ---- slicing ----
+
+def _slice(data, starts, ends, axes, steps):
+    axes = tuple(range(len(starts))) if axes is None else tuple(axes)
+    steps = (1,) * len(starts) if steps is None else tuple(steps)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ConversionError(f"starts {tuple(starts)}, ends {tuple(ends)}, axes {axes} and steps {steps} must "
+                              f"have equal lengths")
+    return fold("strided_slice", data, begin=tuple(starts), end=tuple(ends), strides=steps, axes=axes)
+
+
+@converter("Slice")
+def slice_v1(data, *, starts, ends, axes=None):
+    return _slice(data, starts, ends, axes, None)
+
+
+@converter("Slice", since=10)
+def slice_v10(data, starts, ends, axes=None, steps=None):
+    return _slice(data, _ints(constant_value(starts, "starts")), _ints(constant_value(ends, "ends")),
+                  _optional_ints(axes, "axes"), _optional_ints(steps, "steps"))
+
+
+def _split(data, axis, sizes, count):
+    """One strided_slice per part: `sizes` along axis, or `count` parts (ONNX: equal, the last smaller)."""
+    extent = _shape(data)[_axis(axis, len(_shape(data)))]
+    if sizes is None:
+        if count < 1:
+            raise ConversionError("no output to split into")
+        part = -(-extent // count)
+        sizes = [min(part, extent - i * part) for i in range(count)]
+        if sizes[-1] <= 0:
+            raise ConversionError(f"cannot split an axis of {extent} into {count} parts")
+    if sum(sizes) != extent or any(s < 0 for s in sizes):
+        raise ConversionError(f"split sizes {tuple(sizes)} do not add up to the axis extent {extent}")
+    offsets = np.cumsum([0] + list(sizes)).tolist()
+    return tuple(_slice(data, [offsets[i]], [offsets[i + 1]], [axis], None) for i in range(len(sizes)))
+
+
+@converter("Split", since=2)
+def split_v2(data, *, axis=0, split=None, _outputs=1):
+    return _split(data, axis, None if split is None else list(split), _outputs)
+
+
+@converter("Split", since=13)
+def split_v13(data, split=None, *, axis=0, _outputs=1):
+    return _split(data, axis, None if split is None else list(_ints(constant_value(split, "split"))), _outputs)
+
+
+@converter("Split", since=18)
+def split_v18(data, split=None, *, axis=0, num_outputs=None, _outputs=1):
+    if (split is None) == (num_outputs is None):
+        raise ConversionError("exactly one of the input 'split' and the attribute num_outputs must be given")
+    if split is not None:
+        return split_v13(data, split, axis=axis, _outputs=_outputs)
+    if num_outputs != _outputs:
+        raise ConversionError(f"num_outputs={num_outputs} but the node has {_outputs} outputs")
+    return _split(data, axis, None, num_outputs)
+
+
+# ---- reductions ----
+
+def _reduce(op, data, axes, keepdims, noop_with_empty_axes=0):
+    if axes is not None and len(axes) == 0:
+        axes = None
+    if axes is None and noop_with_empty_axes:
+        return data
+    if op == "mean" and not data.type.dtype.startswith("float"):
+        raise ConversionError(f"ReduceMean of a {data.type.dtype} tensor is not supported")
+    return fold(op, data, axes=None if axes is None else tuple(axes), keepdims=bool(keepdims))
+
+
+def _register_reduce(onnx_name, op, input_axes_since):
+    @converter(onnx_name)
+    def attribute_form(data, *, axes=None, keepdims=1):
+        return _reduce(op, data, axes, keepdims)
+
+    @converter(onnx_name, since=input_axes_since)
+    def input_form(data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        return _reduce(op, data, _optional_ints(axes, "axes"), keepdims, noop_with_empty_axes)
+
+
+_register_reduce("ReduceSum", "sum", 13)
+_register_reduce("ReduceMean", "mean", 18)
+_register_reduce("ReduceMax", "max", 18)
+_register_reduce("ReduceMin", "min", 18)
+
+
+# ---- normalization ----
+
+@converter("LayerNormalization", since=17)
+def layer_norm(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    """Outputs Y, Mean and InvStdDev (the statistics with the normalized axes kept as 1s); the statistics are
+    only computed when the graph uses them."""
+    axis = _axis(axis, len(_shape(x)))
+    if bias is None:
+        bias = Constant(np.zeros(_shape(scale), dtype=scale.type.dtype))
+    y = fold("nn.layer_norm", x, scale, bias, axis=axis, epsilon=float(epsilon))
+    axes = tuple(range(axis, len(_shape(x))))
+    mean = fold("mean", x, axes=axes, keepdims=True)
+    diff = _binary("subtract", x, mean)
+    var = fold("mean", _binary("multiply", diff, diff), axes=axes, keepdims=True)
+    inv_std = fold("reciprocal", fold("sqrt", _binary("add", var, const(epsilon, x.type.dtype))))
+    return y, mean, inv_std

@@ -1,0 +1,137 @@
+"""Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the ops transformers need, one node
+per model, over broadcasts, negative axes, integer and boolean tensors and the opset forms of each op.
+
+A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initializers {name: array}). Node
+inputs are the graph inputs then the initializers, in order (a None initializer is an omitted input).
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from compiler import compile_model
+from frontends import from_onnx
+from relayish.interp import evaluate
+from test_frontend import assert_close, run_ort, with_output_shapes
+
+F, I64, B = "float32", "int64", "bool"
+R = np.random.default_rng(7)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+CASES = [
+    ("LayerNormalization", {"x": ((2, 5, 8), F)}, {"axis": -1, "epsilon": 1e-5}, 17,
+     {"s": R.standard_normal(8).astype(np.float32), "b": R.standard_normal(8).astype(np.float32)}),
+    ("LayerNormalization", {"x": ((2, 5, 8), F)}, {"axis": 1}, 17, {"s": R.standard_normal((5, 8)).astype(np.float32)}),
+    ("LayerNormalization", {"x": ((2, 5, 8), F)}, {"axis": -2}, 17,
+     {"s": R.standard_normal((1, 8)).astype(np.float32), "b": np.float32([0.5])}),
+    ("Gelu", {"x": ((3, 7), F)}, {}, 20, {}),
+    ("Gelu", {"x": ((3, 7), F)}, {"approximate": "tanh"}, 20, {}),
+    ("Erf", {"x": ((3, 7), F)}, {}, 13, {}),
+    ("Abs", {"x": ((3, 7), F)}, {}, 13, {}),
+    ("Abs", {"x": ((3, 7), I64)}, {}, 13, {}),
+    ("Reciprocal", {"x": ((3, 7), F)}, {}, 13, {}),
+    ("Pow", {"a": ((2, 3, 4), F), "b": ((4,), F)}, {}, 15, {}),
+    ("Softmax", {"x": ((2, 3, 5), F)}, {"axis": 1}, 13, {}),
+    ("Softmax", {"x": ((2, 3, 5), F)}, {"axis": -3}, 13, {}),
+    ("MatMul", {"a": ((2, 1, 3, 4), F), "b": ((3, 4, 5), F)}, {}, 13, {}),
+    ("MatMul", {"a": ((4,), F), "b": ((2, 4, 3), F)}, {}, 13, {}),
+    ("Transpose", {"x": ((2, 3, 4, 5), F)}, {"perm": [2, 0, 3, 1]}, 13, {}),
+    ("Slice", {"x": ((6, 7, 8), F)}, {}, 13, {"st": i64(-1, 1), "en": i64(-2**63, 7), "ax": i64(-3, 2),
+                                             "sp": i64(-2, 3)}),
+    ("Slice", {"x": ((6, 7), F)}, {"starts": [1], "ends": [100], "axes": [1]}, 9, {}),
+    ("Split", {"x": ((2, 9), F)}, {"axis": -1}, 13, {"split": i64(2, 3, 4)}),
+    ("Split", {"x": ((2, 9), F)}, {"axis": 1, "num_outputs": 2}, 18, {}),
+    ("Split", {"x": ((6, 2), F)}, {"axis": 0, "split": [1, 5]}, 11, {}),
+    ("Gather", {"x": ((5, 6), F), "i": ((2, 3), I64)}, {"axis": 0}, 13, {}),
+    ("Gather", {"x": ((5, 6), F), "i": ((4,), I64)}, {"axis": -1}, 13, {}),
+    ("Where", {"c": ((3, 1), B), "a": ((1, 4), F), "b": ((3, 4), F)}, {}, 16, {}),
+    ("Where", {"c": ((3, 4), B), "a": ((3, 4), I64), "b": ((4,), I64)}, {}, 16, {}),
+    ("Equal", {"a": ((3, 4), I64), "b": ((4,), I64)}, {}, 13, {}),
+    ("Less", {"a": ((3, 4), F), "b": ((3, 1), F)}, {}, 13, {}),
+    ("Greater", {"a": ((3, 4), I64), "b": ((1,), I64)}, {}, 13, {}),
+    ("Not", {"a": ((3, 4), B)}, {}, 13, {}),
+    ("And", {"a": ((3, 4), B), "b": ((4,), B)}, {}, 13, {}),
+    ("Or", {"a": ((3, 4), B), "b": ((3, 1), B)}, {}, 13, {}),
+    ("Expand", {"x": ((3, 1), F)}, {}, 13, {"shape": i64(2, 1, 4)}),
+    ("Expand", {"x": ((3, 1), I64)}, {}, 13, {"shape": i64(3, 5)}),
+    ("Mod", {"a": ((3, 4), I64), "b": ((4,), I64)}, {"fmod": 0}, 13, {}),
+    ("Mod", {"a": ((3, 4), I64), "b": ((4,), I64)}, {"fmod": 1}, 13, {}),
+    ("Mod", {"a": ((3, 4), F), "b": ((4,), F)}, {"fmod": 1}, 13, {}),
+    ("Cast", {"x": ((3, 4), I64)}, {"to": onnx.TensorProto.FLOAT}, 13, {}),
+    ("Cast", {"x": ((3, 4), F)}, {"to": onnx.TensorProto.INT64}, 13, {}),
+    ("Cast", {"x": ((3, 4), F)}, {"to": onnx.TensorProto.BOOL}, 13, {}),
+    ("Cast", {"x": ((3, 4), B)}, {"to": onnx.TensorProto.FLOAT}, 13, {}),
+    ("Unsqueeze", {"x": ((3, 4), I64)}, {}, 13, {"axes": i64(-1, 0)}),
+    ("Squeeze", {"x": ((3, 1, 4, 1), F)}, {"axes": [-1]}, 11, {}),
+    ("Concat", {"a": ((2, 3), I64), "b": ((2, 1), I64)}, {"axis": -1}, 13, {}),
+    ("Trilu", {"x": ((2, 4, 5), F)}, {"upper": 0}, 14, {"k": np.array(1, np.int64)}),
+    ("Trilu", {"x": ((4, 5), I64)}, {"upper": 1}, 14, {"k": np.array(-1, np.int64)}),
+    ("ReduceMean", {"x": ((2, 3, 4), F)}, {"axes": [-1, 0], "keepdims": 0}, 13, {}),
+    ("ReduceMean", {"x": ((2, 3, 4), F)}, {}, 18, {"axes": i64(1)}),
+    ("ReduceSum", {"x": ((2, 3, 4), F)}, {"keepdims": 1}, 13, {"axes": i64(-2)}),
+    ("ReduceSum", {"x": ((2, 3, 4), I64)}, {"keepdims": 0}, 13, {}),
+    ("ReduceMax", {"x": ((2, 3, 4), F)}, {"axes": [1, 2]}, 13, {}),
+    ("ReduceMax", {"x": ((2, 3, 4), I64)}, {"keepdims": 0}, 18, {"axes": i64(0)}),
+]
+
+
+def case_id(case):
+    op, inputs, attrs, opset, consts = case
+    dtypes = "-".join(d for _, d in inputs.values())
+    return f"{op}-v{opset}-{dtypes}-" + "-".join(f"{k}={v}" for k, v in attrs.items() if k != "to") + \
+        (f"-to{attrs['to']}" if "to" in attrs else "")
+
+
+def make_model(op, inputs, attrs, opset, consts, n_outputs):
+    node = helper.make_node(op, list(inputs) + list(consts), [f"y{i}" for i in range(n_outputs)], **attrs)
+    graph = helper.make_graph(
+        [node], "t", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(d)), s)
+                      for n, (s, d) in inputs.items()],
+        [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None) for i in range(n_outputs)],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
+    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def feeds_of(inputs, rng):
+    feeds = {}
+    for name, (shape, dtype) in inputs.items():
+        if dtype == F:
+            feeds[name] = rng.standard_normal(shape).astype(np.float32)
+        elif dtype == B:
+            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        else:  # ints in [-5, 5) (indices: in range of a 5-row table, negatives included)
+            feeds[name] = rng.integers(-5, 5, shape).astype(dtype)
+    return feeds
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_three_way(case):
+    op, inputs, attrs, opset, consts = case
+    n_outputs = 3 if op == "Split" else 1
+    if op == "Split" and ("num_outputs" in attrs):
+        n_outputs = attrs["num_outputs"]
+    elif op == "Split" and "split" in attrs:
+        n_outputs = len(attrs["split"])
+    model = make_model(op, inputs, attrs, opset, consts, n_outputs)
+    feeds = feeds_of(inputs, np.random.default_rng(0))
+    if op == "Pow":  # a real result
+        feeds["a"] = np.abs(feeds["a"]) + np.float32(0.1)
+    if op == "Mod":  # no division by zero
+        feeds["b"] = np.where(feeds["b"] == 0, 3, feeds["b"]).astype(feeds["b"].dtype)
+    refs = run_ort(model, feeds)
+    interp = evaluate(from_onnx(model), feeds)
+    ours = compile_model(model).run(None, feeds)
+    for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
+        assert a.dtype == c.dtype, f"output {k}: dtype {a.dtype} != onnxruntime's {c.dtype}"
+        if c.dtype.kind in "f":
+            assert_close(a, c, f"output {k} vs onnxruntime")
+            assert_close(a, b, f"output {k} vs interpreter")
+        else:
+            np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
+            np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
