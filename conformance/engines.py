@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 STATUSES = ("pass", "wrong", "crash", "unsupported", "other-error")
 
@@ -32,10 +34,22 @@ class CaseResult:
 
 
 def graph_feeds(model, inputs) -> dict:
-    """The case's input arrays by the name of the graph input they feed (initializers are not fed)."""
+    """The case's input values by the name of the graph input they feed (initializers are not fed)."""
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
-    return dict(zip(names, inputs))
+    return dict(zip(names, map(as_value, inputs)))
+
+
+def as_value(value):
+    """A case's input or expected output as a user would hold it: numpy scalars become 0-d arrays, TensorProtos
+    (the cases' form for float8/int4 data) numpy arrays; sequences element by element; None (optional) stays."""
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        return [as_value(v) for v in value]
+    return value
 
 
 def compare(expected: list, actual: list, rtol: float, atol: float) -> str | None:
@@ -105,7 +119,8 @@ def run_onnxruntime(case) -> CaseResult:
 
 
 _ORT_UNSUPPORTED = re.compile(r"NOT_IMPLEMENTED|Could not find an implementation|is not a registered function|"
-                              r"not supported|Unsupported|opset .* is under development")
+                              r"not supported|Unsupported|opset .* is under development|can.t be converted to MLDataType|"
+                              r"No corresponding Numpy type")
 
 ENGINES = {"relayish": run_relayish, "onnxruntime": run_onnxruntime}
 
@@ -128,8 +143,8 @@ def _run(case, make_session, is_unsupported) -> CaseResult:
         try:
             actual = run(None, feeds)
         except Exception as e:  # noqa: BLE001
-            return result("other-error", f"run: {type(e).__name__}: {e}")
-        problem = compare(list(expected), list(actual), case.rtol, case.atol)
+            return result("unsupported" if is_unsupported(e) else "other-error", f"run: {type(e).__name__}: {e}")
+        problem = compare([as_value(v) for v in expected], list(actual), case.rtol, case.atol)
         if problem:
             return result("wrong", problem)
     return result("pass")

@@ -10,6 +10,7 @@ once; the parent itself never compiles or runs a case, so it has no thread pools
 """
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import signal
 import time
@@ -22,7 +23,9 @@ from .engines import CaseResult
 
 
 def _serve(conn, cases, run_case):
-    """The worker's loop: an index in, a CaseResult out, until the parent sends None or goes away."""
+    """The worker's loop: an index in, a CaseResult out, until the parent sends None or goes away. A crash is
+    reported by the parent (naming the case), so a fault handler inherited from the parent (pytest's) is off."""
+    faulthandler.disable()
     while True:
         try:
             index = conn.recv()

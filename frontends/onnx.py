@@ -4,8 +4,8 @@
 
 The IRModule's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
 returns the graph outputs (a Tuple if there are several); IRModule.output_names are the ONNX output names.
-Initializers become Constants. Default-domain opsets 7 to 21 are supported; the per-op converters and their
-opset table live in frontends/onnx_ops.py.
+Initializers become Constants. Default-domain opsets 7 to 28 are supported; the per-op converters and their
+opset table live in frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -24,8 +24,9 @@ from onnx import TensorProto, helper, numpy_helper
 from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var
 
 from .onnx_ops import ConversionError, lookup_converter
+from .onnx_versions import unreviewed
 
-MIN_OPSET, MAX_OPSET = 7, 21
+MIN_OPSET, MAX_OPSET = 7, 28
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -98,7 +99,11 @@ def _one_line(e: Exception, limit: int = 300) -> str:
 
 
 def default_opset(model: onnx.ModelProto, source: str) -> int:
+    """The model's ai.onnx opset. A model that imports none (one of other domains only: check_supported then
+    lists its ops as unsupported) is read at MAX_OPSET; the checker refuses one whose nodes need ai.onnx."""
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions and not any(n.domain in _DEFAULT_DOMAINS for n in model.graph.node):
+        return MAX_OPSET
     if not versions:
         raise OnnxImportError(f"{source}: the model imports no default-domain (ai.onnx) opset")
     opset = max(versions)
@@ -113,16 +118,20 @@ def check_supported(model: onnx.ModelProto, source: str):
     opset = default_opset(model, source)
     domain_versions = {o.domain: o.version for o in model.opset_import}
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    why: dict[tuple[str, str], str] = {}
     for index, node in enumerate(model.graph.node):
         if node.domain in _DEFAULT_DOMAINS and lookup_converter(node.op_type, opset) is not None:
-            continue
+            why[("ai.onnx", node.op_type)] = unreviewed(node.op_type, opset)
+            if not why[("ai.onnx", node.op_type)]:
+                continue
         missing[(node.domain or "ai.onnx", node.op_type)].append(_node_label(node, index))
     if not missing:
         return
     lines = []
     for (domain, op_type), nodes in sorted(missing.items()):
         version = opset if domain in _DEFAULT_DOMAINS else domain_versions.get(domain, "?")
-        lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}")
+        lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}"
+                     + (f"; {why[domain, op_type]}" if why.get((domain, op_type)) else ""))
     raise OnnxImportError(f"{source}: {len(missing)} unsupported op type(s):\n" + "\n".join(lines))
 
 
