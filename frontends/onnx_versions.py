@@ -65,6 +65,15 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Unsqueeze": (1, 11, 13, 21, 23, 24, 25),  # as Squeeze
     "Tanh": (6, 13),  # types
     "Transpose": (1, 13, 21, 23, 24, 25),  # types
+    # frontends/onnx_ops_unary.py
+    "Floor": (6, 13), "Ceil": (6, 13), "Sign": (9, 13),  # types
+    "Round": (11, 22),  # types
+    "Elu": (6, 22), "Selu": (6, 22), "ThresholdedRelu": (10, 22),  # types
+    "Celu": (12, 28),  # 28: types (bfloat16, float16, double)
+    "Softplus": (1, 22), "Softsign": (1, 22), "HardSwish": (14, 22), "Mish": (18, 22),  # types
+    "Sinh": (9, 22), "Cosh": (9, 22), "Asinh": (9, 22), "Acosh": (9, 22), "Atanh": (9, 22),  # types
+    "Shrink": (9,),
+    "PRelu": (7, 9, 16),  # 7: slope broadcasts to X (unidirectional); 9, 16: types
 }
 
 

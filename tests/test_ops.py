@@ -211,6 +211,27 @@ def test_unary_with_attrs():
     np.testing.assert_allclose(ref, ort_run("HardSigmoid", arrays, alpha=0.3, beta=0.4), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("op,attrs,onnx", [
+    ("floor", {}, "Floor"), ("ceil", {}, "Ceil"), ("round", {}, "Round"), ("sign", {}, "Sign"),
+    ("nn.elu", {"alpha": 0.5}, "Elu"), ("nn.selu", {"alpha": 1.5, "gamma": 1.1}, "Selu"),
+    ("nn.celu", {"alpha": 2.0}, "Celu"), ("nn.softplus", {}, "Softplus"), ("nn.softsign", {}, "Softsign"),
+    ("nn.hard_swish", {}, "HardSwish"), ("nn.mish", {}, "Mish"),
+    ("nn.thresholded_relu", {"alpha": 0.3}, "ThresholdedRelu"),
+    ("nn.shrink", {"lambd": 0.4, "bias": 0.1}, "Shrink"), ("sinh", {}, "Sinh"), ("cosh", {}, "Cosh"),
+    ("asinh", {}, "Asinh")])
+def test_unary_long_tail(op, attrs, onnx):
+    ref, arrays, _ = check_op(op, [(3, 4, 5)], attrs, rtol=1e-5)
+    np.testing.assert_allclose(ref, ort_run(onnx, arrays, opset=18, **attrs), rtol=1e-5, atol=1e-6)
+
+
+def test_round_ties_to_even_and_large_values():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, 8388609.0, -8388609.0, 3e9], np.float32)
+    placeholder = te.placeholder(x.shape, name="x")
+    got, = evaluate_te(get_op("round").compute([placeholder], call("round", Var("x", TensorType(x.shape))).attrs,
+                                                TensorType(x.shape)), {placeholder: x})
+    np.testing.assert_array_equal(got, np.round(x))
+
+
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "maximum", "minimum"])
 @pytest.mark.parametrize("a,b", [((2, 3), (2, 3)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((1,), (2, 2))])
 def test_binary_broadcast(op, a, b):
