@@ -224,12 +224,30 @@ def test_unary_long_tail(op, attrs, onnx):
     np.testing.assert_allclose(ref, ort_run(onnx, arrays, opset=18, **attrs), rtol=1e-5, atol=1e-6)
 
 
+def _te_unary(op, x):
+    placeholder = te.placeholder(x.shape, name="x")
+    node = call(op, Var("x", TensorType(x.shape)))
+    got, = evaluate_te(get_op(op).compute([placeholder], node.attrs, node.type), {placeholder: x})
+    return got
+
+
+@pytest.mark.parametrize("op,onnx,x", [("acosh", "Acosh", [1.0, 1.001, 1.5, 3.0, 1e3, 1e6]),
+                                       ("atanh", "Atanh", [-0.999, -0.5, -1e-3, 0.0, 0.25, 0.9])])
+def test_inverse_hyperbolic_on_their_domain(op, onnx, x):
+    x = np.array(x, np.float32)
+    ref = evaluate_one(call(op, Var("x", TensorType(x.shape))), [x])
+    np.testing.assert_allclose(_te_unary(op, x), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ref, ort_run(onnx, [x], opset=18), rtol=1e-6, atol=1e-7)
+
+
+def test_prelu_slope_broadcasts():
+    ref, arrays, _ = check_op("nn.prelu", [(2, 3, 4, 5), (3, 1, 1)])
+    np.testing.assert_allclose(ref, ort_run("PRelu", arrays, opset=16), rtol=1e-6, atol=1e-7)
+
+
 def test_round_ties_to_even_and_large_values():
     x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, 8388609.0, -8388609.0, 3e9], np.float32)
-    placeholder = te.placeholder(x.shape, name="x")
-    got, = evaluate_te(get_op("round").compute([placeholder], call("round", Var("x", TensorType(x.shape))).attrs,
-                                                TensorType(x.shape)), {placeholder: x})
-    np.testing.assert_array_equal(got, np.round(x))
+    np.testing.assert_array_equal(_te_unary("round", x), np.round(x))
 
 
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "maximum", "minimum"])
