@@ -1,5 +1,5 @@
 """Frontends: model formats -> relayish Modules."""
-from . import onnx_ops_tensor  # noqa: F401  (registers its converters)
+from . import onnx_ops_tensor, onnx_ops_unary  # noqa: F401  (register their converters)
 from .onnx import OnnxImportError, from_onnx
 
 __all__ = ["OnnxImportError", "from_onnx"]

@@ -4,8 +4,8 @@
 
 The IRModule's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
 returns the graph outputs (a Tuple if there are several); IRModule.output_names are the ONNX output names.
-Initializers become Constants. Default-domain opsets 7 to 21 are supported; the per-op converters and their
-opset table live in frontends/onnx_ops.py.
+Initializers become Constants. Default-domain opsets 7 to 28 are supported; the per-op converters and their
+opset table live in frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -26,8 +26,9 @@ from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tu
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
 from .onnx_ops import lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
+from .onnx_versions import unreviewed
 
-MIN_OPSET, MAX_OPSET = 7, 21
+MIN_OPSET, MAX_OPSET = 7, 28
 # graph inputs may be of these dtypes (token ids, masks); ONNX elem type -> relayish dtype
 GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
                       TensorProto.BOOL: "bool"}
@@ -61,7 +62,11 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     for out in graph.output:
         if out.name not in env:
             raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
-        outputs.append(env[out.name])
+        value = env[out.name]
+        if 0 in getattr(value.type, "shape", ()):
+            raise OnnxImportError(f"{source}: graph output {out.name!r} has shape {value.type.shape}: zero-size "
+                                  f"tensors are not supported")
+        outputs.append(value)
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
     return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output),
                     attrs={"onnx_model": describe_model(model)})
@@ -151,7 +156,11 @@ def _one_line(e: Exception, limit: int = 300) -> str:
 
 
 def default_opset(model: onnx.ModelProto, source: str) -> int:
+    """The model's ai.onnx opset. A model that imports none (one of other domains only: check_supported then
+    lists its ops as unsupported) is read at MAX_OPSET; the checker refuses one whose nodes need ai.onnx."""
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions and not any(n.domain in _DEFAULT_DOMAINS for n in model.graph.node):
+        return MAX_OPSET
     if not versions:
         raise OnnxImportError(f"{source}: the model imports no default-domain (ai.onnx) opset")
     opset = max(versions)
@@ -166,16 +175,20 @@ def check_supported(model: onnx.ModelProto, source: str):
     opset = default_opset(model, source)
     domain_versions = {o.domain: o.version for o in model.opset_import}
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
+    why: dict[tuple[str, str], str] = {}
     for index, node in enumerate(model.graph.node):
         if node.domain in _DEFAULT_DOMAINS and lookup_converter(node.op_type, opset) is not None:
-            continue
+            why[("ai.onnx", node.op_type)] = unreviewed(node.op_type, opset)
+            if not why[("ai.onnx", node.op_type)]:
+                continue
         missing[(node.domain or "ai.onnx", node.op_type)].append(_node_label(node, index))
     if not missing:
         return
     lines = []
     for (domain, op_type), nodes in sorted(missing.items()):
         version = opset if domain in _DEFAULT_DOMAINS else domain_versions.get(domain, "?")
-        lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}")
+        lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}"
+                     + (f"; {why[domain, op_type]}" if why.get((domain, op_type)) else ""))
     raise OnnxImportError(f"{source}: {len(missing)} unsupported op type(s):\n" + "\n".join(lines))
 
 
@@ -239,8 +252,8 @@ def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
         raise OnnxImportError(f"{source}: input {vi.name!r} is not a tensor")
     if ttype.elem_type not in GRAPH_INPUT_DTYPES:
         dtype = helper.tensor_dtype_to_np_dtype(ttype.elem_type) if ttype.elem_type else "undefined"
-        raise OnnxImportError(f"{source}: input {vi.name!r} has dtype {dtype}; supported graph input dtypes: "
-                              f"{', '.join(GRAPH_INPUT_DTYPES.values())}")
+        raise OnnxImportError(f"{source}: input {vi.name!r} has dtype {dtype}, which is not supported as a graph "
+                              f"input (supported: {', '.join(GRAPH_INPUT_DTYPES.values())})")
     if not ttype.HasField("shape"):
         return None
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
@@ -256,8 +269,10 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
     for name, shape in input_shapes.items():
         dims = declared[name]
         shape = tuple(shape)
-        if any(not isinstance(d, (int, np.integer)) or d < 1 for d in shape):
+        if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
             raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be positive ints")
+        if 0 in shape:
+            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: zero-size tensors are not supported")
         if dims is None:
             continue
         model_shape = tuple(d if d else "?" for d in dims)

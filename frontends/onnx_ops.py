@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from relayish import Constant, Expr, call, const
+from relayish import Constant, Expr, call, const, get_op
 
 from .onnx_values import ConversionError, checked_elements, int_list_input, scalar_input, tensor_array
 
@@ -96,19 +96,12 @@ def _transpose(x: Expr, axes) -> Expr:
     return call("transpose", x, axes=axes)
 
 
-def _int_divide(a, b):
-    return np.trunc(a / b).astype(np.result_type(a, b))  # ONNX integer Div truncates toward zero
-
-
-_NUMPY_BINARY = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
-                 "minimum": np.minimum, "divide": lambda a, b: a / b if a.dtype.kind == "f" else _int_divide(a, b)}
-
-
 def _binary(op: str, a: Expr, b: Expr) -> Expr:
     if _is_const(a, b):
         if a.data.dtype != b.data.dtype:
             raise ConversionError(f"{op}: inputs have different dtypes {a.data.dtype} and {b.data.dtype}")
-        return Constant(np.asarray(_NUMPY_BINARY[op](a.data, b.data), dtype=a.data.dtype))
+        # the op's own reference: integer Div truncates toward zero as ONNX says (relayish/ops/elemwise.py)
+        return Constant(np.asarray(get_op(op).ref(a.data, b.data), dtype=a.data.dtype))
     return call(op, a, b)
 
 

@@ -65,7 +65,7 @@ def pow_(x, y):
 @converter("Mod", since=10)
 def mod(a, b, *, fmod=0):
     if not fmod and a.type.dtype.startswith("float"):
-        raise ConversionError("fmod=0 on float inputs is not defined by ONNX (use fmod=1)")
+        raise ConversionError("fmod=0 on float inputs (defined by ONNX from opset 28) is not supported; fmod=1 is")
     return fold("mod", a, b, fmod=int(fmod))
 
 

@@ -61,6 +61,19 @@ def test_unary(op, attrs):
     check3(make_model(op, {"x": (2, 3, 4, 5)}, attrs, opset))
 
 
+@pytest.mark.parametrize("op,attrs", [("Floor", {}), ("Ceil", {}), ("Round", {}), ("Sign", {}), ("Elu", {"alpha": 0.5}),
+                                      ("Selu", {}), ("Celu", {"alpha": 2.0}), ("Softplus", {}), ("Softsign", {}),
+                                      ("HardSwish", {}), ("Mish", {}), ("ThresholdedRelu", {"alpha": 0.3}),
+                                      ("Shrink", {"lambd": 0.4, "bias": 0.1}), ("Sinh", {}), ("Cosh", {}),
+                                      ("Asinh", {})])
+def test_unary_long_tail(op, attrs):
+    check3(make_model(op, {"x": (2, 3, 4, 5)}, attrs, 18))
+
+
+def test_prelu_broadcast_slope():
+    check3(make_model("PRelu", {"x": (2, 3, 4, 5), "slope": (3, 1, 1)}, opset=16))
+
+
 def test_sum_variadic():
     check3(make_model("Sum", {"a": (2, 3, 4), "b": (4,), "c": (3, 1)}, opset=13))
 

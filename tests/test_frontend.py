@@ -477,9 +477,9 @@ def test_unnamed_unsupported_node_is_named_by_its_output():
                                                        ir_version=7)))
 
 
-@pytest.mark.parametrize("opset", [6, 22])
+@pytest.mark.parametrize("opset", [1, 6])
 def test_opset_out_of_range(opset):
-    with pytest.raises(OnnxImportError, match=f"opset {opset} is not supported \\(supported: 7 to 21\\)"):
+    with pytest.raises(OnnxImportError, match=f"opset {opset} is not supported \\(supported: 7 to 28\\)"):
         from_onnx(make_model("Relu", {"x": (3,)}, opset=opset))
 
 
@@ -524,7 +524,7 @@ def test_truncated_resnet18(tmp_path, resnet18_path):
     ({"y": (1, 3, 8, 8)}, r"unknown input\(s\) \['y'\]; model inputs: \['x'\]"),
     ({"x": (1, 3, 8)}, r"has rank 3, but model input 'x' has rank 4 \('N', 3, 8, 8\)"),
     ({"x": (1, 4, 8, 8)}, r"dim 1 must be 3"),
-    ({"x": (0, 3, 8, 8)}, r"dims must be positive ints"),
+    ({"x": (0, 3, 8, 8)}, r"zero-size tensors are not supported"),
 ])
 def test_bad_input_shapes(shapes, pattern):
     with pytest.raises(OnnxImportError, match=pattern):
@@ -544,8 +544,8 @@ def test_unsupported_input_dtype_is_rejected():
     graph = helper.make_graph([helper.make_node("Identity", ["i"], ["o"])], "doubles",
                               [helper.make_tensor_value_info("i", TensorProto.DOUBLE, (3,))],
                               [helper.make_tensor_value_info("o", TensorProto.DOUBLE, None)])
-    with pytest.raises(OnnxImportError, match="input 'i' has dtype float64; supported graph input dtypes: "
-                                              "float32, int64, int32, bool"):
+    with pytest.raises(OnnxImportError, match=r"input 'i' has dtype float64, which is not supported as a graph "
+                                              r"input \(supported: float32, int64, int32, bool\)"):
         from_onnx(with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                                                        ir_version=7)))
 

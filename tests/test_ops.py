@@ -211,6 +211,45 @@ def test_unary_with_attrs():
     np.testing.assert_allclose(ref, ort_run("HardSigmoid", arrays, alpha=0.3, beta=0.4), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("op,attrs,onnx", [
+    ("floor", {}, "Floor"), ("ceil", {}, "Ceil"), ("round", {}, "Round"), ("sign", {}, "Sign"),
+    ("nn.elu", {"alpha": 0.5}, "Elu"), ("nn.selu", {"alpha": 1.5, "gamma": 1.1}, "Selu"),
+    ("nn.celu", {"alpha": 2.0}, "Celu"), ("nn.softplus", {}, "Softplus"), ("nn.softsign", {}, "Softsign"),
+    ("nn.hard_swish", {}, "HardSwish"), ("nn.mish", {}, "Mish"),
+    ("nn.thresholded_relu", {"alpha": 0.3}, "ThresholdedRelu"),
+    ("nn.shrink", {"lambd": 0.4, "bias": 0.1}, "Shrink"), ("sinh", {}, "Sinh"), ("cosh", {}, "Cosh"),
+    ("asinh", {}, "Asinh")])
+def test_unary_long_tail(op, attrs, onnx):
+    ref, arrays, _ = check_op(op, [(3, 4, 5)], attrs, rtol=1e-5)
+    np.testing.assert_allclose(ref, ort_run(onnx, arrays, opset=18, **attrs), rtol=1e-5, atol=1e-6)
+
+
+def _te_unary(op, x):
+    placeholder = te.placeholder(x.shape, name="x")
+    node = call(op, Var("x", TensorType(x.shape)))
+    got, = evaluate_te(get_op(op).compute([placeholder], node.attrs, node.type), {placeholder: x})
+    return got
+
+
+@pytest.mark.parametrize("op,onnx,x", [("acosh", "Acosh", [1.0, 1.001, 1.5, 3.0, 1e3, 1e6]),
+                                       ("atanh", "Atanh", [-0.999, -0.5, -1e-3, 0.0, 0.25, 0.9])])
+def test_inverse_hyperbolic_on_their_domain(op, onnx, x):
+    x = np.array(x, np.float32)
+    ref = evaluate_one(call(op, Var("x", TensorType(x.shape))), [x])
+    np.testing.assert_allclose(_te_unary(op, x), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ref, ort_run(onnx, [x], opset=18), rtol=1e-6, atol=1e-7)
+
+
+def test_prelu_slope_broadcasts():
+    ref, arrays, _ = check_op("nn.prelu", [(2, 3, 4, 5), (3, 1, 1)])
+    np.testing.assert_allclose(ref, ort_run("PRelu", arrays, opset=16), rtol=1e-6, atol=1e-7)
+
+
+def test_round_ties_to_even_and_large_values():
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997, 8388609.0, -8388609.0, 3e9], np.float32)
+    np.testing.assert_array_equal(_te_unary("round", x), np.round(x))
+
+
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "divide", "maximum", "minimum"])
 @pytest.mark.parametrize("a,b", [((2, 3), (2, 3)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((1,), (2, 2))])
 def test_binary_broadcast(op, a, b):

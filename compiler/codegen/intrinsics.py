@@ -306,6 +306,38 @@ def float_max_min(builder: ir.IRBuilder, op: str, a, b) -> ir.Value:
     return builder.select(builder.fcmp_unordered("uno", b, b), b, result)
 
 
+def const(ty: ir.Type, value) -> ir.Constant:
+    """A constant of scalar or vector type `ty` (vectors get `value` in every lane)."""
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [value] * ty.count)
+    return ir.Constant(ty, value)
+
+
+def _floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:
+    """Python's // or %: truncating sdiv/srem, then one step down where the remainder's sign differs from b's."""
+    q, r = builder.sdiv(a, b), builder.srem(a, b)
+    zero = const(a.type, 0)
+    fix = builder.and_(builder.icmp_signed("!=", r, zero), builder.icmp_signed("<", builder.xor(r, b), zero))
+    if want_mod:
+        return builder.select(fix, builder.add(r, b), r)
+    return builder.sub(q, builder.zext(fix, a.type))
+
+
+def int_floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:
+    """a // b or a % b on integers (scalars or vectors), as Python. A divisor known only at run time (data, not
+    index arithmetic) may be 0 or -1, on which x86's idiv traps (x / 0, INT_MIN / -1): it divides by 1 instead
+    and the result is fixed up: x // 0 = x % 0 = 0 (numpy's answer), x // -1 = -x (wrapping), x % -1 = 0."""
+    if isinstance(b, ir.Constant):
+        return _floor_divmod(builder, a, b, want_mod)
+    zero, one, minus_one = (const(a.type, v) for v in (0, 1, -1))
+    is_zero, is_m1 = builder.icmp_signed("==", b, zero), builder.icmp_signed("==", b, minus_one)
+    traps = builder.or_(is_zero, is_m1)
+    result = _floor_divmod(builder, a, builder.select(traps, one, b), want_mod)
+    if want_mod:
+        return builder.select(traps, zero, result)
+    return builder.select(is_zero, zero, builder.select(is_m1, builder.sub(zero, a), result))
+
+
 # ----------------------------------------------------------------------------------------------- dispatch
 
 _POLYNOMIAL = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "erf": _erf, "pow": _pow}

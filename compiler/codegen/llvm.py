@@ -28,7 +28,7 @@ from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker, walk_expr
-from .intrinsics import FAST, emit_intrinsic, float_max_min
+from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
@@ -78,13 +78,6 @@ def _rank(ty: ir.Type) -> int:
 
 def _nbytes(ty: ir.Type) -> int:
     return _rank(ty) // 8
-
-
-def const(ty: ir.Type, value) -> ir.Constant:
-    """A constant of scalar or vector type `ty` (vectors get `value` in every lane)."""
-    if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [value] * ty.count)
-    return ir.Constant(ty, value)
 
 
 def splat(b: ir.IRBuilder, v, lanes: int):
@@ -499,21 +492,11 @@ class _FunctionEmitter:
             if op == "-": return bl.sub(a, b, flags=("nsw",))
             if op == "*": return bl.mul(a, b, flags=("nsw",))
             if op in ("/", "//", "%"):
-                return self.floor_divmod(a, b, want_mod=(op == "%"))
+                return int_floor_divmod(bl, a, b, want_mod=(op == "%"))
             less = bl.icmp_unsigned if scalar_type(a.type) == I1 else bl.icmp_signed  # bool: false < true
             if op == "max": return bl.select(less("<", a, b), b, a)
             if op == "min": return bl.select(less("<", b, a), b, a)
         raise self.error(f"unknown binary operator {op!r}")
-
-    def floor_divmod(self, a, b, want_mod: bool):
-        """Python // and %: truncating sdiv/srem, then step down when the remainder's sign differs from b's."""
-        bl = self.b
-        q, r = bl.sdiv(a, b), bl.srem(a, b)
-        zero = const(a.type, 0)
-        fix = bl.and_(bl.icmp_signed("!=", r, zero), bl.icmp_signed("<", bl.xor(r, b), zero))
-        if want_mod:
-            return bl.select(fix, bl.add(r, b), r)
-        return bl.sub(q, bl.zext(fix, a.type))
 
     def compare(self, op, a, b):
         if op not in ("<", "<=", "==", "!="):

@@ -66,6 +66,24 @@ def _binary(name, ref, scalar):
 _binary("add", np.add, lambda x, y: x + y)
 _binary("subtract", np.subtract, lambda x, y: x - y)
 _binary("multiply", np.multiply, lambda x, y: x * y)
-_binary("divide", np.divide, lambda x, y: x / y)
+def _divide_ref(a, b):
+    """ONNX Div: true division on floats; on integers the quotient truncated toward zero (C, not Python's floor),
+    and 0 where the divisor is 0 (undefined in ONNX; numpy's answer, and compiled code's: it never traps)."""
+    if a.dtype.kind == "f":
+        return np.divide(a, b)
+    with np.errstate(divide="ignore"):
+        q = np.floor_divide(a, b)
+    return q + ((q * b != a) & ((a < 0) != (b < 0)) & (b != 0)).astype(q.dtype)
+
+
+def _divide(x, y):
+    if x.dtype.startswith("float"):
+        return x / y
+    q = x // y  # floor (codegen: 0 for a zero divisor); one up where the exact quotient was negative
+    inexact = te.all_of(te.ne(q * y, x), te.ne(x < 0, y < 0), te.ne(y, te.const(0, y.dtype)))
+    return q + te.select(inexact, te.const(1, x.dtype), te.const(0, x.dtype))
+
+
+_binary("divide", _divide_ref, _divide)
 _binary("maximum", np.maximum, te.max_)
 _binary("minimum", np.minimum, te.min_)

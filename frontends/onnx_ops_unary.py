@@ -1,0 +1,56 @@
+"""Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic functions, PRelu): one
+line of relayish per op, ONNX attributes with their ONNX defaults (relayish/ops/activation.py holds the ops).
+Their reviewed schema versions are in frontends/onnx_versions.py."""
+from __future__ import annotations
+
+from relayish import call
+
+from .onnx_ops import ConversionError, converter
+
+
+def _simple(op_type: str, op: str, since: int):
+    """Register op_type (an attribute-less unary ONNX op) as the relayish op."""
+    converter(op_type, since=since)(lambda x: call(op, x))
+
+
+for _onnx, _op, _since in (("Floor", "floor", 6), ("Ceil", "ceil", 6), ("Round", "round", 11), ("Sign", "sign", 9),
+                           ("Softplus", "nn.softplus", 1), ("Softsign", "nn.softsign", 1),
+                           ("HardSwish", "nn.hard_swish", 14), ("Mish", "nn.mish", 18), ("Sinh", "sinh", 9),
+                           ("Cosh", "cosh", 9), ("Asinh", "asinh", 9), ("Acosh", "acosh", 9), ("Atanh", "atanh", 9)):
+    _simple(_onnx, _op, _since)
+
+
+@converter("Elu", since=6)
+def elu(x, *, alpha=1.0):
+    return call("nn.elu", x, alpha=alpha)
+
+
+@converter("Selu", since=6)
+def selu(x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+    return call("nn.selu", x, alpha=alpha, gamma=gamma)
+
+
+@converter("Celu", since=12)
+def celu(x, *, alpha=1.0):
+    if alpha == 0:
+        raise ConversionError("alpha must not be 0 (Celu divides by it)")
+    return call("nn.celu", x, alpha=alpha)
+
+
+@converter("ThresholdedRelu", since=10)
+def thresholded_relu(x, *, alpha=1.0):
+    return call("nn.thresholded_relu", x, alpha=alpha)
+
+
+@converter("Shrink", since=9)
+def shrink(x, *, bias=0.0, lambd=0.5):
+    return call("nn.shrink", x, lambd=lambd, bias=bias)
+
+
+@converter("PRelu", since=7)
+def prelu(x, slope):
+    """slope broadcasts to x (ONNX's unidirectional broadcasting): the output has x's shape."""
+    y = call("nn.prelu", x, slope)
+    if y.type.shape != x.type.shape:
+        raise ConversionError(f"slope of shape {slope.type.shape} does not broadcast to X's shape {x.type.shape}")
+    return y

@@ -1,0 +1,134 @@
+"""Which versions of each ONNX op's schema we have reviewed: a model is imported only through reviewed versions.
+
+ONNX versions an op whenever its schema changes (`onnx.defs.get_schema(op, opset).since_version` is the version in
+effect at an opset). Most new versions only add element types (bfloat16, float8, int4...), which the importer
+refuses or folds anyway; some change meaning (new attributes, new inputs, new rules). REVIEWED lists, per supported
+op, every schema version in effect at the opsets we import (MIN_OPSET..MAX_OPSET of frontends/onnx.py) that someone
+has read against its converter: the comment beside it says what changed and how the converter handles it (a new
+attribute or input the converter does not take is refused by the importer with the node's name and the attribute).
+
+tests/test_frontend_versions.py fails when onnx's registry has a version of a supported op that is not listed (a
+newer onnx, or a newly supported op): review it, then add it. The importer refuses a node whose op has an entry
+here but whose version in effect at the model's opset is not listed (`unreviewed`).
+"""
+from __future__ import annotations
+
+from onnx import defs
+
+# op -> reviewed since_versions. "types" = the version only adds element types.
+REVIEWED: dict[str, tuple[int, ...]] = {
+    "Add": (7, 13, 14),  # 7: numpy broadcasting (no axis/broadcast attrs); 13, 14: types
+    "Sub": (7, 13, 14),  # as Add
+    "Mul": (7, 13, 14),  # as Add
+    "Div": (7, 13, 14),  # as Add; integer division truncates toward zero (relayish divide)
+    "AveragePool": (7, 10, 11, 19, 22),  # 7: count_include_pad; 10: ceil_mode; 11: doc (dilated output size,
+    #   auto_pad with ceil); 19: dilations; 22: types + "windows starting in the right padding are dropped"
+    #   (relayish.ops.nn.pool_out_size already does)
+    "MaxPool": (1, 8, 10, 11, 12, 22),  # 8: storage_order + Indices output (refused if used); 10: ceil_mode,
+    #   dilations; 11: doc; 12: int8/uint8; 22: as AveragePool-22
+    "GlobalAveragePool": (1, 22),  # 22: types
+    "GlobalMaxPool": (1, 22),  # 22: types
+    "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (refused if 1), outputs
+    #   renamed (extra outputs refused if used); 15: separate scale/mean types
+    "Cast": (6, 9, 13, 19, 21, 23, 24, 25, 28),  # 19: saturate (float8 only); 24: round_mode (float8e8m0 only,
+    #   refused: the converter does not take it); 9-28 otherwise types
+    "Clip": (6, 11, 12, 13),  # 11: min/max become inputs (clip_v11); 12, 13: types
+    "Concat": (4, 11, 13),  # 11: negative axis (handled); 13: types
+    "Constant": (1, 9, 11, 12, 13, 19, 21, 23, 24, 25),  # 11: sparse_value (refused); 12: value_float(s)/
+    #   int(s)/string(s) (numeric handled, strings refused); others types
+    "ConstantOfShape": (9, 20, 21, 23, 24, 25),  # types
+    "Conv": (1, 11, 22),  # 11: doc only; 22: types
+    "Dropout": (7, 10, 12, 13, 22),  # 10: bool mask; 12: ratio/training_mode inputs (training refused),
+    #   seed; 13, 22: types
+    "Exp": (6, 13),  # types
+    "Flatten": (1, 9, 11, 13, 21, 23, 24, 25),  # 11: negative axis (handled); others types
+    "Gather": (1, 11, 13),  # 11: negative indices (np.take); 13: types
+    "Gemm": (7, 9, 11, 13),  # 7: no broadcast attr; 11: C optional (handled); 9, 13: types
+    "HardSigmoid": (6, 22),  # 22: types
+    "Identity": (1, 13, 14, 16, 19, 21, 23, 24, 25),  # 14, 16: sequence/optional (refused as non-tensors);
+    #   others types
+    "LRN": (1, 13),  # 13: types
+    "LeakyRelu": (6, 16),  # 16: types
+    "MatMul": (1, 9, 13),  # types
+    "Max": (6, 8, 12, 13),  # 8: broadcasting (handled); 12, 13: types
+    "Min": (6, 8, 12, 13),  # as Max
+    "Mean": (6, 8, 13),  # as Max
+    "Sum": (6, 8, 13),  # as Max
+    "Neg": (6, 13),  # types
+    "Relu": (6, 13, 14),  # types
+    "Reshape": (5, 13, 14, 19, 21, 23, 24, 25),  # 5: shape input; 14: allowzero (handled); others types
+    "Shape": (1, 13, 15, 19, 21, 23, 24, 25),  # 15: start/end (handled, clamped as slicing); others types
+    "Sigmoid": (6, 13),  # types
+    "Softmax": (1, 11, 13),  # 11: negative axis, same 2-D coercion (softmax_v1); 13: axis alone (softmax_v13)
+    "Sqrt": (6, 13),  # types
+    "Squeeze": (1, 11, 13, 21, 23, 24, 25),  # 11: negative axes; 13: axes input (squeeze_v13); others types
+    "Unsqueeze": (1, 11, 13, 21, 23, 24, 25),  # as Squeeze
+    "Tanh": (6, 13),  # types
+    "Transpose": (1, 13, 21, 23, 24, 25),  # types
+    # frontends/onnx_ops_unary.py
+    "Floor": (6, 13), "Ceil": (6, 13), "Sign": (9, 13),  # types
+    "Round": (11, 22),  # types
+    "Elu": (6, 22), "Selu": (6, 22), "ThresholdedRelu": (10, 22),  # types
+    "Celu": (12, 28),  # 28: types (bfloat16, float16, double)
+    "Softplus": (1, 22), "Softsign": (1, 22), "HardSwish": (14, 22), "Mish": (18, 22),  # types
+    "Sinh": (9, 22), "Cosh": (9, 22), "Asinh": (9, 22), "Acosh": (9, 22), "Atanh": (9, 22),  # types
+    "Shrink": (9,),
+    "PRelu": (7, 9, 16),  # 7: slope broadcasts to X (unidirectional); 9, 16: types
+    # ---- tensor, math, reduction and transformer ops (frontends/onnx_ops_tensor.py)
+    "Abs": (6, 13),  # types
+    "Log": (6, 13),  # types
+    "Reciprocal": (6, 13),  # types
+    "Erf": (9, 13),  # types
+    "Not": (1,),
+    "And": (7,),  # 7: numpy broadcasting (no axis/broadcast attrs)
+    "Or": (7,),  # as And
+    "Xor": (7,),  # as And
+    "Equal": (7, 11, 13, 19),  # 7: broadcasting; 11, 13: types; 19: string (refused as a non-numeric tensor)
+    "Greater": (7, 9, 13),  # 7: broadcasting; 9, 13: types
+    "Less": (7, 9, 13),  # as Greater
+    "GreaterOrEqual": (12, 16),  # 16: types
+    "LessOrEqual": (12, 16),  # 16: types
+    "Where": (9, 16),  # 16: types
+    "Expand": (8, 13),  # 13: types
+    "Pow": (7, 12, 13, 15),  # 7: broadcasting; 12: the exponent's type separate (mixed dtypes handled); 13, 15: types
+    "Mod": (10, 13, 28),  # 13: types; 28: fmod=0 defined for floats as A - floor(A/B)*B (the converter still
+    #   refuses float fmod=0 with a clear error: a coverage gap, not a wrong answer)
+    "Range": (11, 27),  # 27: stash_type for float16/bfloat16 only (not taken: such a node is refused)
+    "Trilu": (14,),
+    "Slice": (1, 10, 11, 13),  # 1: attrs (slice_v1); 10: starts/ends/axes/steps inputs; 11: negative axes; 13: types
+    "Split": (2, 11, 13, 18),  # 2: split attr; 11: negative axis; 13: split input; 18: num_outputs (all handled)
+    "ReduceSum": (1, 11, 13),  # 11: negative axes; 13: axes input + noop_with_empty_axes (handled)
+    "ReduceMean": (1, 11, 13, 18),  # 11: negative axes; 13: types; 18: axes input + noop_with_empty_axes (handled)
+    "ReduceMax": (1, 11, 12, 13, 18, 20),  # as ReduceMean; 12: int8/uint8; 20: bool (False < True, as ours)
+    "ReduceMin": (1, 11, 12, 13, 18, 20),  # as ReduceMax
+    "LayerNormalization": (17,),  # Mean/InvStdDev outputs handled; stash_type: computed in float32 anyway
+    "Gelu": (20,),  # approximate "none" / "tanh"
+}
+
+
+def schema_version(op_type: str, opset: int) -> int | None:
+    """The since_version of op_type's default-domain schema in effect at opset, None if it has none there."""
+    try:
+        return defs.get_schema(op_type, opset, "").since_version
+    except defs.SchemaError:
+        return None
+
+
+def registry_versions(op_type: str, first_opset: int, last_opset: int) -> tuple[int, ...]:
+    """Every schema version of op_type in effect at some opset in [first_opset, last_opset], ascending."""
+    found = {schema_version(op_type, v) for v in range(first_opset, last_opset + 1)}
+    return tuple(sorted(v for v in found if v is not None))
+
+
+def unreviewed(op_type: str, opset: int) -> str | None:
+    """Why op_type cannot be imported at this opset through a reviewed schema, or None if it can (or has no
+    review entry: the test of this table makes that a failure)."""
+    reviewed = REVIEWED.get(op_type)
+    if reviewed is None:
+        return None
+    version = schema_version(op_type, opset)
+    if version is None:
+        return f"{op_type} does not exist in ai.onnx opset {opset}"
+    if version not in reviewed:
+        return f"schema {op_type}-{version} has not been reviewed (reviewed: {', '.join(map(str, reviewed))})"
+    return None
