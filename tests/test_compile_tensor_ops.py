@@ -135,3 +135,20 @@ def test_three_way(case):
         else:
             np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
             np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_div_and_mod_never_trap(dtype):
+    # Div truncates toward zero (ONNX), Mod takes the divisor's sign; a run-time divisor of 0 gives 0 and
+    # INT_MIN / -1 wraps, instead of the SIGFPE that x86's idiv raises (onnxruntime itself dies on the latter)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph([helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["m"])],
+                              "div", [helper.make_tensor_value_info(n, elem, [8]) for n in "ab"],
+                              [helper.make_tensor_value_info(n, elem, [8]) for n in "qm"])
+    sess = compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    low = np.iinfo(dtype).min
+    a = np.array([7, -7, 7, -7, 5, low, 3, -9], dtype)
+    b = np.array([2, 2, -2, -2, 0, -1, 0, 4], dtype)
+    q, m = sess.run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(q, np.array([3, -3, -3, 3, 0, low, 0, -2], dtype))
+    np.testing.assert_array_equal(m, np.array([1, 1, -1, -1, 0, 0, 0, 3], dtype))
