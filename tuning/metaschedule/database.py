@@ -73,9 +73,13 @@ class Database:
         self.store.add(record.workload, self.target, record.schedule,
                        None if record.run_secs is None else list(record.run_secs), record.error)
         if record.trace is not None:
-            with self._conn:
-                self._conn.execute("INSERT OR REPLACE INTO ms_traces VALUES (?, ?, ?)",
-                                   (record.workload.key, record.schedule.to_json(), record.trace.to_json()))
+            self.commit_trace(record.workload, record.schedule, record.trace)
+
+    def commit_trace(self, workload: Workload, schedule: StepSchedule, trace: Trace) -> None:
+        """Keep the trace of a program whose record is (or will be) in the records table."""
+        with self._conn:
+            self._conn.execute("INSERT OR REPLACE INTO ms_traces VALUES (?, ?, ?)",
+                               (workload.key, schedule.to_json(), trace.to_json()))
 
     def get_top_k(self, workload: Workload, k: int) -> list[TuningRecord]:
         """The k fastest distinct successful programs of the workload on this target, fastest first; each with
