@@ -25,7 +25,7 @@ import numpy as np
 from .tuner import Tuner, load_configs
 
 XGB_TUNER_PARAMS = {"plan_size": 64, "alpha": 0.05, "eps": 0.05, "sa_iters": 150, "sa_parallel": 64,
-                    "sa_early_stop": 30, "num_rounds": 60, "node_budget": 200_000}
+                    "sa_early_stop": 30, "num_rounds": 60, "node_budget": 5_000}
 XGB_PARAMS = {"max_depth": 3, "eta": 0.3, "min_child_weight": 1, "gamma": 1e-4, "nthread": 1, "verbosity": 0,
               "seed": 0}
 
@@ -117,10 +117,11 @@ class XGBTuner(Tuner):
     def _fit(self, feats, labels, groups, base_margin=None):
         import xgboost as xgb
         params = dict(XGB_PARAMS, objective="reg:squarederror" if self.loss == "reg" else "rank:pairwise")
-        dtrain = xgb.DMatrix(np.asarray(feats, np.float32), label=np.asarray(labels, np.float32))
+        dtrain = xgb.DMatrix(np.asarray(feats, np.float32), label=np.asarray(labels, np.float32), nthread=1)
         if self.loss == "rank":
             order = np.argsort(groups, kind="stable")
-            dtrain = xgb.DMatrix(np.asarray(feats, np.float32)[order], label=np.asarray(labels, np.float32)[order])
+            dtrain = xgb.DMatrix(np.asarray(feats, np.float32)[order], label=np.asarray(labels, np.float32)[order],
+                                 nthread=1)
             _, counts = np.unique(np.asarray(groups)[order], return_counts=True)
             dtrain.set_group(counts)
             base_margin = None if base_margin is None else np.asarray(base_margin)[order]
@@ -129,8 +130,7 @@ class XGBTuner(Tuner):
         return xgb.train(params, dtrain, num_boost_round=self.params["num_rounds"])
 
     def _margin(self, booster, feats):
-        import xgboost as xgb
-        return booster.predict(xgb.DMatrix(np.asarray(feats, np.float32)), output_margin=True)
+        return booster.inplace_predict(np.asarray(feats, np.float32), predict_type="margin")
 
     def predict(self, indices) -> np.ndarray:
         """Predicted score (higher is faster) of configurations: f_global + f_local."""
