@@ -270,7 +270,8 @@ def write_curves(runs: list[StrategyRun], out_dir: str) -> str | None:
     for r in runs:
         pts = [c for c in r.curve if np.isfinite(c[2])]
         for ax, k in zip(axes, (0, 1)):
-            ax.plot([c[k] for c in pts], [c[2] * 1e3 for c in pts], lw=1.2, label=r.name)
+            ax.plot([c[k] for c in pts], [c[2] * 1e3 for c in pts], lw=1.2, marker=".", drawstyle="steps-post",
+                    label=r.name)
     axes[0].set_xlabel("measured programs (trials)")
     axes[1].set_xlabel("tuning time (s)")
     axes[0].set_ylabel("estimated end-to-end latency (ms)")
