@@ -28,6 +28,7 @@ from .records import add_records_parser
 
 SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
                add_tune_parser, add_records_parser]
+SUBCOMMANDS.append(__import__("cli.tune_compare", fromlist=["*"]).add_tune_compare_parser)  # issue 14
 
 
 def build_parser() -> argparse.ArgumentParser:
