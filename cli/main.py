@@ -24,11 +24,12 @@ import sys
 from .bench import add_bench_parser
 from .commands import add_compile_parser, add_inspect_parser, add_run_parser, add_tune_parser, add_verify_parser
 from .common import EXIT_ERROR, CliError, relayish_version
+from .conformance import add_conformance_parser
 from .records import add_records_parser
+from .tune_compare import add_tune_compare_parser
 
 SUBCOMMANDS = [add_compile_parser, add_run_parser, add_verify_parser, add_bench_parser, add_inspect_parser,
-               add_tune_parser, add_records_parser]
-SUBCOMMANDS.append(__import__("cli.tune_compare", fromlist=["*"]).add_tune_compare_parser)  # issue 14
+               add_tune_parser, add_tune_compare_parser, add_records_parser, add_conformance_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

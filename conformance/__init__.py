@@ -9,7 +9,7 @@ worker processes; report.py: counts, failure groups, JSON; suite.py: run_suite()
 from .cases import case_ops, load_cases, select
 from .engines import ENGINES, STATUSES, CaseResult, compare
 from .pool import run_cases
-from .suite import main, run_suite
+from .suite import add_arguments, main, run_from_args, run_suite
 
-__all__ = ["ENGINES", "STATUSES", "CaseResult", "case_ops", "compare", "load_cases", "main", "run_cases",
-           "run_suite", "select"]
+__all__ = ["ENGINES", "STATUSES", "CaseResult", "add_arguments", "case_ops", "compare", "load_cases", "main",
+           "run_cases", "run_from_args", "run_suite", "select"]

@@ -25,6 +25,12 @@ def run_suite(engine: str = "relayish", ops=None, names=None, workers: int = 2, 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="conformance", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The suite's options, on `p` (python -m conformance, and `relayish conformance` in cli/)."""
     p.add_argument("--ops", help="comma-separated op types: only the cases all of whose nodes are among them")
     p.add_argument("-k", "--cases", help="comma-separated substrings: only the cases whose name contains one")
     p.add_argument("--engine", choices=sorted(ENGINES), default="relayish")
@@ -32,11 +38,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per case before its worker is killed")
     p.add_argument("--json", metavar="FILE", help="also write every case's result to FILE")
     p.add_argument("-v", "--verbose", action="store_true", help="print each case's result as it arrives")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    return run_from_args(_parser().parse_args(argv))
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the suite as `add_arguments`' options say; print the report; exit code 1 if a case is wrong or crashed."""
     ops = args.ops.split(",") if args.ops else None
     names = args.cases.split(",") if args.cases else None
     progress = (lambda r: print(f"{r.status:11s} {r.name}  {r.message.splitlines()[0][:150] if r.message else ''}",

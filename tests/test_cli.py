@@ -424,3 +424,9 @@ def test_time_alternating_rotates_engines_and_summarizes_each():
     assert list(stats) == ["a", "b", "c"] and all(s["repeat"] == 3 for s in stats.values())
     with pytest.raises(ValueError, match="unique"):
         timing.time_alternating([("a", lambda: None), ("a", lambda: None)], repeat=1, warmup=0)
+
+
+def test_conformance_subcommand_runs_the_selected_cases(capsys):
+    assert cli.main(["conformance", "--ops", "Relu", "-k", "test_relu", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "relayish: 1 cases" in out and "pass 1" in out
