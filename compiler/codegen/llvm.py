@@ -84,8 +84,22 @@ def _nbytes(ty: ir.Type) -> int:
 def const(ty: ir.Type, value) -> ir.Constant:
     """A constant of scalar or vector type `ty` (vectors get `value` in every lane)."""
     if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [value] * ty.count)
+        return _vector_constant(ty, value)
     return ir.Constant(ty, value)
+
+
+_VECTOR_CONSTANTS: dict = {}
+
+
+def _vector_constant(ty: ir.VectorType, value) -> ir.Constant:
+    """<N x T> with `value` in every lane, made once per (type, value): an ir.Constant caches its text, and
+    formatting a 16-lane constant anew at each use was a third of emitting an unrolled Winograd kernel.
+    Keyed by repr(value) so that 0.0 and -0.0 (equal, same hash) stay apart."""
+    key = (ty, type(value), repr(value))
+    c = _VECTOR_CONSTANTS.get(key)
+    if c is None:
+        c = _VECTOR_CONSTANTS[key] = ir.Constant(ty, value if value is ir.Undefined else [value] * ty.count)
+    return c
 
 
 def splat(b: ir.IRBuilder, v, lanes: int):
@@ -93,9 +107,9 @@ def splat(b: ir.IRBuilder, v, lanes: int):
     if is_vector(v):
         return v
     if isinstance(v, ir.Constant):
-        return ir.Constant(ir.VectorType(v.type, lanes), [v.constant] * lanes)
-    vec = b.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
-    return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        return _vector_constant(ir.VectorType(v.type, lanes), v.constant)
+    vec = b.insert_element(_vector_constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
+    return b.shuffle_vector(vec, vec, _vector_constant(ir.VectorType(I32, lanes), 0))
 
 
 def entry_alloca(fn: ir.Function, ty: ir.Type, name: str = "", align: int = ALIGN):
@@ -572,6 +586,16 @@ _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED = {"syscall", "sysconf", "pthread_create", "pthread_atfork", "clock_gettime"}  # libc symbols we call
 
 
+def kernel_type(func: PrimFunc) -> ir.FunctionType:
+    """`void (T0*, T1*, ...)`: one pointer per parameter buffer."""
+    return ir.FunctionType(VOID, [memory_type(p.dtype).as_pointer() for p in func.params])
+
+
+def declare_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
+    """Declare (not define) the kernel `func` in `module`, for calls to it from another module of one library."""
+    return ir.Function(module, kernel_type(func), func.name)
+
+
 def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
     """Emit `func` into `module` as `void NAME(T* noalias align 64, ...)`; returns the LLVM function."""
     if not _C_IDENTIFIER.fullmatch(func.name) or func.name.startswith("relayish_") or func.name in _RESERVED:
@@ -584,8 +608,7 @@ def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
             raise ValueError(f"codegen: kernel {func.name}: parameter {p!r} is not a global Buffer")
     if len(set(map(id, func.params))) != len(func.params):
         raise ValueError(f"codegen: kernel {func.name}: a buffer appears twice among the parameters (they are noalias)")
-    fnty = ir.FunctionType(VOID, [memory_type(p.dtype).as_pointer() for p in func.params])
-    fn = ir.Function(module, fnty, func.name)
+    fn = ir.Function(module, kernel_type(func), func.name)
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")  # the executor calls each kernel; inlining them there only costs compile time
     kernel = _Kernel(module, func)
