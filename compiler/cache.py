@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import runtime
+from frontends.external_data import external_data_locations
 from runtime.metadata import LoadError
 
 CACHE_FORMAT = 1
@@ -82,19 +83,8 @@ def model_digest(model) -> str:
 
 def _external_data(data: bytes, base: Path) -> list[tuple]:
     """(location, size, mtime_ns) of each external-data file the model names (-1s for a missing one)."""
-    import onnx  # only for models small enough to hold external references
-    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
-
-    try:
-        proto = onnx.load_from_string(data)
-    except Exception:  # noqa: BLE001 - an unreadable model is the frontend's to report; the key is just its bytes
-        return []
-    found = set()
-    for tensor in _get_all_tensors(proto):
-        if uses_external_data(tensor):
-            found.add(ExternalDataInfo(tensor).location)
     out = []
-    for name in sorted(found):
+    for name in external_data_locations(data):
         try:
             st = os.stat(base / name)
             out.append((name, st.st_size, st.st_mtime_ns))

@@ -133,3 +133,13 @@ def test_store_keeps_an_entry_that_won_the_race(cache_dir):
     cache_module.store(key, module)  # as a second compile finishing late would
     assert os.stat(cache_module.entry_path(key)).st_mtime_ns == before
     assert sorted(os.listdir(cache_dir)) == [key]  # its temporary directory is gone
+
+
+def test_key_covers_external_data_files(tmp_path):
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(onnx.load_from_string(conv_model()), str(path), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    before = cache_module.cache_key(str(path), OPTIONS, None, host_target())
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(weights.read_bytes() + b"\0" * 4)  # other weights (a new size and time)
+    assert cache_module.cache_key(str(path), OPTIONS, None, host_target()) != before
