@@ -83,6 +83,8 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
     add_winograd(p)
+    p.add_argument("--no-cache", dest="cache", action="store_false", default=None,
+                   help="compile from scratch, neither reading nor writing the compile cache (RELAYISH_CACHE_DIR)")
     p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
 
 
@@ -119,7 +121,7 @@ def compile_from_args(args, model_path: str):
     existing(model_path, "model file")
     module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
                            opt_level=args.opt_level, records=args.records, num_threads=args.threads,
-                           verbose=args.verbose, winograd=args.winograd)
+                           verbose=args.verbose, winograd=args.winograd, cache=getattr(args, "cache", None))
     if args.threads:
         module.num_threads = args.threads
     return module

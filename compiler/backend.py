@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 
 from relayish import Call, Function, IRModule, Tuple, Var
 
-from .codegen import emit_object, host_target, link_shared
+from .codegen import emit_objects, host_target, link_shared
 from .default_schedule import default_schedule
 from .loopir import PrimFunc
 from .lower import lower
@@ -39,7 +39,7 @@ class Products:
     schedules: list | None = None  # of ChosenSchedule, one per task
     kernels: list | None = None  # of PrimFunc, one per task
     memory: MemoryPlan | None = None
-    object_code: bytes | None = None
+    object_code: list | None = None  # of object codes (bytes), linked together
     library: str | None = None  # the shared library's path
 
 
@@ -107,11 +107,11 @@ def lower_kernels(task_calls: TaskCalls, schedules: list[ChosenSchedule]) -> lis
             for i, (task, chosen) in enumerate(zip(task_calls.tasks, schedules))]
 
 
-def emit(kernels: list[PrimFunc], memory: MemoryPlan) -> bytes:
-    return emit_object(kernels, memory.executor)
+def emit(kernels: list[PrimFunc], memory: MemoryPlan) -> list[bytes]:
+    return emit_objects(kernels, memory.executor)
 
 
-def link(object_code: bytes, lib_path: str) -> str:
+def link(object_code: list[bytes], lib_path: str) -> str:
     link_shared(object_code, lib_path)
     return lib_path
 
@@ -127,8 +127,9 @@ BACKEND = [
     Step("plan_memory", plan_memory, ("fused", "task_calls", "kernels"), "memory",
          "weights into one params blob; intermediates and scratch into one workspace by live range"),
     Step("emit", emit, ("kernels", "memory"), "object_code",
-         "kernels + thread pool + executor -> one LLVM module -> O3 -> host object code"),
-    Step("link", link, ("object_code", "lib_path"), "library", "object code -> shared library (cc -shared)"),
+         "per kernel, then thread pool + executor: an LLVM module -> O3 -> host object code, in parallel "
+         "worker processes while the next kernel's IR is emitted (codegen/workers.py)"),
+    Step("link", link, ("object_code", "lib_path"), "library", "the object codes -> one shared library (cc -shared)"),
 ]
 
 STEP_NAMES = [s.name for s in BACKEND]

@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+import warnings
 
 import runtime
 from frontends import from_onnx
 from relayish import Call, IRModule, Tuple
 
+from . import cache as cache_module
 from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, vector_width
 from .index_bounds import input_index_bounds
@@ -26,15 +28,48 @@ from .passes import PassContext, run_pipeline
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
-                  winograd: bool = True, strict: bool = False):
+                  winograd: bool = True, strict: bool = False, cache: bool | None = None):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
     winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
-    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx)."""
+    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx).
+    cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
+    on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit."""
     t0 = time.perf_counter()
-    mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
-    return build(mod, layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
-                 verbose=verbose, t_start=t0, winograd=winograd)
+    options = {"input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}, "layout": layout,
+               "opt_level": opt_level, "winograd": winograd, "strict": strict}
+    key = _cache_key(model, options, records) if (cache_module.enabled_by_default() if cache is None else cache) \
+        else None
+    module = cache_module.load(key) if key else None
+    if module is None:
+        mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
+        module = build(mod, layout=layout, opt_level=opt_level, records=records, verbose=verbose, t_start=t0,
+                       winograd=winograd)
+        if key:
+            _store(key, module, verbose)
+    elif verbose:
+        stderr_log(f"compile cache hit ({cache_module.entry_path(key)}) in {time.perf_counter() - t0:.2f} s")
+    if num_threads is not None:
+        module.num_threads = num_threads
+    return module
+
+
+def _cache_key(model, options: dict, records) -> str | None:
+    try:
+        return cache_module.cache_key(model, options, records, host_target())
+    except OSError:  # an unreadable model or records file: the frontend / backend report it
+        return None
+
+
+def _store(key: str, module, verbose: bool) -> None:
+    """Keep the module in the compile cache; a cache that cannot be written only costs the next compile."""
+    try:
+        cache_module.store(key, module)
+        module.meta["compile_info"]["cache"] = {"hit": False, "key": key, "stored": True}
+    except OSError as e:
+        module.meta["compile_info"]["cache"] = {"hit": False, "key": key, "stored": False}
+        warnings.warn(f"relayish: could not write the compile cache in {cache_module.cache_dir()}: {e}",
+                      stacklevel=3)
 
 
 def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,

@@ -1,7 +1,13 @@
 """Shared fixtures: the reference models, built once per test session into a temporary directory."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Tests patch the compiler and compare compiles: none may be answered from the compile cache (tests of the cache
+# turn it on with their own directory).
+os.environ["RELAYISH_CACHE"] = "0"
 
 from models import build_resnet18
 

@@ -63,9 +63,9 @@ def fake_compile(monkeypatch, libs):
     calls = []
 
     def compile_model(model_path_or_proto, input_shapes=None, layout="NCHWc", opt_level=3, records=None,
-                      num_threads=None, verbose=False, winograd=True):
+                      num_threads=None, verbose=False, winograd=True, cache=None):
         calls.append(dict(model=model_path_or_proto, input_shapes=input_shapes, layout=layout, opt_level=opt_level,
-                          records=records, num_threads=num_threads, winograd=winograd))
+                          records=records, num_threads=num_threads, winograd=winograd, cache=cache))
         return runtime.load_module(libs[state.lib])
 
     state = types.SimpleNamespace(lib="good", calls=calls)
@@ -115,10 +115,10 @@ def test_compile_passes_options_and_exports(fake_compile, onnx_path, tmp_path, c
     out_lib = str(tmp_path / "lib" / "m.so")
     code, out, err = run_cli(capsys, "compile", onnx_path, "-o", out_lib, "--input-shape", "x=2,3",
                              "--input-shape", "k=2", "--layout", "NCHW", "--records", "r.db", "--threads", "1",
-                             "--no-winograd")
+                             "--no-winograd", "--no-cache")
     assert code == 0, err
     assert fake_compile.calls == [dict(model=onnx_path, input_shapes={"x": (2, 3), "k": (2,)}, layout="NCHW",
-                                       opt_level=3, records="r.db", num_threads=1, winograd=False)]
+                                       opt_level=3, records="r.db", num_threads=1, winograd=False, cache=False)]
     assert f"wrote {out_lib}" in out and "3 kernels" in out
     f = {"x": np.ones((2, 3), np.float32), "k": np.array([1, 2])}
     np.testing.assert_array_equal(runtime.load_module(out_lib).run(["y"], f)[0], reference_outputs(**f)[0])

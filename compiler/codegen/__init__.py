@@ -3,7 +3,8 @@
     host_target() -> dict(triple, cpu, features)      vector_width(dtype) -> lanes per native vector
     emit_kernel(module, PrimFunc) -> ir.Function       emit_thread_pool(module)      emit_executor(module, plan)
     vectorize_report(PrimFunc) -> {loop var: None | why the vectorize loop runs serially}
-    emit_object(funcs, plan, opt_level=3) -> bytes              link_shared(object, path)
+    emit_object(funcs, plan, opt_level=3) -> bytes              link_shared(object or objects, path)
+    emit_objects(funcs, plan, opt_level=3) -> [bytes]: one object per kernel, compiled in parallel (workers.py)
     build_library(funcs, plan, path, opt_level=3) -> path       last_build_stats() -> dict of phase seconds
     emit_llvm_ir(funcs, plan=None, optimized=False) -> str      emit_assembly(funcs, plan=None) -> str
 
@@ -11,7 +12,7 @@ Hand-written micro-kernels (bench/peak.py, bench/bandwidth.py) use microkernel.p
 TASK_FN_TYPE, emit_fork_entry, compile_ir, ir_assembly and load_library.
 """
 from .library import (build_ir_module, build_library, compile_module, emit_assembly, emit_llvm_ir, emit_object,
-                      host_target, last_build_stats, link_shared, target_machine, vector_width)
+                      emit_objects, host_target, last_build_stats, link_shared, target_machine, vector_width)
 from .executor import BufferRef, ExecutorPlan, KernelCall, emit_executor
 from .analysis import vectorize_blocker, vectorize_report, walk_stmt
 from .llvm import emit_kernel
@@ -20,6 +21,6 @@ from .threadpool import emit_thread_pool
 
 __all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "TASK_FN_TYPE", "build_ir_module",
            "build_library", "compile_ir", "compile_module", "emit_assembly", "emit_executor", "emit_fork_entry",
-           "emit_kernel", "emit_llvm_ir", "emit_object", "emit_thread_pool", "host_target", "ir_assembly",
+           "emit_kernel", "emit_llvm_ir", "emit_object", "emit_objects", "emit_thread_pool", "host_target", "ir_assembly",
            "last_build_stats", "link_shared", "load_library", "pool_module", "target_machine", "vector_width",
            "vectorize_blocker", "vectorize_report", "walk_stmt"]

@@ -309,8 +309,22 @@ def float_max_min(builder: ir.IRBuilder, op: str, a, b) -> ir.Value:
 def const(ty: ir.Type, value) -> ir.Constant:
     """A constant of scalar or vector type `ty` (vectors get `value` in every lane)."""
     if isinstance(ty, ir.VectorType):
-        return ir.Constant(ty, [value] * ty.count)
+        return vector_constant(ty, value)
     return ir.Constant(ty, value)
+
+
+_VECTOR_CONSTANTS: dict = {}
+
+
+def vector_constant(ty: ir.VectorType, value) -> ir.Constant:
+    """<N x T> with `value` in every lane, made once per (type, value): an ir.Constant caches its text, and
+    formatting a 16-lane constant anew at each use was a third of emitting an unrolled Winograd kernel.
+    Keyed by repr(value) so that 0.0 and -0.0 (equal, same hash) stay apart."""
+    key = (ty, type(value), repr(value))
+    c = _VECTOR_CONSTANTS.get(key)
+    if c is None:
+        c = _VECTOR_CONSTANTS[key] = ir.Constant(ty, value if value is ir.Undefined else [value] * ty.count)
+    return c
 
 
 def _floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:

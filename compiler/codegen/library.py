@@ -4,6 +4,10 @@ The target is always the host: its triple, CPU name and feature string (so AVX-5
 optimizer is LLVM's new pass manager at O3 with loop and SLP vectorization on. Fast-math is not global: only the
 instructions codegen marks (`contract` on float + - *) may be fused. The object is linked with the system C compiler
 (`cc -shared`) against libc only (pthread_create, pthread_atfork, syscall, sysconf, clock_gettime).
+
+A model is built split (emit_objects): one LLVM module per kernel plus one for the pool and executor, optimized in
+parallel by worker processes (workers.py) and linked into one library; tools and tuning build one module
+(emit_object, build_library).
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from llvmlite import ir
 
 from ..loopir import PrimFunc
 from .executor import ExecutorPlan, emit_executor
-from .llvm import emit_kernel
+from . import objworker, workers
+from .llvm import declare_kernel, emit_kernel
 from .threadpool import emit_thread_pool
 
 _LAST_STATS: dict = {}
@@ -66,14 +71,24 @@ def _arch() -> str:
     return host_target()["triple"].split("-")[0]
 
 
-def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "relayish") -> ir.Module:
-    """One llvmlite.ir module: every kernel, the thread pool and (if plan) the executor."""
+def _empty_module(name: str) -> ir.Module:
     module = ir.Module(name=name)
     module.triple = host_target()["triple"]
     module.data_layout = str(target_machine().target_data)
+    return module
+
+
+def _check_funcs(funcs: list) -> None:
     for f in funcs:
         if not isinstance(f, PrimFunc):
             raise TypeError(f"build: expected PrimFunc, got {type(f).__name__}")
+
+
+def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "relayish") -> ir.Module:
+    """One llvmlite.ir module: every kernel, the thread pool and (if plan) the executor."""
+    _check_funcs(funcs)
+    module = _empty_module(name)
+    for f in funcs:
         emit_kernel(module, f)
     emit_thread_pool(module, _arch(), host_target()["features"])
     if plan is not None:
@@ -81,13 +96,48 @@ def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "
     return module
 
 
+def _split_module_texts(funcs: list, plan: ExecutorPlan | None):
+    """The IR texts of the split build, made one at a time: a module per kernel (it declares the pool functions it
+    calls), then the thread pool with the executor (it declares the kernels). Linked together they are the one
+    module of build_ir_module: kernels are external symbols, every other function is internal to its module."""
+    for f in funcs:
+        module = _empty_module(f.name)
+        emit_kernel(module, f)
+        yield str(module)
+    module = _empty_module("relayish_pool")
+    emit_thread_pool(module, _arch(), host_target()["features"])
+    if plan is not None:
+        for f in funcs:
+            declare_kernel(module, f)
+        emit_executor(module, plan)
+    yield str(module)
+
+
+def _compile_text_here(text: str, opt_level: int) -> bytes:
+    _init_llvm()
+    with _LLVM_LOCK:
+        return objworker.compile_text(text, host_target(), opt_level)
+
+
+def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None,
+                 n_workers: int | None = None) -> list[bytes]:
+    """funcs (+ executor for plan) -> host object codes to link together: one per kernel and one for the pool and
+    executor, optimized and compiled in parallel by codegen workers (workers.py) while this process emits the IR
+    of the next kernels. The same code as emit_object's single module, minus inlining across kernels (which are
+    noinline anyway). Fills stats["codegen_wall_s"]."""
+    _check_funcs(funcs)
+    _init_llvm()
+    stats = {} if stats is None else stats
+    t0 = time.perf_counter()
+    objects = workers.compile_texts(_split_module_texts(funcs, plan), host_target(), opt_level,
+                                    lambda text: _compile_text_here(text, opt_level), n_workers)
+    stats.update(codegen_wall_s=time.perf_counter() - t0, kernels=len(funcs), objects=len(objects))
+    return objects
+
+
 def optimize(mod: llvm.ModuleRef, opt_level: int = 3) -> None:
     """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = opt_level >= 2
-    pb = llvm.create_pass_builder(target_machine(opt_level), pto)
-    pb.getModulePassManager().run(mod, pb)
+    objworker.optimize(mod, target_machine(opt_level), opt_level)
 
 
 def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None):
@@ -129,15 +179,19 @@ def _c_compiler() -> str:
     return cc
 
 
-def link_shared(obj: bytes, path: str) -> None:
-    """Link object code into the shared library `path` with the system C compiler."""
+def link_shared(obj, path: str) -> None:
+    """Link object code (bytes, or a list of object codes) into the shared library `path` with the system C
+    compiler."""
     cc = _c_compiler()
+    objects = [obj] if isinstance(obj, (bytes, bytearray)) else list(obj)
     with tempfile.TemporaryDirectory(prefix="relayish-") as tmp:
-        obj_path = os.path.join(tmp, "module.o")
-        with open(obj_path, "wb") as f:
-            f.write(obj)
+        obj_paths = [os.path.join(tmp, f"module{i}.o") for i in range(len(objects))]
+        for obj_path, code in zip(obj_paths, objects):
+            with open(obj_path, "wb") as f:
+                f.write(code)
         tmp_out = os.path.join(tmp, "lib.so")  # link aside, then rename: a loaded library is never overwritten
-        proc = subprocess.run([cc, "-shared", "-o", tmp_out, obj_path, "-lpthread"], capture_output=True, text=True)
+        proc = subprocess.run([cc, "-shared", "-o", tmp_out, *obj_paths, "-lpthread"], capture_output=True,
+                              text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"build_library: linking with {cc} failed:\n{proc.stderr.strip()}")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

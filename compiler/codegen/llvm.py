@@ -28,7 +28,7 @@ from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker, walk_expr
-from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod
+from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod, vector_constant
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
@@ -85,9 +85,9 @@ def splat(b: ir.IRBuilder, v, lanes: int):
     if is_vector(v):
         return v
     if isinstance(v, ir.Constant):
-        return ir.Constant(ir.VectorType(v.type, lanes), [v.constant] * lanes)
-    vec = b.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
-    return b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        return vector_constant(ir.VectorType(v.type, lanes), v.constant)
+    vec = b.insert_element(vector_constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
+    return b.shuffle_vector(vec, vec, vector_constant(ir.VectorType(I32, lanes), 0))
 
 
 def entry_alloca(fn: ir.Function, ty: ir.Type, name: str = "", align: int = ALIGN):
@@ -554,6 +554,16 @@ _C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED = {"syscall", "sysconf", "pthread_create", "pthread_atfork", "clock_gettime"}  # libc symbols we call
 
 
+def kernel_type(func: PrimFunc) -> ir.FunctionType:
+    """`void (T0*, T1*, ...)`: one pointer per parameter buffer."""
+    return ir.FunctionType(VOID, [memory_type(p.dtype).as_pointer() for p in func.params])
+
+
+def declare_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
+    """Declare (not define) the kernel `func` in `module`, for calls to it from another module of one library."""
+    return ir.Function(module, kernel_type(func), func.name)
+
+
 def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
     """Emit `func` into `module` as `void NAME(T* noalias align 64, ...)`; returns the LLVM function."""
     if not _C_IDENTIFIER.fullmatch(func.name) or func.name.startswith("relayish_") or func.name in _RESERVED:
@@ -566,8 +576,7 @@ def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
             raise ValueError(f"codegen: kernel {func.name}: parameter {p!r} is not a global Buffer")
     if len(set(map(id, func.params))) != len(func.params):
         raise ValueError(f"codegen: kernel {func.name}: a buffer appears twice among the parameters (they are noalias)")
-    fnty = ir.FunctionType(VOID, [memory_type(p.dtype).as_pointer() for p in func.params])
-    fn = ir.Function(module, fnty, func.name)
+    fn = ir.Function(module, kernel_type(func), func.name)
     fn.attributes.add("nounwind")
     fn.attributes.add("noinline")  # the executor calls each kernel; inlining them there only costs compile time
     kernel = _Kernel(module, func)

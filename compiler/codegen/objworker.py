@@ -1,0 +1,94 @@
+"""LLVM IR text -> optimized host object code, in this process or in worker processes (parallel codegen).
+
+llvmlite serializes every call into LLVM behind one process-wide lock, so threads cannot optimize two modules at
+once; worker processes can. A worker is this file run as a script (`python objworker.py`): it imports llvmlite only,
+never the relayish packages nor the caller's __main__ (which multiprocessing's spawn would re-run). Protocol on its
+stdin/stdout, one job at a time:
+
+    request:  4-byte big-endian length + JSON {"target": {triple, cpu, features}, "opt_level": int}
+              4-byte length + the module's LLVM IR text (UTF-8)
+    reply:    b"O" or b"E", 4-byte length + object code (O) or an error message (E)
+
+`optimize` is the one definition of the optimization pipeline, used in-process by library.py as well.
+"""
+from __future__ import annotations
+
+import json
+import struct
+import sys
+
+import llvmlite.binding as llvm
+
+_MACHINES: dict = {}
+
+
+def optimize(mod, machine, opt_level: int) -> None:
+    """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    pto.loop_vectorization = opt_level >= 2
+    pto.slp_vectorization = opt_level >= 2
+    pb = llvm.create_pass_builder(machine, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def machine_for(target: dict, opt_level: int):
+    """A PIC TargetMachine for target (triple, cpu, features), one per (target, level) in this process."""
+    key = (target["triple"], target["cpu"], target["features"], opt_level)
+    if key not in _MACHINES:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        t = llvm.Target.from_triple(target["triple"])
+        _MACHINES[key] = t.create_target_machine(cpu=target["cpu"], features=target["features"], opt=opt_level,
+                                                 reloc="pic", codemodel="default")
+    return _MACHINES[key]
+
+
+def compile_text(text: str, target: dict, opt_level: int) -> bytes:
+    """Parse, verify, optimize and emit one module's IR text as object code."""
+    machine = machine_for(target, opt_level)
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    if opt_level > 0:
+        optimize(mod, machine, opt_level)
+    return machine.emit_object(mod)
+
+
+def _read_exact(stream, n: int) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise EOFError("objworker: the pipe closed mid-message")
+    return data
+
+
+def read_message(stream) -> bytes:
+    (n,) = struct.unpack(">I", _read_exact(stream, 4))
+    return _read_exact(stream, n)
+
+
+def write_message(stream, data: bytes) -> None:
+    stream.write(struct.pack(">I", len(data)))
+    stream.write(data)
+
+
+def serve(stdin, stdout) -> None:
+    """Answer jobs until stdin closes."""
+    while True:
+        header = stdin.read(4)
+        if not header:
+            return
+        if len(header) < 4:
+            header += _read_exact(stdin, 4 - len(header))
+        (n,) = struct.unpack(">I", header)
+        job = json.loads(_read_exact(stdin, n))
+        text = read_message(stdin).decode()
+        try:
+            obj, status = compile_text(text, job["target"], job["opt_level"]), b"O"
+        except Exception as e:  # reported to the caller, which raises it with the kernel's name
+            obj, status = f"{type(e).__name__}: {e}".encode(), b"E"
+        stdout.write(status)
+        write_message(stdout, obj)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)

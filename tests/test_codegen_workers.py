@@ -1,0 +1,67 @@
+"""Parallel codegen (compiler/codegen/workers.py): a library built split, one object per kernel compiled in worker
+processes, runs like the one-module build; LLVM errors surface with LLVM's message; a lost worker is replaced by
+compiling in this process."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from compiler.codegen import BufferRef, ExecutorPlan, KernelCall, emit_objects, host_target, link_shared
+from compiler.codegen import workers
+from runtime.aligned import aligned_empty, as_aligned
+
+from codegen_helpers import rand
+from test_codegen_library import k_add_one, k_scale
+
+P = ctypes.c_void_p
+PLAN = ExecutorPlan([
+    KernelCall("scale", [BufferRef("input", 0), BufferRef("param", offset=0), BufferRef("workspace", offset=0)]),
+    KernelCall("add_one", [BufferRef("workspace", offset=0), BufferRef("output", 0)]),
+])
+
+
+def _run(path):
+    dll = ctypes.CDLL(path)
+    x, w = rand(40, seed=3), rand(40, seed=4)
+    params, workspace, y = as_aligned(w), aligned_empty(160, np.uint8), aligned_empty(40, np.float32)
+    xa = as_aligned(x)
+    dll.relayish_run((P * 1)(xa.ctypes.data), (P * 1)(y.ctypes.data), P(params.ctypes.data),
+                     P(workspace.ctypes.data))
+    return y, x * w + 1
+
+
+@pytest.mark.parametrize("n_workers", [0, 2])
+def test_split_build_runs_like_one_module(tmp_path, n_workers):
+    stats = {}
+    objects = emit_objects([k_scale(), k_add_one()], PLAN, stats=stats, n_workers=n_workers)
+    assert len(objects) == 3 and stats["objects"] == 3  # one per kernel + the pool and executor
+    path = str(tmp_path / f"split{n_workers}.so")
+    link_shared(objects, path)
+    y, expected = _run(path)
+    np.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+def test_llvm_error_in_a_worker_is_raised_with_its_message():
+    with pytest.raises(RuntimeError, match="LLVM rejected(.|\n)*parsing error"):
+        workers.compile_texts(["define void @f() {\n  ret void %nope\n}\n"], host_target(), 3,
+                              local=lambda text: pytest.fail("a worker was available"), workers=1)
+
+
+def test_lost_worker_is_replaced_by_compiling_here():
+    text = "define void @f() {\n  ret void\n}\n"
+    local_calls = []
+
+    def local(t):
+        local_calls.append(t)
+        return b"local"
+
+    assert workers.compile_texts([text], host_target(), 3, local, workers=1)[0] != b"local"  # a worker did it
+    pool = workers._pool(1)
+    worker = pool.idle.get()
+    worker.proc.kill()
+    worker.proc.wait()
+    pool.idle.put(worker)
+    assert workers.compile_texts([text], host_target(), 3, local, workers=1) == [b"local"]
+    assert workers.compile_texts([text], host_target(), 3, local, workers=1)[0] != b"local"  # a new worker
