@@ -1,0 +1,131 @@
+"""The whole model suite side by side: relayish (untuned), onnxruntime and, when installed, OpenVINO.
+
+    python -m models --all --out suite/              # build the suite's .onnx files (models/suite.py)
+    python -m bench.suite suite/ [--models resnet18,mobilenet_v2] [--threads 2] [--repeat 30] [--json F]
+
+For each model: compile it, check its outputs against onnxruntime (max|ours - ort| / max|ort|), then time the
+engines in one process on the same inputs and thread count, in steady state (runtime.timing.time_blocks: blocks of
+consecutive runs per engine, engines alternating block by block with an idle gap), and print the medians and the
+ratios to onnxruntime. OpenVINO runs in fp32 (INFERENCE_PRECISION_HINT=f32) with the same thread count; it is an
+optional extra (`pip install -e '.[bench]'`): without it its column says "-". A model that fails to compile or to
+run in one engine gets its error in the table and the others go on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from compiler import compile_model
+from runtime.accuracy import compare_outputs
+from runtime.timing import BLOCK_RUNS, describe_timing, time_engines
+
+from .compare import make_ort_session, ort_feed
+
+
+def make_openvino(onnx_path: str, threads: int):
+    """A run function of OpenVINO's CPU plugin in fp32 with `threads` threads, or None if openvino is missing."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None
+    core = ov.Core()
+    compiled = core.compile_model(str(onnx_path), "CPU", {"INFERENCE_NUM_THREADS": threads,
+                                                           "INFERENCE_PRECISION_HINT": "f32",
+                                                           "PERFORMANCE_HINT": "LATENCY"})
+    request = compiled.create_infer_request()
+    names = [p.get_any_name() for p in compiled.inputs]
+    return lambda feed: request.infer({n: feed[n] for n in names})
+
+
+def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int) -> dict:
+    """One model's row: accuracy vs onnxruntime and each engine's latency stats (or the error that stopped it)."""
+    row = {"model": os.path.splitext(os.path.basename(path))[0]}
+    try:
+        module = compile_model(path, num_threads=threads)
+    except Exception as e:  # noqa: BLE001 - one model's failure is that row's result, not the end of the suite
+        row["error"] = f"compile: {type(e).__name__}: {str(e).splitlines()[0]}"
+        return row
+    inputs = module.random_inputs(seed=0)
+    session = make_ort_session(path, threads)
+    feed = ort_feed(session, inputs)
+    ort_names = [o.name for o in session.get_outputs()]
+    engines = [("relayish", lambda: module.run(None, inputs)), ("onnxruntime", lambda: session.run(ort_names, feed))]
+    outputs = compare_outputs(dict(zip(module.output_names, engines[0][1]())), dict(zip(ort_names, engines[1][1]())))
+    row["max_rel_error"] = max(e["max_rel"] for e in outputs.values())
+    row["agree"] = all(e["passed"] for e in outputs.values())
+    try:
+        openvino = make_openvino(path, threads)
+    except Exception as e:  # noqa: BLE001 - OpenVINO refusing a model is reported, the others still run
+        row["openvino_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        openvino = None
+    if openvino is not None:
+        engines.append(("openvino", lambda: openvino(inputs)))
+    stats = time_engines(engines, "steady", repeat, warmup, block=block)
+    row.update({name: s for name, s in stats.items()})
+    ort_ms = stats["onnxruntime"]["median_ms"]
+    row["ratio"] = stats["relayish"]["median_ms"] / ort_ms
+    if "openvino" in stats:
+        row["openvino_ratio"] = stats["openvino"]["median_ms"] / ort_ms
+    return row
+
+
+def format_table(rows: list[dict]) -> str:
+    """Medians in ms and the ratios to onnxruntime (< 1: faster than onnxruntime)."""
+    head = f"{'model':<18} {'relayish':>9} {'ort':>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  accuracy"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['model']:<18} {r['error']}")
+            continue
+        ov = r.get("openvino")
+        lines.append(f"{r['model']:<18} {r['relayish']['median_ms']:>9.3f} {r['onnxruntime']['median_ms']:>9.3f} "
+                     f"{ov['median_ms'] if ov else float('nan'):>9.3f} {r['ratio']:>9.3f} "
+                     f"{r.get('openvino_ratio', float('nan')):>7.3f}  {r['max_rel_error']:.1e}"
+                     f"{'' if r['agree'] else ' DISAGREE'}" + (f"  (openvino: {r['openvino_error']})"
+                                                               if "openvino_error" in r else ""))
+    return "\n".join(lines)
+
+
+def suite_paths(directory: str, names: list[str] | None) -> list[str]:
+    """The .onnx files of `directory` (sorted), or the named ones; a missing one is a clear error."""
+    if not os.path.isdir(directory):
+        raise SystemExit(f"{directory}: no such directory (build the suite with `python -m models --all --out DIR`)")
+    if names:
+        paths = [os.path.join(directory, n + ".onnx") for n in names]
+        missing = [p for p in paths if not os.path.isfile(p)]
+        if missing:
+            raise SystemExit(f"not built: {', '.join(missing)} (python -m models NAME ... --out {directory})")
+        return paths
+    paths = sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".onnx"))
+    if not paths:
+        raise SystemExit(f"{directory} holds no .onnx file (python -m models --all --out {directory})")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.suite", description=__doc__.split("\n\n")[0])
+    p.add_argument("directory", help="folder of .onnx files (python -m models --all --out DIR)")
+    p.add_argument("--models", help="comma-separated names (default: every .onnx in the folder)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=30, help="timed runs per engine (default 30)")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--block", type=int, default=BLOCK_RUNS, help="consecutive runs per engine turn")
+    p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    paths = suite_paths(args.directory, args.models.split(",") if args.models else None)
+    print(f"threads {args.threads}; " + describe_timing("steady", args.repeat, args.warmup, args.block), flush=True)
+    rows = []
+    for path in paths:
+        rows.append(bench_model(path, args.threads, args.repeat, args.warmup, args.block))
+        print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, default=float)
+    return 0 if all(r.get("agree", False) for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""bench/suite.py: the suite table over a folder of models (timings are not asserted: only what is reported)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, save_model
+
+from bench.suite import format_table, main, suite_paths
+
+
+def _tiny_model(path):
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4, 3, 3],
+                           np.random.default_rng(0).standard_normal(8 * 4 * 9).astype(np.float32) * 0.1)
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                               helper.make_node("Relu", ["c"], ["y"])], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])], [w])
+    save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+
+
+def test_suite_table_of_a_folder(tmp_path, capsys):
+    _tiny_model(tmp_path / "tiny.onnx")
+    (tmp_path / "broken.onnx").write_bytes(b"not a model")
+    code = main([str(tmp_path), "--repeat", "2", "--warmup", "1", "--block", "2", "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 1  # the broken model has no accuracy row
+    tiny = next(line for line in out.splitlines() if line.startswith("tiny"))
+    broken = next(line for line in out.splitlines() if line.startswith("broken"))
+    assert "compile:" in broken
+    relayish_ms, ort_ms = (float(v) for v in tiny.split()[1:3])
+    assert relayish_ms > 0 and ort_ms > 0 and float(tiny.split()[-1]) < 1e-4  # accuracy column
+
+
+def test_suite_paths_name_what_is_missing(tmp_path):
+    with pytest.raises(SystemExit, match="no such directory"):
+        suite_paths(str(tmp_path / "nope"), None)
+    with pytest.raises(SystemExit, match="holds no .onnx file"):
+        suite_paths(str(tmp_path), None)
+    with pytest.raises(SystemExit, match="not built: .*resnet18.onnx"):
+        suite_paths(str(tmp_path), ["resnet18"])
+
+
+def test_format_table_marks_disagreement():
+    stats = {"median_ms": 1.0}
+    row = {"model": "m", "relayish": stats, "onnxruntime": {"median_ms": 2.0}, "ratio": 0.5, "max_rel_error": 0.3,
+           "agree": False}
+    assert "DISAGREE" in format_table([row]) and "0.500" in format_table([row])
