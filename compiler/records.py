@@ -323,6 +323,14 @@ class RecordStore(RecordsConnection):
         row = self._conn.execute(f"SELECT {', '.join(COLUMNS)} FROM records WHERE id = ?", (found[1],)).fetchone()
         return self._record(row, found[0])
 
+    def best_of_similar(self, task_name: str, exclude_key: str, target=None, k: int = 4) -> list[Record]:
+        """The best successful record of each of the k best other tasks named `task_name` (the same fused ops on
+        other shapes) on `target`: what tuning a new shape starts from."""
+        rows = self._conn.execute("SELECT task_key FROM records WHERE task_name = ? AND task_key != ? AND "
+                                  "target = ? AND error IS NULL GROUP BY task_key ORDER BY MIN(record_cost) LIMIT ?",
+                                  (task_name, exclude_key, self._target(target), k)).fetchall()
+        return [r for r in (self.best_record(key, target) for (key,) in rows) if r is not None]
+
     def records(self, task_key: str | None = None, target=None) -> list[Record]:
         """Records in insertion order, of one task and/or one target (default: all); unparseable ones skipped."""
         out = []

@@ -30,9 +30,10 @@ from compiler.task import Task
 from frontends import from_onnx
 from relayish import get_op
 
+from .annotate import derive_program
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, measure
-from .search import SearchSpace, evolutionary_search
+from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
 TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0,
@@ -92,7 +93,10 @@ class Tuner:
         self.spaces = [SearchSpace.of(t) for t in tasks]
         self.best: dict[str, float] = {}
         self.default: dict[str, float] = {}
+        self.defaults = {t.key: _default_schedule(t) for t in tasks}
         _resume(store, tasks, self.spaces, target, self.model, self.best, log)
+        seeded = sum(seed_space(space, self.defaults[space.task.key], store, target) for space in self.spaces)
+        log(f"initial populations seeded with {seeded} programs (default schedules, similar tasks' best records)")
         self.scheduler = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks],
                                        [_group(t) for t in tasks], rng=random.Random(params["seed"] + 1))
         self.trials = 0
@@ -124,7 +128,7 @@ class Tuner:
         task = self.tasks[i]
         batch = []
         if task.key not in self.default:  # the first round of a task also measures its default schedule
-            batch.append((None, _default_schedule(task)))
+            batch.append((None, self.defaults[task.key]))  # (its program is among the space's seeds)
         want = self.params["batch_size"] - len(batch)
         if max_trials is not None:
             want = min(want, max(max_trials - len(batch), 0))
@@ -140,7 +144,7 @@ class Tuner:
             cost = float(min(r.costs)) if r.costs else np.inf
             costs.append(cost)
             self.spaces[i].record(sch, cost, prog)
-            if prog is None and task.key not in self.default:
+            if task.key not in self.default and sch == self.defaults[task.key]:
                 self.default[task.key] = cost
             if cost < self.best.get(task.key, np.inf):
                 self.best[task.key] = cost
@@ -268,6 +272,21 @@ def _costs_from_records(tasks, store, target, best: dict, default: dict) -> None
         readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
         if readings:
             default[task.key] = min(readings)
+
+
+def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target, k: int | None = None) -> int:
+    """Put the default schedule's program (first, when the space holds it) and programs fitted from the best
+    records of similar tasks (same fused ops, other shapes) into space.seeds; returns how many."""
+    k = SEARCH_PARAMS["similar_records"] if k is None else k
+    initial = space.task.initial_state()
+    own = derive_program(space.sketches, default, initial)
+    seeds = [own] if own is not None else []
+    for rec in store.best_of_similar(space.task.name, space.task.key, target, k):
+        prog = derive_program(space.sketches, rec.schedule, initial, exact=False)
+        if prog is not None and all(prog.key() != s.key() for s in seeds):
+            seeds.append(prog)
+    space.seeds = seeds
+    return len(seeds)
 
 
 def _default_schedule(task: Task) -> Schedule:
