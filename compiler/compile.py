@@ -25,20 +25,22 @@ from .passes import PassContext, run_pipeline
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
-                  winograd: bool = True, strict: bool = False):
+                  winograd: bool = True, strict: bool = False, default_schedules: str = "hand-written"):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
     winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
-    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx)."""
+    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx).
+    default_schedules: what a task without a record runs, "hand-written" or, for tuning experiments, "naive"
+    (the plain loop nest; see compiler.backend.untuned_schedule)."""
     t0 = time.perf_counter()
     mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
     return build(mod, layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
-                 verbose=verbose, t_start=t0, winograd=winograd)
+                 verbose=verbose, t_start=t0, winograd=winograd, default_schedules=default_schedules)
 
 
 def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
           num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
-          winograd: bool = True):
+          winograd: bool = True, default_schedules: str = "hand-written"):
     """Compile a relayish IRModule into a runnable `runtime.Module`."""
     if layout not in ("NCHWc", "NCHW"):
         raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
@@ -49,7 +51,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     out_dir = tempfile.mkdtemp(prefix="relayish_")
     lib_path = os.path.join(out_dir, "model.so")
     made = run_backend(fused, ctx.vector_width, records, lib_path, log=stderr_log if verbose else None,
-                       timings=timings)
+                       timings=timings, default_schedules=default_schedules)
     made.memory.params.tofile(lib_path + ".params")
     meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx)
     runtime.dump_metadata(meta, lib_path + ".json")
@@ -100,6 +102,6 @@ def _metadata(made: Products, target: dict, timings: dict, total_s: float, ctx: 
         "target": {"triple": target["triple"], "cpu": target["cpu"], "features": target["features"]},
         "compile_info": {"opt_level": ctx.opt_level, "layout": ctx.layout, "compile_seconds": round(total_s, 3),
                          "timings": {k: round(v, 4) for k, v in timings.items()},
-                         "tasks": len(made.task_calls.tasks),
+                         "tasks": len(made.task_calls.tasks), "default_schedules": made.default_schedules,
                          "tuned_tasks": sum(1 for c in made.schedules if c.source == "tuned")},
     }

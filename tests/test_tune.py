@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -73,3 +74,38 @@ def test_budget_counts_trials_and_seconds():
     by_time = Budget(trials=None, seconds=60.0, t_start=time.perf_counter() - 61)
     assert not by_time.left(0) and by_time.trials_left(100) is None
     assert str(Budget(10, 60.0, 0.0)) == "10 trials / 60 s" and str(by_time) == "60 s"
+
+
+def test_naive_default_schedules_compute_the_right_results():
+    """default_schedules="naive": every task without a record runs the plain loop nest (no steps), still right."""
+    import models
+
+    model = models.make_squeezenet(image_size=64)
+    module = compile_model(model, default_schedules="naive")
+    assert module.meta["compile_info"]["default_schedules"] == "naive"
+    assert module.meta["compile_info"]["tuned_tasks"] == 0
+    x = np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    expected = evaluate(from_onnx(model), {"input": x})[0]
+    assert np.max(np.abs(module.run(None, {"input": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+    with pytest.raises(ValueError, match="default_schedules must be one of"):
+        compile_model(model, default_schedules="none")
+
+
+def test_tuning_from_the_naive_loop_nest(tmp_path):
+    """start="naive": the baseline measured (and re-measured) is the empty schedule, never the hand-written one,
+    and compile_model(default_schedules="naive") with the records is right."""
+    model = conv_pool()
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "naive.db")
+    onnx.save(model, path)
+    result = tune_model(path, db, trials=6, layout="NCHW", params=dict(PARAMS, final_remeasure=1,
+                                                                       remeasure_rounds=1), progress=False,
+                        start="naive")
+    for task, records in schedules_by_task(db, result.tasks).items():
+        measured = {r.schedule.to_json() for r in records}
+        assert "[]" in measured
+        assert _default_schedule(next(t for t in result.tasks if t.key == task)).to_json() not in measured
+    assert all(np.isfinite(result.default[t.key]) for t in result.tasks)
+    module = compile_model(path, layout="NCHW", records=db, default_schedules="naive")
+    x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    expected = evaluate(from_onnx(model), {"x": x})[0]
+    assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))

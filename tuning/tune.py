@@ -22,7 +22,7 @@ import numpy as np
 
 from compiler import extract_tasks
 from compiler.codegen import host_target, vector_width
-from compiler.default_schedule import default_schedule
+from compiler.backend import untuned_schedule
 from compiler.passes import PassContext, run_pipeline
 from compiler.records import RecordStore
 from compiler.schedule import Schedule, ScheduleError
@@ -82,18 +82,20 @@ class Tuner:
     """One tuning session over fixed tasks. Starts from what the records already hold for this target (see
     `_resume`); measures in worker processes until close().
 
-    Invariants: best[key] is the fastest cost known for a task (this session or the records); default[key] is the
-    cost of its default schedule, measured by the task's first round of this session; trials counts the programs
+    Invariants: best[key] is the fastest cost known for a task (this session or the records); defaults[key] is
+    the schedule the task starts from (start: "hand-written" defaults or the "naive" loop nest) and default[key]
+    its cost, measured by the task's first round of this session; trials counts the programs
     measured this session (per_task: per task key)."""
 
-    def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None):
+    def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
+                 start: str = "hand-written"):
         self.tasks, self.store, self.target, self.params = tasks, store, target, params
         self.rng = random.Random(params["seed"])
         self.model = XGBoostModel(seed=params["seed"])
         self.spaces = [SearchSpace.of(t) for t in tasks]
         self.best: dict[str, float] = {}
         self.default: dict[str, float] = {}
-        self.defaults = {t.key: _default_schedule(t) for t in tasks}
+        self.defaults = {t.key: _default_schedule(t, start) for t in tasks}  # what each task starts from
         _resume(store, tasks, self.spaces, target, self.model, self.best, log)
         seeded = sum(seed_space(space, self.defaults[space.task.key], store, target) for space in self.spaces)
         log(f"initial populations seeded with {seeded} programs (default schedules, similar tasks' best records)")
@@ -186,8 +188,13 @@ class Budget:
 
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
-               progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True) -> TuneResult:
-    """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
+               progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
+               start: str = "hand-written") -> TuneResult:
+    """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
+
+    start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
+    into the search) or "naive" (the plain loop nest, for template-free tuning experiments: then compile the
+    model with compile_model(records=..., default_schedules="naive") to match)."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
@@ -197,15 +204,15 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     budget = Budget(trials, time_budget_s, time.perf_counter())
     tasks = model_tasks(models, input_shapes, layout, winograd)
     with RecordStore(records) as store:
-        tuner = Tuner(tasks, store, host_target(), p, log)
+        tuner = Tuner(tasks, store, host_target(), p, log, start=start)
         log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
         try:
             curve = run_rounds(tuner, budget, log)
         finally:
             tuner.close()
         if p["final_remeasure"]:
-            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log)
-            _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default)  # what compile_model applies
+            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults)
+            _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
     result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
     log(format_task_table(result))
     if curve_png:
@@ -231,12 +238,14 @@ def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
     return curve
 
 
-def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None) -> None:
+def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None,
+                   defaults: dict | None = None) -> None:
     """Measure again the k best programs of each task and its default schedule, in `remeasure_rounds` rounds
     over all the tasks, and add the new measurements to the records. On a shared machine a program measured
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
-    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies."""
+    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies.
+    defaults: task key -> the untuned schedule (default: the hand-written one)."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
     candidates = {}
@@ -249,7 +258,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
                 ranked.append(rec.schedule)
             if len(ranked) >= k:
                 break
-        default = _default_schedule(task)
+        default = defaults[task.key] if defaults else _default_schedule(task)
         if default.to_json() not in seen:
             ranked.append(default)
         candidates[task.key] = ranked
@@ -261,14 +270,14 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
 
 
-def _costs_from_records(tasks, store, target, best: dict, default: dict) -> None:
+def _costs_from_records(tasks, store, target, best: dict, default: dict, defaults: dict) -> None:
     """best[key] = the cost of the record compile_model will apply; default[key] = the default schedule's
     fastest reading (both min over every measurement in the records)."""
     for task in tasks:
         rec = store.best_record(task.key, target=target)
         if rec is not None:
             best[task.key] = rec.cost
-        own = _default_schedule(task).to_json()
+        own = defaults[task.key].to_json()
         readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
         if readings:
             default[task.key] = min(readings)
@@ -289,8 +298,9 @@ def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target
     return len(seeds)
 
 
-def _default_schedule(task: Task) -> Schedule:
-    return default_schedule(task.initial_state(), vector_width())
+def _default_schedule(task: Task, start: str = "hand-written") -> Schedule:
+    """The untuned schedule tuning starts from and compares with: the hand-written default, or the naive loop nest."""
+    return untuned_schedule(task, vector_width(), start)
 
 
 def _group(task: Task) -> str:
