@@ -65,12 +65,14 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
 
 
 def _call_info(made: Products) -> list[dict]:
-    """Per kernel call, in order: what the runtime's profile and summaries show."""
+    """Per kernel call, in order: what the runtime's profile and summaries show, the call's task key and where
+    its schedule came from ("tuned" or "default"; tuning's in-model check compares them per task)."""
     info = []
     for call, t in zip(made.task_calls.calls, made.task_calls.task_of):
         task = made.task_calls.tasks[t]
         info.append({"name": made.kernels[t].name, "ops": list(task.ops), "output_shape": list(call.type.shape),
-                     "layout": _layout_of(call), "flops": int(task.flops)})
+                     "layout": _layout_of(call), "flops": int(task.flops), "task_key": task.key,
+                     "schedule": made.schedules[t].source})
     return info
 
 

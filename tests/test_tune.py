@@ -39,14 +39,14 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
     path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "tuned.db")
     onnx.save(model, path)
 
-    first = tune_model(path, db, trials=6, layout="NCHW", params=PARAMS, progress=False)
+    first = tune_model(path, db, trials=6, layout="NCHW", params=PARAMS, progress=False, check_model=False)
     assert len(first.tasks) == 2 and first.trials == 6
     before = schedules_by_task(db, first.tasks)
     assert {k: len(r) for k, r in before.items()} == first.trials_per_task == {t.key: 3 for t in first.tasks}
     assert all(any(r.ok for r in recs) for recs in before.values())
 
     logs = []
-    second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append,
+    second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append, check_model=False,
                         params=dict(PARAMS, final_remeasure=1, remeasure_rounds=1))
     assert "resumed: 6 measured programs from the records database" in logs
     after = schedules_by_task(db, second.tasks)
@@ -99,7 +99,7 @@ def test_tuning_from_the_naive_loop_nest(tmp_path):
     onnx.save(model, path)
     result = tune_model(path, db, trials=6, layout="NCHW", params=dict(PARAMS, final_remeasure=1,
                                                                        remeasure_rounds=1), progress=False,
-                        start="naive")
+                        start="naive", check_model=False)
     for task, records in schedules_by_task(db, result.tasks).items():
         measured = {r.schedule.to_json() for r in records}
         assert "[]" in measured

@@ -13,6 +13,7 @@ measured before are not measured again and train the cost model from the start.
 """
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -33,10 +34,12 @@ from relayish import get_op
 from .annotate import derive_program
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, measure
+from .model_check import check_in_model
 from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
 TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0,
+               "cache_flush": True,  # time candidates with cold caches, as a model's kernels run (measure.py)
                "final_remeasure": 3,  # at the end, the best few programs of each task and its default, again,
                "remeasure_rounds": 3}  # ... this many times, in alternation (the records keep the fastest reading)
 
@@ -50,15 +53,22 @@ class TuneResult:
     seconds: float
     curve: list = field(default_factory=list)  # (trials, elapsed s, estimated end-to-end latency s)
     trials_per_task: dict = field(default_factory=dict)  # task key -> programs measured this session
+    model_checks: list = field(default_factory=list)  # of model_check.ModelCheck, one per model (check_model)
 
     def estimated_latency(self, which: str = "best") -> float:
         costs = self.best if which == "best" else self.default
         return sum(t.weight * costs.get(t.key, np.nan) for t in self.tasks)
 
 
+def _model_list(models) -> list:
+    """One model (a path, bytes or a ModelProto) or several, as a list (paths as strings)."""
+    one = isinstance(models, (str, bytes, os.PathLike)) or hasattr(models, "graph")
+    return [str(m) if isinstance(m, os.PathLike) else m for m in ([models] if one else list(models))]
+
+
 def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True) -> list[Task]:
     """The unique tasks of one or more ONNX models, weights summed over models."""
-    paths = [models] if isinstance(models, (str, bytes)) or hasattr(models, "graph") else list(models)
+    paths = _model_list(models)
     merged: dict[str, Task] = {}
     ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
     for path in paths:
@@ -120,7 +130,7 @@ class Tuner:
         schedules = [s for _, s in batch]
         p = self.params
         results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                          timeout_s=p["timeout_s"], executor=self.pool)
+                          timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"])
         self.store.add_many([(task, self.target, s, r.costs, r.error) for s, r in zip(schedules, results)])
         self._learn(i, batch, results)
         return Round(task, results)
@@ -189,12 +199,14 @@ class Budget:
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
-               start: str = "hand-written") -> TuneResult:
+               start: str = "hand-written", check_model: bool = True) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
     into the search) or "naive" (the plain loop nest, for template-free tuning experiments: then compile the
-    model with compile_model(records=..., default_schedules="naive") to match)."""
+    model with compile_model(records=..., default_schedules="naive") to match). check_model: at the end, time
+    each model compiled with the records against the untuned model, and keep the default of every task whose
+    tuned program is not faster inside the model (tuning/model_check.py)."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
@@ -213,12 +225,27 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         if p["final_remeasure"]:
             remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults)
             _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
-    result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
-    log(format_task_table(result))
+        result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
+        log(format_task_table(result))
+        if check_model:
+            result.model_checks = check_models(models, store, tuner, input_shapes, layout, winograd, start, p, log)
     if curve_png:
         write_curve_png(result, curve_png)
         log(f"tuning curve written to {curve_png}")
     return result
+
+
+def check_models(models, store, tuner: Tuner, input_shapes, layout, winograd, start, params, log) -> list:
+    """check_in_model for each model: verdicts in the records, both latencies printed side by side."""
+    estimate = {t.key: (tuner.best.get(t.key, np.nan), tuner.default.get(t.key, np.nan)) for t in tuner.tasks}
+    checks = []
+    for model in _model_list(models):
+        log(f"timing {model if isinstance(model, str) else 'the model'} untuned and tuned, side by side")
+        check = check_in_model(model, store, tuner.target, input_shapes, layout, winograd, start, estimate,
+                               params.get("model_check"), log)
+        log(check.format())
+        checks.append(check)
+    return checks
 
 
 def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
@@ -266,7 +293,8 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
         for task in tasks:
             ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
             results = measure(task, ranked, number=params["num_measure_number"],
-                              repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"])
+                              repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"],
+                              flush_cache=params.get("cache_flush", False))
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
 
 
