@@ -120,8 +120,9 @@ def test_cache_flush_times_each_call_alone_after_evicting_the_caches(conv_task, 
     assert m.last_level_cache_bytes() >= 1 << 20
     events = []
     monkeypatch.setattr(m, "evict_caches", lambda: events.append("evict"))
-    costs = m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=True)
-    assert len(costs) == 3 and events == ["evict", "call"] * 6
+    costs = m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=True,
+                           wake=lambda: events.append("wake"))
+    assert len(costs) == 3 and events == ["evict", "wake", "call"] * 6
     events.clear()
     m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=False)
     assert events == ["call"] * 6

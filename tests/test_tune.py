@@ -92,8 +92,8 @@ def test_naive_default_schedules_compute_the_right_results():
 
 
 def test_tuning_from_the_naive_loop_nest(tmp_path):
-    """start="naive": the baseline measured (and re-measured) is the empty schedule, never the hand-written one,
-    and compile_model(default_schedules="naive") with the records is right."""
+    """start="naive": the baseline each task measures first (and re-measures at the end) is the empty schedule,
+    not the hand-written one, and compile_model(default_schedules="naive") with the records is right."""
     model = conv_pool()
     path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "naive.db")
     onnx.save(model, path)
@@ -101,9 +101,7 @@ def test_tuning_from_the_naive_loop_nest(tmp_path):
                                                                        remeasure_rounds=1), progress=False,
                         start="naive", check_model=False)
     for task, records in schedules_by_task(db, result.tasks).items():
-        measured = {r.schedule.to_json() for r in records}
-        assert "[]" in measured
-        assert _default_schedule(next(t for t in result.tasks if t.key == task)).to_json() not in measured
+        assert records[0].schedule.to_json() == records[-1].schedule.to_json() == "[]"
     assert all(np.isfinite(result.default[t.key]) for t in result.tasks)
     module = compile_model(path, layout="NCHW", records=db, default_schedules="naive")
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)

@@ -98,7 +98,7 @@ class Tuner:
     measured this session (per_task: per task key)."""
 
     def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
-                 start: str = "hand-written"):
+                 start: str = "hand-written", executor=None):
         self.tasks, self.store, self.target, self.params = tasks, store, target, params
         self.rng = random.Random(params["seed"])
         self.model = XGBoostModel(seed=params["seed"])
@@ -113,7 +113,9 @@ class Tuner:
                                        [_group(t) for t in tasks], rng=random.Random(params["seed"] + 1))
         self.trials = 0
         self.per_task: dict[str, int] = {}
-        self.pool = WorkerPool(params.get("build_workers", 2))
+        # measurement workers: ours (closed by close()), or the caller's (a WorkerPool, an Executor, a Dask Client)
+        self.own_pool = executor is None
+        self.pool = WorkerPool(params.get("build_workers", 2)) if executor is None else executor
 
     def round(self, max_trials: int | None = None) -> Round | None:
         """Tune the task the scheduler picks once: measure a batch of at most batch_size new programs (at most
@@ -129,9 +131,13 @@ class Tuner:
             return Round(task, [])
         schedules = [s for _, s in batch]
         p = self.params
+
+        def store(k, result):  # each record is committed as its result arrives: a kill loses nothing measured
+            self.store.add(task, self.target, schedules[k], result.costs, result.error)
+
         results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                          timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"])
-        self.store.add_many([(task, self.target, s, r.costs, r.error) for s, r in zip(schedules, results)])
+                          timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"],
+                          on_result=store)
         self._learn(i, batch, results)
         return Round(task, results)
 
@@ -170,7 +176,8 @@ class Tuner:
         return _estimate(self.tasks, self.best, self.default), _estimate(self.tasks, self.default, self.default)
 
     def close(self) -> None:
-        self.pool.shutdown()
+        if self.own_pool:
+            self.pool.shutdown()
 
 
 @dataclass
@@ -199,14 +206,16 @@ class Budget:
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
-               start: str = "hand-written", check_model: bool = True) -> TuneResult:
+               start: str = "hand-written", check_model: bool = True, executor=None) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
     into the search) or "naive" (the plain loop nest, for template-free tuning experiments: then compile the
     model with compile_model(records=..., default_schedules="naive") to match). check_model: at the end, time
     each model compiled with the records against the untuned model, and keep the default of every task whose
-    tuned program is not faster inside the model (tuning/model_check.py)."""
+    tuned program is not faster inside the model (tuning/model_check.py). executor: where candidates are built
+    and run: None (worker processes of this machine), a WorkerPool, a concurrent.futures.Executor of processes, or
+    a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver)."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
@@ -216,14 +225,14 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     budget = Budget(trials, time_budget_s, time.perf_counter())
     tasks = model_tasks(models, input_shapes, layout, winograd)
     with RecordStore(records) as store:
-        tuner = Tuner(tasks, store, host_target(), p, log, start=start)
+        tuner = Tuner(tasks, store, host_target(), p, log, start=start, executor=executor)
         log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
         try:
             curve = run_rounds(tuner, budget, log)
         finally:
             tuner.close()
         if p["final_remeasure"]:
-            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults)
+            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults, executor)
             _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
         result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
         log(format_task_table(result))
@@ -266,13 +275,13 @@ def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
 
 
 def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None,
-                   defaults: dict | None = None) -> None:
+                   defaults: dict | None = None, executor=None) -> None:
     """Measure again the k best programs of each task and its default schedule, in `remeasure_rounds` rounds
     over all the tasks, and add the new measurements to the records. On a shared machine a program measured
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
     the default or one lucky stretch of a candidate from deciding which schedule compile_model applies.
-    defaults: task key -> the untuned schedule (default: the hand-written one)."""
+    defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
     candidates = {}
@@ -294,7 +303,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
             ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
             results = measure(task, ranked, number=params["num_measure_number"],
                               repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"],
-                              flush_cache=params.get("cache_flush", False))
+                              flush_cache=params.get("cache_flush", False), executor=executor)
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
 
 
