@@ -107,3 +107,43 @@ def test_tuning_from_the_naive_loop_nest(tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
     expected = evaluate(from_onnx(model), {"x": x})[0]
     assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_select_tasks_by_index_range_and_name():
+    from types import SimpleNamespace
+
+    from tuning.tune import TaskFilterError, select_tasks
+
+    tasks = [SimpleNamespace(name=n) for n in ("fused_conv2d", "fused_max_pool2d", "fused_conv2d_add", "fused_dense")]
+    names = lambda pattern: [t.name for t in select_tasks(tasks, pattern)]
+    assert names(None) == names("all") == [t.name for t in tasks]
+    assert names("0,2-3") == ["fused_conv2d", "fused_conv2d_add", "fused_dense"]
+    assert names("fused_conv2d*") == ["fused_conv2d", "fused_conv2d_add"]
+    assert names("3, fused_max*") == ["fused_max_pool2d", "fused_dense"]
+    with pytest.raises(TaskFilterError, match="there are 4 tasks"):
+        select_tasks(tasks, "2-7")
+    with pytest.raises(TaskFilterError, match="picks none of the 4 tasks"):
+        select_tasks(tasks, "fused_softmax*")
+
+
+def test_relayish_tune_with_tvmc_options(tmp_path, capsys):
+    """--tasks picks one task, --number/--repeat set the readings, --early-stopping ends a task that stops
+    improving before the trial budget; the progress is a tqdm bar with an ETA."""
+    import cli
+
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "r.db")
+    onnx.save(conv_pool(), path)
+    code = cli.main(["tune", path, "--records", db, "--trials", "40", "--layout", "NCHW", "--tasks", "fused_max*",
+                     "--number", "1", "--repeat", "2", "--timeout", "20", "--early-stopping", "2",
+                     "--no-model-check"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "tuning 1 of 2 tasks" in err and "every task stopped improving" in err
+    assert "trial [" in err and "<" in err  # tqdm: "n/total trial [elapsed<remaining]"
+    with RecordStore(db) as store:
+        (summary,) = store.tasks()
+        records = store.records(summary.key)
+    assert summary.name == "fused_max_pool2d" and 2 <= len(records) < 40
+    assert all(len(r.costs) == 2 for r in records if r.ok)
+    code = cli.main(["tune", path, "--records", db, "--trials", "3", "--layout", "NCHW", "--tasks", "fused_soft*"])
+    assert code != 0 and "picks none of the 2 tasks" in capsys.readouterr().err

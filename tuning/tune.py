@@ -13,6 +13,7 @@ measured before are not measured again and train the cost model from the start.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import random
 import sys
@@ -35,6 +36,7 @@ from .annotate import derive_program
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, measure
 from .model_check import check_in_model
+from .report import Progress, require_matplotlib, format_task_table, write_curve_png
 from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
@@ -95,7 +97,9 @@ class Tuner:
     Invariants: best[key] is the fastest cost known for a task (this session or the records); defaults[key] is
     the schedule the task starts from (start: "hand-written" defaults or the "naive" loop nest) and default[key]
     its cost, measured by the task's first round of this session; trials counts the programs
-    measured this session (per_task: per task key)."""
+    measured this session (per_task: per task key); since_best[key] counts the programs measured since the task's
+    best last improved, and with params["early_stopping"] = N a task stops once it reaches N (tvmc's
+    --early-stopping)."""
 
     def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
                  start: str = "hand-written", executor=None):
@@ -113,6 +117,7 @@ class Tuner:
                                        [_group(t) for t in tasks], rng=random.Random(params["seed"] + 1))
         self.trials = 0
         self.per_task: dict[str, int] = {}
+        self.since_best: dict[str, int] = {}
         # measurement workers: ours (closed by close()), or the caller's (a WorkerPool, an Executor, a Dask Client)
         self.own_pool = executor is None
         self.pool = WorkerPool(params.get("build_workers", 2)) if executor is None else executor
@@ -166,10 +171,16 @@ class Tuner:
                 self.default[task.key] = cost
             if cost < self.best.get(task.key, np.inf):
                 self.best[task.key] = cost
+                self.since_best[task.key] = 0
+            else:
+                self.since_best[task.key] = self.since_best.get(task.key, 0) + 1
         self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)])
         self.trials += len(batch)
         self.per_task[task.key] = self.per_task.get(task.key, 0) + len(batch)
         self.scheduler.update(i, self.best.get(task.key, np.inf))
+        stop_after = self.params.get("early_stopping")
+        if stop_after and self.since_best[task.key] >= stop_after:
+            self.scheduler.stop(i)
 
     def estimates(self) -> tuple[float, float]:
         """Estimated end-to-end latency now and with the default schedules (s)."""
@@ -206,7 +217,8 @@ class Budget:
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
-               start: str = "hand-written", check_model: bool = True, executor=None) -> TuneResult:
+               start: str = "hand-written", check_model: bool = True, executor=None, tasks: str | None = None,
+               early_stopping: int | None = None) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
@@ -215,26 +227,36 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     each model compiled with the records against the untuned model, and keep the default of every task whose
     tuned program is not faster inside the model (tuning/model_check.py). executor: where candidates are built
     and run: None (worker processes of this machine), a WorkerPool, a concurrent.futures.Executor of processes, or
-    a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver)."""
+    a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver).
+    tasks: tune only the tasks select_tasks picks (e.g. "0,3-5" or "fused_conv2d*"); early_stopping: a task stops
+    after this many programs without improvement. progress: a tqdm bar with an ETA (and messages) on stderr."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
-        _require_matplotlib()  # fail now, not after the whole budget
+        require_matplotlib()  # fail now, not after the whole budget
     p = dict(TUNE_PARAMS, **(params or {}))
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    if early_stopping is not None:
+        p["early_stopping"] = early_stopping
     budget = Budget(trials, time_budget_s, time.perf_counter())
-    tasks = model_tasks(models, input_shapes, layout, winograd)
+    all_tasks = model_tasks(models, input_shapes, layout, winograd)
+    chosen = select_tasks(all_tasks, tasks)
     with RecordStore(records) as store:
-        tuner = Tuner(tasks, store, host_target(), p, log, start=start, executor=executor)
-        log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
+        bar = Progress(trials, time_budget_s, enabled=progress)
+        log = log or (bar.log if progress else (lambda msg: None))
         try:
-            curve = run_rounds(tuner, budget, log)
+            tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor)
+            log(f"tuning {len(chosen)} of {len(all_tasks)} tasks ({sum(t.weight for t in chosen)} kernel calls), "
+                f"{budget}, records in {records}")
+            try:
+                curve = run_rounds(tuner, budget, log, bar)
+            finally:
+                tuner.close()
         finally:
-            tuner.close()
+            bar.close()
         if p["final_remeasure"]:
-            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults, executor)
-            _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
-        result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
+            remeasure_best(chosen, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults, executor)
+            _costs_from_records(chosen, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
+        result = TuneResult(chosen, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
         log(format_task_table(result))
         if check_model:
             result.model_checks = check_models(models, store, tuner, input_shapes, layout, winograd, start, p, log)
@@ -242,6 +264,32 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         write_curve_png(result, curve_png)
         log(f"tuning curve written to {curve_png}")
     return result
+
+
+class TaskFilterError(ValueError):
+    """A task filter (tune_model's tasks=, relayish tune --tasks) that is malformed or picks no task."""
+
+
+def select_tasks(tasks: list[Task], pattern: str | None) -> list[Task]:
+    """The tasks a filter picks, in their order: None or "all" = every task; else comma-separated items, each a
+    task index ("3"), an index range ("2-5", inclusive) or a glob over task names ("fused_conv2d*"). Raises
+    TaskFilterError when an index is out of range or the filter picks nothing."""
+    if pattern is None or pattern.strip() == "all":
+        return list(tasks)
+    picked = set()
+    for item in (x.strip() for x in pattern.split(",") if x.strip()):
+        lo, dash, hi = item.partition("-")
+        if lo.isdigit() and (not dash or hi.isdigit()):
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if last >= len(tasks) or first > last:
+                raise TaskFilterError(f"task filter {item!r}: there are {len(tasks)} tasks (indices 0-{len(tasks) - 1})")
+            picked.update(range(first, last + 1))
+        else:
+            picked.update(k for k, t in enumerate(tasks) if fnmatch.fnmatchcase(t.name, item))
+    if not picked:
+        raise TaskFilterError(f"task filter {pattern!r} picks none of the {len(tasks)} tasks "
+                         f"({', '.join(sorted({t.name for t in tasks}))})")
+    return [t for k, t in enumerate(tasks) if k in picked]
 
 
 def check_models(models, store, tuner: Tuner, input_shapes, layout, winograd, start, params, log) -> list:
@@ -257,9 +305,10 @@ def check_models(models, store, tuner: Tuner, input_shapes, layout, winograd, st
     return checks
 
 
-def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
-    """Tuner rounds until the budget is spent or every task has stopped improving, a progress line after each
-    round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per round."""
+def run_rounds(tuner: Tuner, budget: Budget, log, progress: Progress | None = None) -> list:
+    """Tuner rounds until the budget is spent or every task has stopped improving, the progress bar updated after
+    each round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per
+    round."""
     curve = []
     while budget.left(tuner.trials):
         outcome = tuner.round(budget.trials_left(tuner.trials))
@@ -269,8 +318,9 @@ def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
         if outcome.results:
             est_now, est_start = tuner.estimates()
             curve.append((tuner.trials, budget.elapsed(), est_now))
-            log(_progress_line(tuner.trials, budget.trials, budget.elapsed(), budget.seconds, est_now, est_start,
-                               outcome.task, tuner.best.get(outcome.task.key), outcome.results))
+            if progress is not None:
+                progress.update(tuner.trials, budget.elapsed(), est_now, est_start, outcome.task,
+                                tuner.best.get(outcome.task.key), sum(1 for r in outcome.results if r.error))
     return curve
 
 
@@ -376,64 +426,3 @@ def _estimate(tasks, costs: dict, fallback: dict) -> float:
         c = costs.get(t.key, fallback.get(t.key, np.nan))
         total += t.weight * c
     return total
-
-
-def _progress_line(n, trials, elapsed, budget, est_now, est_start, task, task_best, results) -> str:
-    errors = sum(1 for r in results if r.error)
-    bar = ""
-    frac = max(n / trials if trials else 0.0, elapsed / budget if budget else 0.0)
-    width = 24
-    bar = "[" + "#" * int(width * min(frac, 1)) + "." * (width - int(width * min(frac, 1))) + "]"
-    tb = f"{task_best * 1e3:.3f} ms" if task_best and np.isfinite(task_best) else "-"
-    return (f"{bar} trials {n}{'/' + str(trials) if trials else ''}  {elapsed:6.0f}s"
-            f"{'/' + format(budget, '.0f') + 's' if budget else ''}  est. latency {_ms(est_now)} "
-            f"(start {_ms(est_start)})  | {task.name[:34]:<34} best {tb}{'  errors ' + str(errors) if errors else ''}")
-
-
-def _ms(x) -> str:
-    return f"{x * 1e3:.2f} ms" if np.isfinite(x) else "  ?  "
-
-
-def format_task_table(result: TuneResult) -> str:
-    rows = [f"{'task':<40} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'default ms':>10} {'best ms':>9} "
-            f"{'GFLOP/s':>8}"]
-    for t in result.tasks:
-        b, d = result.best.get(t.key, np.nan), result.default.get(t.key, np.nan)
-        rows.append(f"{t.name[:40]:<40} {t.weight:>6} {t.flops / 1e6:>9.1f} {result.trials_per_task.get(t.key, 0):>6} "
-                    f"{d * 1e3:>10.3f} {b * 1e3:>9.3f} {t.flops / b / 1e9 if b and np.isfinite(b) else 0:>8.1f}")
-    rows.append(f"estimated end-to-end: default {_ms(result.estimated_latency('default'))}, "
-                f"tuned {_ms(result.estimated_latency('best'))}; {result.trials} trials in {result.seconds:.0f} s")
-    return "\n".join(rows)
-
-
-def _require_matplotlib():
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise RuntimeError("writing the tuning curve as PNG needs matplotlib (pip install 'relayish[plot]'); "
-                           "a path ending in .csv writes the data instead") from e
-    return matplotlib
-
-
-def write_curve_png(result: TuneResult, path: str):
-    """The tuning curve: estimated end-to-end latency against trials. The data also goes to path + ".csv"."""
-    with open(path if path.endswith(".csv") else path + ".csv", "w") as f:
-        f.write("trials,elapsed_s,estimated_latency_ms\n")
-        for n, t, est in result.curve:
-            f.write(f"{n},{t:.1f},{est * 1e3:.4f}\n")
-    if path.endswith(".csv"):
-        return
-    matplotlib = _require_matplotlib()
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    xs = [c[0] for c in result.curve]
-    ys = [c[2] * 1e3 for c in result.curve]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ax.plot(xs, ys, marker=".", lw=1)
-    ax.set_xlabel("measured programs (trials)")
-    ax.set_ylabel("estimated end-to-end latency (ms)")
-    ax.set_title("tuning curve")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
