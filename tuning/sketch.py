@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
-from compiler.default_schedule import _contiguous_last, _reuse_axis, keeps_buffer
+from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, keeps_buffer
 from compiler.task import Task
 from relayish import te
 
@@ -343,9 +343,9 @@ def _lane_variants(anchor: Stage, extent: int) -> list[bool]:
     vector) and/or whole (4 <= extent <= 64); both need the axis contiguous in the anchor's reads."""
     out = []
     lanes = [d for d in divisors(extent) if 4 <= d <= MAX_LANES and d < extent]
-    if any(_contiguous_last(anchor, d) for d in lanes):
+    if any(contiguous_last(anchor, d) for d in lanes):
         out.append(True)
-    if 4 <= extent <= MAX_LANES and _contiguous_last(anchor, extent):
+    if 4 <= extent <= MAX_LANES and contiguous_last(anchor, extent):
         out.append(False)
     return out
 
@@ -381,7 +381,7 @@ def _register_tile(s: Sketch, anchor: str, out: str, split_lane: bool, split_red
     if len(names) < 2:
         return None
     last, tile_axis = names[-1], len(names) - 2
-    reuse_axis = _reuse_axis(s.state.stage(anchor), tile_axis)
+    reuse_axis = broadcast_reuse_axis(s.state.stage(anchor), tile_axis)
     col = names[tile_axis]
     if split_lane:
         s.add(Split(out, col, (f"T{k}.1",)))
