@@ -73,6 +73,24 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--records", required=True, metavar="DB", help="SQLite records database (created/resumed)")
     p.add_argument("--trials", type=positive_int, help="stop after this many measured programs")
     p.add_argument("--time-budget", type=float, metavar="S", help="stop after this many seconds")
+    p.add_argument("--early-stopping", type=positive_int, metavar="N",
+                   help="stop tuning a task after N measured programs without improvement")
+    p.add_argument("--tasks", metavar="PATTERN", help="tune only these tasks: 'all', indices and ranges "
+                   "('0,3-5') or globs over task names ('fused_conv2d*'), comma-separated")
+    p.add_argument("--number", type=positive_int, default=3, help="kernel calls averaged into one reading")
+    p.add_argument("--repeat", type=positive_int, default=3, help="readings per candidate (the least is kept)")
+    p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="limit of each build and each run")
+    p.add_argument("--no-cache-flush", action="store_true",
+                   help="time back-to-back calls with warm caches instead of each call after a cache flush")
+    p.add_argument("--start", choices=["hand-written", "naive"], default="hand-written",
+                   help="what each task starts from: the default schedules, or the naive loop nest (experiments; "
+                   "compile with the same choice)")
+    p.add_argument("--no-model-check", action="store_true",
+                   help="skip timing the model untuned and tuned at the end (and the per-task verdicts)")
+    dask = p.add_mutually_exclusive_group()
+    dask.add_argument("--dask", metavar="ADDRESS", help="measure on the dask.distributed scheduler at ADDRESS")
+    dask.add_argument("--dask-local", type=positive_int, metavar="N",
+                      help="measure on a local Dask cluster of N worker processes")
     p.add_argument("--curve", metavar="PNG", help="write the tuning curve (needs matplotlib)")
     p.add_argument("--input-shape", dest="input_shapes", action="append", default=[], metavar="NAME=D0,D1,...")
     p.add_argument("--layout", choices=["NCHWc", "NCHW"], default="NCHWc")
@@ -180,10 +198,35 @@ def cmd_inspect(args) -> int:
 def cmd_tune(args) -> int:
     if args.trials is None and args.time_budget is None:
         raise CliError("tune needs --trials N or --time-budget S")
+    if not args.timeout > 0:
+        raise CliError(f"--timeout must be > 0, got {args.timeout}")
     for m in args.models:
         existing(m, "model")
-    from tuning.tune import tune_model
-    tune_model(args.models if len(args.models) > 1 else args.models[0], records=args.records, trials=args.trials,
-               time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
-               layout=args.layout, params={"seed": args.seed}, curve_png=args.curve, winograd=args.winograd)
+    from tuning.tune import TaskFilterError, tune_model
+    params = {"seed": args.seed, "num_measure_number": args.number, "num_measure_repeat": args.repeat,
+              "timeout_s": args.timeout, "cache_flush": not args.no_cache_flush}
+    client = dask_client(args)
+    try:
+        tune_model(args.models if len(args.models) > 1 else args.models[0], records=args.records,
+                   trials=args.trials, time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
+                   layout=args.layout, params=params, curve_png=args.curve, winograd=args.winograd, start=args.start,
+                   check_model=not args.no_model_check, executor=client, tasks=args.tasks,
+                   early_stopping=args.early_stopping)
+    except TaskFilterError as e:
+        raise CliError(str(e)) from None
+    finally:
+        if client is not None:
+            from tuning.dask_measure import close_client
+            close_client(client)
     return EXIT_OK
+
+
+def dask_client(args):
+    """The Dask client --dask / --dask-local ask for, or None (measure on this machine's worker processes)."""
+    if args.dask is None and args.dask_local is None:
+        return None
+    from tuning.dask_measure import connect_client, local_cluster_client
+    try:
+        return connect_client(args.dask) if args.dask else local_cluster_client(args.dask_local)
+    except RuntimeError as e:
+        raise CliError(str(e)) from None

@@ -29,12 +29,13 @@ from .task import Task, TaskCalls, extract_task_calls
 
 @dataclass
 class Products:
-    """What the back half works on: the first five fields are given, each step fills one of the others."""
+    """What the back half works on: the first six fields are given, each step fills one of the others."""
     fused: IRModule  # the fused graph: a straight line of primitive-function calls
     records: object  # None, a records DB path, or an object with .best(task key) -> Schedule | None
     vector_width: int  # float32 lanes of the target's vectors
     lib_path: str  # where the shared library goes
     log: Callable | None  # progress messages (None: only the records summary, when there are records)
+    default_schedules: str = "hand-written"  # what a task without a record runs: see untuned_schedule
     task_calls: TaskCalls | None = None
     schedules: list | None = None  # of ChosenSchedule, one per task
     kernels: list | None = None  # of PrimFunc, one per task
@@ -76,9 +77,25 @@ def materialize_outputs(fused: IRModule) -> IRModule:
                                     fused.main.attrs))
 
 
-def choose_schedule(task: Task, records=None, vector_width: int = 16) -> ChosenSchedule:
-    """The best recorded schedule for the task on this target, else the default one. A record is applied once:
-    the state it makes is both the proof that it still fits the task and what lower reads."""
+DEFAULT_SCHEDULES = ("hand-written", "naive")
+
+
+def untuned_schedule(task: Task, vector_width: int = 16, kind: str = "hand-written") -> Schedule:
+    """The schedule of a task without a record. "hand-written": compiler/default_schedule.py's rules; "naive": no
+    steps at all, the naive loop nest (every stage at root, serial loops): for tuning experiments, the program a
+    template-free tuner starts from (tune_model(start="naive"))."""
+    if kind == "hand-written":
+        return default_schedule(task.initial_state(), vector_width)
+    if kind == "naive":
+        return Schedule()
+    raise ValueError(f"default schedules must be one of {DEFAULT_SCHEDULES}, got {kind!r}")
+
+
+def choose_schedule(task: Task, records=None, vector_width: int = 16,
+                    default_schedules: str = "hand-written") -> ChosenSchedule:
+    """The best recorded schedule for the task on this target, else the untuned one (see untuned_schedule). A
+    record is applied once: the state it makes is both the proof that it still fits the task and what lower
+    reads."""
     if records is not None:
         best = records.best(task.key)
         if best is not None:
@@ -86,14 +103,15 @@ def choose_schedule(task: Task, records=None, vector_width: int = 16) -> ChosenS
                 return ChosenSchedule(best, "tuned", best.apply(task.initial_state()))
             except ScheduleError:
                 pass  # a record from an older compiler may not fit any more
-    sched = default_schedule(task.initial_state(), vector_width)
+    sched = untuned_schedule(task, vector_width, default_schedules)
     return ChosenSchedule(sched, "default", sched.apply(task.initial_state()))
 
 
-def choose_schedules(task_calls: TaskCalls, records, vector_width: int, log) -> list[ChosenSchedule]:
+def choose_schedules(task_calls: TaskCalls, records, vector_width: int, log,
+                     default_schedules: str = "hand-written") -> list[ChosenSchedule]:
     """One schedule per task, from the records where they have one (see choose_schedule)."""
     with _opened(records) as store:
-        chosen = [choose_schedule(task, store, vector_width) for task in task_calls.tasks]
+        chosen = [choose_schedule(task, store, vector_width, default_schedules) for task in task_calls.tasks]
     if log is not None or records is not None:
         tuned = sum(1 for c in chosen if c.source == "tuned")
         (log or stderr_log)(f"{len(chosen)} tasks: {tuned} tuned from records, {len(chosen) - tuned} default "
@@ -121,8 +139,8 @@ BACKEND = [
          "a copy kernel for each model output that no kernel writes (an input, a constant, one returned twice)"),
     Step("extract_tasks", extract_task_calls, ("fused",), "task_calls",
          "the calls in order; unique tasks by workload key, each built once, weight = number of calls"),
-    Step("choose_schedules", choose_schedules, ("task_calls", "records", "vector_width", "log"), "schedules",
-         "per task: the best record for this target if it still applies, else the default schedule"),
+    Step("choose_schedules", choose_schedules, ("task_calls", "records", "vector_width", "log", "default_schedules"),
+         "schedules", "per task: the best record for this target if it still applies, else the default schedule"),
     Step("lower", lower_kernels, ("task_calls", "schedules"), "kernels", "per task: scheduled state -> loop IR"),
     Step("plan_memory", plan_memory, ("fused", "task_calls", "kernels"), "memory",
          "weights into one params blob; intermediates and scratch into one workspace by live range"),
@@ -136,14 +154,17 @@ STEP_NAMES = [s.name for s in BACKEND]
 
 
 def run_backend(fused: IRModule, vector_width: int, records=None, lib_path: str | None = None, log=None,
-                timings: dict | None = None, stop_after: str | None = None) -> Products:
+                timings: dict | None = None, stop_after: str | None = None,
+                default_schedules: str = "hand-written") -> Products:
     """Run BACKEND on a fused module (the output of passes.run_pipeline), up to and including `stop_after`.
     Each step's seconds go to timings[step name]. lib_path is needed only when the link step runs."""
+    if default_schedules not in DEFAULT_SCHEDULES:
+        raise ValueError(f"default_schedules must be one of {DEFAULT_SCHEDULES}, got {default_schedules!r}")
     if stop_after is not None and stop_after not in STEP_NAMES:
         raise ValueError(f"unknown backend step {stop_after!r}; steps are {', '.join(STEP_NAMES)}")
     if lib_path is None and stop_after in (None, "link"):
         raise ValueError("run_backend: the link step needs lib_path")
-    products = Products(fused, records, vector_width, lib_path, log)
+    products = Products(fused, records, vector_width, lib_path, log, default_schedules)
     for step in BACKEND:
         t0 = time.perf_counter()
         setattr(products, step.makes, step.fn(*(getattr(products, name) for name in step.reads)))

@@ -28,23 +28,27 @@ from .passes import PassContext, run_pipeline
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
-                  winograd: bool = True, strict: bool = False, cache: bool | None = None):
+                  winograd: bool = True, strict: bool = False, default_schedules: str = "hand-written",
+                  cache: bool | None = None):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
     winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
     dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx).
+    default_schedules: what a task without a record runs, "hand-written" or, for tuning experiments, "naive"
+    (the plain loop nest; see compiler.backend.untuned_schedule).
     cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
     on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit."""
     t0 = time.perf_counter()
     options = {"input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}, "layout": layout,
-               "opt_level": opt_level, "winograd": winograd, "strict": strict}
+               "opt_level": opt_level, "winograd": winograd, "strict": strict,
+               "default_schedules": default_schedules}
     key = _cache_key(model, options, records) if (cache_module.enabled_by_default() if cache is None else cache) \
         else None
     module = cache_module.load(key) if key else None
     if module is None:
         mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
         module = build(mod, layout=layout, opt_level=opt_level, records=records, verbose=verbose, t_start=t0,
-                       winograd=winograd)
+                       winograd=winograd, default_schedules=default_schedules)
         if key:
             _store(key, module, verbose)
     elif verbose:
@@ -74,7 +78,7 @@ def _store(key: str, module, verbose: bool) -> None:
 
 def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
           num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
-          winograd: bool = True):
+          winograd: bool = True, default_schedules: str = "hand-written"):
     """Compile a relayish IRModule into a runnable `runtime.Module`."""
     if layout not in ("NCHWc", "NCHW"):
         raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
@@ -86,7 +90,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     out_dir = tempfile.mkdtemp(prefix="relayish_")
     lib_path = os.path.join(out_dir, "model.so")
     made = run_backend(fused, ctx.vector_width, records, lib_path, log=stderr_log if verbose else None,
-                       timings=timings)
+                       timings=timings, default_schedules=default_schedules)
     made.memory.params.tofile(lib_path + ".params")
     meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx, bounds)
     if "onnx_model" in mod.attrs:  # declared dims and model metadata, for the session API (runtime/session.py)
@@ -102,12 +106,14 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
 
 
 def _call_info(made: Products) -> list[dict]:
-    """Per kernel call, in order: what the runtime's profile and summaries show."""
+    """Per kernel call, in order: what the runtime's profile and summaries show, the call's task key and where
+    its schedule came from ("tuned" or "default"; tuning's in-model check compares them per task)."""
     info = []
     for call, t in zip(made.task_calls.calls, made.task_calls.task_of):
         task = made.task_calls.tasks[t]
         info.append({"name": made.kernels[t].name, "ops": list(task.ops), "output_shape": list(call.type.shape),
-                     "layout": _layout_of(call), "flops": int(task.flops)})
+                     "layout": _layout_of(call), "flops": int(task.flops), "task_key": task.key,
+                     "schedule": made.schedules[t].source})
     return info
 
 
@@ -143,6 +149,6 @@ def _metadata(made: Products, target: dict, timings: dict, total_s: float, ctx: 
         "target": {"triple": target["triple"], "cpu": target["cpu"], "features": target["features"]},
         "compile_info": {"opt_level": ctx.opt_level, "layout": ctx.layout, "compile_seconds": round(total_s, 3),
                          "timings": {k: round(v, 4) for k, v in timings.items()},
-                         "tasks": len(made.task_calls.tasks),
+                         "tasks": len(made.task_calls.tasks), "default_schedules": made.default_schedules,
                          "tuned_tasks": sum(1 for c in made.schedules if c.source == "tuned")},
     }

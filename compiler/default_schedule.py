@@ -122,7 +122,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
     # (when one operand is a broadcast) a second unrolled axis that reuses each broadcast
     tile_axis = len(names) - 2  # names[k] for k < tile_axis is the anchor's root axis k (lane split or not)
-    reuse_axis = _reuse_axis(anchor, tile_axis)
+    reuse_axis = broadcast_reuse_axis(anchor, tile_axis)
     reuse = REUSE_FACTOR if reuse_axis is not None else 1
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
@@ -173,7 +173,7 @@ def _tile_budget(anchor: Stage, reuse_axis: int | None) -> int:
     return budget
 
 
-def _reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
+def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
     """The spatial axis (before the column axis, even extent) that a broadcast operand does not index: the
     innermost such. A broadcast operand is a read that does not depend on the lane axis (conv: the input pixel;
     its reuse axis is the output-channel block, which only the weight indexes)."""
@@ -213,7 +213,7 @@ def _lane_factor(st: Stage, extent: int, vw: int) -> int:
         lane = extent
     else:
         lane = next((b for b in (vw, vw // 2, vw // 4) if extent % b == 0), _largest_divisor(extent, vw))
-    if lane < 4 or not _contiguous_last(st, lane):
+    if lane < 4 or not contiguous_last(st, lane):
         return 0
     return lane
 
@@ -284,7 +284,7 @@ def _fused_name(names):
     return "@".join(names) if len(names) > 1 else names[0]
 
 
-def _contiguous_last(st: Stage, lane: int) -> bool:
+def contiguous_last(st: Stage, lane: int) -> bool:
     """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
     of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
     if not st.op.axes:

@@ -22,6 +22,11 @@ One row per measured candidate:
     measured_at  unix time (seconds) of the measurement
     run_id       the tuning run that measured it
 
+A second table, `verdicts`, holds what a tuning run found when it timed the whole model (tuning/model_check.py):
+per (task_key, target, schedule), whether that schedule lost to the untuned one inside the model
+(keep_default = 1). `best` skips a task whose best record has such a verdict, so compile_model keeps the default
+for it; a better record measured later has no verdict and applies.
+
 Invariant: exactly one of (costs, error) is NULL. A record whose schedule no longer parses (written by an older
 version of the schedule steps) is skipped with a warning, never an error.
 
@@ -65,6 +70,17 @@ CREATE TABLE IF NOT EXISTS records (
     CHECK ((costs IS NULL) != (error IS NULL))
 );
 CREATE INDEX IF NOT EXISTS records_by_task ON records (task_key, target, record_cost);
+CREATE TABLE IF NOT EXISTS verdicts (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_key     TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    schedule     TEXT NOT NULL,
+    keep_default INTEGER NOT NULL,
+    tuned_s      REAL NOT NULL,
+    default_s    REAL NOT NULL,
+    decided_at   REAL NOT NULL,
+    run_id       TEXT NOT NULL
+);
 """
 
 COLUMNS = ("id", "task_key", "task_name", "target", "schedule", "costs", "record_cost", "error", "measured_at",
@@ -149,14 +165,28 @@ def parse_schedule(text: str, record_id) -> Schedule | None:
 
 def best_schedule(conn: sqlite3.Connection, task_key: str, target: str) -> tuple[Schedule, int] | None:
     """The successful record of exactly (task_key, target) with the lowest cost whose schedule parses,
-    with its record id; None when there is none. Ties go to the earlier record."""
+    with its record id; None when there is none, or when the latest verdict on that schedule says it lost to
+    the untuned schedule in the model. Ties go to the earlier record."""
     rows = conn.execute("SELECT id, schedule FROM records WHERE task_key = ? AND target = ? AND error IS NULL "
                         "ORDER BY record_cost, id", (task_key, target))
     for record_id, text in rows:
         schedule = parse_schedule(text, record_id)
         if schedule is not None:
-            return schedule, record_id
+            return None if keeps_default(conn, task_key, target, text) else (schedule, record_id)
     return None
+
+
+def keeps_default(conn: sqlite3.Connection, task_key: str, target: str, schedule_json: str) -> bool:
+    """True when the latest verdict on this schedule of the task says the untuned schedule won in the model.
+    (A database written before verdicts existed has no such table: no verdicts.)"""
+    try:
+        row = conn.execute("SELECT keep_default FROM verdicts WHERE task_key = ? AND target = ? AND schedule = ? "
+                           "ORDER BY id DESC LIMIT 1", (task_key, target, schedule_json)).fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):
+            return False
+        raise
+    return bool(row and row[0])
 
 
 class RecordsConnection:
@@ -301,6 +331,17 @@ class RecordStore(RecordsConnection):
         return self.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)],
                              measured_at)
 
+    def add_verdict(self, task_key: str, target, schedule: Schedule, tuned_s: float, default_s: float) -> bool:
+        """Record how `schedule` (the task's best record) did inside the model against the untuned schedule; it
+        keeps applying only if it was faster (tuned_s < default_s). Returns keep_default."""
+        keep_default = not tuned_s < default_s
+        with self._conn:
+            self._conn.execute("INSERT INTO verdicts (task_key, target, schedule, keep_default, tuned_s, default_s, "
+                               "decided_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                               (task_key, target_key(target), schedule.to_json(), int(keep_default), float(tuned_s),
+                                float(default_s), time.time(), self.run_id))
+        return keep_default
+
     def _insert(self, rows) -> int:
         """rows: (key, name, target, schedule json, costs list|None, error, measured_at, run_id)."""
         values = [(k, n, t, s, None if c is None else json.dumps([float(x) for x in c]),
@@ -322,6 +363,14 @@ class RecordStore(RecordsConnection):
             return None
         row = self._conn.execute(f"SELECT {', '.join(COLUMNS)} FROM records WHERE id = ?", (found[1],)).fetchone()
         return self._record(row, found[0])
+
+    def best_of_similar(self, task_name: str, exclude_key: str, target=None, k: int = 4) -> list[Record]:
+        """The best successful record of each of the k best other tasks named `task_name` (the same fused ops on
+        other shapes) on `target`: what tuning a new shape starts from."""
+        rows = self._conn.execute("SELECT task_key FROM records WHERE task_name = ? AND task_key != ? AND "
+                                  "target = ? AND error IS NULL GROUP BY task_key ORDER BY MIN(record_cost) LIMIT ?",
+                                  (task_name, exclude_key, self._target(target), k)).fetchall()
+        return [r for r in (self.best_record(key, target) for (key,) in rows) if r is not None]
 
     def records(self, task_key: str | None = None, target=None) -> list[Record]:
         """Records in insertion order, of one task and/or one target (default: all); unparseable ones skipped."""

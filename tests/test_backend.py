@@ -19,7 +19,7 @@ from frontends import from_onnx
 from relayish.interp import evaluate
 
 SHAPE = (1, 4, 6, 6)
-GIVEN = ("fused", "records", "vector_width", "lib_path", "log")
+GIVEN = ("fused", "records", "vector_width", "lib_path", "log", "default_schedules")
 
 
 def conv_chain(n: int) -> onnx.ModelProto:

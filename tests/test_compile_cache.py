@@ -15,7 +15,8 @@ from compiler import cache as cache_module
 from compiler import compile_model
 from compiler.codegen import host_target
 
-OPTIONS = {"input_shapes": {}, "layout": "NCHWc", "opt_level": 3, "winograd": True, "strict": False}
+OPTIONS = {"input_shapes": {}, "layout": "NCHWc", "opt_level": 3, "winograd": True, "strict": False,
+           "default_schedules": "hand-written"}  # compile_model's defaults, as its cache key sees them
 
 
 def conv_model(seed: int = 0) -> bytes:
@@ -67,6 +68,7 @@ def test_key_changes_with_every_part(tmp_path, monkeypatch):
         cache_module.cache_key(conv_model(seed=1), OPTIONS, None, target),  # model bytes (weights)
         cache_module.cache_key(conv_model(), dict(OPTIONS, layout="NCHW"), None, target),
         cache_module.cache_key(conv_model(), dict(OPTIONS, winograd=False), None, target),
+        cache_module.cache_key(conv_model(), dict(OPTIONS, default_schedules="naive"), None, target),
         cache_module.cache_key(conv_model(), dict(OPTIONS, input_shapes={"x": [2, 3, 8, 8]}), None, target),
         with_records,
         cache_module.cache_key(conv_model(), OPTIONS, str(records), target),  # records content
@@ -143,3 +145,12 @@ def test_key_covers_external_data_files(tmp_path):
     weights = tmp_path / "weights.bin"
     weights.write_bytes(weights.read_bytes() + b"\0" * 4)  # other weights (a new size and time)
     assert cache_module.cache_key(str(path), OPTIONS, None, host_target()) != before
+
+
+def test_compile_model_keys_every_option(cache_dir):
+    # the options compile_model passes to the key are all of its result-changing ones: a naive-schedule build
+    # is never answered by the hand-written one's entry
+    model = conv_model(seed=5)
+    compile_model(model, cache=True)
+    assert not _hit(compile_model(model, cache=True, default_schedules="naive"))
+    assert _hit(compile_model(model, cache=True, default_schedules="naive"))

@@ -112,3 +112,20 @@ def test_bad_arguments(conv_task):
         measure(conv_task, [Schedule()], _faults={0: "meteor"})
     with pytest.raises(TypeError, match="executor"):
         measure(conv_task, [Schedule()], executor="local")
+
+
+def test_cache_flush_times_each_call_alone_after_evicting_the_caches(conv_task, pool, monkeypatch):
+    from tuning import measure as m
+
+    assert m.last_level_cache_bytes() >= 1 << 20
+    events = []
+    monkeypatch.setattr(m, "evict_caches", lambda: events.append("evict"))
+    costs = m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=True,
+                           wake=lambda: events.append("wake"))
+    assert len(costs) == 3 and events == ["evict", "wake", "call"] * 6
+    events.clear()
+    m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=False)
+    assert events == ["call"] * 6
+    default = default_schedule(conv_task.initial_state())
+    results = measure(conv_task, [default], number=2, repeat=2, executor=pool, flush_cache=True)
+    assert results[0].ok and len(results[0].costs) == 2, results[0].error

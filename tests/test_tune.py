@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -38,14 +39,14 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
     path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "tuned.db")
     onnx.save(model, path)
 
-    first = tune_model(path, db, trials=6, layout="NCHW", params=PARAMS, progress=False)
+    first = tune_model(path, db, trials=6, layout="NCHW", params=PARAMS, progress=False, check_model=False)
     assert len(first.tasks) == 2 and first.trials == 6
     before = schedules_by_task(db, first.tasks)
     assert {k: len(r) for k, r in before.items()} == first.trials_per_task == {t.key: 3 for t in first.tasks}
     assert all(any(r.ok for r in recs) for recs in before.values())
 
     logs = []
-    second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append,
+    second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append, check_model=False,
                         params=dict(PARAMS, final_remeasure=1, remeasure_rounds=1))
     assert "resumed: 6 measured programs from the records database" in logs
     after = schedules_by_task(db, second.tasks)
@@ -73,3 +74,76 @@ def test_budget_counts_trials_and_seconds():
     by_time = Budget(trials=None, seconds=60.0, t_start=time.perf_counter() - 61)
     assert not by_time.left(0) and by_time.trials_left(100) is None
     assert str(Budget(10, 60.0, 0.0)) == "10 trials / 60 s" and str(by_time) == "60 s"
+
+
+def test_naive_default_schedules_compute_the_right_results():
+    """default_schedules="naive": every task without a record runs the plain loop nest (no steps), still right."""
+    import models
+
+    model = models.make_squeezenet(image_size=64)
+    module = compile_model(model, default_schedules="naive")
+    assert module.meta["compile_info"]["default_schedules"] == "naive"
+    assert module.meta["compile_info"]["tuned_tasks"] == 0
+    x = np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    expected = evaluate(from_onnx(model), {"input": x})[0]
+    assert np.max(np.abs(module.run(None, {"input": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+    with pytest.raises(ValueError, match="default_schedules must be one of"):
+        compile_model(model, default_schedules="none")
+
+
+def test_tuning_from_the_naive_loop_nest(tmp_path):
+    """start="naive": the baseline each task measures first (and re-measures at the end) is the empty schedule,
+    not the hand-written one, and compile_model(default_schedules="naive") with the records is right."""
+    model = conv_pool()
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "naive.db")
+    onnx.save(model, path)
+    result = tune_model(path, db, trials=6, layout="NCHW", params=dict(PARAMS, final_remeasure=1,
+                                                                       remeasure_rounds=1), progress=False,
+                        start="naive", check_model=False)
+    for task, records in schedules_by_task(db, result.tasks).items():
+        assert records[0].schedule.to_json() == records[-1].schedule.to_json() == "[]"
+    assert all(np.isfinite(result.default[t.key]) for t in result.tasks)
+    module = compile_model(path, layout="NCHW", records=db, default_schedules="naive")
+    x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    expected = evaluate(from_onnx(model), {"x": x})[0]
+    assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_select_tasks_by_index_range_and_name():
+    from types import SimpleNamespace
+
+    from tuning.tune import TaskFilterError, select_tasks
+
+    tasks = [SimpleNamespace(name=n) for n in ("fused_conv2d", "fused_max_pool2d", "fused_conv2d_add", "fused_dense")]
+    names = lambda pattern: [t.name for t in select_tasks(tasks, pattern)]
+    assert names(None) == names("all") == [t.name for t in tasks]
+    assert names("0,2-3") == ["fused_conv2d", "fused_conv2d_add", "fused_dense"]
+    assert names("fused_conv2d*") == ["fused_conv2d", "fused_conv2d_add"]
+    assert names("3, fused_max*") == ["fused_max_pool2d", "fused_dense"]
+    with pytest.raises(TaskFilterError, match="there are 4 tasks"):
+        select_tasks(tasks, "2-7")
+    with pytest.raises(TaskFilterError, match="picks none of the 4 tasks"):
+        select_tasks(tasks, "fused_softmax*")
+
+
+def test_relayish_tune_with_tvmc_options(tmp_path, capsys):
+    """--tasks picks one task, --number/--repeat set the readings, --early-stopping ends a task that stops
+    improving before the trial budget; the progress is a tqdm bar with an ETA."""
+    import cli
+
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "r.db")
+    onnx.save(conv_pool(), path)
+    code = cli.main(["tune", path, "--records", db, "--trials", "40", "--layout", "NCHW", "--tasks", "fused_max*",
+                     "--number", "1", "--repeat", "2", "--timeout", "20", "--early-stopping", "2",
+                     "--no-model-check"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "tuning 1 of 2 tasks" in err and "every task stopped improving" in err
+    assert "trial [" in err and "<" in err  # tqdm: "n/total trial [elapsed<remaining]"
+    with RecordStore(db) as store:
+        (summary,) = store.tasks()
+        records = store.records(summary.key)
+    assert summary.name == "fused_max_pool2d" and 2 <= len(records) < 40
+    assert all(len(r.costs) == 2 for r in records if r.ok)
+    code = cli.main(["tune", path, "--records", db, "--trials", "3", "--layout", "NCHW", "--tasks", "fused_soft*"])
+    assert code != 0 and "picks none of the 2 tasks" in capsys.readouterr().err

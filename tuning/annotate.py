@@ -90,13 +90,22 @@ def _sample_simple(st, rng) -> tuple:
 # ---------------------------------------------------------------------------------------------- concrete
 
 def concretize(sketch: Sketch, prog: Program, initial: State) -> Schedule:
-    """The concrete schedule of a program; raises ScheduleError if a decision is not legal for this sketch."""
+    """The concrete schedule of a program; raises ScheduleError if a decision is not legal for this sketch.
+
+    Step order (the default schedule's, so that the space holds it step for step): every ComputeInline first
+    (the sketch's and the movable stages' chosen inline, last stage first); the sketch's other steps with their
+    tile sizes; compute_at of movable stages; tiled stages' annotations; simple root stages, in stage order."""
     values = {}
     for k, factors in enumerate(prog.tiles):
         for lv, f in enumerate(factors):
             values[f"T{k}.{lv}"] = f
-    steps = []
+    position = {st.name: k for k, st in enumerate(initial.stages)}
+    inlines = [s for s in sketch.steps if isinstance(s, ComputeInline)] + \
+              [ComputeInline(mv.stage) for mv in sketch.movable if prog.loc.get(mv.stage) == "inline"]
+    steps = sorted(inlines, key=lambda s: -position[s.stage])
     for step in sketch.steps:
+        if isinstance(step, ComputeInline):
+            continue
         if isinstance(step, Split) and any(isinstance(l, str) for l in step.lengths):
             lengths = tuple(_eval_length(l, values) if isinstance(l, str) else l for l in step.lengths)
             step = Split(step.stage, step.iter, lengths, step.nparts)
@@ -104,9 +113,7 @@ def concretize(sketch: Sketch, prog: Program, initial: State) -> Schedule:
     state = Schedule(tuple(steps)).apply(initial)
     for mv in sketch.movable:
         choice = prog.loc.get(mv.stage, "root")
-        if choice == "inline":
-            _add(ComputeInline(mv.stage), state, steps)
-        elif choice != "root":
+        if choice not in ("root", "inline"):
             _add(ComputeAt(mv.stage, mv.target, choice), state, steps)
     for tl in sketch.tiled:
         for st_name, it_name in tl.vector_iters:
@@ -123,7 +130,8 @@ def concretize(sketch: Sketch, prog: Program, initial: State) -> Schedule:
             if value:
                 first = state.stage(st_name).leaves[0].name
                 _add(Pragma(st_name, first, "auto_unroll_max_step", value), state, steps)
-    for name in sketch.simple_roots:
+    order = {st.name: k for k, st in enumerate(state.stages)}
+    for name in sorted(sketch.simple_roots, key=order.__getitem__):
         if state.stage(name).loc.is_root:
             _annotate_simple(state, name, prog.simple.get(name, (0, 0)), steps)
     return Schedule(tuple(steps))
@@ -159,7 +167,7 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
     branch = [st.roots[k].name for k in branch_axes(st) if st.roots[k].name in sp and st.roots[k].name != vec]
     outer = [n for n in sp if n != vec and n not in branch]
     order = outer + red + branch + ([vec] if vec else [])
-    if order != [i.name for i in state.stage(name).leaves]:
+    if red or branch or vec:  # (as the default schedule: even when the order is unchanged)
         _add(Reorder(name, tuple(order)), state, steps)
     depth = min(depth, len(outer))
     if depth >= 1:
@@ -260,3 +268,108 @@ def crossover(sketches: list[Sketch], a: Program, b: Program, rng: random.Random
             if st in d_b:
                 d_child[st] = d_b[st]
     return child
+
+
+# ---------------------------------------------------------------------------------------------- the inverse
+
+def derive_program(sketches: list[Sketch], schedule: Schedule, initial: State,
+                   exact: bool = True) -> Program | None:
+    """A program whose concretization is `schedule` (the inverse of concretize): the first sketch whose symbolic
+    splits unify with the schedule's splits, with the decisions read off the schedule's steps. exact=True: None
+    unless replaying the program gives exactly `schedule`'s steps (how the default schedule is found in the
+    space, and the test that the space contains it). exact=False: the decisions are fitted to this task
+    (tile factors to divisors of its extents, lanes to divisors of its axes): a schedule measured on another
+    shape of the same computation becomes a similar legal program here, or None if none fits."""
+    splits = {(s.stage, s.iter): s.lengths for s in schedule.steps if isinstance(s, Split)}
+    for sketch_id, sk in enumerate(sketches):
+        prog = _derive(sketch_id, sk, schedule, splits, exact)
+        if prog is None:
+            continue
+        try:
+            sch = concretize(sk, prog, initial)
+        except ScheduleError:
+            continue
+        if not exact or sch.steps == schedule.steps:
+            return prog
+    return None
+
+
+def _derive(sketch_id: int, sk: Sketch, schedule: Schedule, splits: dict, exact: bool) -> Program | None:
+    values = _solve_tile_symbols(sk, splits)
+    if values is None:
+        return None
+    tiles = []
+    for k, tv in enumerate(sk.tiles):
+        inner = [values.get(f"T{k}.{lv}", 1) for lv in range(1, tv.levels)]
+        if not exact:
+            inner = _fit_factors(tv.extent, inner)
+        rest = tv.extent
+        for f in inner:
+            rest //= max(f, 1)
+        tiles.append((max(rest, 1), *inner))
+    prog = Program(sketch_id, tiles)
+    steps = schedule.steps
+    for tl in sk.tiled:
+        fuse = next((s for s in steps if isinstance(s, Fuse) and s.stage == tl.root_stage), None)
+        prog.parallel[tl.root_stage] = len(fuse.iters) if fuse is not None else 1
+        for name in tl.unroll_stages:
+            prog.unroll[name] = next((s.value for s in steps if isinstance(s, Pragma) and s.stage == name), 0)
+    for mv in sk.movable:
+        prog.loc[mv.stage] = next(("inline" if isinstance(s, ComputeInline) else s.iter for s in steps
+                                   if isinstance(s, (ComputeInline, ComputeAt)) and s.stage == mv.stage), "root")
+    for name in sk.simple_roots:
+        prog.simple[name] = _simple_decision(sk.state.stage(name), steps, exact)
+    return prog
+
+
+def _solve_tile_symbols(sk: Sketch, splits: dict) -> dict | None:
+    """Values of the sketch's tile symbols from the schedule's concrete splits of the same iterators (a length
+    "a*b" gives b once a is known); None if the schedule lacks a split the sketch makes."""
+    equations = []
+    for step in sk.steps:
+        if isinstance(step, Split) and any(isinstance(l, str) for l in step.lengths):
+            concrete = splits.get((step.stage, step.iter))
+            if concrete is None or len(concrete) != len(step.lengths):
+                return None
+            equations += [(l, v) for l, v in zip(step.lengths, concrete) if isinstance(l, str)]
+    values: dict[str, int] = {}
+    progress = True
+    while progress:
+        progress = False
+        for expr, v in equations:
+            names = expr.split("*")
+            unknown = [n for n in names if n not in values]
+            if len(unknown) == 1:
+                known = 1
+                for n in names:
+                    known *= values.get(n, 1)
+                values[unknown[0]] = max(v // known, 1)
+                progress = True
+    return values
+
+
+def _fit_factors(extent: int, inner: list[int]) -> list[int]:
+    """Inner tile factors (outer to inner) moved to divisors of what is left of `extent`, innermost first."""
+    out, rest = list(inner), extent
+    for k in range(len(out) - 1, -1, -1):
+        out[k] = max(d for d in divisors(rest) if d <= max(out[k], 1))
+        rest //= out[k]
+    return out
+
+
+def _simple_decision(st, steps, exact: bool) -> tuple:
+    """(lane, parallel depth) of a simple root stage, read off its Split / Fuse / Annotate steps."""
+    sp = [i.name for i in st.leaves if i.kind == "spatial"]
+    if not sp:
+        return (0, 0)
+    mine = [s for s in steps if getattr(s, "stage", None) == st.name]
+    split = next((s for s in mine if isinstance(s, Split) and s.iter == sp[-1]), None)
+    extent = st.leaf_extents()[sp[-1]]
+    vectorized = any(isinstance(s, Annotate) and s.annotation == "vectorize" and s.iter == sp[-1] for s in mine)
+    lane = split.lengths[0] if split is not None else extent if vectorized else 0
+    if not exact and lane and extent % lane:
+        lane = max(d for d in divisors(extent) if d <= lane)
+        lane = lane if lane >= 4 else 0
+    fuse = next((s for s in mine if isinstance(s, Fuse)), None)
+    parallel = any(isinstance(s, Annotate) and s.annotation == "parallel" for s in mine)
+    return (lane, len(fuse.iters) if fuse is not None and parallel else int(parallel))

@@ -23,7 +23,12 @@ a kernel never writes is caught. The outputs of every candidate that ran are com
 max|ours - ref| / max|ref| above the tolerance makes the candidate "wrong result: max rel err ...".
 
 Cost. One untimed call first (the checked one; it also warms the caches and the thread pool), then `repeat` times
-`number` back-to-back calls: costs[r] = their mean in seconds. MeasureResult.cost = min(costs).
+`number` calls: costs[r] = their mean in seconds. MeasureResult.cost = min(costs). With flush_cache (what tuning
+uses, as TVM's enable_cpu_cache_flush) each call is timed on its own after writing a buffer twice the size of
+the last-level cache, so that it reads its inputs and weights from memory as a kernel of a model does (the
+kernels before it have filled the caches with their own data), the call's dispatch included; the thread pool is
+woken between the flush and the call (in a model it is hot from the kernel before). Without it the calls run
+back to back and time a kernel whose data stays in cache, which a model never sees.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import concurrent.futures as cf
 import contextlib
 import ctypes
 import faulthandler
+import glob
 import math
 import multiprocessing
 import os
@@ -261,8 +267,64 @@ def _load_kernel(lib: bytes):
     return kernel, dll
 
 
+def last_level_cache_bytes() -> int:
+    """Size of this machine's largest CPU cache (Linux sysfs); 32 MiB when it cannot be read."""
+    sizes = {}
+    for index in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        try:
+            with open(os.path.join(index, "level")) as f, open(os.path.join(index, "size")) as g:
+                level, text = int(f.read()), g.read().strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        sizes[level] = int(text.rstrip("KMGkmg")) * scale
+    return sizes[max(sizes)] if sizes else 32 << 20
+
+
+_FLUSH_BUFFER = None
+
+
+def evict_caches() -> None:
+    """Evict the caches: write a buffer twice the size of the last-level cache (allocated once per process)."""
+    global _FLUSH_BUFFER
+    if _FLUSH_BUFFER is None:
+        _FLUSH_BUFFER = np.zeros(2 * last_level_cache_bytes() // 4, np.float32)
+    _FLUSH_BUFFER.fill(_FLUSH_BUFFER[0] + 1)
+
+
+# A parallel task that does nothing: running it on a kernel library's pool wakes the pool's workers, which then
+# spin for a while (compiler/codegen/threadpool.py), as they do between the kernels of a model.
+_NOOP_TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32)(lambda closure, task, n: None)
+
+
+def _wake_pool(dll, threads: int) -> None:
+    dll.relayish_parallel_for(_NOOP_TASK, None, ctypes.c_int32(threads))
+
+
+def _timed_calls(kernel, args, number: int, repeat: int, flush: bool, wake=lambda: None) -> list[float]:
+    """Per repeat, the mean seconds of `number` calls: back to back, or each alone after a cache flush and then
+    wake() (which wakes the thread pool that the flush left asleep: in a model it is hot from the kernel before)."""
+    costs = []
+    for _ in range(repeat):
+        if not flush:
+            start = time.perf_counter()
+            for _ in range(number):
+                kernel(*args)
+            costs.append((time.perf_counter() - start) / number)
+            continue
+        total = 0.0
+        for _ in range(number):
+            evict_caches()
+            wake()
+            start = time.perf_counter()
+            kernel(*args)
+            total += time.perf_counter() - start
+        costs.append(total / number)
+    return costs
+
+
 def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
-             want_outputs: bool) -> RunOutput:
+             want_outputs: bool, flush: bool = False) -> RunOutput:
     """Worker: load the kernel, call it once (outputs kept for checking), then time repeat x number calls."""
     t0 = time.perf_counter()
     dll = None
@@ -277,12 +339,7 @@ def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: i
             args = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
             kernel(*args)
             outputs = [np.array(a) for a in arrays[n_in:n_in + build.num_outputs]] if want_outputs else None
-            costs = []
-            for _ in range(repeat):
-                start = time.perf_counter()
-                for _ in range(number):
-                    kernel(*args)
-                costs.append((time.perf_counter() - start) / number)
+            costs = _timed_calls(kernel, args, number, repeat, flush, lambda: _wake_pool(dll, threads))
         except Exception as e:
             return RunOutput(None, None, f"run error: {type(e).__name__}: {e}", time.perf_counter() - t0)
         finally:
@@ -479,15 +536,18 @@ def check_outputs(outputs: list, reference: list, tolerance: float) -> str | Non
 
 def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_s: float = 10,
             executor=None, check_correctness: bool | None = None, num_threads: int | None = None,
-            seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, _faults: dict | None = None
-            ) -> list[MeasureResult]:
+            seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, flush_cache: bool = False,
+            on_result=None, _faults: dict | None = None) -> list[MeasureResult]:
     """Build and time every schedule of `task`; one MeasureResult per schedule, in order. Never raises for a
     bad candidate (invalid schedule, build failure, crash, hang, wrong result): that is its error.
 
     number, repeat: see the module docstring. timeout_s: limit of each build job and each run job.
-    executor: a WorkerPool (replaced-on-crash processes), a concurrent.futures.Executor of processes, or None for
-    default_pool(). check_correctness: compare outputs with the numpy interpreter (None = True). num_threads:
-    threads of each timed kernel (default all cores). _faults: test hook, {candidate index: one of FAULTS}."""
+    executor: a WorkerPool (replaced-on-crash processes), a concurrent.futures.Executor of processes, a
+    dask.distributed Client (tuning/dask_measure.py: builds spread over the cluster, one run per host at a time), or
+    None for default_pool(). on_result(i, result): called as each candidate's result is known (in the order they
+    finish), e.g. to store it at once. check_correctness: compare outputs with the numpy interpreter (None = True). num_threads:
+    threads of each timed kernel (default all cores). flush_cache: time each call alone after evicting the caches
+    (in-model conditions, see the module docstring). _faults: test hook, {candidate index: one of FAULTS}."""
     schedules = list(schedules)
     if number < 1 or repeat < 1:
         raise ValueError(f"measure: number and repeat must be >= 1, got number={number}, repeat={repeat}")
@@ -496,23 +556,41 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
     bad = {i: f for i, f in (_faults or {}).items() if f not in FAULTS}
     if bad:
         raise ValueError(f"measure: unknown fault(s) {bad}; expected {FAULTS}")
+    check = check_correctness is None or bool(check_correctness)
+    on_result = on_result or (lambda i, result: None)
+    if is_dask_client(executor):
+        from .dask_measure import measure_on_dask
+        return measure_on_dask(executor, task, schedules, number=number, repeat=repeat, timeout_s=timeout_s,
+                               check=check, num_threads=num_threads, seed=seed, tolerance=tolerance,
+                               flush_cache=flush_cache, on_result=on_result, faults=_faults or {})
     pool = _as_pool(executor)
     pool.recycle_if_due()
     threads = num_threads or default_num_threads()
-    check = check_correctness is None or bool(check_correctness)
 
     builds = _build_all(pool, TaskSpec.of(task), schedules, timeout_s, _faults or {})
     reference = reference_outputs(task, seed) if check and any(b.lib for b in builds) else None
     results = []
-    for b in builds:
+    for i, b in enumerate(builds):
         if b.lib is None:
             results.append(MeasureResult(None, b.error, b.build_s, 0.0))
-            continue
-        run, error = _call_alone(pool, "run", timeout_s, _run_job, b, number, repeat, threads, seed, timeout_s,
-                                 check)
-        pool.runs += 1
-        if run is not None:
-            error = run.error or (check_outputs(run.outputs, reference, tolerance) if check else None)
-        results.append(MeasureResult(None if error else run.costs, error, b.build_s,
-                                     run.run_s if run is not None else 0.0))
+        else:
+            run, error = _call_alone(pool, "run", timeout_s, _run_job, b, number, repeat, threads, seed, timeout_s,
+                                     check, flush_cache)
+            pool.runs += 1
+            results.append(run_result(b, run, error, reference if check else None, tolerance))
+        on_result(i, results[-1])
     return results
+
+
+def is_dask_client(executor) -> bool:
+    """A dask.distributed Client (recognized without importing dask, an optional dependency)."""
+    return type(executor).__name__ == "Client" and type(executor).__module__.startswith("distributed")
+
+
+def run_result(build: BuildOutput, run: RunOutput | None, error: str | None, reference, tolerance: float
+               ) -> MeasureResult:
+    """The candidate's result from its build and run (None with the error when the run job died); its outputs
+    are checked against reference unless that is None."""
+    if run is not None:
+        error = run.error or (check_outputs(run.outputs, reference, tolerance) if reference is not None else None)
+    return MeasureResult(None if error else run.costs, error, build.build_s, run.run_s if run is not None else 0.0)

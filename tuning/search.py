@@ -24,14 +24,18 @@ SEARCH_PARAMS = {
     "mutation_prob": 0.85,  # else crossover
     "eps_random": 0.2,  # share of each measured batch that is random programs
     "elite_measured": 16,  # best measured programs seeded into the initial population
+    "similar_records": 4,  # best records of other shapes of the same computation seeded into it
 }
 
 
 @dataclass
 class SearchSpace:
-    """A task's sketches, and what has been measured of it in this session."""
+    """A task's sketches, what has been measured of it in this session, and the programs every initial
+    population starts from (`seeds`: the default schedule's program, programs fitted from similar tasks' best
+    records)."""
     task: Task
     sketches: list = field(default_factory=list)
+    seeds: list = field(default_factory=list)  # of Program
     measured: dict = field(default_factory=dict)  # schedule JSON -> cost in seconds (inf for errors)
     programs: dict = field(default_factory=dict)  # schedule JSON -> Program (this session's)
 
@@ -65,7 +69,7 @@ def evolutionary_search(space: SearchSpace, model, batch_size: int, rng: random.
     pop: dict[str, tuple[Program, Schedule]] = {}
     for prog, sch in random_programs(space.sketches, initial, p["population"], rng):
         pop[sch.to_json()] = (prog, sch)
-    for prog in space.best_measured(p["elite_measured"]):
+    for prog in space.seeds + space.best_measured(p["elite_measured"]):
         sch = _concrete(space, prog, initial)
         if sch is not None:
             pop[sch.to_json()] = (prog, sch)

@@ -15,8 +15,9 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 
-from compiler.schedule import (CacheWrite, ComputeAt, ComputeInline, Reorder, Rfactor, Split, Stage, State, Step)
-from compiler.default_schedule import keeps_buffer
+from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
+                               State, Step, divisors)
+from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, keeps_buffer
 from compiler.task import Task
 from relayish import te
 
@@ -284,8 +285,142 @@ class SimpleRoot(SketchRule):
         return [s]
 
 
-DEFAULT_RULES = [SkipStage(), AlwaysInline(), AddRfactor(), MultiLevelTilingWithFusion(), AddCacheStage(),
-                 MultiLevelTiling(), SimpleRoot()]
+class RegisterTile(SketchRule):
+    """The hand-written schedules' structure (compiler/default_schedule.py, rule 2) as sketches, so that the search
+    space contains every default program. The task's last reduction (the anchor) is computed at the outer loops
+    of its output stage (of a cache_write copy of itself when it is the output or is not read elementwise by
+    the output), fused into one parallel loop; inside, a register tile: [blocks of the axis a broadcast operand
+    does not index] x [columns, unrolled] x [vector lanes], with the anchor's reductions outside its tile.
+    Variants: the lane axis split (lanes x columns are two levels of one tile variable) or whole; the innermost
+    reduction split (its inner part unrolled) or not; and the plain form (anchor at the output's second-innermost
+    loop, no tile). An anchor the default leaves to the root rule (no output stage to tile) is a simple root.
+    Every variant is offered besides the other tiling rules'."""
+    name = "register-tile"
+
+    def condition(self, sketch, st):
+        last = next((s for s in reversed(sketch.state.stages) if s.is_reduction), None)
+        return Cond.APPLY_AND_CONTINUE if st is last and st.loc.is_root and not st.relations else Cond.SKIP
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        anchor, out = st.name, output_consumer(s.state, st)
+        if st.is_output or ((out is None or out.op.shape != st.op.shape) and len(st.op.axes) >= 2):
+            s.add(CacheWrite(st.name))
+            s.rules.append(f"cache({st.name})")
+            anchor, out = f"{st.name}.local", s.state.stage(st.name)
+        if out is None or len(out.op.axes) != len(st.op.axes) or out.op.shape != st.op.shape:
+            s.simple_roots.append(st.name)  # as the default does: the root rule schedules it
+            s.rules.append(f"root({st.name})")
+            return [s]
+        if out.name in s.simple_roots:
+            s.simple_roots.remove(out.name)
+        out = out.name
+        variants = [_plain_at(s.copy(), anchor, out)]
+        extent = s.state.stage(out).op.shape[-1]
+        a_st = s.state.stage(anchor)
+        red = [i.name for i in a_st.leaves if i.kind == "reduce"]
+        for split_lane in _lane_variants(a_st, extent):
+            for split_reduce in (False, True) if red and a_st.root_extents()[red[-1]] >= 4 else (False,):
+                variants.append(_register_tile(s.copy(), anchor, out, split_lane, split_reduce))
+        return [v for v in variants if v is not None]
+
+
+MAX_LANES = 64  # the longest vector a register tile's lane axis may be
+
+
+def output_consumer(state: State, st: Stage) -> Stage | None:
+    """The output stage at root that reads st once the stages between them are inlined (the default's view)."""
+    consumers = state.consumers(st)
+    while len(consumers) == 1 and consumers[0].loc.is_inline:
+        consumers = state.consumers(consumers[0])
+    if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc.is_root:
+        return consumers[0]
+    return None
+
+
+def _lane_variants(anchor: Stage, extent: int) -> list[bool]:
+    """Which lane forms a last axis of this extent allows: split (some divisor 4 <= d < extent, d <= 64, as the
+    vector) and/or whole (4 <= extent <= 64); both need the axis contiguous in the anchor's reads."""
+    out = []
+    lanes = [d for d in divisors(extent) if 4 <= d <= MAX_LANES and d < extent]
+    if any(contiguous_last(anchor, d) for d in lanes):
+        out.append(True)
+    if 4 <= extent <= MAX_LANES and contiguous_last(anchor, extent):
+        out.append(False)
+    return out
+
+
+def _plain_at(s: Sketch, anchor: str, out: str) -> Sketch:
+    """The anchor computed at the output's second-innermost loop, the loops outside it fused and parallel."""
+    names = [i.name for i in s.state.stage(out).leaves]
+    outer = names[:-1] if len(names) >= 2 else names
+    _parallel(s, out, outer)
+    s.add(ComputeAt(anchor, out, "@".join(outer)))
+    s.rules.append(f"at({anchor}->{out})")
+    return s
+
+
+def _parallel(s: Sketch, stage: str, names: list[str]) -> None:
+    if len(names) > 1:
+        s.add(Fuse(stage, tuple(names)))
+    s.add(Annotate(stage, "@".join(names), "parallel"))
+
+
+def _register_tile(s: Sketch, anchor: str, out: str, split_lane: bool, split_reduce: bool) -> Sketch | None:
+    """The default's register tile with symbolic sizes: T<lane var>.2 lanes x T<lane var>.1 columns when the lane
+    axis is split, else T<col var>.1 columns of the axis before the lanes; T<reuse var>.1 blocks of the reuse axis;
+    T<reduce var>.1 iterations of the innermost reduction, unrolled."""
+    o_st = s.state.stage(out)
+    if split_lane:
+        last = [i.name for i in o_st.leaves if i.kind == "spatial"][-1]
+        k = s.new_tile(anchor, last, o_st.op.shape[-1], 3)
+        for name in (out, anchor):
+            st = s.state.stage(name)
+            s.add(Split(name, [i.name for i in st.leaves if i.kind == "spatial"][-1], (f"T{k}.2",)))
+    names = [i.name for i in s.state.stage(out).leaves]
+    if len(names) < 2:
+        return None
+    last, tile_axis = names[-1], len(names) - 2
+    reuse_axis = broadcast_reuse_axis(s.state.stage(anchor), tile_axis)
+    col = names[tile_axis]
+    if split_lane:
+        s.add(Split(out, col, (f"T{k}.1",)))
+    else:
+        c = s.new_tile(out, col, o_st.op.shape[tile_axis], 2)
+        s.add(Split(out, col, (f"T{c}.1",)))
+    order, tile = names[:tile_axis] + [f"{col}.0"], [f"{col}.1", last]
+    if reuse_axis is not None:
+        r = names[reuse_axis]
+        k = s.new_tile(out, r, o_st.op.shape[reuse_axis], 2)
+        s.add(Split(out, r, (f"T{k}.1",)))
+        order = [f"{r}.0" if n == r else n for n in order]
+        tile = [f"{r}.1"] + tile
+    s.add(Reorder(out, tuple(order + tile)))
+    _parallel(s, out, order)
+    s.add(ComputeAt(anchor, out, "@".join(order)))
+    s.add(Annotate(out, f"{col}.1", "unroll"))
+    s.add(Annotate(out, last, "vectorize"))
+    a_st = s.state.stage(anchor)
+    a_sp = [i.name for i in a_st.leaves if i.kind == "spatial"]
+    a_red = [i.name for i in a_st.leaves if i.kind == "reduce"]
+    a_tile = [a_sp[tile_axis]] + ([a_sp[reuse_axis]] if reuse_axis is not None else []) + [a_sp[-1]]
+    unrolled = a_tile[:-1]
+    if split_reduce:
+        k = s.new_tile(anchor, a_red[-1], a_st.root_extents()[a_red[-1]], 2)
+        s.add(Split(anchor, a_red[-1], (f"T{k}.1",)))
+        a_red = a_red[:-1] + [f"{a_red[-1]}.0", f"{a_red[-1]}.1"]
+        unrolled.append(a_red[-1])
+    s.add(Reorder(anchor, tuple([n for n in a_sp if n not in a_tile] + a_red + a_tile)))
+    for n in unrolled:
+        s.add(Annotate(anchor, n, "unroll"))
+    s.add(Annotate(anchor, a_tile[-1], "vectorize"))
+    s.rules.append(f"register-tile({anchor}->{out}{', lanes split' if split_lane else ''}"
+                   f"{', reduction unrolled' if split_reduce else ''})")
+    return s
+
+
+DEFAULT_RULES = [SkipStage(), AlwaysInline(), AddRfactor(), RegisterTile(), MultiLevelTilingWithFusion(),
+                 AddCacheStage(), MultiLevelTiling(), SimpleRoot()]
 
 
 def _split(s: Sketch, stage: str, iter: str, extent: int, levels: int) -> list[str]:
@@ -350,6 +485,9 @@ def generate_sketches(task: Task, rules=None) -> list[Sketch]:
                 work.append((new, start - 1))
             if cond == Cond.APPLY_AND_SKIP_REST:
                 break
+    for sketch in done:  # inlining first, as the default schedule does (it only makes later steps more legal)
+        sketch.steps = [s for s in sketch.steps if isinstance(s, ComputeInline)] + \
+                       [s for s in sketch.steps if not isinstance(s, ComputeInline)]
     # deterministic order: fewest rules first
     done.sort(key=lambda s: (len(s.rules), s.rules))
     return done

@@ -85,6 +85,10 @@ class TaskScheduler:
         grads = self.gradients()
         return min(live, key=lambda i: (grads[i], i))
 
+    def stop(self, task: int) -> None:
+        """Tune this task no more (e.g. early stopping: no improvement in many trials)."""
+        self.stale[task] = self.params["patience"]
+
     def update(self, task: int, best_latency: float):
         h = self.history[task]
         prev = h[-1] if h else np.inf

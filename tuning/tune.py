@@ -5,16 +5,20 @@
 
 A `Tuner` holds one session: the tasks, the records store, the cost model, each task's search space and the task
 scheduler. `Tuner.round()` is one round: the task scheduler picks a task; evolutionary search proposes a batch of
-programs for it; they are built and timed in worker processes; every result (or error) is written to the records
-database at once; the cost model is retrained; the scheduler learns the task's new best. `tune_model` drives
-rounds until the budget is spent, then re-measures the best programs (`remeasure_best`), prints the task table
-(`format_task_table`) and writes the curve (`write_curve_png`). Tuning resumes from the database: programs
-measured before are not measured again and train the cost model from the start.
+programs for it (each task's population starts from its default program and similar tasks' best records:
+`seed_space`); they are built and timed in worker processes, or on a Dask cluster (with cold caches, as in a
+model); every result (or error) is written to the records database as it arrives; the cost model is retrained;
+the scheduler learns the task's new best. `tune_model` drives rounds until the budget is spent (a tqdm bar shows
+the progress), re-measures the best programs (`remeasure_best`), prints the task table (tuning/report.py), times
+each model untuned and tuned side by side, keeping the default of every task whose tuned program loses inside
+the model (tuning/model_check.py), and writes the curve. Tuning resumes from the database: programs measured
+before are not measured again and train the cost model from the start.
 """
 from __future__ import annotations
 
+import fnmatch
+import os
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from compiler import extract_tasks
 from compiler.codegen import host_target, vector_width
-from compiler.default_schedule import default_schedule
+from compiler.backend import untuned_schedule
 from compiler.passes import PassContext, run_pipeline
 from compiler.records import RecordStore
 from compiler.schedule import Schedule, ScheduleError
@@ -30,12 +34,16 @@ from compiler.task import Task
 from frontends import from_onnx
 from relayish import get_op
 
+from .annotate import derive_program
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, measure
-from .search import SearchSpace, evolutionary_search
+from .model_check import check_in_model
+from .report import Progress, require_matplotlib, format_task_table, write_curve_png
+from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
 
 TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0,
+               "cache_flush": True,  # time candidates with cold caches, as a model's kernels run (measure.py)
                "final_remeasure": 3,  # at the end, the best few programs of each task and its default, again,
                "remeasure_rounds": 3}  # ... this many times, in alternation (the records keep the fastest reading)
 
@@ -49,15 +57,22 @@ class TuneResult:
     seconds: float
     curve: list = field(default_factory=list)  # (trials, elapsed s, estimated end-to-end latency s)
     trials_per_task: dict = field(default_factory=dict)  # task key -> programs measured this session
+    model_checks: list = field(default_factory=list)  # of model_check.ModelCheck, one per model (check_model)
 
     def estimated_latency(self, which: str = "best") -> float:
         costs = self.best if which == "best" else self.default
         return sum(t.weight * costs.get(t.key, np.nan) for t in self.tasks)
 
 
+def _model_list(models) -> list:
+    """One model (a path, bytes or a ModelProto) or several, as a list (paths as strings)."""
+    one = isinstance(models, (str, bytes, os.PathLike)) or hasattr(models, "graph")
+    return [str(m) if isinstance(m, os.PathLike) else m for m in ([models] if one else list(models))]
+
+
 def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True) -> list[Task]:
     """The unique tasks of one or more ONNX models, weights summed over models."""
-    paths = [models] if isinstance(models, (str, bytes)) or hasattr(models, "graph") else list(models)
+    paths = _model_list(models)
     merged: dict[str, Task] = {}
     ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
     for path in paths:
@@ -81,23 +96,33 @@ class Tuner:
     """One tuning session over fixed tasks. Starts from what the records already hold for this target (see
     `_resume`); measures in worker processes until close().
 
-    Invariants: best[key] is the fastest cost known for a task (this session or the records); default[key] is the
-    cost of its default schedule, measured by the task's first round of this session; trials counts the programs
-    measured this session (per_task: per task key)."""
+    Invariants: best[key] is the fastest cost known for a task (this session or the records); defaults[key] is
+    the schedule the task starts from (start: "hand-written" defaults or the "naive" loop nest) and default[key]
+    its cost, measured by the task's first round of this session; trials counts the programs
+    measured this session (per_task: per task key); since_best[key] counts the programs measured since the task's
+    best last improved, and with params["early_stopping"] = N a task stops once it reaches N (tvmc's
+    --early-stopping)."""
 
-    def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None):
+    def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
+                 start: str = "hand-written", executor=None):
         self.tasks, self.store, self.target, self.params = tasks, store, target, params
         self.rng = random.Random(params["seed"])
         self.model = XGBoostModel(seed=params["seed"])
         self.spaces = [SearchSpace.of(t) for t in tasks]
         self.best: dict[str, float] = {}
         self.default: dict[str, float] = {}
+        self.defaults = {t.key: _default_schedule(t, start) for t in tasks}  # what each task starts from
         _resume(store, tasks, self.spaces, target, self.model, self.best, log)
+        seeded = sum(seed_space(space, self.defaults[space.task.key], store, target) for space in self.spaces)
+        log(f"initial populations seeded with {seeded} programs (default schedules, similar tasks' best records)")
         self.scheduler = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks],
                                        [_group(t) for t in tasks], rng=random.Random(params["seed"] + 1))
         self.trials = 0
         self.per_task: dict[str, int] = {}
-        self.pool = WorkerPool(params.get("build_workers", 2))
+        self.since_best: dict[str, int] = {}
+        # measurement workers: ours (closed by close()), or the caller's (a WorkerPool, an Executor, a Dask Client)
+        self.own_pool = executor is None
+        self.pool = WorkerPool(params.get("build_workers", 2)) if executor is None else executor
 
     def round(self, max_trials: int | None = None) -> Round | None:
         """Tune the task the scheduler picks once: measure a batch of at most batch_size new programs (at most
@@ -113,9 +138,13 @@ class Tuner:
             return Round(task, [])
         schedules = [s for _, s in batch]
         p = self.params
+
+        def store(k, result):  # each record is committed as its result arrives: a kill loses nothing measured
+            self.store.add(task, self.target, schedules[k], result.costs, result.error)
+
         results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                          timeout_s=p["timeout_s"], executor=self.pool)
-        self.store.add_many([(task, self.target, s, r.costs, r.error) for s, r in zip(schedules, results)])
+                          timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"],
+                          on_result=store)
         self._learn(i, batch, results)
         return Round(task, results)
 
@@ -124,7 +153,7 @@ class Tuner:
         task = self.tasks[i]
         batch = []
         if task.key not in self.default:  # the first round of a task also measures its default schedule
-            batch.append((None, _default_schedule(task)))
+            batch.append((None, self.defaults[task.key]))  # (its program is among the space's seeds)
         want = self.params["batch_size"] - len(batch)
         if max_trials is not None:
             want = min(want, max(max_trials - len(batch), 0))
@@ -140,21 +169,28 @@ class Tuner:
             cost = float(min(r.costs)) if r.costs else np.inf
             costs.append(cost)
             self.spaces[i].record(sch, cost, prog)
-            if prog is None and task.key not in self.default:
+            if task.key not in self.default and sch == self.defaults[task.key]:
                 self.default[task.key] = cost
             if cost < self.best.get(task.key, np.inf):
                 self.best[task.key] = cost
+                self.since_best[task.key] = 0
+            else:
+                self.since_best[task.key] = self.since_best.get(task.key, 0) + 1
         self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)])
         self.trials += len(batch)
         self.per_task[task.key] = self.per_task.get(task.key, 0) + len(batch)
         self.scheduler.update(i, self.best.get(task.key, np.inf))
+        stop_after = self.params.get("early_stopping")
+        if stop_after and self.since_best[task.key] >= stop_after:
+            self.scheduler.stop(i)
 
     def estimates(self) -> tuple[float, float]:
         """Estimated end-to-end latency now and with the default schedules (s)."""
         return _estimate(self.tasks, self.best, self.default), _estimate(self.tasks, self.default, self.default)
 
     def close(self) -> None:
-        self.pool.shutdown()
+        if self.own_pool:
+            self.pool.shutdown()
 
 
 @dataclass
@@ -182,37 +218,99 @@ class Budget:
 
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
-               progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True) -> TuneResult:
-    """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget."""
+               progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
+               start: str = "hand-written", check_model: bool = True, executor=None, tasks: str | None = None,
+               early_stopping: int | None = None) -> TuneResult:
+    """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
+
+    start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
+    into the search) or "naive" (the plain loop nest, for template-free tuning experiments: then compile the
+    model with compile_model(records=..., default_schedules="naive") to match). check_model: at the end, time
+    each model compiled with the records against the untuned model, and keep the default of every task whose
+    tuned program is not faster inside the model (tuning/model_check.py). executor: where candidates are built
+    and run: None (worker processes of this machine), a WorkerPool, a concurrent.futures.Executor of processes, or
+    a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver).
+    tasks: tune only the tasks select_tasks picks (e.g. "0,3-5" or "fused_conv2d*"); early_stopping: a task stops
+    after this many programs without improvement. progress: a tqdm bar with an ETA (and messages) on stderr."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
-        _require_matplotlib()  # fail now, not after the whole budget
+        require_matplotlib()  # fail now, not after the whole budget
     p = dict(TUNE_PARAMS, **(params or {}))
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    if early_stopping is not None:
+        p["early_stopping"] = early_stopping
     budget = Budget(trials, time_budget_s, time.perf_counter())
-    tasks = model_tasks(models, input_shapes, layout, winograd)
+    all_tasks = model_tasks(models, input_shapes, layout, winograd)
+    chosen = select_tasks(all_tasks, tasks)
     with RecordStore(records) as store:
-        tuner = Tuner(tasks, store, host_target(), p, log)
-        log(f"tuning {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls), {budget}, records in {records}")
+        bar = Progress(trials, time_budget_s, enabled=progress)
+        log = log or (bar.log if progress else (lambda msg: None))
         try:
-            curve = run_rounds(tuner, budget, log)
+            tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor)
+            log(f"tuning {len(chosen)} of {len(all_tasks)} tasks ({sum(t.weight for t in chosen)} kernel calls), "
+                f"{budget}, records in {records}")
+            try:
+                curve = run_rounds(tuner, budget, log, bar)
+            finally:
+                tuner.close()
         finally:
-            tuner.close()
+            bar.close()
         if p["final_remeasure"]:
-            remeasure_best(tasks, store, tuner.target, p["final_remeasure"], p, log)
-            _costs_from_records(tasks, store, tuner.target, tuner.best, tuner.default)  # what compile_model applies
-    result = TuneResult(tasks, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
-    log(format_task_table(result))
+            remeasure_best(chosen, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults, executor)
+            _costs_from_records(chosen, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
+        result = TuneResult(chosen, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
+        log(format_task_table(result))
+        if check_model:
+            result.model_checks = check_models(models, store, tuner, input_shapes, layout, winograd, start, p, log)
     if curve_png:
         write_curve_png(result, curve_png)
         log(f"tuning curve written to {curve_png}")
     return result
 
 
-def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
-    """Tuner rounds until the budget is spent or every task has stopped improving, a progress line after each
-    round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per round."""
+class TaskFilterError(ValueError):
+    """A task filter (tune_model's tasks=, relayish tune --tasks) that is malformed or picks no task."""
+
+
+def select_tasks(tasks: list[Task], pattern: str | None) -> list[Task]:
+    """The tasks a filter picks, in their order: None or "all" = every task; else comma-separated items, each a
+    task index ("3"), an index range ("2-5", inclusive) or a glob over task names ("fused_conv2d*"). Raises
+    TaskFilterError when an index is out of range or the filter picks nothing."""
+    if pattern is None or pattern.strip() == "all":
+        return list(tasks)
+    picked = set()
+    for item in (x.strip() for x in pattern.split(",") if x.strip()):
+        lo, dash, hi = item.partition("-")
+        if lo.isdigit() and (not dash or hi.isdigit()):
+            first, last = int(lo), int(hi) if dash else int(lo)
+            if last >= len(tasks) or first > last:
+                raise TaskFilterError(f"task filter {item!r}: there are {len(tasks)} tasks (indices 0-{len(tasks) - 1})")
+            picked.update(range(first, last + 1))
+        else:
+            picked.update(k for k, t in enumerate(tasks) if fnmatch.fnmatchcase(t.name, item))
+    if not picked:
+        raise TaskFilterError(f"task filter {pattern!r} picks none of the {len(tasks)} tasks "
+                         f"({', '.join(sorted({t.name for t in tasks}))})")
+    return [t for k, t in enumerate(tasks) if k in picked]
+
+
+def check_models(models, store, tuner: Tuner, input_shapes, layout, winograd, start, params, log) -> list:
+    """check_in_model for each model: verdicts in the records, both latencies printed side by side."""
+    estimate = {t.key: (tuner.best.get(t.key, np.nan), tuner.default.get(t.key, np.nan)) for t in tuner.tasks}
+    checks = []
+    for model in _model_list(models):
+        log(f"timing {model if isinstance(model, str) else 'the model'} untuned and tuned, side by side")
+        check = check_in_model(model, store, tuner.target, input_shapes, layout, winograd, start, estimate,
+                               params.get("model_check"), log)
+        log(check.format())
+        checks.append(check)
+    return checks
+
+
+def run_rounds(tuner: Tuner, budget: Budget, log, progress: Progress | None = None) -> list:
+    """Tuner rounds until the budget is spent or every task has stopped improving, the progress bar updated after
+    each round that measured something. Returns the tuning curve: (trials, elapsed s, estimated latency s) per
+    round."""
     curve = []
     while budget.left(tuner.trials):
         outcome = tuner.round(budget.trials_left(tuner.trials))
@@ -222,17 +320,20 @@ def run_rounds(tuner: Tuner, budget: Budget, log) -> list:
         if outcome.results:
             est_now, est_start = tuner.estimates()
             curve.append((tuner.trials, budget.elapsed(), est_now))
-            log(_progress_line(tuner.trials, budget.trials, budget.elapsed(), budget.seconds, est_now, est_start,
-                               outcome.task, tuner.best.get(outcome.task.key), outcome.results))
+            if progress is not None:
+                progress.update(tuner.trials, budget.elapsed(), est_now, est_start, outcome.task,
+                                tuner.best.get(outcome.task.key), sum(1 for r in outcome.results if r.error))
     return curve
 
 
-def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None) -> None:
+def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None,
+                   defaults: dict | None = None, executor=None) -> None:
     """Measure again the k best programs of each task and its default schedule, in `remeasure_rounds` rounds
     over all the tasks, and add the new measurements to the records. On a shared machine a program measured
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
-    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies."""
+    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies.
+    defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
     candidates = {}
@@ -245,7 +346,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
                 ranked.append(rec.schedule)
             if len(ranked) >= k:
                 break
-        default = _default_schedule(task)
+        default = defaults[task.key] if defaults else _default_schedule(task)
         if default.to_json() not in seen:
             ranked.append(default)
         candidates[task.key] = ranked
@@ -253,25 +354,42 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
         for task in tasks:
             ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
             results = measure(task, ranked, number=params["num_measure_number"],
-                              repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"])
+                              repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"],
+                              flush_cache=params.get("cache_flush", False), executor=executor)
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
 
 
-def _costs_from_records(tasks, store, target, best: dict, default: dict) -> None:
+def _costs_from_records(tasks, store, target, best: dict, default: dict, defaults: dict) -> None:
     """best[key] = the cost of the record compile_model will apply; default[key] = the default schedule's
     fastest reading (both min over every measurement in the records)."""
     for task in tasks:
         rec = store.best_record(task.key, target=target)
         if rec is not None:
             best[task.key] = rec.cost
-        own = _default_schedule(task).to_json()
+        own = defaults[task.key].to_json()
         readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
         if readings:
             default[task.key] = min(readings)
 
 
-def _default_schedule(task: Task) -> Schedule:
-    return default_schedule(task.initial_state(), vector_width())
+def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target, k: int | None = None) -> int:
+    """Put the default schedule's program (first, when the space holds it) and programs fitted from the best
+    records of similar tasks (same fused ops, other shapes) into space.seeds; returns how many."""
+    k = SEARCH_PARAMS["similar_records"] if k is None else k
+    initial = space.task.initial_state()
+    own = derive_program(space.sketches, default, initial)
+    seeds = [own] if own is not None else []
+    for rec in store.best_of_similar(space.task.name, space.task.key, target, k):
+        prog = derive_program(space.sketches, rec.schedule, initial, exact=False)
+        if prog is not None and all(prog.key() != s.key() for s in seeds):
+            seeds.append(prog)
+    space.seeds = seeds
+    return len(seeds)
+
+
+def _default_schedule(task: Task, start: str = "hand-written") -> Schedule:
+    """The untuned schedule tuning starts from and compares with: the hand-written default, or the naive loop nest."""
+    return untuned_schedule(task, vector_width(), start)
 
 
 def _group(task: Task) -> str:
@@ -310,64 +428,3 @@ def _estimate(tasks, costs: dict, fallback: dict) -> float:
         c = costs.get(t.key, fallback.get(t.key, np.nan))
         total += t.weight * c
     return total
-
-
-def _progress_line(n, trials, elapsed, budget, est_now, est_start, task, task_best, results) -> str:
-    errors = sum(1 for r in results if r.error)
-    bar = ""
-    frac = max(n / trials if trials else 0.0, elapsed / budget if budget else 0.0)
-    width = 24
-    bar = "[" + "#" * int(width * min(frac, 1)) + "." * (width - int(width * min(frac, 1))) + "]"
-    tb = f"{task_best * 1e3:.3f} ms" if task_best and np.isfinite(task_best) else "-"
-    return (f"{bar} trials {n}{'/' + str(trials) if trials else ''}  {elapsed:6.0f}s"
-            f"{'/' + format(budget, '.0f') + 's' if budget else ''}  est. latency {_ms(est_now)} "
-            f"(start {_ms(est_start)})  | {task.name[:34]:<34} best {tb}{'  errors ' + str(errors) if errors else ''}")
-
-
-def _ms(x) -> str:
-    return f"{x * 1e3:.2f} ms" if np.isfinite(x) else "  ?  "
-
-
-def format_task_table(result: TuneResult) -> str:
-    rows = [f"{'task':<40} {'weight':>6} {'MFLOP':>9} {'trials':>6} {'default ms':>10} {'best ms':>9} "
-            f"{'GFLOP/s':>8}"]
-    for t in result.tasks:
-        b, d = result.best.get(t.key, np.nan), result.default.get(t.key, np.nan)
-        rows.append(f"{t.name[:40]:<40} {t.weight:>6} {t.flops / 1e6:>9.1f} {result.trials_per_task.get(t.key, 0):>6} "
-                    f"{d * 1e3:>10.3f} {b * 1e3:>9.3f} {t.flops / b / 1e9 if b and np.isfinite(b) else 0:>8.1f}")
-    rows.append(f"estimated end-to-end: default {_ms(result.estimated_latency('default'))}, "
-                f"tuned {_ms(result.estimated_latency('best'))}; {result.trials} trials in {result.seconds:.0f} s")
-    return "\n".join(rows)
-
-
-def _require_matplotlib():
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise RuntimeError("writing the tuning curve as PNG needs matplotlib (pip install 'relayish[plot]'); "
-                           "a path ending in .csv writes the data instead") from e
-    return matplotlib
-
-
-def write_curve_png(result: TuneResult, path: str):
-    """The tuning curve: estimated end-to-end latency against trials. The data also goes to path + ".csv"."""
-    with open(path if path.endswith(".csv") else path + ".csv", "w") as f:
-        f.write("trials,elapsed_s,estimated_latency_ms\n")
-        for n, t, est in result.curve:
-            f.write(f"{n},{t:.1f},{est * 1e3:.4f}\n")
-    if path.endswith(".csv"):
-        return
-    matplotlib = _require_matplotlib()
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    xs = [c[0] for c in result.curve]
-    ys = [c[2] * 1e3 for c in result.curve]
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ax.plot(xs, ys, marker=".", lw=1)
-    ax.set_xlabel("measured programs (trials)")
-    ax.set_ylabel("estimated end-to-end latency (ms)")
-    ax.set_title("tuning curve")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)

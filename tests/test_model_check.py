@@ -1,0 +1,91 @@
+"""In-model timing at the end of tuning (tuning/model_check.py) and the verdicts it leaves in the records: a
+tuned program that loses to the untuned one inside the model is not applied by compile_model any more."""
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import compile_model
+from compiler.codegen import host_target
+from compiler.records import RecordsReader, RecordStore
+from compiler.schedule import Schedule
+from tuning.model_check import check_in_model
+from tuning.tune import _default_schedule, model_tasks, tune_model
+
+FAST_CHECK = {"repeat": 3, "warmup": 1, "profile_repeat": 3, "profile_rounds": 2}
+
+
+def conv_relu(channels=16, size=32) -> onnx.ModelProto:
+    """conv 3x3 (16 -> 32 channels) -> relu, NCHW: one task, big enough that the naive loop nest is far slower."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((2 * channels, channels, 3, 3))
+                                .astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "conv_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, channels, size, size))],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, (1, 2 * channels, size, size))], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_verdict_keeps_the_default_until_a_better_record_comes(tmp_path):
+    db = str(tmp_path / "r.db")
+    task = model_tasks(conv_relu(), layout="NCHW")[0]
+    slow, fast = Schedule(), _default_schedule(task)
+    target = host_target()
+    with RecordStore(db) as store:
+        store.add(task, target, slow, costs=[1e-6])
+        assert store.best(task.key) == slow
+        assert store.add_verdict(task.key, target, slow, tuned_s=2e-3, default_s=1e-3)  # lost in the model
+        assert store.best(task.key) is None and store.best_record(task.key) is None
+        with RecordsReader(db, target) as reader:
+            assert reader.best(task.key) is None
+        store.add(task, target, fast, costs=[1e-7])  # a later, better record has no verdict: it applies
+        assert store.best(task.key) == fast
+        assert not store.add_verdict(task.key, target, fast, tuned_s=1e-3, default_s=2e-3)
+        assert store.best(task.key) == fast
+
+
+def test_a_database_without_verdicts_still_reads(tmp_path):
+    db = str(tmp_path / "old.db")
+    task = model_tasks(conv_relu(), layout="NCHW")[0]
+    with RecordStore(db) as store:
+        store.add(task, host_target(), Schedule(), costs=[1e-3])
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TABLE verdicts")
+    with RecordsReader(db, host_target()) as reader:
+        assert reader.best(task.key) == Schedule()
+
+
+def test_a_program_slower_in_the_model_keeps_the_default(tmp_path):
+    """A record claims the naive loop nest is fast; timed inside the model it loses to the default schedule, so
+    the check reverts it and compile_model(records=) compiles the default again."""
+    model = conv_relu()
+    db = str(tmp_path / "r.db")
+    task = model_tasks(model, layout="NCHW")[0]
+    with RecordStore(db) as store:
+        store.add(task, host_target(), Schedule(), costs=[1e-9])
+        assert compile_model(model, layout="NCHW", records=store).meta["compile_info"]["tuned_tasks"] == 1
+        check = check_in_model(model, store, host_target(), layout="NCHW", params=FAST_CHECK,
+                               estimate={task.key: (1e-9, 1e-4)})
+    assert check.reverted == [task.key] and check.kept == []
+    untuned_ms, tuned_ms = check.task_ms[task.key]
+    assert tuned_ms > untuned_ms > 0
+    assert check.untuned_ms > 0 and check.tuned_ms > 0
+    assert "untuned" in check.format() and "kept their default" in check.format()
+    assert check.estimated_ms is not None and abs(check.estimated_ms - 0.1) < 1e-9  # the default's cost
+    assert compile_model(model, layout="NCHW", records=db).meta["compile_info"]["tuned_tasks"] == 0
+
+
+def test_tune_model_ends_by_timing_the_model(tmp_path):
+    path, db = str(tmp_path / "m.onnx"), str(tmp_path / "t.db")
+    onnx.save(conv_relu(8, 16), path)
+    logs = []
+    result = tune_model(path, db, trials=3, layout="NCHW", log=logs.append,
+                        params={"batch_size": 3, "final_remeasure": 0, "model_check": FAST_CHECK})
+    (check,) = result.model_checks
+    assert check.untuned_ms > 0 and check.tuned_ms > 0
+    assert any(line.startswith(f"model {path}: untuned") for line in logs)
+    assert sorted(check.kept + check.reverted) == sorted(k for k in [result.tasks[0].key])

@@ -1,0 +1,110 @@
+"""The tuner's search space contains the hand-written default schedules (issue 13, item 1): for every task of the
+suite's models, some sketch + annotation replays the default schedule's step list exactly; the tuner starts from
+that program and from the best records of other shapes of the same computation."""
+from __future__ import annotations
+
+import functools
+import random
+
+import pytest
+
+import models
+from compiler.records import RecordStore
+from compiler.codegen import host_target
+from frontends.onnx import OnnxImportError
+from tuning.annotate import concretize, derive_program, mutate
+from tuning.search import SearchSpace, evolutionary_search
+from tuning.sketch import generate_sketches
+from tuning.tune import _default_schedule, model_tasks, seed_space
+
+# every suite model, at its real input size (the shapes decide tile variants); classifiers narrowed (same ops)
+SUITE_MODELS = {
+    "mobilenet_v2": ("make_mobilenet_v2", {}),
+    "shufflenet_v1": ("make_shufflenet_v1", {}),
+    "squeezenet1_1": ("make_squeezenet", {}),
+    "googlenet": ("make_googlenet", {}),
+    "densenet121": ("make_densenet", {}),
+    "alexnet": ("make_alexnet", dict(classifier_width=64)),
+    "vgg11": ("make_vgg", dict(classifier_width=64)),
+    "bert": ("make_bert", {}),
+    "gpt": ("make_gpt", {}),
+}
+
+
+def default_replays(task):
+    """derive_program finds the sketch and the decisions of the task's default schedule; replaying them gives the
+    default's steps exactly. Returns the program."""
+    default = _default_schedule(task)
+    sketches = generate_sketches(task)
+    prog = derive_program(sketches, default, task.initial_state())
+    assert prog is not None, f"{task.name}: no sketch + annotation gives the default schedule {default.to_json()}"
+    assert concretize(sketches[prog.sketch_id], prog, task.initial_state()).steps == default.steps
+    return prog
+
+
+@functools.lru_cache(maxsize=None)
+def resnet18_tasks(path) -> tuple:
+    return tuple(model_tasks(str(path)))
+
+
+def check_model(model):
+    tasks = resnet18_tasks(model) if isinstance(model, str) else model_tasks(model)
+    assert tasks
+    for task in tasks:
+        default_replays(task)
+
+
+def test_every_resnet18_default_schedule_is_in_the_search_space(resnet18_path):
+    check_model(str(resnet18_path))
+
+
+@pytest.mark.parametrize("name", SUITE_MODELS)
+def test_every_suite_default_schedule_is_in_the_search_space(name):
+    make, options = SUITE_MODELS[name]
+    model = getattr(models, make)(**options)
+    try:
+        check_model(model)
+    except OnnxImportError as e:
+        pytest.skip(f"{name} does not import yet: {str(e).splitlines()[0]}")
+
+
+def test_register_tile_of_the_default_conv_is_a_sketch(resnet18_path):
+    """The default conv's tile (2 output-channel blocks x columns x 16 lanes at a loop of the fused relu, the
+    reductions outside) comes from the register-tile rule, and mutating it keeps that structure."""
+    task = next(t for t in resnet18_tasks(str(resnet18_path)) if t.ops == ["nn.conv2d_nchwc", "add", "nn.relu"])
+    prog = default_replays(task)
+    sketches = generate_sketches(task)
+    assert sketches[prog.sketch_id].rules == ["register-tile(conv2d_nchwc->relu)"]
+    rng = random.Random(0)
+    child = mutate(sketches, prog, rng)
+    state = concretize(sketches[child.sketch_id], child, task.initial_state()).apply(task.initial_state())
+    conv = state.stage("conv2d_nchwc")
+    assert conv.loc.is_at("relu")
+    kinds = [i.kind for i in conv.leaves]
+    assert kinds[-3:] == ["spatial"] * 3 and "reduce" in kinds[:-3]
+
+
+def test_initial_population_holds_the_default_and_similar_tasks_best(tmp_path, resnet18_path):
+    """seed_space puts the default's program first, then programs fitted from the best record of another shape of
+    the same fused conv; evolutionary search starts from them (its population holds the default schedule)."""
+    tasks = [t for t in resnet18_tasks(str(resnet18_path)) if t.name == "fused_conv2d_nchwc_add_relu"]
+    assert len(tasks) >= 2
+    a, b = tasks[:2]
+    target = host_target()
+    with RecordStore(str(tmp_path / "r.db")) as store:
+        store.add(b, target, _default_schedule(b), costs=[1e-3])
+        space = SearchSpace.of(a)
+        assert seed_space(space, _default_schedule(a), store, target) == 2
+        first = concretize(space.sketches[space.seeds[0].sketch_id], space.seeds[0], a.initial_state())
+        assert first == _default_schedule(a)
+        fitted = concretize(space.sketches[space.seeds[1].sketch_id], space.seeds[1], a.initial_state())
+        fitted.apply(a.initial_state())  # legal for a's shapes
+    seen = []
+
+    class Recorder:
+        def predict(self, task, schedules):
+            seen.extend(s.to_json() for s in schedules)
+            return [0.0] * len(schedules)
+
+    evolutionary_search(space, Recorder(), 4, random.Random(0), params={"population": 8, "generations": 1})
+    assert _default_schedule(a).to_json() in seen
