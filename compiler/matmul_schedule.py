@@ -26,28 +26,35 @@ MIN_PARALLEL_TILES = 16  # prefer a smaller tile if the bigger one leaves fewer 
 
 
 def matmul_operands(anchor: Stage):
-    """(a read, b read) of a matmul stage whose body is sum(a[.., m, k] * b[.., k, n]) with m, n its last two
-    axes, else None (a 1-D operand, or not a matmul)."""
+    """(a read, b read) of a matmul stage whose body is sum(a[.., m, k] * b[.., k, n]) (tag "matmul") or
+    sum(a[.., m, k] * w[n // nb, k, n % nb]) (tag "matmul_pack") with m, n its last two axes, else None (a 1-D
+    operand, or not a matmul)."""
     body = anchor.op.body
-    if anchor.op.tag != "matmul" or not isinstance(body, te.Reduce) or len(anchor.op.axes) < 2:
+    if anchor.op.tag not in ("matmul", "matmul_pack") or not isinstance(body, te.Reduce) or \
+            len(anchor.op.axes) < 2:
         return None
     reads = [r for r in te.walk(body.body) if isinstance(r, te.TensorRead)]
     if len(reads) != 2 or any(len(r.indices) < 2 for r in reads):
         return None
     a, b = reads
     k, m, n = body.axes[-1].var, anchor.op.axes[-2].var, anchor.op.axes[-1].var
-    if a.indices[-2:] != (m, k) or b.indices[-2:] != (k, n):
+    packed = anchor.op.tag == "matmul_pack"
+    if a.indices[-2:] != (m, k) or (b.indices[1] is not k if packed else b.indices[-2:] != (k, n)):
         return None
     return a, b
 
 
-def matmul_tile(m: int, n: int, batch: int, vector_width: int) -> tuple[int, int, int] | None:
+def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None = None
+                ) -> tuple[int, int, int] | None:
     """(rows, column vectors, lane) of the register tile for an [m, n] output repeated `batch` times, or None
-    when n has no vector-sized divisor. Most accumulators first, then enough parallel tiles, then more rows."""
-    lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and n % w == 0), None)
+    when n has no vector-sized divisor. Most accumulators first, then enough parallel tiles, then more rows.
+    `block`: the columns of a packed weight's block, which the tile's columns must be."""
+    width = n if block is None else block
+    lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and width % w == 0), None)
     if lane is None:
         return None
-    options = [(r, c) for r in ROW_TILES for c in COL_VECTORS
+    cols = COL_VECTORS if block is None else (block // lane,)
+    options = [(r, c) for r in ROW_TILES for c in cols
                if m % r == 0 and (n // lane) % c == 0 and r * c <= MAX_ACCUMULATORS]
     if not options:
         return None
@@ -70,7 +77,8 @@ def schedule_matmul(b, anchor: Stage, out: Stage | None, vector_width: int) -> b
     batch = 1
     for s in shape[:-2]:
         batch *= s
-    tile = matmul_tile(shape[-2], shape[-1], batch, vector_width)
+    block = anchor.op.input_tensors[1].shape[-1] if anchor.op.tag == "matmul_pack" else None
+    tile = matmul_tile(shape[-2], shape[-1], batch, vector_width, block)
     if tile is None:
         return False
     rows, cols, lane = tile

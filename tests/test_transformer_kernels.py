@@ -107,3 +107,23 @@ def test_softmax_rows_of_minus_infinity_give_nan_as_onnxruntime():
     x[1] = -np.inf
     out, = run_compiled(task, [default_schedule(task.initial_state())], inputs=[x])
     assert np.all(np.isnan(out[1])) and np.allclose(out[0].sum(), 1.0, atol=1e-5)
+
+
+def test_constant_weight_matmul_becomes_packed_with_its_bias_and_gelu_in_one_kernel():
+    """matmul(x, W const) + b -> gelu: the weight packed in blocks of the tile's columns at compile time, and the
+    whole chain one task whose default schedule is the register tile."""
+    from compiler import extract_tasks
+    from compiler.passes import PassContext, run_pipeline
+    from relayish import Constant, IRModule
+    rng = np.random.default_rng(0)
+    w, bias = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    x = Var("x", TensorType((1, 16, 32)))
+    body = call("nn.gelu", call("add", call("nn.matmul", x, Constant(w)), Constant(bias)))
+    task, = extract_tasks(run_pipeline(IRModule(Function([x], body)), PassContext()))
+    assert task.ops == ["nn.matmul_pack", "add", "nn.gelu"]
+    rows, cols, lane = matmul_tile(16, 64, 1, 16)
+    packed = task.func.params[1].type.shape
+    assert packed == (64 // (cols * lane), 32, cols * lane)
+    sched = default_schedule(task.initial_state())
+    assert any(isinstance(s, ComputeAt) and s.stage == "matmul" for s in sched.steps)
+    assert_matches_reference(task, run_compiled(task, [sched]), ["default"])
