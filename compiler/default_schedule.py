@@ -63,7 +63,8 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
 
 def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
     """Tasks made only of row stages (relayish/ops/rows.py: softmax, layer norm over the last axis as two-stage
-    reductions): every elementwise stage inlined, then every stage by the root rule: rows in parallel, a partial
+    reductions): every elementwise stage with one reader inlined (one with two, softmax's exp, is computed once
+    into its own buffer), then every stage by the root rule: rows in parallel, a partial
     reduction's lanes vectorized inside its reduction loop (one vector load and max/add per step), the output
     vectorized along the row. No anchor tile: the per-row reductions are too short to gain from one, and would
     give the whole task one scalar reduction loop. False (nothing applied) for any other task."""
@@ -71,7 +72,7 @@ def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
     if not all(st.op.tag == ROW_TAG for st in stages):
         return False
     for st in reversed(stages):
-        if not st.is_output and not st.is_reduction:
+        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
             b.add(ComputeInline(st.name))
     for st in list(b.state.stages):
         if st.loc.is_root:
