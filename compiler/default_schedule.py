@@ -17,6 +17,8 @@ The rules, applied to a task's initial state:
      when that axis is contiguous in what the stage reads and writes. Short axes that index no input (they only
      choose between branches of a select: the tile position of a Winograd transform) are moved inside and
      unrolled, so that the selects fold away.
+Two task kinds have their own rule instead: a matmul anchor gets a tile of several rows x column vectors
+(compiler/matmul_schedule.py), and a task of row stages (softmax, layer norm) gets `schedule_rows`.
 """
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
     (groups = channels = outputs) -> depthwise_conv2d_nchwc with the lanes on channels; else conv2d_nchwc with
     blocks that divide the channels per group (group_block), or, when `winograd` and `winograd_tile` say so,
     conv2d_winograd_nchwc with its weight transformed at compile time. Dense with a constant weight -> dense_pack
-    with the weight in blocks of output features. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
+    with the weight in blocks of output features; matmul with a constant 2-D weight -> matmul_pack with the
+    weight in blocks of its register tile's columns. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
     -> channel_shuffle, which runs in the blocked layout."""
     transforms = {}
 
