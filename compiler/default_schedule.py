@@ -17,6 +17,8 @@ The rules, applied to a task's initial state:
      when that axis is contiguous in what the stage reads and writes. Short axes that index no input (they only
      choose between branches of a select: the tile position of a Winograd transform) are moved inside and
      unrolled, so that the selects fold away.
+Two task kinds have their own rule instead: a matmul anchor gets a tile of several rows x column vectors
+(compiler/matmul_schedule.py), and a task of row stages (softmax, layer norm) gets `schedule_rows`.
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ import functools
 
 from relayish import te
 from relayish.op import stage_tag_traits
+from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
+from .matmul_schedule import schedule_matmul
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
@@ -45,16 +49,37 @@ PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is neede
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     """A sensible schedule for any task; replaying its steps on `state` gives the scheduled state."""
     b = ScheduleBuilder(state)
+    if schedule_rows(b, vector_width):
+        return Schedule(tuple(b.steps))
     for st in reversed(list(b.state.stages)):
         if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
             b.add(ComputeInline(st.name))
     anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and not s.loc.is_inline), None)
-    if anchor is not None:
+    if anchor is not None and not schedule_matmul(b, anchor, _output_consumer(b, anchor), vector_width):
         _schedule_anchor(b, anchor, vector_width)
     for st in list(b.state.stages):
         if st.loc.is_root and not b.done(st):
             _schedule_root(b, st, vector_width)
     return Schedule(tuple(b.steps))
+
+
+def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
+    """Tasks made only of row stages (relayish/ops/rows.py: softmax, layer norm over the last axis as two-stage
+    reductions): every elementwise stage with one reader inlined (one with two, softmax's exp, is computed once
+    into its own buffer), then every stage by the root rule: rows in parallel, a partial
+    reduction's lanes vectorized inside its reduction loop (one vector load and max/add per step), the output
+    vectorized along the row. No anchor tile: the per-row reductions are too short to gain from one, and would
+    give the whole task one scalar reduction loop. False (nothing applied) for any other task."""
+    stages = list(b.state.stages)
+    if not all(st.op.tag == ROW_TAG for st in stages):
+        return False
+    for st in reversed(stages):
+        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
+            b.add(ComputeInline(st.name))
+    for st in list(b.state.stages):
+        if st.loc.is_root:
+            _schedule_root(b, st, vector_width)
+    return True
 
 
 def keeps_buffer(state: State, st: Stage) -> bool:

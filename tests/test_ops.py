@@ -164,10 +164,22 @@ def test_matmul(a, b):
     ref, (x, y), _ = check_op("nn.matmul", [a, b])
     np.testing.assert_allclose(ref, np.matmul(x.astype(np.float64), y), rtol=1e-5, atol=1e-6)
 
+
+@pytest.mark.parametrize("a,k,n,block", [((3, 4), 4, 8, 8), ((2, 3, 5), 5, 32, 16), ((2, 1, 3, 4), 4, 12, 4)])
+def test_matmul_pack(a, k, n, block):
+    """x @ W with W packed in column blocks as layout.py packs a constant weight."""
+    from relayish.ops.matmul_pack import pack_weight
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    ref, (x, wp), _ = check_op("nn.matmul_pack", [a, (n // block, k, block)])
+    np.testing.assert_allclose(ref, np.matmul(x, wp.transpose(1, 0, 2).reshape(k, n)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(pack_weight(w, block).transpose(1, 0, 2).reshape(k, n), w)
+
 # ---------------------------------------------------------------------------------------------- softmax, lrn, bn
 
 
-@pytest.mark.parametrize("shape,axis", [((5,), -1), ((2, 3, 4), -1), ((2, 3, 4), 0), ((2, 3, 4), 1)])
+@pytest.mark.parametrize("shape,axis", [((5,), -1), ((2, 3, 4), -1), ((2, 3, 4), 0), ((2, 3, 4), 1),
+                                        ((2, 3, 32), -1), ((3, 24), 1)])  # the row form: 16 and 8 lanes
 def test_softmax(shape, axis):
     ref, (x,), _ = check_op("nn.softmax", [shape], dict(axis=axis))
     np.testing.assert_allclose(ref, ort_run("Softmax", [x], axis=axis), rtol=1e-5, atol=1e-7)
@@ -407,6 +419,7 @@ TYPED = [
     ("max", [((2, 3), B)], {"axes": (1,)}), ("min", [((2, 3, 4), I)], {"axes": (0, 2)}),
     ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
     ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
+    ("nn.layer_norm", [((2, 3, 32), F), ((32,), F), ((32,), F)], {"axis": -1, "epsilon": 1e-5}),  # row form
     ("nn.gelu", [((3, 7), F)], {}), ("nn.gelu", [((3, 7), F)], {"approximate": "tanh"}),
 ]
 
@@ -462,6 +475,8 @@ BAD = [
     ("nn.dense", [(3, 5), (4, 6)], {}, r"nn\.dense: data has 5 features .* weight expects 6"),
     ("nn.matmul", [(3, 4), (5, 6)], {}, r"nn\.matmul: a has 4 columns \(shape \(3, 4\)\) but b has 5 rows"),
     ("nn.matmul", [(2, 3, 4), (3, 4, 5)], {}, r"nn\.matmul: shapes \(2,\) and \(3,\) do not broadcast"),
+    ("nn.matmul_pack", [(3, 4), (2, 5, 8)], {}, r"nn\.matmul_pack: data \(3, 4\) has K=4 but the weight"),
+    ("nn.matmul_pack", [(4,), (2, 4, 8)], {}, r"nn\.matmul_pack: data must be at least 2-D"),
     ("nn.softmax", [(2, 3)], dict(axis=2), r"nn\.softmax: axis 2 out of range for a 2-D input"),
     ("nn.lrn", [(2, 3, 4, 4)], dict(size=0), r"nn\.lrn: size must be >= 1"),
     ("nn.batch_norm", [(2, 3, 4, 4), (3,), (3,), (4,), (3,)], {},

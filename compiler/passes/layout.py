@@ -17,7 +17,9 @@ import numpy as np
 from relayish import Call, Constant, Expr, IRModule
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
+from relayish.ops.matmul_pack import pack_weight
 
+from ..matmul_schedule import matmul_tile
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
 
@@ -69,7 +71,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
     (groups = channels = outputs) -> depthwise_conv2d_nchwc with the lanes on channels; else conv2d_nchwc with
     blocks that divide the channels per group (group_block), or, when `winograd` and `winograd_tile` say so,
     conv2d_winograd_nchwc with its weight transformed at compile time. Dense with a constant weight -> dense_pack
-    with the weight in blocks of output features. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
+    with the weight in blocks of output features; matmul with a constant 2-D weight -> matmul_pack with the
+    weight in blocks of its register tile's columns. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
     -> channel_shuffle, which runs in the blocked layout."""
     transforms = {}
 
@@ -105,6 +108,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
         nb = channel_block(w.type.shape[0], vector_width)
         return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
+    def matmul_to_pack(node: Call, x: Expr, w: Constant):
+        block = packed_matmul_block(node, vector_width)
+        return None if block is None else Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))))
+
     return rewrite(mod, table_rules([
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
@@ -113,9 +120,22 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
         # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant)
         (Pat("nn.dense", (ANY, CONST)), dense_to_pack),
+        # matmul(x[.., M, K], W[K, N]) -> matmul_pack(x, W as [N/nb, K, nb])     (W constant; nb: the tile's columns)
+        (Pat("nn.matmul", (ANY, CONST)), matmul_to_pack),
         # reshape(transpose(reshape(x, [N, g, C/g, H, W]), (0, 2, 1, 3, 4)), [N, C, H, W]) -> channel_shuffle(x, g)
         (Pat("reshape", (SHUFFLED,)), _channel_shuffle),
     ]))
+
+
+def packed_matmul_block(node: Call, vector_width: int) -> int | None:
+    """Columns per block of a matmul's packed weight: those of its register tile (compiler/matmul_schedule.py),
+    so that a tile reads one contiguous panel; None (keep the matmul) for a 1-D operand or an untileable shape."""
+    x, w = node.args
+    if x.type.ndim < 2 or w.type.ndim != 2:
+        return None
+    m, n = x.type.shape[-2], w.type.shape[1]
+    tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
+    return None if tile is None else tile[1] * tile[2]
 
 
 def SHUFFLED(node) -> tuple | None:  # noqa: N802  (an argument matcher, see rewrite.Pat)

@@ -5,5 +5,5 @@ compiler, generated from the registry so that it never falls behind it.
 Conventions: activations NCHW, conv weights OIHW. Every float op works on float32 (other dtypes may be accepted
 where noted). `padding` is always 4 ints (top, left, bottom, right). Broadcasting is numpy's.
 """
-from . import (activation, blocked, elemwise, layout, math, nn, reduce, tensor, transform,  # noqa: F401
+from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, reduce, tensor, transform,  # noqa: F401
                transformer, winograd)

@@ -15,6 +15,7 @@ from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import (broadcast_shape, expect_float, expect_ndim, int_tuple, normalize_axis, pad_stage,
                      same_dtype)
+from .rows import ROW_TAG, row_lanes, row_reduce
 
 # ---------------------------------------------------------------------------------------------- conv2d
 
@@ -420,9 +421,13 @@ def _softmax_ref(x, axis):
 
 
 def _softmax_compute(inputs, attrs, out_type):
-    """max over the axis, exp(x - max), sum of that, divide: the reduced stages drop the axis."""
+    """max over the axis, exp(x - max), sum of that, divide: the reduced stages drop the axis. Over the last
+    axis of a length that has row_lanes: the row form (two-stage reductions, exp computed once into its own
+    stage, one reciprocal per row), which compiler/row_schedule.py runs row by row."""
     x, = inputs
     ax = attrs.axis
+    if ax == x.ndim - 1 and row_lanes(x.shape[-1]):
+        return _softmax_rows(x)
     reduced = x.shape[:ax] + x.shape[ax + 1:]
 
     def full(i, k):  # index of x for reduced index i and position k along the axis
@@ -437,6 +442,15 @@ def _softmax_compute(inputs, attrs, out_type):
     ex = te.compute(x.shape, lambda *i: te.exp(x[i] - xmax[dropped(i)]), name="softmax_exp", tag="softmax")
     total = te.compute(reduced, lambda *i: te.sum(ex[full(i, k2.var)], k2), name="softmax_sum", tag="softmax")
     return te.compute(x.shape, lambda *i: ex[i] / total[dropped(i)], name="softmax", tag="softmax")
+
+
+def _softmax_rows(x: te.Tensor) -> te.Tensor:
+    outer, length = x.shape[:-1], x.shape[-1]
+    xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "softmax_max")
+    ex = te.compute(x.shape, lambda *i: te.exp(x[i] - xmax[i[:-1]]), name="softmax_exp", tag=ROW_TAG)
+    total = row_reduce(outer, length, lambda i, l: ex[tuple(i) + (l,)], "sum", "softmax_sum")
+    inv = te.compute(outer, lambda *i: 1.0 / total[i], name="softmax_inv", tag=ROW_TAG)
+    return te.compute(x.shape, lambda *i: ex[i] * inv[i[:-1]], name="softmax", tag=ROW_TAG)
 
 
 register_op("nn.softmax", inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_softmax_infer,

@@ -14,6 +14,7 @@ from ..types import TensorType
 from ..op import OpError, Pattern, register_op
 from .common import broadcast_index, expect_float, normalize_axis, same_dtype
 from .elemwise import _unary
+from .rows import ROW_TAG, row_lanes, row_reduce
 
 # ---------------------------------------------------------------------------------------------- layer_norm
 
@@ -57,6 +58,8 @@ def _ln_compute(inputs, attrs, out_type):
     ax, nd = attrs.axis, x.ndim
     outer, inner = x.shape[:ax], x.shape[ax:]
     count = int(np.prod(inner, dtype=np.int64))
+    if ax == nd - 1 and nd >= 2 and row_lanes(count):
+        return _ln_rows(x, gamma, beta, attrs.epsilon)
     r1 = [te.reduce_axis(n, f"k{d}") for d, n in enumerate(inner)]
     r2 = [te.reduce_axis(n, f"k{d}") for d, n in enumerate(inner)]
     total = te.compute(outer, lambda *i: te.sum(x[tuple(i) + tuple(r.var for r in r1)], r1), name="ln_sum",
@@ -73,6 +76,26 @@ def _ln_compute(inputs, attrs, out_type):
         normalized = (x[i] - mean(i)) * inv_std
         return normalized * broadcast_index(gamma, i, nd) + broadcast_index(beta, i, nd)
     return te.compute(x.shape, body, name="layer_norm", tag="layer_norm")
+
+
+def _ln_rows(x, gamma, beta, epsilon):
+    """The same over the last axis only, in the row form (relayish/ops/rows.py): two-stage reductions, the
+    reciprocal standard deviation once per row."""
+    outer, count, nd = x.shape[:-1], x.shape[-1], x.ndim
+    total = row_reduce(outer, count, lambda i, l: x[tuple(i) + (l,)], "sum", "ln_sum")
+    mean = lambda i: total[tuple(i)] * (1.0 / count)  # noqa: E731
+
+    def square(i, l):
+        d = x[tuple(i) + (l,)] - mean(i)
+        return d * d
+    var = row_reduce(outer, count, square, "sum", "ln_var")
+    inv_std = te.compute(outer, lambda *i: 1.0 / te.sqrt(var[i] * (1.0 / count) + float(epsilon)),
+                         name="ln_inv_std", tag=ROW_TAG)
+
+    def body(*i):
+        normalized = (x[i] - mean(i[:-1])) * inv_std[i[:-1]]
+        return normalized * broadcast_index(gamma, i, nd) + broadcast_index(beta, i, nd)
+    return te.compute(x.shape, body, name="layer_norm", tag=ROW_TAG)
 
 
 register_op("nn.layer_norm", inputs=3, pattern=Pattern.OPAQUE, op_class="normalization", infer=_ln_infer,

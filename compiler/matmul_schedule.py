@@ -1,0 +1,122 @@
+"""Default schedule rule for matmul (nn.matmul, both operands at least 2-D): a register tile of rows x vectors.
+
+out[.., m, n] = sum_k a[.., m, k] * b[.., k, n]. The generic anchor rule of default_schedule.py tiles one output
+row by up to 16 vectors of columns: each FMA then loads its own vector of b, and a row of b (N columns) is
+streamed from L2 per output row. Here the tile is ROWS rows x COLS vectors of `lane` columns (the
+hand-written GEMM micro-kernel): per reduction step, COLS vector loads of b and ROWS broadcasts of a feed
+ROWS x COLS FMAs into accumulators that stay in registers; the reduction loop is outside the tile (unrolled by
+REDUCE_UNROLL) and the epilogue (bias, residual, GELU, scale, mask: whatever the fusion put after the matmul) is
+computed on the tile right after it, from registers. The parallel loop runs over batch x column blocks x row
+blocks (column blocks outside: consecutive row blocks of one thread reuse the same panel of b from cache).
+
+Invariant: the rule applies only when ROWS divides M and COLS x lane divides N, so no loop needs a tail guard;
+otherwise it declines and the generic rule schedules the task.
+"""
+from __future__ import annotations
+
+from relayish import te
+
+from .schedule import Annotate, CacheWrite, ComputeAt, Fuse, Reorder, Split, Stage
+
+ROW_TILES = (8, 6, 4, 3, 2, 1)  # rows of a tile, preferred first among equal accumulator counts
+COL_VECTORS = (4, 3, 2, 1)  # vectors of columns per tile row
+MAX_ACCUMULATORS = 24  # of 32 zmm registers: the rest hold the COLS loaded vectors and the broadcast
+REDUCE_UNROLL = 4
+MIN_PARALLEL_TILES = 16  # prefer a smaller tile if the bigger one leaves fewer parallel iterations
+
+
+def matmul_operands(anchor: Stage):
+    """(a read, b read) of a matmul stage whose body is sum(a[.., m, k] * b[.., k, n]) (tag "matmul") or
+    sum(a[.., m, k] * w[n // nb, k, n % nb]) (tag "matmul_pack") with m, n its last two axes, else None (a 1-D
+    operand, or not a matmul)."""
+    body = anchor.op.body
+    if anchor.op.tag not in ("matmul", "matmul_pack") or not isinstance(body, te.Reduce) or \
+            len(anchor.op.axes) < 2:
+        return None
+    reads = [r for r in te.walk(body.body) if isinstance(r, te.TensorRead)]
+    if len(reads) != 2 or any(len(r.indices) < 2 for r in reads):
+        return None
+    a, b = reads
+    k, m, n = body.axes[-1].var, anchor.op.axes[-2].var, anchor.op.axes[-1].var
+    packed = anchor.op.tag == "matmul_pack"
+    if a.indices[-2:] != (m, k) or (b.indices[1] is not k if packed else b.indices[-2:] != (k, n)):
+        return None
+    return a, b
+
+
+def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None = None
+                ) -> tuple[int, int, int] | None:
+    """(rows, column vectors, lane) of the register tile for an [m, n] output repeated `batch` times, or None
+    when n has no vector-sized divisor. Most accumulators first, then enough parallel tiles, then more rows.
+    `block`: the columns of a packed weight's block, which the tile's columns must be."""
+    width = n if block is None else block
+    lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and width % w == 0), None)
+    if lane is None:
+        return None
+    cols = COL_VECTORS if block is None else (block // lane,)
+    options = [(r, c) for r in ROW_TILES for c in cols
+               if m % r == 0 and (n // lane) % c == 0 and r * c <= MAX_ACCUMULATORS]
+    if not options:
+        return None
+
+    def score(rc):
+        r, c = rc
+        return (batch * (m // r) * (n // lane // c) >= MIN_PARALLEL_TILES, r * c, r)
+    r, c = max(options, key=score)
+    return r, c, lane
+
+
+def schedule_matmul(b, anchor: Stage, out: Stage | None, vector_width: int) -> bool:
+    """Apply the matmul tile to `anchor` and `out` (the root output stage reading it elementwise, None if the
+    anchor is itself the output) through the ScheduleBuilder `b`; False (nothing applied) if it does not fit."""
+    if matmul_operands(anchor) is None:
+        return False
+    shape = anchor.op.shape
+    if not anchor.is_output and (out is None or out.op.shape != shape):
+        return False
+    batch = 1
+    for s in shape[:-2]:
+        batch *= s
+    block = anchor.op.input_tensors[1].shape[-1] if anchor.op.tag == "matmul_pack" else None
+    tile = matmul_tile(shape[-2], shape[-1], batch, vector_width, block)
+    if tile is None:
+        return False
+    rows, cols, lane = tile
+    if anchor.is_output:
+        b.add(CacheWrite(anchor.name))
+        out, anchor = anchor, b.stage(anchor.name + ".local")
+    names = [i.name for i in out.leaves]
+    *outer, m, n = names
+    for st in (out, anchor):
+        sp = [i.name for i in st.leaves if i.kind == "spatial"]
+        b.add(Split(st.name, sp[-1], (lane,)))
+    b.add(Split(out.name, f"{n}.0", (cols,)))
+    b.add(Split(out.name, m, (rows,)))
+    parallel = outer + [f"{n}.0.0", f"{m}.0"]
+    b.add(Reorder(out.name, tuple(parallel + [f"{m}.1", f"{n}.0.1", f"{n}.1"])))
+    b.add(Fuse(out.name, tuple(parallel)))
+    fused = "@".join(parallel)
+    b.add(Annotate(out.name, fused, "parallel"))
+    b.add(ComputeAt(anchor.name, out.name, fused))
+    for it in (f"{m}.1", f"{n}.0.1"):
+        b.add(Annotate(out.name, it, "unroll"))
+    b.add(Annotate(out.name, f"{n}.1", "vectorize"))
+    _tile_loops(b, b.stage(anchor.name))
+    b.scheduled.update((out.name, anchor.name))
+    return True
+
+
+def _tile_loops(b, anchor: Stage):
+    """The anchor's loops inside the parallel one: batch (extent 1 there), the reduction (inner part unrolled),
+    then the tile: rows, column vectors (both unrolled), lanes (vectorized)."""
+    sp = [i.name for i in anchor.leaves if i.kind == "spatial"]
+    k = next(i.name for i in anchor.leaves if i.kind == "reduce")
+    red = [k]
+    if anchor.leaf_extents()[k] % REDUCE_UNROLL == 0:
+        b.add(Split(anchor.name, k, (REDUCE_UNROLL,)))
+        red = [f"{k}.0", f"{k}.1"]
+    *outer, m, n_vec, n_lane = sp
+    b.add(Reorder(anchor.name, tuple(outer + red + [m, n_vec, n_lane])))
+    for it in red[1:] + [m, n_vec]:
+        b.add(Annotate(anchor.name, it, "unroll"))
+    b.add(Annotate(anchor.name, n_lane, "vectorize"))

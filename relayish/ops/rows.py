@@ -1,0 +1,32 @@
+"""Reductions along the last axis in two stages, for softmax and layer norm over rows.
+
+A reduction of a row of `length` elements is written as per-lane partials `part[.., l1] = R_l0 v(.., l0 * lanes
++ l1)` (the reduction walks the row in vectors of `lanes` contiguous elements: each step is one vector load and
+one vector max/add), then one reduction over the `lanes` partials. That is the rfactor of the plain reduction:
+the result differs from it only by the order of a sum. Stages made here carry ROW_TAG (with the op's tag in the
+name); compiler/row_schedule.py schedules tasks made only of such stages: rows in parallel, every stage of a row
+computed at the row, lanes vectorized.
+"""
+from __future__ import annotations
+
+from .. import te
+
+ROW_TAG = "row_reduce"  # every stage of a two-stage row computation carries it: the row schedule's condition
+ROW_LANES = (16, 8)  # the partials' width: the first that divides the row length
+
+
+def row_lanes(length: int) -> int | None:
+    """Lanes of the partials for a row of `length`, None when no width divides it (use the plain reduction)."""
+    return next((w for w in ROW_LANES if length % w == 0 and length > w), None)
+
+
+def row_reduce(outer: tuple, length: int, value, combiner: str, name: str) -> te.Tensor:
+    """[*outer] = combiner over l < length of value(i, l) (i: the outer index tuple), as per-lane partials
+    [*outer, lanes] then a reduction of those. `length` must have row_lanes."""
+    lanes = row_lanes(length)
+    reducer = te.sum if combiner == "sum" else te.max_reduce
+    l0 = te.reduce_axis(length // lanes, "l0")
+    part = te.compute(tuple(outer) + (lanes,), lambda *i: reducer(value(i[:-1], l0.var * lanes + i[-1]), l0),
+                      name=f"{name}_lanes", tag=ROW_TAG)
+    l1 = te.reduce_axis(lanes, "l1")
+    return te.compute(tuple(outer), lambda *i: reducer(part[tuple(i) + (l1.var,)], l1), name=name, tag=ROW_TAG)
