@@ -4,12 +4,15 @@ import random
 import numpy as np
 import pytest
 
+from compiler.default_schedule import default_schedule
 from compiler.lower import lower
 from compiler.schedule import Loc, Schedule
 from compiler.task import Task
 from loop_eval import run_primfunc
 from relayish import te
-from tuning.annotate import concretize, crossover, mutate, random_programs, sample_factors
+from relayish.ops.rows import ROW_TAG, row_reduce
+from tuning.annotate import (concretize, crossover, derive_program, mutate, random_programs, sample_factors,
+                             sample_program)
 from tuning.sketch import generate_sketches
 
 
@@ -90,3 +93,62 @@ def test_random_annotations_and_mutations_are_legal_and_correct(relu):
         run_primfunc(func, bufs)
         np.testing.assert_allclose(bufs[2], ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
         assert Schedule.from_json(sch.to_json()) == sch
+
+
+def tagged_matmul_relu_task(m, n, k) -> Task:
+    """D = relu(A @ B) with the matmul stage tagged as nn.matmul's compute tags it (the matmul-tile condition)."""
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis(k, "r")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], r), name="C", tag="matmul")
+    D = te.compute((m, n), lambda i, j: te.max_(C[i, j], 0.0), name="D")
+    return Task("test", "matmul", None, [A, B], [D], 2.0 * m * n * k)
+
+
+def test_matmul_tile_sketch_is_rows_by_column_vectors_with_the_epilogue_at_the_tile():
+    """matmul-tile: D's loops [column blocks, row blocks | rows, column vectors, lanes], the outer two fused and
+    parallel; C computed there, its reduction outside its own rows x vectors x lanes tile; replays correctly."""
+    task = tagged_matmul_relu_task(8, 64, 12)
+    sks = generate_sketches(task)
+    names = [" ".join(s.rules) for s in sks]
+    assert "matmul-tile(C->D)" in names and "matmul-tile(C->D, reduction unrolled)" in names
+    sk = sks[names.index("matmul-tile(C->D, reduction unrolled)")]
+    d, c = sk.state.stage("D"), sk.state.stage("C")
+    assert [i.name for i in d.leaves] == ["j.0.0@i.0", "i.1", "j.0.1", "j.1"]
+    assert c.loc == Loc.at("D", "j.0.0@i.0")
+    assert [i.name for i in c.leaves] == ["r.0", "r.1", "i", "j.0", "j.1"]
+    init = task.initial_state()
+    a = np.random.default_rng(0).standard_normal((8, 12)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((12, 64)).astype(np.float32)
+    rng = random.Random(0)
+    for _ in range(3):
+        prog = sample_program(sks, sks.index(sk), rng)
+        func = lower(concretize(sk, prog, init).apply(init))
+        bufs = [a, b, np.zeros((8, 64), np.float32)] + [np.zeros(x.shape, np.float32) for x in func.params[3:]]
+        run_primfunc(func, bufs)
+        np.testing.assert_allclose(bufs[2], np.maximum(a @ b, 0), rtol=1e-5, atol=1e-5)
+
+
+def softmax_rows_task(rows, length) -> Task:
+    """Softmax over the last axis built as relayish/ops/nn.py builds it: two row reductions, exp read twice."""
+    X = te.placeholder((rows, length), name="X")
+    xmax = row_reduce((rows,), length, lambda i, l: X[i[0], l], "max", "smax")
+    ex = te.compute((rows, length), lambda i, j: te.exp(X[i, j] - xmax[i]), name="sexp", tag=ROW_TAG)
+    total = row_reduce((rows,), length, lambda i, l: ex[i[0], l], "sum", "ssum")
+    inv = te.compute((rows,), lambda i: 1.0 / total[i], name="sinv", tag=ROW_TAG)
+    out = te.compute((rows, length), lambda i, j: ex[i, j] * inv[i], name="softmax", tag=ROW_TAG)
+    return Task("test", "softmax", None, [X], [out], 4.0 * rows * length)
+
+
+def test_row_stages_sketch_inlines_stages_read_once_and_keeps_the_rest_as_simple_roots():
+    """rows: one sketch; the reciprocal (read once) inlined, exp (read twice), the four reduction stages and the
+    output left to the simple-root annotation; the default schedule is one of its programs."""
+    task = softmax_rows_task(64, 128)
+    sks = generate_sketches(task)
+    assert len(sks) == 1
+    st = sks[0].state
+    assert st.stage("sinv").loc.is_inline
+    assert sorted(sks[0].simple_roots) == ["sexp", "smax", "smax_lanes", "softmax", "ssum", "ssum_lanes"]
+    default = default_schedule(task.initial_state())
+    prog = derive_program(sks, default, task.initial_state())
+    assert prog is not None and concretize(sks[0], prog, task.initial_state()) == default

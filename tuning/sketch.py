@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
 from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, keeps_buffer
+from compiler.matmul_schedule import matmul_operands
 from compiler.task import Task
 from relayish import te
+from relayish.ops.rows import ROW_TAG
 
 
 class Cond(enum.Enum):
@@ -325,6 +327,87 @@ class RegisterTile(SketchRule):
         return [v for v in variants if v is not None]
 
 
+class RowStages(SketchRule):
+    """A task made only of row stages (relayish/ops/rows.py: softmax, layer norm as per-lane partial reductions,
+    the default's `schedule_rows`): an elementwise stage read once is inlined, every other stage (the reductions,
+    the output, an elementwise stage read twice such as softmax's exp) stays a simple root: outer spatial axes
+    fused and parallel, the innermost (a partial reduction's lanes, inside its reduction loop) vectorized."""
+    name = "rows"
+
+    def condition(self, sketch, st):
+        rows = st.loc.is_root and all(s.op.tag == ROW_TAG for s in sketch.state.stages)
+        return Cond.APPLY_AND_SKIP_REST if rows else Cond.SKIP
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        if not st.is_output and not st.is_reduction and len(s.state.consumers(st)) == 1:
+            s.add(ComputeInline(st.name))
+        else:
+            s.simple_roots.append(st.name)
+            s.rules.append(f"row({st.name})")
+        return [s]
+
+
+class MatmulTile(SketchRule):
+    """The default's matmul register tile (compiler/matmul_schedule.py) with symbolic sizes: the output (a
+    cache_write copy's reader when the matmul is the output) split into T<n>.2 lanes x T<n>.1 column vectors of
+    its last axis and T<m>.1 rows of the one before; loops [outer.., column blocks, row blocks | rows, column
+    vectors, lanes], the parallel part fused, the matmul computed there with its reduction outside its tile
+    (split by T<k>.1, inner part unrolled, in one variant). Offered besides the other rules' sketches."""
+    name = "matmul-tile"
+
+    def condition(self, sketch, st):
+        if not st.loc.is_root or st.relations or matmul_operands(st) is None:
+            return Cond.SKIP
+        out = output_consumer(sketch.state, st)
+        fits = st.is_output or (out is not None and out.op.shape == st.op.shape)
+        return Cond.APPLY_AND_CONTINUE if fits else Cond.SKIP
+
+    def apply(self, sketch, st):
+        s = sketch.copy()
+        anchor, out = st.name, output_consumer(s.state, st)
+        if st.is_output:
+            s.add(CacheWrite(st.name))
+            anchor, out = f"{st.name}.local", s.state.stage(st.name)
+        if out.name in s.simple_roots:
+            s.simple_roots.remove(out.name)
+        *outer, m, n = [i.name for i in out.leaves]
+        ext = dict(zip([i.name for i in out.leaves], out.op.shape))
+        kn = s.new_tile(anchor, n, ext[n], 3)
+        for name in (out.name, anchor):
+            s.add(Split(name, [i.name for i in s.state.stage(name).leaves if i.kind == "spatial"][-1], (f"T{kn}.2",)))
+        s.add(Split(out.name, f"{n}.0", (f"T{kn}.1",)))
+        km = s.new_tile(out.name, m, ext[m], 2)
+        s.add(Split(out.name, m, (f"T{km}.1",)))
+        parallel = outer + [f"{n}.0.0", f"{m}.0"]
+        s.add(Reorder(out.name, tuple(parallel + [f"{m}.1", f"{n}.0.1", f"{n}.1"])))
+        _parallel(s, out.name, parallel)
+        s.add(ComputeAt(anchor, out.name, "@".join(parallel)))
+        for it, how in ((f"{m}.1", "unroll"), (f"{n}.0.1", "unroll"), (f"{n}.1", "vectorize")):
+            s.add(Annotate(out.name, it, how))
+        name = f"matmul-tile({anchor}->{out.name}"
+        return [_matmul_anchor(s.copy(), anchor, split, name) for split in (False, True)]
+
+
+def _matmul_anchor(s: Sketch, anchor: str, split_reduce: bool, name: str) -> Sketch:
+    """The matmul's loops inside the parallel one: outer (extent 1 there), the reduction (split by a tile
+    variable, inner part unrolled, if split_reduce), then rows and column vectors unrolled, lanes vectorized."""
+    a_st = s.state.stage(anchor)
+    *outer, m, n_vec, n_lane = [i.name for i in a_st.leaves if i.kind == "spatial"]
+    k = next(i.name for i in a_st.leaves if i.kind == "reduce")
+    red = [k]
+    if split_reduce:
+        t = s.new_tile(anchor, k, a_st.root_extents()[k], 2)
+        s.add(Split(anchor, k, (f"T{t}.1",)))
+        red = [f"{k}.0", f"{k}.1"]
+    s.add(Reorder(anchor, tuple(outer + red + [m, n_vec, n_lane])))
+    for it in red[1:] + [m, n_vec]:
+        s.add(Annotate(anchor, it, "unroll"))
+    s.add(Annotate(anchor, n_lane, "vectorize"))
+    s.rules.append(name + (", reduction unrolled)" if split_reduce else ")"))
+    return s
+
+
 MAX_LANES = 64  # the longest vector a register tile's lane axis may be
 
 
@@ -419,8 +502,8 @@ def _register_tile(s: Sketch, anchor: str, out: str, split_lane: bool, split_red
     return s
 
 
-DEFAULT_RULES = [SkipStage(), AlwaysInline(), AddRfactor(), RegisterTile(), MultiLevelTilingWithFusion(),
-                 AddCacheStage(), MultiLevelTiling(), SimpleRoot()]
+DEFAULT_RULES = [SkipStage(), RowStages(), AlwaysInline(), AddRfactor(), MatmulTile(), RegisterTile(),
+                 MultiLevelTilingWithFusion(), AddCacheStage(), MultiLevelTiling(), SimpleRoot()]
 
 
 def _split(s: Sketch, stage: str, iter: str, extent: int, levels: int) -> list[str]:
