@@ -316,6 +316,10 @@ def _convert_node(node, index, opset, env, used, source):
         if name and name not in env:
             raise OnnxImportError(f"{label}: input {name!r} is not defined before this node")
         inputs.append(env[name] if name else None)
+    omitted = [i for i in range(len(conv.inputs), len(inputs)) if conv.variadic and inputs[i] is None]
+    if omitted:  # an empty name stands for an omitted optional input; variadic ones (Concat, Sum...) are not optional
+        raise OnnxImportError(f"{label}: input {omitted[0]} is empty (''): {node.op_type}'s variadic inputs cannot "
+                              f"be omitted")
     while inputs and inputs[-1] is None:  # trailing omitted optional inputs: let the converter's defaults apply
         inputs.pop()
     absent = [conv.inputs[i] for i in range(conv.required_inputs) if i >= len(inputs) or inputs[i] is None]

@@ -152,6 +152,9 @@ def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple
     return (begin[0], begin[1], end[0], end[1])
 
 
+MAX_WINDOW_TAPS = 1 << 24  # a 4096 x 4096 window; real models' windows are far smaller
+
+
 def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
     """The shared attrs of conv and pooling windows over a 4-D input."""
     strides = tuple(strides) if strides is not None else (1, 1)
@@ -163,6 +166,10 @@ def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
                          ("pads", pads or ())):
         if any(abs(v) >= 2**31 for v in values):
             raise ConversionError(f"attribute {name} {tuple(values)} has a value beyond the int32 range")
+    taps = math.prod(max(int(k), 1) for k in kernel_shape)
+    if taps > MAX_WINDOW_TAPS:  # each output visits every tap: 2^31 x 2 taps is minutes per output, not an error
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} is a window of {taps} taps; at most "
+                              f"{MAX_WINDOW_TAPS} (2^24) are supported")
     return dict(strides=strides, dilation=dilations,
                 padding=_padding(auto_pad, pads, _shape(x)[2:], kernel_shape, strides, dilations))
 

@@ -21,7 +21,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
-from .verdict import Outcome
+from .verdict import Outcome, nonfinite_disagreement
 
 MAX_FEED_ELEMENTS = 1 << 22  # larger inputs are not fed: both sides only build the model
 
@@ -93,6 +93,16 @@ def _run_ours(compile_model, model: bytes, feeds) -> Outcome:
         return _error(e)
 
 
+def _run_reference(model: bytes, feeds) -> list | None:
+    """onnx's reference implementation's outputs (the arbiter of non-finite arithmetic), None if it fails."""
+    try:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+        return list(ReferenceEvaluator(onnx.ModelProto.FromString(model)).run(None, feeds))
+    except Exception:  # noqa: BLE001 - the reference refusing the model leaves the disagreement a WRONG
+        return None
+
+
 def _worker_main(conn, memory_bytes: int, before_ours=None):
     """Run jobs from conn until None arrives: ('phase', side[, onnxruntime's outcome]) before each side,
     ('done', onnxruntime's outcome, ours) after. before_ours(job), if given, runs just before our side (tests
@@ -113,7 +123,10 @@ def _worker_main(conn, memory_bytes: int, before_ours=None):
         conn.send(("phase", "relayish", ort_outcome))
         if before_ours is not None:
             before_ours(job)
-        conn.send(("done", ort_outcome, _run_ours(compile_model, job.model, feeds)))
+        ours = _run_ours(compile_model, job.model, feeds)
+        if ours.ran and ort_outcome.ran and nonfinite_disagreement(ours.outputs, ort_outcome.outputs):
+            ours.reference = _run_reference(job.model, feeds)
+        conn.send(("done", ort_outcome, ours))
 
 
 class _Worker:

@@ -12,6 +12,9 @@ Verdicts, in the order they are decided:
   models whose rejection by onnxruntime we knowingly do not follow, with the reason); otherwise UNJUSTIFIED.
 - MATCH / WRONG: both ran; outputs of equal count and shapes, NaN at the same positions, +-inf equal, other values
   within RTOL of the largest |reference| -- or WRONG.
+- ORT_OFF_REFERENCE: both ran and differ only in where NaN and +-inf fall (Inf weights times zero padding, say),
+  and our outputs match onnx's own reference implementation (onnx.reference.ReferenceEvaluator, run in the worker
+  only for such disagreements) exactly as MATCH would: the spec's answer is ours; listed, not a failure.
 FAILURES are the verdicts that make a campaign fail.
 """
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Outcome:
     raised_in: str = ""  # the module of the innermost traceback frame
     message: str = ""
     died: str = ""  # "crash: signal 11" / "hang: 60 s": the worker did not come back
+    reference: list | None = None  # onnx's reference outputs, when ours and onnxruntime's differ in non-finites
 
     @property
     def ran(self) -> bool:
@@ -133,4 +137,20 @@ def judge(ort: Outcome, ours: Outcome, mutations: list[str]) -> Verdict:
                 return Verdict("ORT_REJECTS_WE_RUN", reason)
         return Verdict("UNJUSTIFIED", f"onnxruntime: {ort.error_type}: {ort.message[:300]}")
     why = compare(ours.outputs, ort.outputs)
+    if why and ours.reference is not None and not compare(ours.outputs, ours.reference):
+        return Verdict("ORT_OFF_REFERENCE", "onnxruntime's NaN/Inf positions depart from the ONNX reference "
+                                            "implementation's, and ours match it")
     return Verdict("WRONG", why) if why else Verdict("MATCH")
+
+
+def nonfinite_disagreement(ours: list, ref: list) -> bool:
+    """Both ran with outputs of the same shapes that differ in where NaN or +-inf fall."""
+    if len(ours) != len(ref):
+        return False
+    for a, b in zip(ours, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype.kind != "f" or b.dtype.kind != "f":
+            continue
+        if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(np.isinf(a), np.isinf(b)):
+            return True
+    return False

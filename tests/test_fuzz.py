@@ -15,7 +15,7 @@ from fuzz import mutators
 from fuzz.campaign import make_mutant, run_campaign
 from fuzz.runner import Job, run_jobs
 from fuzz.seeds import seed_models
-from fuzz.verdict import Outcome, compare, gap_reason, is_clear_error, judge
+from fuzz.verdict import Outcome, compare, gap_reason, is_clear_error, judge, nonfinite_disagreement
 
 SEEDS = seed_models()
 
@@ -120,6 +120,19 @@ def test_verdicts():
     assert gap_reason("<bytes>: node 'Conv_3' (Conv): pads (1, 2) has 2 values") == "Conv: pads (…) has N values"
 
 
+def test_nonfinite_disagreements_are_judged_by_the_onnx_reference():
+    # Inf weights times zero padding: NaN in ours and in onnx's reference implementation, +inf in onnxruntime's
+    ort = Outcome(outputs=[np.array([np.inf, 1.0], np.float32)])
+    ours = Outcome(outputs=[np.array([np.nan, 1.0], np.float32)])
+    assert nonfinite_disagreement(ours.outputs, ort.outputs)
+    assert not nonfinite_disagreement(ours.outputs, [np.array([np.nan, 2.0], np.float32)])
+    assert judge(ort, ours, []).kind == "WRONG"  # no reference: a disagreement is wrong
+    ours.reference = [np.array([np.nan, 1.0], np.float32)]
+    assert judge(ort, ours, []).kind == "ORT_OFF_REFERENCE"
+    ours.reference = [np.array([np.inf, 1.0], np.float32)]  # the reference sides with onnxruntime
+    assert judge(ort, ours, []).kind == "WRONG"
+
+
 def test_compare_nan_and_inf():
     a = np.array([1.0, np.nan, np.inf], np.float32)
     assert compare([a], [a.copy()]) == ""
@@ -173,6 +186,11 @@ def _found_cases():
         "input 'min' is int32"
     yield "Reshape", make_model("Reshape", {"x": (2, 3)}, opset=13, consts={"s": np.array([3, 2], np.float64)}), \
         "input 'shape' must be int64, got float64"
+    yield "Concat", make_model("Concat", {"a": (1, 2)}, dict(axis=0), 13, consts={None: np.zeros(1)}), \
+        "input 1 is empty \\(''\\): Concat's variadic inputs cannot be omitted"
+    yield "AveragePool", make_model("AveragePool", {"x": (1, 2, 10, 9)},
+                                    dict(kernel_shape=[2**31 - 1, 2], auto_pad="SAME_UPPER", strides=[2, 2])), \
+        "a window of 4294967294 taps; at most 16777216"
 
 
 def test_found_by_fuzzing_now_clear_errors():
