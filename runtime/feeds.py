@@ -16,6 +16,18 @@ import numpy as np
 from .aligned import ALIGNMENT, as_aligned
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype named in a library's metadata. bfloat16 is not numpy's own: it is ml_dtypes' (onnx's
+    dependency), imported only for a model that has a bfloat16 input or output."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes  # noqa: F401  (registers the name with numpy)
+        except ImportError:
+            raise ValueError("this model has bfloat16 inputs or outputs, which numpy represents only with the "
+                             "ml_dtypes package: pip install ml_dtypes") from None
+    return np.dtype(name)
+
+
 def _expected(spec) -> str:
     return f"a numpy.ndarray of shape {spec.shape} and dtype {spec.dtype}"
 
