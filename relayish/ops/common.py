@@ -70,7 +70,7 @@ def normalize_axis(op: str, axis: int, ndim: int, what: str = "axis") -> int:
 
 def expect_float(op: str, t: TensorType, what: str = "input"):
     if not is_float(t.dtype):
-        raise OpError(f"{op}: {what} must be a float tensor, got {t.dtype}")
+        raise OpError(f"{op}: {what} must be a float tensor, got {t.dtype} (not supported)")
 
 
 def num_elements(shape) -> int:
