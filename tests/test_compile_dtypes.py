@@ -125,6 +125,18 @@ def test_cast_to_half_types_rounds_to_nearest_even(dst):
     np.testing.assert_array_equal(bits(ours), bits(ref))
 
 
+def test_float64_to_float16_rounds_once():
+    # doubles a hair off float16 ties: going through float32 rounded to nearest would land on the tie and round
+    # to even; numpy rounds the double once, and so must we (float32 rounded to odd in between)
+    base = np.random.default_rng(4).integers(1024, 2048, 64).astype(np.float64)
+    x = np.concatenate([(base + 0.5) * 2.0**-10 + d for d in (1e-12, -1e-12, 0.0)] +
+                       [np.array([np.nan, np.inf, -np.inf, -0.0, 1e300, 1e-300, 65519.99, 65520.0])])
+    ours, _ = compiled_and_interpreted(one_node("Cast", {"a": "float64"}, "float16", shape=x.shape,
+                                                to=elem("float16")), {"a": x})
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(bits(ours), bits(x.astype(np.float16)))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("op", ["Add", "Mul", "Div", "Max"])
 def test_half_types_compute_in_float32_and_round_once(op, dtype):
@@ -192,3 +204,12 @@ def test_reductions_and_constants_of_other_dtypes(dtype):
     ours, interp = compiled_and_interpreted(model, {"x": x})
     np.testing.assert_array_equal(bits(ours), bits((x + c).max(axis=0)))
     np.testing.assert_array_equal(bits(interp), bits(ours))
+
+
+@pytest.mark.parametrize("dtype, spelled", [("float16", "np.float16"), ("bfloat16", "ml_dtypes.bfloat16"),
+                                            ("uint32", "np.uint32")])
+def test_inputs_of_another_dtype_are_refused_naming_the_dtype(dtype, spelled):
+    sess = compile_model(one_node("Neg" if dtype != "uint32" else "Identity", {"a": dtype}, dtype))
+    assert sess.get_inputs()[0].type == f"tensor({dtype})"
+    with pytest.raises(ValueError, match=f"has dtype float32, expected {dtype} .*astype\\({spelled}\\)"):
+        sess.run(None, {"a": np.zeros(8, np.float32)})

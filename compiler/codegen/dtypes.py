@@ -111,6 +111,26 @@ def _bfloat16_bits(b: ir.IRBuilder, value):
     return b.trunc(out, _shaped(I16, lanes))
 
 
+def _to_float32_round_to_odd(b: ir.IRBuilder, value):
+    """double -> float rounded to odd: truncated toward zero, with the last bit set when inexact. Rounding that
+    to nearest even at <= 22 bits equals rounding the double directly (float16 keeps 11 bits, bfloat16 8)."""
+    lanes = _lanes(value)
+    f32, i32 = _shaped(F32, lanes), _shaped(I32, lanes)
+    near = b.fptrunc(value, f32)
+    back = b.fpext(near, value.type)
+    bits = b.bitcast(near, i32)
+    away = b.fcmp_ordered(">", b.call(_fabs(b, value.type), [back]), b.call(_fabs(b, value.type), [value]))
+    bits = b.select(away, b.sub(bits, const(i32, 1)), bits)  # one step toward zero (sign-magnitude)
+    inexact = b.fcmp_ordered("!=", back, value)
+    return b.bitcast(b.select(inexact, b.or_(bits, const(i32, 1)), bits), f32)
+
+
+def _fabs(b: ir.IRBuilder, ty: ir.Type) -> ir.Function:
+    name = f"llvm.fabs.{'v%d' % ty.count if isinstance(ty, ir.VectorType) else ''}f64"
+    fn = b.module.globals.get(name)
+    return fn or ir.Function(b.module, ir.FunctionType(ty, [ty]), name)
+
+
 def round_to(b: ir.IRBuilder, value, dtype: str):
     """A float32 register value rounded to the precision of float16 / bfloat16 (still a float32 value)."""
     return from_memory(b, to_memory(b, value, dtype), dtype)
@@ -124,8 +144,10 @@ def widen_int(b: ir.IRBuilder, value, dtype: str, ty: ir.Type):
 
 def convert(b: ir.IRBuilder, value, src: str, dst: str):
     """ONNX Cast of a register value from `src` to `dst` (both supported dtypes): float -> int truncates toward
-    zero, int -> narrower int wraps, anything -> bool is `x != 0` (NaN is true), to float16 / bfloat16 rounds to
-    nearest even (from float64 through float32 first: a double rounding, off by one unit only at exact ties)."""
+    zero, int -> narrower int wraps, anything -> bool is `x != 0` (NaN is true), to float16 / bfloat16 rounds once
+    to nearest even (float64 goes through float32 rounded to odd, which keeps that single rounding exact: numpy
+    agrees for float16; ml_dtypes rounds float64 -> bfloat16 twice and can differ by one unit next to a tie; ints
+    beyond 2^24 go through float32 rounded to nearest, a double rounding only bfloat16 can see)."""
     lanes = _lanes(value)
     to = _shaped(value_type(dst), lanes)
     src_float, dst_float = src.startswith(("float", "bfloat")), dst.startswith(("float", "bfloat"))
@@ -134,6 +156,8 @@ def convert(b: ir.IRBuilder, value, src: str, dst: str):
             return b.fcmp_unordered("!=", value, const(value.type, 0.0))
         return value if src == "bool" else b.icmp_unsigned("!=", value, const(value.type, 0))
     if src_float and dst_float:
+        if src == "float64" and dst in HALF_DTYPES:
+            return round_to(b, _to_float32_round_to_odd(b, value), dst)
         if value.type != to:
             value = b.fpext(value, to) if value_type(dst) == F64 else b.fptrunc(value, to)
         return round_to(b, value, dst) if dst in HALF_DTYPES and src != dst else value
