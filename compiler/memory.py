@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from relayish import Call, Constant, Tuple, Var
+from relayish.types import numpy_dtype
 
 from .codegen.executor import BufferRef, ExecutorPlan, KernelCall
 from .task import TaskCalls
@@ -101,7 +102,7 @@ def plan_memory(fused, task_calls: TaskCalls, kernels: list) -> MemoryPlan:
         kernel = kernels[task_calls.task_of[i]]
         n_fixed = kernel.attrs["num_inputs"] + kernel.attrs["num_outputs"]
         for buf in kernel.params[n_fixed:]:
-            refs.append(BufferRef("workspace", 0, planner.alloc(buf.size * np.dtype(buf.dtype).itemsize, i, i)))
+            refs.append(BufferRef("workspace", 0, planner.alloc(buf.size * numpy_dtype(buf.dtype).itemsize, i, i)))
         executor.calls.append(KernelCall(kernel.name, refs))
     return MemoryPlan(executor, params, planner.size)
 
@@ -134,4 +135,4 @@ def last_uses(calls: list[Call]) -> dict[int, int]:
 
 
 def nbytes(ty) -> int:
-    return int(np.prod(ty.shape, dtype=np.int64)) * np.dtype(ty.dtype).itemsize
+    return int(np.prod(ty.shape, dtype=np.int64)) * numpy_dtype(ty.dtype).itemsize

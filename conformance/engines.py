@@ -77,6 +77,8 @@ def _compare_one(want, got, rtol, atol) -> str | None:
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
+    if want.dtype.name == "bfloat16":  # ml_dtypes' (numpy kind 'V'): compared as floats, so that NaN matches NaN
+        want, got = want.astype(np.float32), got.astype(np.float32)
     if want.dtype.kind not in "fc":
         bad = int(np.sum(got != want))
         return f"{bad} of {want.size} elements differ" if bad else None

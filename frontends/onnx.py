@@ -29,8 +29,11 @@ from .onnx_values import ConversionError, check_tensor_data, checked_elements, t
 from .onnx_versions import unreviewed
 
 MIN_OPSET, MAX_OPSET = 7, 28
-# graph inputs may be of these dtypes (token ids, masks); ONNX elem type -> relayish dtype
-GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
+# graph inputs may be of these dtypes: ONNX elem type -> relayish dtype (relayish.types.DTYPES, all of them)
+GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
+                      TensorProto.BFLOAT16: "bfloat16", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
+                      TensorProto.INT16: "int16", TensorProto.INT8: "int8", TensorProto.UINT64: "uint64",
+                      TensorProto.UINT32: "uint32", TensorProto.UINT16: "uint16", TensorProto.UINT8: "uint8",
                       TensorProto.BOOL: "bool"}
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

@@ -13,7 +13,7 @@ from onnx import helper
 
 from relayish import Constant, Expr, call, const, get_op
 from relayish.op import infer_call_type
-from relayish.types import Attrs
+from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
 from .onnx_ops import _axis, _binary, _is_const, _shape, converter
 from .onnx_values import ConversionError, _ints, constant_value
@@ -64,7 +64,7 @@ def pow_(x, y):
 
 @converter("Mod", since=10)
 def mod(a, b, *, fmod=0):
-    if not fmod and a.type.dtype.startswith("float"):
+    if not fmod and is_float(a.type.dtype):
         raise ConversionError("fmod=0 on float inputs (defined by ONNX from opset 28) is not supported; fmod=1 is")
     return fold("mod", a, b, fmod=int(fmod))
 
@@ -100,17 +100,15 @@ def where(condition, x, y):
 
 # ---- casts, gathers, shapes ----
 
-_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool"}
-
-
 @converter("Cast")
 def cast(x, *, to, saturate=1):
+    """saturate only concerns float8 targets, which are refused (as are float4, int4 and int2)."""
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(to)).name
-    if _is_const(x) and dtype != "float16":
-        return Constant(x.data.astype(dtype))
-    if dtype not in _DTYPES:
-        raise ConversionError(f"casting a run-time tensor to {dtype} is not supported (supported: "
-                              f"{', '.join(sorted(_DTYPES))})")
+    if dtype not in DTYPES:
+        raise ConversionError(f"casting to {dtype} is not supported (float8, float4, int4 and int2 types are not; "
+                              f"supported: {', '.join(DTYPES)})")
+    if _is_const(x):
+        return Constant(x.data.astype(numpy_dtype(dtype)))
     return x if dtype == x.type.dtype else call("cast", x, dtype=dtype)
 
 
@@ -211,7 +209,7 @@ def _reduce(op, data, axes, keepdims, noop_with_empty_axes=0):
         axes = None
     if axes is None and noop_with_empty_axes:
         return data
-    if op == "mean" and not data.type.dtype.startswith("float"):
+    if op == "mean" and not is_float(data.type.dtype):
         raise ConversionError(f"ReduceMean of a {data.type.dtype} tensor is not supported")
     return fold(op, data, axes=None if axes is None else tuple(axes), keepdims=bool(keepdims))
 

@@ -433,11 +433,12 @@ class _Printer:
 
 
 def _scalar(v, dtype: str) -> str:
-    if dtype.startswith("float"):
-        return f"{float(v)!r}f" if dtype == "float32" else repr(float(v))
+    if dtype in ("float32", "float64", "float16", "bfloat16"):
+        return f"{float(v)!r}f" if dtype == "float32" else f"{float(v)!r}" + ("" if dtype == "float64" else dtype)
     if dtype == "bool":
         return str(bool(v))
-    return f"{int(v)}" + ("" if dtype == "int32" else f"i{dtype[3:]}" if dtype.startswith("int") else "")
+    return f"{int(v)}" + ("" if dtype == "int32" else f"i{dtype[3:]}" if dtype.startswith("int") else
+                          f"u{dtype[4:]}")
 
 
 def _value(v) -> str:

@@ -182,10 +182,13 @@ def as_expr(x, dtype="int32") -> PrimExpr:
         return x
     if isinstance(x, bool):
         return IntImm(int(x), "bool")
-    if isinstance(x, int):
-        return IntImm(x, "int32") if dtype.startswith("int") else FloatImm(float(x), dtype)
+    integral = dtype.startswith(("int", "uint")) or dtype == "bool"
+    if isinstance(x, int):  # beside an integer expression: of its dtype (bool: an int32 it is widened to)
+        if integral:
+            return IntImm(x, "int32" if dtype == "bool" else dtype)
+        return FloatImm(float(x), dtype)
     if isinstance(x, float):
-        return FloatImm(x, "float32" if dtype.startswith("int") else dtype)
+        return FloatImm(x, "float32" if integral else dtype)
     raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
 
 
@@ -428,6 +431,8 @@ def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     if dtype.startswith("int"):
         bits = int(dtype[3:])
         return IntImm(2**(bits - 1) - 1 if combiner == "min" else -2**(bits - 1), dtype)
+    if dtype.startswith("uint"):
+        return IntImm(2**int(dtype[4:]) - 1 if combiner == "min" else 0, dtype)
     return FloatImm(inf, dtype)
 
 

@@ -11,6 +11,27 @@ from typing import Any
 import numpy as np
 
 
+# every dtype a tensor may have (graph inputs, outputs, constants, intermediate values)
+DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint64", "uint32",
+          "uint16", "uint8", "bool")
+
+
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+def is_float(dtype) -> bool:
+    """dtype (a name or a numpy dtype) is a floating-point type; bfloat16 too, whose numpy kind is 'V'."""
+    return str(dtype) in FLOAT_DTYPES
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a relayish dtype name; bfloat16 is ml_dtypes' (imported on first use, which registers
+    the name with numpy)."""
+    if name == "bfloat16":
+        import ml_dtypes  # noqa: F401  (onnx depends on it)
+    return np.dtype(name)
+
+
 @dataclass(frozen=True)
 class TensorType:
     shape: tuple[int, ...]

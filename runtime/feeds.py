@@ -16,6 +16,23 @@ import numpy as np
 from .aligned import ALIGNMENT, as_aligned
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype named in a library's metadata. bfloat16 is not numpy's own: it is ml_dtypes' (onnx's
+    dependency), imported only for a model that has a bfloat16 input or output."""
+    if name == "bfloat16":
+        try:
+            import ml_dtypes  # noqa: F401  (registers the name with numpy)
+        except ImportError:
+            raise ValueError("this model has bfloat16 inputs or outputs, which numpy represents only with the "
+                             "ml_dtypes package: pip install ml_dtypes") from None
+    return np.dtype(name)
+
+
+def _spelled(dtype: np.dtype) -> str:
+    """How a user names dtype in Python."""
+    return "ml_dtypes.bfloat16" if dtype.name == "bfloat16" else f"np.{dtype}"
+
+
 def _expected(spec) -> str:
     return f"a numpy.ndarray of shape {spec.shape} and dtype {spec.dtype}"
 
@@ -25,7 +42,7 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
     dtype, an aligned copy if only its layout is off; a ValueError naming the input otherwise."""
     if not isinstance(value, np.ndarray):
         convertible = isinstance(value, (list, tuple, np.generic))
-        hint = f" (convert it with np.asarray(value, dtype=np.{spec.dtype}))" if convertible else ""
+        hint = f" (convert it with np.asarray(value, dtype={_spelled(spec.dtype)}))" if convertible else ""
         raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got {type(value).__name__}{hint}")
     if isinstance(value, np.ma.MaskedArray):
         raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got a masked array (its mask would be "
@@ -33,7 +50,7 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
     if value.dtype != spec.dtype:
         if value.dtype.newbyteorder("=") != spec.dtype:
             raise ValueError(f"input '{spec.name}' has dtype {value.dtype}, expected {spec.dtype} (no implicit "
-                             f"casting: pass value.astype(np.{spec.dtype}))")
+                             f"casting: pass value.astype({_spelled(spec.dtype)}))")
         value = value.astype(spec.dtype)  # the other byte order: the same values
     if value.ndim != len(spec.shape):
         raise ValueError(f"input '{spec.name}' has rank {value.ndim} (shape {value.shape}), expected rank "

@@ -80,14 +80,14 @@ def _is_bare_file_name(value) -> bool:
 
 def _is_dtype_name(value) -> bool:
     try:
-        return isinstance(value, str) and np.dtype(value).kind in "biuf"
+        return isinstance(value, str) and (value == "bfloat16" or np.dtype(value).kind in "biuf")
     except TypeError:
         return False
 
 
 def _is_index_bounds(value, dtype) -> bool:
     return isinstance(value, (list, tuple)) and len(value) == 2 and _is_dtype_name(dtype) and \
-        np.dtype(dtype).kind == "i" and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and \
+        dtype.startswith("int") and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and \
         value[0] <= 0 < value[1]
 
 

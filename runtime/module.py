@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .aligned import ALIGNMENT, aligned_empty, as_aligned, packed_offsets
-from .feeds import check_feed, output_indices, pick_outputs
+from .feeds import check_feed, numpy_dtype, output_indices, pick_outputs
 from .integrity import (check_hash_entry, check_memory, content_hashes, physical_memory_bytes, verify_fields,
                         verify_file)
 from .metadata import FileMissingError, LoadError, dump_metadata, read_metadata, validate_metadata
@@ -169,10 +169,10 @@ class Module:
         check_memory(meta, f"the metadata of {lib_path}")
         check_target(meta["target"], lib_path)
         self._meta = meta
-        self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"]),
+        self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"]),
                                    tuple(t["index_bounds"]) if "index_bounds" in t else None)
                         for t in meta["inputs"]]
-        self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), np.dtype(t["dtype"])) for t in meta["outputs"]]
+        self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
         source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}
         self._modelmeta = model_metadata(meta.get("source_model"), source)
@@ -322,7 +322,7 @@ class Module:
         rng = np.random.default_rng(seed)
         feed = {}
         for t in self._inputs:
-            if t.dtype.kind == "f":
+            if t.dtype.kind == "f" or t.dtype.name == "bfloat16":
                 feed[t.name] = rng.standard_normal(t.shape).astype(t.dtype)
             else:
                 feed[t.name] = rng.integers(0, 2, size=t.shape).astype(t.dtype)

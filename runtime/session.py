@@ -24,6 +24,7 @@ NO_VERSION = 2**63 - 1  # onnxruntime's ModelMetadata.version when the model set
 META_STRINGS = ("producer_name", "graph_name", "domain", "description", "graph_description")
 # numpy dtype name -> onnxruntime's NodeArg.type
 ORT_TYPES = {"float32": "tensor(float)", "float64": "tensor(double)", "float16": "tensor(float16)",
+             "bfloat16": "tensor(bfloat16)",
              "int8": "tensor(int8)", "int16": "tensor(int16)", "int32": "tensor(int32)", "int64": "tensor(int64)",
              "uint8": "tensor(uint8)", "uint16": "tensor(uint16)", "uint32": "tensor(uint32)",
              "uint64": "tensor(uint64)", "bool": "tensor(bool)"}
@@ -123,7 +124,7 @@ def node_args(specs, declared: dict | None, key: str, source: str) -> list[NodeA
         dims = declared.get(spec.name)
         _check_dims(dims, f"{key}[{spec.name!r}]", source)
         shape = list(dims) if dims is not None else list(spec.shape)
-        args.append(NodeArg(spec.name, shape, ORT_TYPES.get(np.dtype(spec.dtype).name, f"tensor({spec.dtype})")))
+        args.append(NodeArg(spec.name, shape, ORT_TYPES.get(spec.dtype.name, f"tensor({spec.dtype})")))
     return args
 
 

@@ -541,13 +541,12 @@ def test_symbolic_dims_are_bound_across_inputs():
 
 
 def test_unsupported_input_dtype_is_rejected():
-    graph = helper.make_graph([helper.make_node("Identity", ["i"], ["o"])], "doubles",
-                              [helper.make_tensor_value_info("i", TensorProto.DOUBLE, (3,))],
-                              [helper.make_tensor_value_info("o", TensorProto.DOUBLE, None)])
-    with pytest.raises(OnnxImportError, match=r"input 'i' has dtype float64, which is not supported as a graph "
-                                              r"input \(supported: float32, int64, int32, bool\)"):
-        from_onnx(with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
-                                                       ir_version=7)))
+    graph = helper.make_graph([helper.make_node("Identity", ["i"], ["o"])], "float8s",
+                              [helper.make_tensor_value_info("i", TensorProto.FLOAT8E4M3FN, (3,))],
+                              [helper.make_tensor_value_info("o", TensorProto.FLOAT8E4M3FN, None)])
+    with pytest.raises(OnnxImportError, match=r"input 'i' has dtype float8_e4m3fn, which is not supported as a "
+                                              r"graph input \(supported: float32, float64, float16, bfloat16, int64, "):
+        from_onnx(with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])))
 
 
 def test_converter_errors_name_the_node():

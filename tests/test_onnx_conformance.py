@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from compiler import compile_model
 from frontends.onnx import MAX_OPSET, MIN_OPSET
+from relayish.types import DTYPES
 
 OPS = ("Abs", "And", "Cast", "Concat", "ConstantOfShape", "Equal", "Erf", "Expand", "Gather", "Gelu", "Gemm",
        "Greater", "LayerNormalization", "Less", "Log", "MatMul", "Mod", "Neg", "Not", "Or", "Pow", "Range",
@@ -28,7 +29,7 @@ OPS = ("Abs", "And", "Cast", "Concat", "ConstantOfShape", "Equal", "Erf", "Expan
 CONSTANT_INPUTS = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Split": (1,), "Squeeze": (1,),
                    "Unsqueeze": (1,), "ReduceMax": (1,), "ReduceMean": (1,), "ReduceSum": (1,), "Range": (0, 1, 2),
                    "Trilu": (1,), "ConstantOfShape": (0,)}
-SUPPORTED_DTYPES = {"float32", "int64", "int32", "bool"}
+SUPPORTED_DTYPES = set(DTYPES)
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def skip_reason(case) -> str | None:
         return f"opset {opset} is above the frontend's ceiling {MAX_OPSET}"
     if opset < MIN_OPSET:
         return f"opset {opset} is below the frontend's floor {MIN_OPSET}"
-    if any(np.asarray(a).size == 0 for inputs, outputs in case.data_sets for a in list(inputs) + list(outputs)):
+    if any(_array(a).size == 0 for inputs, outputs in case.data_sets for a in list(inputs) + list(outputs)):
         return "a zero-size tensor (the compiler's shapes have no zero dims)"
     node = case.model.graph.node[0]
     if node.op_type == "Mod" and not any(a.name == "fmod" and a.i for a in node.attribute) and \
@@ -77,30 +78,37 @@ def with_constant_inputs(model, inputs: list[np.ndarray]):
     """The model with CONSTANT_INPUTS of its node as initializers; returns (model, feeds of the others)."""
     node = model.graph.node[0]
     positions = CONSTANT_INPUTS.get(node.op_type, ())
-    baked = {name: inputs[i] for i, name in enumerate(node.input) if i in positions and name}
+    values = dict(zip([vi.name for vi in model.graph.input], inputs))  # the cases' inputs are the graph's, in order
+    baked = {name: values[name] for i, name in enumerate(node.input) if i in positions and name}
     model = onnx.ModelProto.FromString(model.SerializeToString())
     kept = [vi for vi in model.graph.input if vi.name not in baked]
     del model.graph.input[:]
     model.graph.input.extend(kept)
     model.graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in baked.items())
-    names = [vi.name for vi in model.graph.input]
-    order = [n for n in node.input if n]
-    feeds = {n: inputs[order.index(n)] for n in names}
-    return model, feeds
+    return model, {vi.name: values[vi.name] for vi in model.graph.input}
+
+
+def _array(value):
+    """A case's value as an array (the cases hold some, e.g. float16 ones, as TensorProtos)."""
+    return numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else np.asarray(value)
 
 
 def _data_sets(case):
-    return [(list(inputs), list(outputs)) for inputs, outputs in case.data_sets]
+    return [([_array(v) for v in inputs], [_array(v) for v in outputs]) for inputs, outputs in case.data_sets]
 
 
 def assert_matches(ours, expected, what):
     assert ours.shape == expected.shape, f"{what}: shape {ours.shape} != {expected.shape}"
     assert ours.dtype == expected.dtype, f"{what}: dtype {ours.dtype} != {expected.dtype}"
+    if expected.dtype.name == "bfloat16":  # ml_dtypes' (numpy kind 'V'): compared as float32
+        ours, expected = ours.astype(np.float32), expected.astype(np.float32)
     if expected.dtype.kind != "f":
         np.testing.assert_array_equal(ours, expected, err_msg=what)
         return
     np.testing.assert_array_equal(np.isnan(ours), np.isnan(expected), err_msg=f"{what}: NaN positions")
-    finite = ~np.isnan(expected)
+    infinite = np.isinf(expected)
+    np.testing.assert_array_equal(ours[infinite], expected[infinite], err_msg=f"{what}: infinities")
+    finite = np.isfinite(expected)
     if finite.any():
         scale = max(float(np.max(np.abs(expected[finite]))), 1e-30)
         err = float(np.max(np.abs(ours[finite].astype(np.float64) - expected[finite]))) / scale

@@ -337,10 +337,23 @@ def _floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:
     return builder.sub(q, builder.zext(fix, a.type))
 
 
-def int_floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:
+def _unsigned_divmod(builder: ir.IRBuilder, a, b, want_mod: bool) -> ir.Value:
+    """a // b or a % b on unsigned integers; a divisor of 0 divides by 1 and gives 0 (udiv traps on 0)."""
+    zero = const(a.type, 0)
+    if isinstance(b, ir.Constant):
+        return builder.urem(a, b) if want_mod else builder.udiv(a, b)
+    is_zero = builder.icmp_unsigned("==", b, zero)
+    safe = builder.select(is_zero, const(a.type, 1), b)
+    return builder.select(is_zero, zero, builder.urem(a, safe) if want_mod else builder.udiv(a, safe))
+
+
+def int_floor_divmod(builder: ir.IRBuilder, a, b, want_mod: bool, unsigned: bool = False) -> ir.Value:
     """a // b or a % b on integers (scalars or vectors), as Python. A divisor known only at run time (data, not
     index arithmetic) may be 0 or -1, on which x86's idiv traps (x / 0, INT_MIN / -1): it divides by 1 instead
-    and the result is fixed up: x // 0 = x % 0 = 0 (numpy's answer), x // -1 = -x (wrapping), x % -1 = 0."""
+    and the result is fixed up: x // 0 = x % 0 = 0 (numpy's answer), x // -1 = -x (wrapping), x % -1 = 0.
+    unsigned: udiv / urem (floor and truncation agree), a divisor of 0 likewise giving 0."""
+    if unsigned:
+        return _unsigned_divmod(builder, a, b, want_mod)
     if isinstance(b, ir.Constant):
         return _floor_divmod(builder, a, b, want_mod)
     zero, one, minus_one = (const(a.type, v) for v in (0, 1, -1))

@@ -23,6 +23,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..loopir import PrimFunc
+from .dtypes import register_bits
 from .executor import ExecutorPlan, emit_executor
 from . import objworker, workers
 from .llvm import declare_kernel, emit_kernel
@@ -52,10 +53,10 @@ def vector_width(dtype: str = "float32") -> int:
     """Lanes of `dtype` in one native vector register: 512-bit with avx512f, 256 with avx2, else 128."""
     features = host_target()["features"].split(",")
     bits = 512 if "+avx512f" in features else 256 if "+avx2" in features else 128
-    itemsize = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
-    if dtype not in itemsize:
-        raise ValueError(f"vector_width: unsupported dtype {dtype!r}")
-    return bits // (8 * itemsize[dtype])
+    try:
+        return bits // register_bits(dtype)
+    except TypeError:
+        raise ValueError(f"vector_width: unsupported dtype {dtype!r}") from None
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,8 +3,11 @@
 `emit_kernel(module, func)` adds `void NAME(T0* noalias align 64 p0, T1* ...)` to `module`, one pointer per PrimFunc
 parameter in order (bool buffers are i8 in memory). Semantics:
 
-- int index math is int32 with `nsw` (an index that overflows is a lowering bug); pointer offsets are i64 GEPs.
-  `//`, `/` and `%` on ints are floor division / modulo (Python semantics, operands may be negative).
+- dtypes (register and memory types, conversions): compiler/codegen/dtypes.py.
+- int index math (int32, reading no memory) is `nsw` (an index that overflows is a lowering bug); pointer
+  offsets are i64 GEPs. Integer data arithmetic wraps (no `nsw`), as ONNX and numpy do.
+  `//`, `/` and `%` on ints are floor division / modulo (Python semantics, operands may be negative; on
+  unsigned dtypes the unsigned forms); a run-time divisor of 0 gives 0 and never traps.
 - float `+ - *` carry the `contract` fast-math flag (a*b+c may become one FMA); nothing is reassociated.
 - float min/max propagate NaN from either operand, as numpy and onnxruntime's Max/Min/Relu/Clip do
   (intrinsics.float_max_min: one vmaxps/vminps, plus a NaN test unless an operand is a non-NaN constant).
@@ -28,29 +31,13 @@ from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker, walk_expr
+from .dtypes import convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
 from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod, vector_constant
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
 I8P = I8.as_pointer()
 ALIGN = 64  # every kernel parameter and local buffer is 64-byte aligned
-
-_VALUE_TYPES = {"float32": F32, "float64": F64, "int64": I64, "int32": I32, "int16": ir.IntType(16),
-                "int8": I8, "uint8": I8, "bool": I1}
-_UNSIGNED = {"uint8", "bool"}
-
-
-def value_type(dtype: str) -> ir.Type:
-    """LLVM type of a value of `dtype` in registers."""
-    try:
-        return _VALUE_TYPES[dtype]
-    except KeyError:
-        raise TypeError(f"codegen: unsupported dtype {dtype!r}; supported: {sorted(_VALUE_TYPES)}") from None
-
-
-def memory_type(dtype: str) -> ir.Type:
-    """LLVM type of one element of a buffer of `dtype` (bool is a byte in memory)."""
-    return I8 if dtype == "bool" else value_type(dtype)
 
 
 # ---------------------------------------------------------------------------------------------- cgutils
@@ -325,16 +312,15 @@ class _FunctionEmitter:
         return self.b.gep(ptr, [self.b.sext(index, I64) if index.type.width < 64 else index], inbounds=True)
 
     def to_memory(self, value, buf):
-        want = memory_type(buf.dtype)
         if buf.dtype == "bool":
-            return self.b.zext(self.as_bool(value), shaped(I8, value.type.count if is_vector(value) else None))
-        if scalar_type(value.type) != want:
+            value = self.as_bool(value)
+        if scalar_type(value.type) != value_type(buf.dtype):
             raise self.error(f"storing a {scalar_type(value.type)} value into {buf.name} of dtype {buf.dtype}; "
                              "lowering must insert a Cast")
-        return value
+        return to_memory(self.b, value, buf.dtype)
 
     def from_memory(self, value, buf):
-        return self.as_bool(value) if buf.dtype == "bool" else value
+        return from_memory(self.b, value, buf.dtype)
 
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
@@ -360,7 +346,9 @@ class _FunctionEmitter:
     def expr(self, e):
         if isinstance(e, (int, float)):  # plain Python numbers are accepted where loop IR expects constants
             e = te.as_expr(e, "int32" if isinstance(e, int) else "float32")
-        if isinstance(e, (IntImm, FloatImm)):
+        if isinstance(e, IntImm):
+            return int_constant(value_type(e.dtype), e.value)
+        if isinstance(e, FloatImm):
             return const(value_type(e.dtype), e.value)
         if isinstance(e, Var):
             if e not in self.env:
@@ -369,23 +357,21 @@ class _FunctionEmitter:
         if isinstance(e, Load):
             return self.load(e)
         if isinstance(e, BinOp):
-            if e.dtype != "int32":
-                return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
-            key = self._int_key(e)
-            if key is None:
-                return self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
-            if key not in self._int_values:
-                self._int_values[key] = self.binop(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            key = self._int_key(e) if e.dtype == "int32" else None
+            if key is None:  # data arithmetic (it wraps)
+                return self.binop(e.op, *self.operands(e), e.dtype, index=False)
+            if key not in self._int_values:  # index arithmetic: int32 reading no memory
+                self._int_values[key] = self.binop(e.op, *self.operands(e), e.dtype, index=True)
             return self._int_values[key]
         if isinstance(e, Cmp):
-            return self.compare(e.op, *self.unify(self.expr(e.a), self.expr(e.b)))
+            return self.compare(e.op, *self.operands(e), e.a.dtype)
         if isinstance(e, Logic):
             args = [self.as_bool(self.expr(a)) for a in e.args]
             if e.op == "not":
                 return self.b.not_(args[0])
             out = args[0]
             for a in args[1:]:
-                out, a = self.unify(out, a)
+                out, a = self.unify(out, a, "bool", "bool")
                 out = self.b.and_(out, a) if e.op == "and" else self.b.or_(out, a)
             return out
         if isinstance(e, Select):
@@ -393,12 +379,13 @@ class _FunctionEmitter:
             if known is not None:  # (an unrolled Winograd tile position): emit only the branch taken
                 return self.expr(e.true_value if known else e.false_value)
             cond = self.as_bool(self.expr(e.cond))
-            t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value))
+            t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value), e.true_value.dtype,
+                              e.false_value.dtype)
             if is_vector(cond):
                 t, f = splat(self.b, t, self.lanes), splat(self.b, f, self.lanes)
             return self.b.select(cond, t, f)
         if isinstance(e, Cast):
-            return self.cast(self.expr(e.value), e.value.dtype, e.dtype)
+            return convert(self.b, self.expr(e.value), e.value.dtype, e.dtype)
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             if any(is_vector(a) for a in args):
@@ -450,25 +437,28 @@ class _FunctionEmitter:
             return int(all(args) if e.op == "and" else any(args))
         return None
 
-    def unify(self, a, b):
-        """Bring two values to one type: widen the narrower int (bool zero-extends) or float, splat a scalar."""
+    def operands(self, e):
+        return self.unify(self.expr(e.a), self.expr(e.b), e.a.dtype, e.b.dtype)
+
+    def unify(self, a, b, dtype_a: str, dtype_b: str):
+        """Bring two values of dtypes dtype_a, dtype_b to one type: widen the narrower int (unsigned ones and bool
+        zero-extend) or float, splat a scalar."""
         sa, sb = scalar_type(a.type), scalar_type(b.type)
         if sa != sb:
             if is_float(sa) != is_float(sb):
                 raise self.error(f"operands of mixed types {sa} and {sb}; lowering must insert a Cast")
             wide = sa if _rank(sa) > _rank(sb) else sb
-            a, b = self.widen(a, wide), self.widen(b, wide)
+            a, b = self.widen(a, dtype_a, wide), self.widen(b, dtype_b, wide)
         if is_vector(a) != is_vector(b):
             a, b = splat(self.b, a, self.lanes), splat(self.b, b, self.lanes)
         return a, b
 
-    def widen(self, v, scalar_ty):
+    def widen(self, v, dtype: str, scalar_ty):
         if scalar_type(v.type) == scalar_ty:
             return v
-        ty = shaped(scalar_ty, v.type.count if is_vector(v) else None)
         if is_float(scalar_ty):
-            return self.b.fpext(v, ty)
-        return self.b.zext(v, ty) if scalar_type(v.type) == I1 else self.b.sext(v, ty)
+            return self.b.fpext(v, shaped(scalar_ty, v.type.count if is_vector(v) else None))
+        return widen_int(self.b, v, "bool" if scalar_type(v.type) == I1 else dtype, scalar_ty)
 
     def as_bool(self, v):
         if scalar_type(v.type) == I1:
@@ -476,7 +466,9 @@ class _FunctionEmitter:
         zero = const(v.type, 0.0 if is_float(v.type) else 0)
         return self.b.fcmp_unordered("!=", v, zero) if is_float(v.type) else self.b.icmp_unsigned("!=", v, zero)
 
-    def binop(self, op, a, b):
+    def binop(self, op, a, b, dtype: str, index: bool):
+        """a op b for operands of one type; dtype (of the expression) says the signedness; index: int32 index
+        arithmetic, which cannot overflow (nsw), where data arithmetic wraps."""
         bl = self.b
         if is_float(a.type):
             if op == "+": return bl.fadd(a, b, flags=FAST)
@@ -488,42 +480,26 @@ class _FunctionEmitter:
                 return q if op == "//" else bl.fsub(a, bl.fmul(q, b))
             if op in ("max", "min"): return float_max_min(bl, op, a, b)
         else:
-            if op == "+": return bl.add(a, b, flags=("nsw",))
-            if op == "-": return bl.sub(a, b, flags=("nsw",))
-            if op == "*": return bl.mul(a, b, flags=("nsw",))
+            flags = ("nsw",) if index else ()
+            if op == "+": return bl.add(a, b, flags=flags)
+            if op == "-": return bl.sub(a, b, flags=flags)
+            if op == "*": return bl.mul(a, b, flags=flags)
+            unsigned = is_unsigned(dtype) or scalar_type(a.type) == I1
             if op in ("/", "//", "%"):
-                return int_floor_divmod(bl, a, b, want_mod=(op == "%"))
-            less = bl.icmp_unsigned if scalar_type(a.type) == I1 else bl.icmp_signed  # bool: false < true
+                return int_floor_divmod(bl, a, b, want_mod=(op == "%"), unsigned=unsigned)
+            less = bl.icmp_unsigned if unsigned else bl.icmp_signed  # bool: false < true
             if op == "max": return bl.select(less("<", a, b), b, a)
             if op == "min": return bl.select(less("<", b, a), b, a)
         raise self.error(f"unknown binary operator {op!r}")
 
-    def compare(self, op, a, b):
+    def compare(self, op, a, b, dtype: str):
         if op not in ("<", "<=", "==", "!="):
             raise self.error(f"unknown comparison {op!r}")
         if is_float(a.type):  # ordered, except != which is true for NaN (as in Python / numpy)
             return self.b.fcmp_unordered(op, a, b) if op == "!=" else self.b.fcmp_ordered(op, a, b)
-        if scalar_type(a.type) == I1:
+        if scalar_type(a.type) == I1 or is_unsigned(dtype):
             return self.b.icmp_unsigned(op, a, b)
         return self.b.icmp_signed(op, a, b)
-
-    def cast(self, v, src: str, dst: str):
-        lanes = v.type.count if is_vector(v) else None
-        to = shaped(value_type(dst), lanes)
-        if v.type == to:
-            return v
-        if dst == "bool":
-            return self.as_bool(v)
-        if is_float(v.type) and is_float(to):
-            return self.b.fpext(v, to) if scalar_type(to) == F64 else self.b.fptrunc(v, to)
-        if is_float(v.type):
-            return self.b.fptoui(v, to) if dst in _UNSIGNED else self.b.fptosi(v, to)
-        unsigned = src in _UNSIGNED or scalar_type(v.type) == I1
-        if is_float(to):
-            return self.b.uitofp(v, to) if unsigned else self.b.sitofp(v, to)
-        if scalar_type(to).width < scalar_type(v.type).width:
-            return self.b.trunc(v, to)
-        return self.b.zext(v, to) if unsigned else self.b.sext(v, to)
 
 
 def _outline_task(kernel: _Kernel, chunk: ir.Function, types: list) -> ir.Function:

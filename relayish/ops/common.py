@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_float
 from ..op import OpError, stage_tag
 
 
@@ -69,8 +69,8 @@ def normalize_axis(op: str, axis: int, ndim: int, what: str = "axis") -> int:
 
 
 def expect_float(op: str, t: TensorType, what: str = "input"):
-    if not t.dtype.startswith("float"):
-        raise OpError(f"{op}: {what} must be a float tensor, got {t.dtype}")
+    if not is_float(t.dtype):
+        raise OpError(f"{op}: {what} must be a float tensor, got {t.dtype} (not supported)")
 
 
 def num_elements(shape) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_float
 from ..op import Pattern, register_op
 from .common import broadcast_index, broadcast_shape, same_dtype
 
@@ -31,8 +31,28 @@ _unary("nn.relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda v, a: te.ma
        doc="max(x, 0)")
 _unary("nn.leaky_relu", lambda x, alpha: np.where(x >= 0, x, x * np.float32(alpha)).astype(x.dtype),
        lambda v, a: te.select(v >= 0.0, v, v * float(a.alpha)), attrs={"alpha": 0.01}, doc="x if x >= 0 else alpha x")
-_unary("clip", lambda x, a_min, a_max: np.clip(x, np.float32(a_min), np.float32(a_max)).astype(x.dtype),
-       lambda v, a: te.min_(te.max_(v, float(a.a_min)), float(a.a_max)),
+def _int_bounds(dtype, a_min: float, a_max: float) -> tuple[int, int]:
+    """Float clip bounds as the integers of `dtype` that they admit (an infinite bound: the dtype's limit)."""
+    info = np.iinfo(dtype)
+    lo = info.min if a_min < info.min else int(np.ceil(a_min))
+    hi = info.max if a_max > info.max else int(np.floor(a_max))
+    return lo, hi
+
+
+def _clip_ref(x, a_min, a_max):
+    if is_float(x.dtype):
+        return np.clip(x, np.float32(a_min), np.float32(a_max)).astype(x.dtype)
+    return np.clip(x, *_int_bounds(x.dtype, a_min, a_max)).astype(x.dtype)
+
+
+def _clip_scalar(v, a):
+    if is_float(v.dtype):
+        return te.min_(te.max_(v, float(a.a_min)), float(a.a_max))
+    lo, hi = _int_bounds(v.dtype, a.a_min, a.a_max)
+    return te.min_(te.max_(v, te.const(lo, v.dtype)), te.const(hi, v.dtype))
+
+
+_unary("clip", _clip_ref, _clip_scalar,
        attrs={"a_min": float("-inf"), "a_max": float("inf")}, doc="min(max(x, a_min), a_max)")
 _unary("sigmoid", lambda x: _f32(1.0 / (1.0 + np.exp(-x.astype(np.float64)))), lambda v, a: te.sigmoid(v),
        doc="1 / (1 + exp(-x))")
@@ -69,7 +89,7 @@ _binary("multiply", np.multiply, lambda x, y: x * y)
 def _divide_ref(a, b):
     """ONNX Div: true division on floats; on integers the quotient truncated toward zero (C, not Python's floor),
     and 0 where the divisor is 0 (undefined in ONNX; numpy's answer, and compiled code's: it never traps)."""
-    if a.dtype.kind == "f":
+    if is_float(a.dtype):
         return np.divide(a, b)
     with np.errstate(divide="ignore"):
         q = np.floor_divide(a, b)
@@ -77,7 +97,7 @@ def _divide_ref(a, b):
 
 
 def _divide(x, y):
-    if x.dtype.startswith("float"):
+    if is_float(x.dtype):
         return x / y
     q = x // y  # floor (codegen: 0 for a zero divisor); one up where the exact quotient was negative
     inexact = te.all_of(te.ne(q * y, x), te.ne(x < 0, y < 0), te.ne(y, te.const(0, y.dtype)))

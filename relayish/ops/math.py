@@ -6,12 +6,12 @@ import numpy as np
 
 from .. import te
 from ..intrinsics import get_intrinsic
-from ..types import TensorType
+from ..types import TensorType, is_float
 from ..op import OpError, Pattern, register_op
 from .common import broadcast_index, broadcast_shape, same_dtype
 from .elemwise import _unary
 
-_unary("abs", np.abs, lambda v, a: te.fabs(v) if v.dtype.startswith("float") else te.max_(v, -v), doc="|x|")
+_unary("abs", np.abs, lambda v, a: te.fabs(v) if is_float(v.dtype) else te.max_(v, -v), doc="|x|")
 _unary("log", np.log, lambda v, a: te.log(v), doc="natural logarithm")
 _unary("reciprocal", lambda x: (np.float32(1) / x).astype(x.dtype), lambda v, a: te.const(1.0, v.dtype) / v,
        doc="1 / x")
@@ -42,14 +42,14 @@ def _broadcast_op(name, ref, scalar, out_dtype=None, dtypes=None, attrs=None, do
 
 def _power_scalar(x, y, attrs):
     """Integers: powf of the values as floats, rounded to the nearest integer (exact while it fits 24 bits)."""
-    if x.dtype.startswith("float"):
+    if is_float(x.dtype):
         return te.power(x, y)
     value = te.power(te.cast("float32", x), te.cast("float32", y))
     return te.cast(x.dtype, te.floor(value + 0.5))
 
 
 def _power_ref(a, b):
-    if a.dtype.kind == "f":
+    if is_float(a.dtype):
         return np.power(a, b)
     return np.floor(np.power(a.astype(np.float64), b.astype(np.float64)) + 0.5).astype(a.dtype)
 
@@ -69,7 +69,7 @@ def _mod_scalar(x, y, attrs):
     """fmod=0: the sign of the divisor (Python %, integers); fmod=1: the sign of the dividend (C fmod)."""
     if not attrs.fmod:
         return x % y
-    if x.dtype.startswith("float"):
+    if is_float(x.dtype):
         q = x / y
         return x - y * te.select(q < 0.0, te.ceil(q), te.floor(q))
     r = x % y  # floor mod: C's remainder is r - y when r != 0 and x, y have different signs

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_float
 from ..op import OpError, Pattern, register_op
 from .common import normalize_axis
 
@@ -31,7 +31,7 @@ def reduced_shape(shape, axes, keepdims) -> tuple:
 def _infer(op):
     def infer(arg_types, attrs):
         x, = arg_types
-        if op in ("mean",) and not x.dtype.startswith("float"):
+        if op in ("mean",) and not is_float(x.dtype):
             raise OpError(f"{op}: input must be a float tensor, got {x.dtype}")
         if any(x.shape[a] == 0 for a in attrs.axes) and op in ("max", "min"):
             raise OpError(f"{op}: reducing an empty axis of {x.shape}")

@@ -10,12 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import DTYPES, TensorType, numpy_dtype
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import broadcast_index, broadcast_shape, normalize_axis, same_dtype
 
 INDEX_DTYPES = ("int64", "int32")
-DTYPES = ("float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
 def _movement_flops(arg_types, attrs, out_type):
@@ -180,7 +179,7 @@ def _cast_infer(arg_types, attrs):
 
 def _cast_ref(x, dtype):
     with np.errstate(invalid="ignore"):  # NaN / inf to int: unspecified in ONNX, as in C
-        return x.astype(dtype)
+        return x.astype(numpy_dtype(dtype))
 
 
 register_op("cast", inputs=1, pattern=Pattern.ELEMWISE, op_class="elementwise", infer=_cast_infer, ref=_cast_ref,
