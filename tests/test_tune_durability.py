@@ -18,6 +18,8 @@ import onnx
 from test_tune import conv_pool
 
 ROOT = Path(__file__).resolve().parent.parent
+# kill -9 cycles: 4 in CI (about 30 s); RELAYISH_KILL_CYCLES=20 for the issue's 20 kills in a row
+CYCLES = int(os.environ.get("RELAYISH_KILL_CYCLES", "4"))
 TUNE_SCRIPT = """
 import sys
 from tuning.tune import tune_model
@@ -64,7 +66,7 @@ def test_kill_9_at_random_moments_loses_nothing_committed(tmp_path):
     rng = random.Random(13)
     seen: dict = {}
     kills = 0
-    for attempt in range(4):
+    for attempt in range(CYCLES):
         proc = start_tuning(tmp_path, db, trials=200, seed=attempt)
         deadline = time.monotonic() + rng.uniform(3.0, 9.0)
         while time.monotonic() < deadline and proc.poll() is None:
@@ -78,7 +80,7 @@ def test_kill_9_at_random_moments_loses_nothing_committed(tmp_path):
         assert before.items() <= after.items(), "a record committed before the kill is gone or changed"
         assert seen.items() <= after.items(), "a record of an earlier run is gone or changed"
         seen = after
-    assert kills >= 3 and len(seen) > 0
+    assert kills >= CYCLES - 1 and len(seen) > 0
     assert integrity(db) == "ok"
     assert len({row[4] for row in seen.values()}) >= 2  # several runs wrote, each resuming from the last
 
