@@ -49,7 +49,7 @@ def run_onnxruntime(session, inputs: dict) -> dict:
 def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None = None, threads: int | None = None,
                              repeat: int = 50, warmup: int = 5, tolerance: float = DEFAULT_TOLERANCE,
                              idle_gap_s: float = IDLE_GAP_S, timing: str = TIMING_MODES[0],
-                             block: int = BLOCK_RUNS) -> dict:
+                             block: int = BLOCK_RUNS, extra_engines=()) -> dict:
     """Time `module` and onnxruntime on `onnx_path` taking turns; check they agree.
 
     inputs: a feed for `module` (default: module.random_inputs(seed=0)); threads: both engines' thread count
@@ -57,7 +57,8 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     (runtime.timing.time_engines); the process sleeps idle_gap_s before each turn. Returns {"threads", "repeat",
     "warmup", "timing", "block", "idle_gap_s", "tolerance", "ours": stats, "onnxruntime": stats, "ratio": ours
     median / ort median (< 1: we are faster), "outputs": compare_outputs(...)}, where stats are
-    runtime.timing.latency_stats dicts (median, mean, min, max, std, P50/P90/P95/P99).
+    runtime.timing.latency_stats dicts (median, mean, min, max, std, P50/P90/P95/P99). extra_engines: (name,
+    run(inputs)) pairs timed in the same rotation (bench/suite.py's OpenVINO), their stats under their names.
     """
     if repeat < 1 or warmup < 0:
         raise ValueError(f"compare_with_onnxruntime needs repeat >= 1 and warmup >= 0, got {repeat}, {warmup}")
@@ -75,9 +76,11 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
         return session.run(ort_names, feed)
 
     outputs = compare_outputs(dict(zip(module.output_names, ours())), dict(zip(ort_names, theirs())), tolerance)
-    stats = time_engines([("ours", ours), ("onnxruntime", theirs)], timing, repeat, warmup, idle_gap_s, block)
+    engines = [("ours", ours), ("onnxruntime", theirs)]
+    engines += [(name, lambda run=run: run(inputs)) for name, run in extra_engines]
+    stats = time_engines(engines, timing, repeat, warmup, idle_gap_s, block)
     ours_stats, ort_stats = stats["ours"], stats["onnxruntime"]
-    return {"threads": threads, "repeat": repeat, "warmup": warmup, "timing": timing, "block": block,
+    return {**stats, "threads": threads, "repeat": repeat, "warmup": warmup, "timing": timing, "block": block,
             "idle_gap_s": idle_gap_s, "tolerance": tolerance, "ours": ours_stats, "onnxruntime": ort_stats,
             "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
 

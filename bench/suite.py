@@ -18,10 +18,9 @@ import os
 import sys
 
 from compiler import compile_model
-from runtime.accuracy import compare_outputs
-from runtime.timing import BLOCK_RUNS, describe_timing, time_engines
+from runtime.timing import BLOCK_RUNS, describe_timing
 
-from .compare import make_ort_session, ort_feed
+from .compare import compare_with_onnxruntime
 
 
 def make_openvino(onnx_path: str, threads: int):
@@ -47,27 +46,21 @@ def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int) -
     except Exception as e:  # noqa: BLE001 - one model's failure is that row's result, not the end of the suite
         row["error"] = f"compile: {type(e).__name__}: {str(e).splitlines()[0]}"
         return row
-    inputs = module.random_inputs(seed=0)
-    session = make_ort_session(path, threads)
-    feed = ort_feed(session, inputs)
-    ort_names = [o.name for o in session.get_outputs()]
-    engines = [("relayish", lambda: module.run(None, inputs)), ("onnxruntime", lambda: session.run(ort_names, feed))]
-    outputs = compare_outputs(dict(zip(module.output_names, engines[0][1]())), dict(zip(ort_names, engines[1][1]())))
-    row["max_rel_error"] = max(e["max_rel"] for e in outputs.values())
-    row["agree"] = all(e["passed"] for e in outputs.values())
+    extra = []
     try:
         openvino = make_openvino(path, threads)
+        if openvino is not None:
+            extra.append(("openvino", openvino))
     except Exception as e:  # noqa: BLE001 - OpenVINO refusing a model is reported, the others still run
         row["openvino_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        openvino = None
-    if openvino is not None:
-        engines.append(("openvino", lambda: openvino(inputs)))
-    stats = time_engines(engines, "steady", repeat, warmup, block=block)
-    row.update({name: s for name, s in stats.items()})
-    ort_ms = stats["onnxruntime"]["median_ms"]
-    row["ratio"] = stats["relayish"]["median_ms"] / ort_ms
-    if "openvino" in stats:
-        row["openvino_ratio"] = stats["openvino"]["median_ms"] / ort_ms
+    result = compare_with_onnxruntime(module, path, threads=threads, repeat=repeat, warmup=warmup, block=block,
+                                      extra_engines=extra)
+    row["max_rel_error"] = max(e["max_rel"] for e in result["outputs"].values())
+    row["agree"] = all(e["passed"] for e in result["outputs"].values())
+    row.update(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"])
+    if "openvino" in result:
+        row["openvino"] = result["openvino"]
+        row["openvino_ratio"] = result["openvino"]["median_ms"] / result["onnxruntime"]["median_ms"]
     return row
 
 

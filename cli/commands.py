@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 import runtime
-from runtime.accuracy import compare_outputs
+from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
 from runtime.timing import time_repeats
 
 from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, add_winograd,
@@ -47,7 +47,7 @@ def add_verify_parser(sub) -> None:
     p = sub.add_parser("verify", help="compile, then compare with onnxruntime on the same random inputs")
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    p.add_argument("--tolerance", type=float, default=1e-4, help="max |ours-ort| / max |ort| to pass")
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="max |ours-ort| / max |ort| to pass")
     add_compile_options(p)
     add_threads(p)
     p.set_defaults(func=cmd_verify)
