@@ -530,3 +530,9 @@ def constant_of_shape(shape, *, value=None):
 @converter("Shape")
 def shape_(data, *, start=0, end=None):
     return Constant(np.asarray(_shape(data)[start:end], np.int64))
+
+
+@converter("Size")
+def size(data):
+    """The element count, known at import (shapes are static)."""
+    return Constant(np.asarray(math.prod(_shape(data)), np.int64))

@@ -112,6 +112,13 @@ def cast(x, *, to, saturate=1):
     return x if dtype == x.type.dtype else call("cast", x, dtype=dtype)
 
 
+@converter("CastLike", since=15)
+def cast_like(x, target_type, *, saturate=1):
+    """Cast to target_type's element type (its values are not read)."""
+    dtype = np.dtype(numpy_dtype(target_type.type.dtype)).name
+    return cast(x, to=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), saturate=saturate)
+
+
 @converter("Gather")
 def gather(data, indices, *, axis=0):
     axis = _axis(axis, len(_shape(data)))

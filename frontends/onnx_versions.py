@@ -32,6 +32,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   renamed (extra outputs refused if used); 15: separate scale/mean types
     "Cast": (6, 9, 13, 19, 21, 23, 24, 25, 28),  # 19: saturate (float8 only); 24: round_mode (float8e8m0 only,
     #   refused: the converter does not take it); 9-28 otherwise types
+    "CastLike": (15, 19, 21, 23, 24, 25),  # as Cast (19: saturate; others types); round_mode of 24+ refused
     "Clip": (6, 11, 12, 13),  # 11: min/max become inputs (clip_v11); 12, 13: types
     "Concat": (4, 11, 13),  # 11: negative axis (handled); 13: types
     "Constant": (1, 9, 11, 12, 13, 19, 21, 23, 24, 25),  # 11: sparse_value (refused); 12: value_float(s)/
@@ -59,6 +60,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Reshape": (5, 13, 14, 19, 21, 23, 24, 25),  # 5: shape input; 14: allowzero (handled); others types
     "Shape": (1, 13, 15, 19, 21, 23, 24, 25),  # 15: start/end (handled, clamped as slicing); others types
     "Sigmoid": (6, 13),  # types
+    "Size": (1, 13, 19, 21, 23, 24, 25),  # types (the count is static: folded)
     "Softmax": (1, 11, 13),  # 11: negative axis, same 2-D coercion (softmax_v1); 13: axis alone (softmax_v13)
     "Sqrt": (6, 13),  # types
     "Squeeze": (1, 11, 13, 21, 23, 24, 25),  # 11: negative axes; 13: axes input (squeeze_v13); others types
