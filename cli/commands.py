@@ -87,6 +87,9 @@ def add_tune_parser(sub) -> None:
                    "compile with the same choice)")
     p.add_argument("--no-model-check", action="store_true",
                    help="skip timing the model untuned and tuned at the end (and the per-task verdicts)")
+    p.add_argument("--algorithms", action="store_true",
+                   help="also tune the other algorithms of each 3x3 convolution (direct, Winograd F(2x2), F(4x4)) "
+                   "and let the records choose among them")
     dask = p.add_mutually_exclusive_group()
     dask.add_argument("--dask", metavar="ADDRESS", help="measure on the dask.distributed scheduler at ADDRESS")
     dask.add_argument("--dask-local", type=positive_int, metavar="N",
@@ -211,7 +214,7 @@ def cmd_tune(args) -> int:
                    trials=args.trials, time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
                    layout=args.layout, params=params, curve_png=args.curve, winograd=args.winograd, start=args.start,
                    check_model=not args.no_model_check, executor=client, tasks=args.tasks,
-                   early_stopping=args.early_stopping)
+                   early_stopping=args.early_stopping, algorithms=args.algorithms)
     except TaskFilterError as e:
         raise CliError(str(e)) from None
     finally:

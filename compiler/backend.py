@@ -110,7 +110,7 @@ def choose_schedule(task: Task, records=None, vector_width: int = 16,
 def choose_schedules(task_calls: TaskCalls, records, vector_width: int, log,
                      default_schedules: str = "hand-written") -> list[ChosenSchedule]:
     """One schedule per task, from the records where they have one (see choose_schedule)."""
-    with _opened(records) as store:
+    with opened_records(records) as store:
         chosen = [choose_schedule(task, store, vector_width, default_schedules) for task in task_calls.tasks]
     if log is not None or records is not None:
         tuned = sum(1 for c in chosen if c.source == "tuned")
@@ -180,7 +180,7 @@ def stderr_log(msg: str):
 
 
 @contextlib.contextmanager
-def _opened(records):
+def opened_records(records):
     """None, an object with .best(task key) (RecordsReader, tuning's RecordStore: used as given), or a records DB
     path (opened for this target, and closed again)."""
     if records is None or hasattr(records, "best"):

@@ -20,6 +20,7 @@ from frontends import from_onnx
 from relayish import Call, IRModule, Tuple
 
 from . import cache as cache_module
+from .algorithms import choose_from_records
 from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, vector_width
 from .index_bounds import input_index_bounds
@@ -86,6 +87,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     timings: dict[str, float] = {}
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
     bounds = input_index_bounds(mod)
+    ctx = choose_from_records(mod, ctx, records)  # each convolution's algorithm, where the records can tell
     fused = run_pipeline(mod, ctx, timings=timings)
     out_dir = tempfile.mkdtemp(prefix="relayish_")
     lib_path = os.path.join(out_dir, "model.so")

@@ -221,6 +221,13 @@ class RecordsReader(RecordsConnection):
         found = best_schedule(self._conn, task_key, self.target)
         return None if found is None else found[0]
 
+    def best_cost(self, task_key: str) -> float | None:
+        """The cost (s) of the schedule best() returns, or None."""
+        found = best_schedule(self._conn, task_key, self.target)
+        if found is None:
+            return None
+        return self._conn.execute("SELECT record_cost FROM records WHERE id = ?", (found[1],)).fetchone()[0]
+
     def count(self, task_key: str | None = None) -> int:
         """Records (successful or not) of this target, of one task or of all."""
         sql, args = "SELECT COUNT(*) FROM records WHERE target = ?", [self.target]

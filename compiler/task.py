@@ -27,6 +27,9 @@ class Task:
     flops: float
     weight: int = 1  # occurrences in the model(s)
     ops: list = field(default_factory=list)  # op names, in compute order
+    # (conv site signature, its tile here, the rule's tile) when the task is one algorithm of a convolution with a
+    # choice of algorithms and the tuner weighs them (compiler/algorithms.py), else None
+    alternative: tuple | None = None
 
     def initial_state(self) -> State:
         return initial_state(self.outputs, self.inputs)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import extract_tasks
+from compiler.algorithms import estimated_latency, tasks_with_alternatives
 from compiler.codegen import host_target, vector_width
 from compiler.backend import untuned_schedule
 from compiler.passes import PassContext, run_pipeline
@@ -61,7 +62,7 @@ class TuneResult:
 
     def estimated_latency(self, which: str = "best") -> float:
         costs = self.best if which == "best" else self.default
-        return sum(t.weight * costs.get(t.key, np.nan) for t in self.tasks)
+        return estimated_latency(self.tasks, lambda t: costs.get(t.key, np.nan), "best" if which == "best" else "rule")
 
 
 def _model_list(models) -> list:
@@ -70,14 +71,18 @@ def _model_list(models) -> list:
     return [str(m) if isinstance(m, os.PathLike) else m for m in ([models] if one else list(models))]
 
 
-def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True) -> list[Task]:
-    """The unique tasks of one or more ONNX models, weights summed over models."""
+def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True, algorithms: bool = False
+                ) -> list[Task]:
+    """The unique tasks of one or more ONNX models, weights summed over models. algorithms: also the tasks of
+    every other algorithm of each convolution that has a choice (compiler/algorithms.py), so that the search
+    weighs direct against Winograd F(2x2) and F(4x4)."""
     paths = _model_list(models)
     merged: dict[str, Task] = {}
     ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
     for path in paths:
-        mod = run_pipeline(from_onnx(str(path) if not hasattr(path, "graph") else path, input_shapes), ctx)
-        for task in extract_tasks(mod):
+        mod = from_onnx(str(path) if not hasattr(path, "graph") else path, input_shapes)
+        tasks = tasks_with_alternatives(mod, ctx) if algorithms else extract_tasks(run_pipeline(mod, ctx))
+        for task in tasks:
             if task.key in merged:
                 merged[task.key].weight += task.weight
             else:
@@ -186,7 +191,8 @@ class Tuner:
 
     def estimates(self) -> tuple[float, float]:
         """Estimated end-to-end latency now and with the default schedules (s)."""
-        return _estimate(self.tasks, self.best, self.default), _estimate(self.tasks, self.default, self.default)
+        return (_estimate(self.tasks, self.best, self.default),
+                _estimate(self.tasks, self.default, self.default, "rule"))
 
     def close(self) -> None:
         if self.own_pool:
@@ -220,7 +226,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
                start: str = "hand-written", check_model: bool = True, executor=None, tasks: str | None = None,
-               early_stopping: int | None = None) -> TuneResult:
+               early_stopping: int | None = None, algorithms: bool = False) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
@@ -231,7 +237,10 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     and run: None (worker processes of this machine), a WorkerPool, a concurrent.futures.Executor of processes, or
     a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver).
     tasks: tune only the tasks select_tasks picks (e.g. "0,3-5" or "fused_conv2d*"); early_stopping: a task stops
-    after this many programs without improvement. progress: a tqdm bar with an ETA (and messages) on stderr."""
+    after this many programs without improvement. progress: a tqdm bar with an ETA (and messages) on stderr.
+    algorithms: tune every algorithm of each convolution that has a choice (direct, Winograd F(2x2), F(4x4)) as
+    alternative tasks; compile_model(records=...) then gives each convolution the algorithm its records say is
+    fastest (compiler/algorithms.py). Off: the rule's algorithm only."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):
@@ -240,7 +249,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     if early_stopping is not None:
         p["early_stopping"] = early_stopping
     budget = Budget(trials, time_budget_s, time.perf_counter())
-    all_tasks = model_tasks(models, input_shapes, layout, winograd)
+    all_tasks = model_tasks(models, input_shapes, layout, winograd, algorithms)
     chosen = select_tasks(all_tasks, tasks)
     with RecordStore(records) as store:
         bar = Progress(trials, time_budget_s, enabled=progress)
@@ -422,9 +431,6 @@ def _resume(store, tasks, spaces, target, model, best, log):
         log(f"resumed: {n} measured programs from the records database")
 
 
-def _estimate(tasks, costs: dict, fallback: dict) -> float:
-    total = 0.0
-    for t in tasks:
-        c = costs.get(t.key, fallback.get(t.key, np.nan))
-        total += t.weight * c
-    return total
+def _estimate(tasks, costs: dict, fallback: dict, which: str = "best") -> float:
+    """Estimated end-to-end latency (s): see compiler.algorithms.estimated_latency."""
+    return estimated_latency(tasks, lambda t: costs.get(t.key, fallback.get(t.key, np.nan)), which)

@@ -32,6 +32,7 @@ class PassContext:
     vector_width: int = 16
     max_fused_ops: int = 32
     winograd: bool = True  # 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3) (see passes/layout.py)
+    conv_algorithms: tuple = ()  # (conv_signature, tile) pairs overriding the rule (compiler/algorithms.py)
 
 
 PIPELINE = [
@@ -41,8 +42,9 @@ PIPELINE = [
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
     Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
          "drop copies and same-shape reshapes, merge chained reshapes"),
-    Pass("alter_layout", lambda m, c: alter_layout(m, c.vector_width, c.winograd) if c.layout == "NCHWc" else m,
-         2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
+    Pass("alter_layout",
+         lambda m, c: alter_layout(m, c.vector_width, c.winograd, dict(c.conv_algorithms)) if c.layout == "NCHWc"
+         else m, 2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
     Pass("propagate_layout", lambda m, c: propagate_layout(m, c.vector_width) if c.layout == "NCHWc" else m, 2,
          "push layout transforms through elementwise ops, pools, shuffles and concats; cancel inverse pairs"),
     Pass("fold_constants_2", lambda m, c: fold_constants(m), 0, "pre-transform constant weights"),

@@ -57,23 +57,49 @@ def winograd_tile(node: Call) -> int:
     image, else the convolution stays direct. On ResNet-18 (in the model, cold weights, 2 threads): 56x56 and
     28x28 take m = 4 (2.0-2.4x faster than our direct kernel), 14x14 m = 2 (1.5x; m = 4 with 16 tiles only
     1.25x), 7x7 stays direct (m = 2 with 16 tiles is 1.15x slower)."""
-    x, w = node.args
-    oc, ic, kh, kw = w.type.shape
-    if (kh, kw) != (3, 3) or tuple(node.attrs.strides) != (1, 1) or tuple(node.attrs.dilation) != (1, 1) or \
-            node.attrs.groups != 1 or min(ic, oc) < WINOGRAD_MIN_CHANNELS:
+    if not winograd_tiles(node):
         return 0
     oh, ow = node.type.shape[2:]
     return next((m for m in (4, 2) if -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
 
 
-def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -> IRModule:
+def conv_signature(node: Call) -> str:
+    """What identifies an NCHW conv2d for the choice of its algorithm: its shapes and window (every conv2d of one
+    signature in a model takes the same algorithm; compiler/algorithms.py)."""
+    (n, ic, h, w), (oc, _, kh, kw) = node.args[0].type.shape, node.args[1].type.shape
+    a = node.attrs
+    return (f"conv2d n{n} c{ic} {h}x{w} -> c{oc} k{kh}x{kw} s{tuple(a.strides)} p{tuple(a.padding)} "
+            f"d{tuple(a.dilation)} g{a.groups}")
+
+
+def winograd_tiles(node: Call) -> tuple[int, ...]:
+    """The Winograd tiles an NCHW conv2d may take (besides 0, direct): (4, 2) for a 3x3, stride-1, undilated,
+    ungrouped convolution of at least WINOGRAD_MIN_CHANNELS input and output channels, else ()."""
+    oc, ic, kh, kw = node.args[1].type.shape
+    if (kh, kw) != (3, 3) or tuple(node.attrs.strides) != (1, 1) or tuple(node.attrs.dilation) != (1, 1) or \
+            node.attrs.groups != 1 or min(ic, oc) < WINOGRAD_MIN_CHANNELS:
+        return ()
+    return (4, 2)
+
+
+def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
+                 algorithms: dict | None = None) -> IRModule:
     """conv2d (constant weight, any groups) -> a blocked convolution between layout transforms: depthwise
     (groups = channels = outputs) -> depthwise_conv2d_nchwc with the lanes on channels; else conv2d_nchwc with
     blocks that divide the channels per group (group_block), or, when `winograd` and `winograd_tile` say so,
     conv2d_winograd_nchwc with its weight transformed at compile time. Dense with a constant weight -> dense_pack
     with the weight in blocks of output features; matmul with a constant 2-D weight -> matmul_pack with the
     weight in blocks of its register tile's columns. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
-    -> channel_shuffle, which runs in the blocked layout."""
+    -> channel_shuffle, which runs in the blocked layout. algorithms: {conv_signature: tile} overrides
+    winograd_tile for those convolutions (0 direct, or one of their winograd_tiles), when `winograd`."""
+    algorithms = algorithms or {}
+
+    def tile_of(node: Call) -> int:
+        if not winograd:
+            return 0
+        m = algorithms.get(conv_signature(node)) if algorithms else None
+        return winograd_tile(node) if m is None or (m and m not in winograd_tiles(node)) else m
+
     transforms = {}
 
     def lt_once(x, src, dst):  # a value read by several convolutions is transformed once
@@ -96,7 +122,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True) -
         ib, ob = group_block(cg, cg * groups, vector_width), group_block(oc // groups, oc, vector_width)
         data = lt_once(x, "NCHW", f"NCHW{ib}c")
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
-        m = winograd_tile(node) if winograd else 0
+        m = tile_of(node)
         if m:
             weight = Call("nn.winograd_weight_transform", (weight,), {"tile_size": m})
             conv = Call("nn.conv2d_winograd_nchwc", (data, weight), {"tile_size": m, "padding": node.attrs.padding})
