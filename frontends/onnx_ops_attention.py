@@ -1,0 +1,249 @@
+"""Converters of the transformer ops of recent opsets: Attention (23-25), RMSNormalization, RotaryEmbedding (23),
+Swish (24) and SwiGLU (28), each a composition of existing relayish ops (batch matmul, softmax, reductions,
+elementwise math, reshape/transpose/slice/concatenate).
+
+Conventions as in frontends/onnx_ops.py. The numerics follow onnx's reference implementations
+(onnx/reference/ops/op_attention.py etc.), which generated the conformance cases; where the reference and the
+schema's prose differ, a comment says which one is followed.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import helper
+
+from relayish import Constant, Expr, const
+from relayish.types import DTYPES, is_float
+
+from .onnx_ops import _axis, _binary, _reshape, _shape, _transpose, converter
+from .onnx_ops_tensor import fold
+from .onnx_values import ConversionError
+
+NEG_INF = -math.inf
+
+
+def _float_dtype(attr: int, name: str) -> str:
+    """An ONNX element-type attribute (stash_type, softmax_precision) -> a relayish float dtype."""
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(attr)).name
+    except (KeyError, ValueError, TypeError) as e:
+        raise ConversionError(f"attribute {name}={attr} is not an ONNX element type") from e
+    if dtype not in DTYPES or not is_float(dtype):
+        raise ConversionError(f"attribute {name}={attr} ({dtype}) is not a supported float type")
+    return dtype
+
+
+def _cast(x: Expr, dtype: str) -> Expr:
+    return x if x.type.dtype == dtype else fold("cast", x, dtype=dtype)
+
+
+# ---- Attention: shapes ----
+
+def _to_heads(x: Expr, heads: int | None, what: str) -> Expr:
+    """A 3-D [batch, seq, heads * head_size] input -> 4-D [batch, heads, seq, head_size]."""
+    b, s, hidden = _shape(x)
+    if heads is None:
+        raise ConversionError(f"a 3-D input {what} needs the attributes q_num_heads and kv_num_heads")
+    if heads <= 0 or hidden % heads:
+        raise ConversionError(f"input {what}: hidden size {hidden} is not a multiple of {heads} heads")
+    return _transpose(_reshape(x, (b, s, heads, hidden // heads)), (0, 2, 1, 3))
+
+
+def _heads_4d(q, k, v, q_num_heads, kv_num_heads):
+    """Q, K, V as [batch, heads, seq, head_size], checked: same rank (3 or 4), same float dtype, K and V with the
+    same heads, Q's heads a multiple of theirs (GQA/MQA)."""
+    ranks = {len(_shape(t)) for t in (q, k, v)}
+    if len(ranks) != 1 or ranks.pop() not in (3, 4):
+        raise ConversionError(f"Q, K and V must all be 3-D or all 4-D, got shapes {_shape(q)}, {_shape(k)}, "
+                              f"{_shape(v)}")
+    dtypes = {t.type.dtype for t in (q, k, v)}
+    if len(dtypes) != 1 or not is_float(q.type.dtype):
+        raise ConversionError(f"Q, K and V must have one float dtype, got {sorted(dtypes)}")
+    if len(_shape(q)) == 3:
+        q, k, v = _to_heads(q, q_num_heads, "Q"), _to_heads(k, kv_num_heads, "K"), _to_heads(v, kv_num_heads, "V")
+    for name, heads, t in (("q_num_heads", q_num_heads, q), ("kv_num_heads", kv_num_heads, k)):
+        if heads is not None and heads != _shape(t)[1]:
+            raise ConversionError(f"{name}={heads} does not match the input's {_shape(t)[1]} heads")
+    (bq, hq, _, dq), (bk, hk, sk, dk), (bv, hv, sv, _) = _shape(q), _shape(k), _shape(v)
+    if not bq == bk == bv or dq != dk or hk != hv or sk != sv or hq % hk:
+        raise ConversionError(f"incompatible Q {_shape(q)}, K {_shape(k)}, V {_shape(v)} (as [batch, heads, "
+                              f"seq, head_size]): batch, K/V heads and sequence, Q/K head size must agree and "
+                              f"Q's heads be a multiple of K's")
+    return q, k, v
+
+
+def _with_past(x: Expr, past: Expr | None, what: str) -> Expr:
+    """present = concat(past, x) on the sequence axis."""
+    if past is None:
+        return x
+    ps, xs = _shape(past), _shape(x)
+    if len(ps) != 4 or ps[:2] != xs[:2] or ps[3] != xs[3] or past.type.dtype != x.type.dtype:
+        raise ConversionError(f"past_{what} {ps} ({past.type.dtype}) does not match the {what} {xs} "
+                              f"({x.type.dtype}) as [batch, heads, past_seq, head_size]")
+    return fold("concatenate", past, x, axis=2)
+
+
+def _grouped_matmul(a: Expr, b: Expr) -> Expr:
+    """a [B, Hq, M, K] @ b [B, Hkv, K, N] -> [B, Hq, M, N], query head h using key head h // (Hq / Hkv) (the
+    reference's interleaved repeat): a is viewed as [B, Hkv, (Hq / Hkv) * M, K], so K/V are never repeated."""
+    bsz, hq, m, _ = _shape(a)
+    hkv, n = _shape(b)[1], _shape(b)[3]
+    grouped = _reshape(a, (bsz, hkv, hq // hkv * m, _shape(a)[3]))
+    return _reshape(fold("nn.matmul", grouped, b), (bsz, hq, m, n))
+
+
+# ---- Attention: the additive bias ----
+
+def _bias_of_allowed(allowed: Expr, dtype: str) -> Expr:
+    """A boolean 'may attend' tensor -> the additive bias 0 / -inf (a select, never 0 * inf)."""
+    return fold("where", allowed, const(0.0, dtype), const(NEG_INF, dtype))
+
+
+def _add(a: Expr | None, b: Expr | None) -> Expr | None:
+    return b if a is None else a if b is None else _binary("add", a, b)
+
+
+def _mask_bias(mask: Expr, kv_len: int, dtype: str) -> Expr:
+    """attn_mask (bool: True attends; float: added to the scores) -> an additive bias whose last axis is kv_len;
+    a shorter mask is padded with 'does not attend' (as the reference)."""
+    shape = _shape(mask)
+    if not 1 <= len(shape) <= 4 or shape[-1] > kv_len:
+        raise ConversionError(f"attn_mask of shape {shape} does not fit a key sequence of {kv_len}")
+    if mask.type.dtype == "bool":
+        mask = _bias_of_allowed(mask, dtype)
+    elif mask.type.dtype != dtype:
+        raise ConversionError(f"a float attn_mask must have Q's dtype {dtype}, got {mask.type.dtype}")
+    if shape[-1] < kv_len:
+        pad = fold("broadcast_to", const(NEG_INF, dtype), shape=shape[:-1] + (kv_len - shape[-1],))
+        mask = fold("concatenate", mask, pad, axis=len(shape) - 1)
+    return mask
+
+
+def _frontier_bias(q_len, kv_len, offset, lower, upper, dtype) -> Expr:
+    """0 where offset + lower <= j - i <= offset + upper (a bound None: unbounded), else -inf, for query i and
+    key j. offset is an int (one frontier: [q, kv]) or an int [batch] expression (one per batch:
+    [batch, 1, q, kv])."""
+    j_minus_i = np.arange(kv_len)[None, :] - np.arange(q_len)[:, None]
+    if isinstance(offset, int):
+        off, rel = const(offset, "int64"), Constant(j_minus_i.astype(np.int64))
+    else:
+        off = _reshape(offset, (_shape(offset)[0], 1, 1, 1))
+        rel = Constant(j_minus_i.astype(offset.data.dtype if isinstance(offset, Constant) else
+                                        np.dtype(offset.type.dtype)).reshape(1, 1, q_len, kv_len))
+    allowed = None
+    for bound, op in ((lower, "greater_equal"), (upper, "less_equal")):
+        if bound is not None:
+            term = fold(op, rel, _binary("add", off, const(bound, off.type.dtype)))
+            allowed = term if allowed is None else fold("logical_and", allowed, term)
+    return _bias_of_allowed(allowed, dtype)
+
+
+def _padding_bias(nonpad: Expr, batch: int, kv_len: int, dtype: str) -> Expr:
+    """Keys j >= nonpad_kv_seqlen[b] are padding: -inf in [batch, 1, 1, kv]."""
+    if _shape(nonpad) != (batch,) or nonpad.type.dtype not in ("int32", "int64"):
+        raise ConversionError(f"nonpad_kv_seqlen must be an int [batch={batch}] tensor, got {_shape(nonpad)} "
+                              f"{nonpad.type.dtype}")
+    keys = Constant(np.arange(kv_len, dtype=nonpad.type.dtype).reshape(1, kv_len))
+    allowed = fold("less", keys, _reshape(nonpad, (batch, 1)))
+    return _reshape(_bias_of_allowed(allowed, dtype), (batch, 1, 1, kv_len))
+
+
+def _attention_bias(q, k, attn_mask, nonpad, causal, window, past_len):
+    """The sum of every masking term (attn_mask, causal and window frontiers, key padding), or None if there is
+    none. The frontier's offset (keys before the query block) is past_len, or nonpad - q_len per batch."""
+    (batch, _, q_len, _), kv_len, dtype = _shape(q), _shape(k)[2], q.type.dtype
+    bias = None if attn_mask is None else _mask_bias(attn_mask, kv_len, dtype)
+    left, right = window
+    lower = -left if left >= 0 else None
+    uppers = [u for u in (0 if causal else None, right if right >= 0 else None) if u is not None]
+    if lower is not None or uppers:
+        offset = past_len if nonpad is None else _binary("subtract", nonpad, const(q_len, nonpad.type.dtype))
+        bias = _add(bias, _frontier_bias(q_len, kv_len, offset, lower, min(uppers) if uppers else None, dtype))
+    if nonpad is not None:
+        bias = _add(bias, _padding_bias(nonpad, batch, kv_len, dtype))
+    return bias
+
+
+def _zero_masked_rows(probs: Expr, bias: Expr | None) -> Expr:
+    """Rows whose bias is -inf everywhere attend nothing: their probabilities are 0, not softmax's NaN (decided
+    on the bias, as the reference, not on the scores)."""
+    if bias is None:
+        return probs
+    last = len(_shape(bias)) - 1
+    masked = fold("equal", fold("max", bias, axes=(last,), keepdims=True), const(NEG_INF, bias.type.dtype))
+    if isinstance(masked, Constant) and not masked.data.any():
+        return probs
+    return fold("where", masked, const(0.0, probs.type.dtype), probs)
+
+
+# ---- Attention ----
+
+def _attention(q, k, v, attn_mask, past_key, past_value, nonpad, *, is_causal, kv_num_heads, q_num_heads,
+               qk_matmul_output_mode, scale, softcap, softmax_precision, window=(-1, -1)):
+    """Outputs (Y, present_key, present_value, qk_matmul_output) as onnx's reference computes them."""
+    if (past_key is None) != (past_value is None):
+        raise ConversionError("past_key and past_value must be given together")
+    if nonpad is not None and past_key is not None:
+        raise ConversionError("nonpad_kv_seqlen cannot be combined with past_key/past_value")
+    if qk_matmul_output_mode not in (0, 1, 2, 3):
+        raise ConversionError(f"qk_matmul_output_mode must be 0, 1, 2 or 3, got {qk_matmul_output_mode}")
+    if is_causal not in (0, 1):
+        raise ConversionError(f"attribute is_causal must be 0 or 1, got {is_causal}")
+    if any(w < -1 for w in window):
+        raise ConversionError(f"left_window_size/right_window_size must be -1 or >= 0, got {window}")
+    three_d = len(_shape(q)) == 3
+    q, k, v = _heads_4d(q, k, v, q_num_heads, kv_num_heads)
+    dtype = q.type.dtype
+    past_len = 0 if past_key is None else _shape(past_key)[2]
+    present_key, present_value = _with_past(k, past_key, "key"), _with_past(v, past_value, "value")
+    root = const(math.sqrt(1.0 / math.sqrt(_shape(q)[3]) if scale is None else scale), dtype)
+    key_t = _transpose(_binary("multiply", present_key, root), (0, 1, 3, 2))
+    scores = _grouped_matmul(_binary("multiply", q, root), key_t)
+    if softcap > 0:  # before the mask, so that -inf stays -inf
+        cap = const(softcap, dtype)
+        scores = _binary("multiply", fold("tanh", _binary("divide", scores, cap)), cap)
+    bias = _attention_bias(q, present_key, attn_mask, nonpad, is_causal, window, past_len)
+    biased = _add(scores, bias)
+    # mode 0 is "the output of qk matmul" in the schema; the reference returns it after softcap, as mode 1
+    qk_out = biased if qk_matmul_output_mode == 2 else scores
+    precision = dtype if softmax_precision is None else _float_dtype(softmax_precision, "softmax_precision")
+    probs = _zero_masked_rows(fold("nn.softmax", _cast(biased, precision), axis=3), bias)
+    if qk_matmul_output_mode == 3:
+        qk_out = probs
+    y = _grouped_matmul(_cast(probs, dtype), present_value)
+    if three_d:
+        b, h, s, d = _shape(y)
+        y = _reshape(_transpose(y, (0, 2, 1, 3)), (b, s, h * d))
+    return y, present_key, present_value, _cast(qk_out, dtype)
+
+
+@converter("Attention", since=23)
+def attention_v23(q, k, v, attn_mask=None, past_key=None, past_value=None, *, is_causal=0, kv_num_heads=None,
+                  q_num_heads=None, qk_matmul_output_mode=0, scale=None, softcap=0.0, softmax_precision=None):
+    return _attention(q, k, v, attn_mask, past_key, past_value, None, is_causal=is_causal,
+                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
+                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
+                      softmax_precision=softmax_precision)
+
+
+@converter("Attention", since=24)
+def attention_v24(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *, is_causal=0,
+                  kv_num_heads=None, q_num_heads=None, qk_matmul_output_mode=0, scale=None, softcap=0.0,
+                  softmax_precision=None):
+    return _attention(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal=is_causal,
+                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
+                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
+                      softmax_precision=softmax_precision)
+
+
+@converter("Attention", since=25)
+def attention_v25(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpad_kv_seqlen=None, *, is_causal=0,
+                  kv_num_heads=None, q_num_heads=None, qk_matmul_output_mode=0, scale=None, softcap=0.0,
+                  softmax_precision=None, left_window_size=-1, right_window_size=-1):
+    if len(_shape(q)) == 4 and (q_num_heads is not None or kv_num_heads is not None):
+        raise ConversionError("q_num_heads and kv_num_heads must not be given for 4-D inputs (Attention-25)")
+    return _attention(q, k, v, attn_mask, past_key, past_value, nonpad_kv_seqlen, is_causal=is_causal,
+                      kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
+                      qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
+                      softmax_precision=softmax_precision, window=(left_window_size, right_window_size))
