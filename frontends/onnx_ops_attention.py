@@ -247,3 +247,109 @@ def attention_v25(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpa
                       kv_num_heads=kv_num_heads, q_num_heads=q_num_heads,
                       qk_matmul_output_mode=qk_matmul_output_mode, scale=scale, softcap=softcap,
                       softmax_precision=softmax_precision, window=(left_window_size, right_window_size))
+
+
+# ---- normalization and activations ----
+
+@converter("RMSNormalization", since=23)
+def rms_norm(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+    """x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon) * scale, computed in stash_type (float32 by
+    default) and cast back to x's dtype."""
+    if not is_float(x.type.dtype) or scale.type.dtype != x.type.dtype:
+        raise ConversionError(f"X and scale must have one float dtype, got {x.type.dtype} and {scale.type.dtype}")
+    ndim = len(_shape(x))
+    axis = _axis(axis, ndim)
+    normalized = _shape(x)[axis:]
+    if len(_shape(scale)) > len(normalized) or np.broadcast_shapes(_shape(scale), normalized) != normalized:
+        raise ConversionError(f"scale of shape {_shape(scale)} does not broadcast to the normalized shape "
+                              f"{normalized} (X {_shape(x)}, axis {axis})")
+    stash = _float_dtype(stash_type, "stash_type")
+    xs = _cast(x, stash)
+    mean_square = fold("mean", _binary("multiply", xs, xs), axes=tuple(range(axis, ndim)), keepdims=True)
+    inv_rms = fold("reciprocal", fold("sqrt", _binary("add", mean_square, const(epsilon, stash))))
+    return _cast(_binary("multiply", _binary("multiply", xs, inv_rms), _cast(scale, stash)), x.type.dtype)
+
+
+def _swish(x: Expr, alpha: float) -> Expr:
+    scaled = x if alpha == 1.0 else _binary("multiply", x, const(alpha, x.type.dtype))
+    return _binary("multiply", x, fold("sigmoid", scaled))
+
+
+@converter("Swish", since=24)
+def swish(x, *, alpha=1.0):
+    """x * sigmoid(alpha * x)."""
+    if not is_float(x.type.dtype):
+        raise ConversionError(f"Swish needs a float input, got {x.type.dtype}")
+    return _swish(x, float(alpha))
+
+
+@converter("SwiGLU", since=28)
+def swiglu(a, b, *, alpha=1.0):
+    """Swish(A, alpha) * B, A and B of one shape and dtype (no broadcasting, as the schema says)."""
+    if _shape(a) != _shape(b) or a.type.dtype != b.type.dtype or not is_float(a.type.dtype):
+        raise ConversionError(f"A and B must have one shape and float dtype, got {_shape(a)} {a.type.dtype} and "
+                              f"{_shape(b)} {b.type.dtype}")
+    return _binary("multiply", _swish(a, float(alpha)), b)
+
+
+# ---- RotaryEmbedding ----
+
+def _last_axis(x: Expr, begin: int, end: int, step: int = 1) -> Expr:
+    return fold("strided_slice", x, begin=(begin,), end=(end,), strides=(step,), axes=(len(_shape(x)) - 1,))
+
+
+def _rotary_cache(cache: Expr, position_ids: Expr | None, batch: int, seq: int, half: int, what: str) -> Expr:
+    """cos_cache/sin_cache as [batch, seq, half]: gathered at position_ids, or given so."""
+    if position_ids is not None:
+        if len(_shape(cache)) != 2 or _shape(position_ids) != (batch, seq):
+            raise ConversionError(f"with position_ids {_shape(position_ids)}, {what} must be 2-D "
+                                  f"[max_position, {half}] and position_ids [batch={batch}, seq={seq}], got "
+                                  f"{_shape(cache)}")
+        cache = fold("take", cache, position_ids, axis=0)
+    if _shape(cache) != (batch, seq, half):
+        raise ConversionError(f"{what} must be [batch={batch}, seq={seq}, rotary_embedding_dim / 2={half}], got "
+                              f"{_shape(cache)}")
+    return cache
+
+
+@converter("RotaryEmbedding", since=23)
+def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=None,
+                     rotary_embedding_dim=0):
+    """Rotates the first rotary_embedding_dim features of each head: pairs (x1, x2) = halves (or, interleaved,
+    even/odd features) -> (cos x1 - sin x2, sin x1 + cos x2); the other features pass through. X is
+    [batch, heads, seq, head_size] or [batch, seq, heads * head_size] (num_heads given); it is worked on in its
+    own layout, the caches broadcast over the heads."""
+    shape, dtype = _shape(x), x.type.dtype
+    if len(shape) == 4:
+        batch, _, seq, head = shape
+        xh = x
+    elif len(shape) == 3:
+        if not num_heads or shape[2] % num_heads:
+            raise ConversionError(f"a 3-D X {shape} needs num_heads dividing its hidden size, got {num_heads}")
+        batch, seq, head = shape[0], shape[1], shape[2] // num_heads
+        xh = _reshape(x, (batch, seq, num_heads, head))
+    else:
+        raise ConversionError(f"X must be 3-D or 4-D, got shape {shape}")
+    rot = rotary_embedding_dim or head
+    if rot > head or rot % 2:
+        raise ConversionError(f"rotary_embedding_dim={rot} must be even and at most the head size {head}")
+    half = rot // 2
+    cache_shape = (batch, 1, seq, half) if len(shape) == 4 else (batch, seq, 1, half)
+    cos, sin = (_reshape(_cast(_rotary_cache(c, position_ids, batch, seq, half, name), dtype), cache_shape)
+                for c, name in ((cos_cache, "cos_cache"), (sin_cache, "sin_cache")))
+    if interleaved:
+        x1, x2 = _last_axis(xh, 0, rot, 2), _last_axis(xh, 1, rot, 2)
+    else:
+        x1, x2 = _last_axis(xh, 0, half), _last_axis(xh, half, rot)
+    real = _binary("subtract", _binary("multiply", cos, x1), _binary("multiply", sin, x2))
+    imag = _binary("add", _binary("multiply", sin, x1), _binary("multiply", cos, x2))
+    nd = len(_shape(xh))
+    if interleaved:
+        pairs = fold("concatenate", _reshape(real, _shape(real) + (1,)), _reshape(imag, _shape(imag) + (1,)),
+                     axis=nd)
+        rotated = _reshape(pairs, _shape(real)[:-1] + (rot,))
+    else:
+        rotated = fold("concatenate", real, imag, axis=nd - 1)
+    if rot < head:
+        rotated = fold("concatenate", rotated, _last_axis(xh, rot, head), axis=nd - 1)
+    return _reshape(rotated, shape)
