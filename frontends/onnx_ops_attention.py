@@ -251,6 +251,13 @@ def attention_v25(q, k, v, attn_mask=None, past_key=None, past_value=None, nonpa
 
 # ---- normalization and activations ----
 
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """numpy broadcasting of shape to target leaves target unchanged."""
+    if len(shape) > len(target):
+        return False
+    return all(s in (1, t) for s, t in zip(shape[::-1], target[::-1]))
+
+
 @converter("RMSNormalization", since=23)
 def rms_norm(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     """x / sqrt(mean(x^2 over the axes from `axis` on) + epsilon) * scale, computed in stash_type (float32 by
@@ -260,7 +267,7 @@ def rms_norm(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     ndim = len(_shape(x))
     axis = _axis(axis, ndim)
     normalized = _shape(x)[axis:]
-    if len(_shape(scale)) > len(normalized) or np.broadcast_shapes(_shape(scale), normalized) != normalized:
+    if not _broadcasts_to(_shape(scale), normalized):
         raise ConversionError(f"scale of shape {_shape(scale)} does not broadcast to the normalized shape "
                               f"{normalized} (X {_shape(x)}, axis {axis})")
     stash = _float_dtype(stash_type, "stash_type")
