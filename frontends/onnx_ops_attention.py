@@ -360,3 +360,38 @@ def rotary_embedding(x, cos_cache, sin_cache, position_ids=None, *, interleaved=
     if rot < head:
         rotated = fold("concatenate", rotated, _last_axis(xh, rot, head), axis=nd - 1)
     return _reshape(rotated, shape)
+
+
+# ---- CausalConvWithState ----
+
+@converter("CausalConvWithState", since=27)
+def causal_conv_with_state(x, weight, bias=None, past_state=None, *, activation="none"):
+    """A causal depthwise 1-D convolution over [batch, channels, time]: the k - 1 previous positions (past_state,
+    or zeros) are prepended; outputs (the convolution, optionally SiLU'd; present_state = the last k - 1
+    positions). Built as a depthwise conv2d over a height of 1."""
+    if activation not in ("none", "silu", "swish"):
+        raise ConversionError(f"activation must be 'none', 'silu' or 'swish', got {activation!r}")
+    if len(_shape(x)) != 3 or len(_shape(weight)) != 3:
+        raise ConversionError(f"input and weight must be 3-D, got {_shape(x)} and {_shape(weight)}")
+    (batch, channels, length), k, dtype = _shape(x), _shape(weight)[2], x.type.dtype
+    if _shape(weight)[:2] != (channels, 1) or weight.type.dtype != dtype:
+        raise ConversionError(f"weight must be [channels={channels}, 1, k] of {dtype}, got {_shape(weight)} "
+                              f"{weight.type.dtype}")
+    if past_state is None:
+        past_state = fold("broadcast_to", const(0.0, dtype), shape=(batch, channels, k - 1)) if k > 1 else None
+    elif _shape(past_state) != (batch, channels, k - 1) or past_state.type.dtype != dtype:
+        raise ConversionError(f"past_state must be [batch={batch}, channels={channels}, k - 1={k - 1}] of {dtype}, "
+                              f"got {_shape(past_state)} {past_state.type.dtype}")
+    padded = x if past_state is None else fold("concatenate", past_state, x, axis=2)
+    y = fold("nn.conv2d", _reshape(padded, (batch, channels, 1, length + k - 1)),
+             _reshape(weight, (channels, 1, 1, k)), groups=channels)
+    y = _reshape(y, (batch, channels, length))
+    if bias is not None:
+        if _shape(bias) != (channels,) or bias.type.dtype != dtype:
+            raise ConversionError(f"bias must be [channels={channels}] of {dtype}, got {_shape(bias)}")
+        y = _binary("add", y, _reshape(bias, (channels, 1)))
+    if activation != "none":  # 16-bit outputs: the SiLU in float32 from the rounded convolution (as the reference)
+        y = _cast(_swish(_cast(y, "float32" if dtype in ("float16", "bfloat16") else dtype), 1.0), dtype)
+    if k == 1:
+        return (y,)  # present_state would be empty: zero-size tensors are not supported (refused if used)
+    return y, _last_axis(padded, length, length + k - 1)

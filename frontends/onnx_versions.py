@@ -112,6 +112,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "RotaryEmbedding": (23,),  # 3-D (num_heads) or 4-D, interleaved, rotary_embedding_dim, position_ids
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
+    "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
 }
 
 

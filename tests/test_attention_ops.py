@@ -140,3 +140,10 @@ def test_swish_and_swiglu_with_alpha():
               feeds_of(m, np.random.default_rng(6)))
     with pytest.raises(OnnxImportError, match="one shape and float dtype"):
         from_onnx(make_model("SwiGLU", [("a", F, [3, 7]), ("b", F, [1, 7])], ["y"], {}, 28))
+
+
+@pytest.mark.parametrize("activation, with_state", [("none", True), ("silu", False)])
+def test_causal_conv_with_state(activation, with_state):
+    inputs = [("x", F, [2, 3, 5]), ("w", F, [3, 1, 3]), ("b", F, [3])] + ([("s", F, [2, 3, 2])] if with_state else [])
+    model = make_model("CausalConvWithState", inputs, ["y", "state"], dict(activation=activation), 27)
+    three_way(model, feeds_of(model, np.random.default_rng(7)))
