@@ -105,6 +105,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "ReduceMin": (1, 11, 12, 13, 18, 20),  # as ReduceMax
     "LayerNormalization": (17,),  # Mean/InvStdDev outputs handled; stash_type: computed in float32 anyway
     "Gelu": (20,),  # approximate "none" / "tanh"
+    # ---- transformer ops of recent opsets (frontends/onnx_ops_attention.py, issue 12 attention group)
+    "Attention": (23, 24, 25),  # 24: nonpad_kv_seqlen input (key padding, per-batch causal offset); 25:
+    #   left/right_window_size (sliding window), q/kv_num_heads refused for 4-D inputs
+    "RMSNormalization": (23,),  # stash_type: any float type (computed in it, cast back)
+    "RotaryEmbedding": (23,),  # 3-D (num_heads) or 4-D, interleaved, rotary_embedding_dim, position_ids
+    "Swish": (24,),
+    "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
+    "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
 }
 
 
