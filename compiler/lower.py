@@ -67,8 +67,11 @@ class _Lowering:
                 st = self.state.stage_of(node.tensor)
                 if st is not None and st.loc.is_inline:
                     idx = [self.expand_inline(i) for i in node.indices]
-                    body = te.substitute_vars(st.op.body, {ax.var: i for ax, i in zip(st.op.axes, idx)})
-                    return self.expand_inline(body)
+                    body = self.expand_inline(te.substitute_vars(st.op.body, dict(zip((ax.var for ax in st.op.axes),
+                                                                                      idx))))
+                    if st.op.dtype in ("float16", "bfloat16"):  # rounded as if stored: inlining changes no result
+                        body = te.Cast(st.op.dtype, te.Cast("float32", body))
+                    return body
             return None
         return te.substitute(expr, fn)
 

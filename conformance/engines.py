@@ -77,7 +77,8 @@ def _compare_one(want, got, rtol, atol) -> str | None:
         return f"shape {got.shape}, expected {want.shape}"
     if got.dtype != want.dtype:
         return f"dtype {got.dtype}, expected {want.dtype}"
-    if want.dtype.name == "bfloat16":  # ml_dtypes' (numpy kind 'V'): compared as floats, so that NaN matches NaN
+    dtype = want.dtype.name
+    if dtype == "bfloat16":  # ml_dtypes' (numpy kind 'V'): compared as floats, so that NaN matches NaN
         want, got = want.astype(np.float32), got.astype(np.float32)
     if want.dtype.kind not in "fc":
         bad = int(np.sum(got != want))
@@ -86,8 +87,26 @@ def _compare_one(want, got, rtol, atol) -> str | None:
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError as e:
         detail = " ".join(line.strip() for line in str(e).splitlines() if line.strip().startswith(("Mism", "Max")))
+        if dtype in _MANTISSA_BITS:
+            detail += f" (at most {ulps(want, got, dtype)} ulp of {dtype})"
         return detail or "values differ"
     return None
+
+
+_MANTISSA_BITS = {"float16": 10, "bfloat16": 7}  # explicit mantissa bits of the 16-bit float types
+
+
+def ulps(want: np.ndarray, got: np.ndarray, dtype: str) -> int:
+    """The largest distance |got - want| over the finite elements, in units in the last place of `dtype` (a
+    16-bit float type) at each expected value."""
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    finite = np.isfinite(w) & np.isfinite(g)
+    if not finite.any():
+        return 0
+    w, g = w[finite], g[finite]
+    tiny = {"float16": -14, "bfloat16": -126}[dtype]  # subnormals share the smallest normal's spacing
+    exponent = np.maximum(np.floor(np.log2(np.maximum(np.abs(w), 2.0 ** tiny))), tiny)
+    return int(np.ceil(np.max(np.abs(g - w) / 2.0 ** (exponent - _MANTISSA_BITS[dtype]))))
 
 
 def run_relayish(case) -> CaseResult:

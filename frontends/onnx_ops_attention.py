@@ -195,23 +195,35 @@ def _attention(q, k, v, attn_mask, past_key, past_value, nonpad, *, is_causal, k
     three_d = len(_shape(q)) == 3
     q, k, v = _heads_4d(q, k, v, q_num_heads, kv_num_heads)
     dtype = q.type.dtype
+    if dtype == "bfloat16":
+        raise ConversionError("Attention on bfloat16 is not supported: relayish attends in float32 and rounds the "
+                              "output once, which differs from ONNX's reference (every step rounded to bfloat16) by "
+                              "one unit in the last place; cast Q, K and V to float32 or float16")
     past_len = 0 if past_key is None else _shape(past_key)[2]
     present_key, present_value = _with_past(k, past_key, "key"), _with_past(v, past_value, "value")
-    root = const(math.sqrt(1.0 / math.sqrt(_shape(q)[3]) if scale is None else scale), dtype)
-    key_t = _transpose(_binary("multiply", present_key, root), (0, 1, 3, 2))
+    if attn_mask is not None and attn_mask.type.dtype not in ("bool", dtype):
+        raise ConversionError(f"a float attn_mask must have Q's dtype {dtype}, got {attn_mask.type.dtype}")
+    # 16-bit inputs are attended in float32 and Y rounded once (as onnxruntime does): rounding every intermediate
+    # as the reference does would double the error, and the reference's own rounding cannot be matched bit for bit
+    compute = "float32" if dtype in ("float16", "bfloat16") else dtype
+    q, keys, values = _cast(q, compute), _cast(present_key, compute), _cast(present_value, compute)
+    if attn_mask is not None and attn_mask.type.dtype != "bool":
+        attn_mask = _cast(attn_mask, compute)
+    root = const(math.sqrt(1.0 / math.sqrt(_shape(q)[3]) if scale is None else scale), compute)
+    key_t = _transpose(_binary("multiply", keys, root), (0, 1, 3, 2))
     scores = _grouped_matmul(_binary("multiply", q, root), key_t)
     if softcap > 0:  # before the mask, so that -inf stays -inf
-        cap = const(softcap, dtype)
+        cap = const(softcap, compute)
         scores = _binary("multiply", fold("tanh", _binary("divide", scores, cap)), cap)
-    bias = _attention_bias(q, present_key, attn_mask, nonpad, is_causal, window, past_len)
+    bias = _attention_bias(q, keys, attn_mask, nonpad, is_causal, window, past_len)
     biased = _add(scores, bias)
     # mode 0 is "the output of qk matmul" in the schema; the reference returns it after softcap, as mode 1
     qk_out = biased if qk_matmul_output_mode == 2 else scores
-    precision = dtype if softmax_precision is None else _float_dtype(softmax_precision, "softmax_precision")
+    precision = compute if softmax_precision is None else _float_dtype(softmax_precision, "softmax_precision")
     probs = _zero_masked_rows(fold("nn.softmax", _cast(biased, precision), axis=3), bias)
     if qk_matmul_output_mode == 3:
         qk_out = probs
-    y = _grouped_matmul(_cast(probs, dtype), present_value)
+    y = _cast(_grouped_matmul(_cast(probs, compute), values), dtype)
     if three_d:
         b, h, s, d = _shape(y)
         y = _reshape(_transpose(y, (0, 2, 1, 3)), (b, s, h * d))
@@ -383,13 +395,16 @@ def causal_conv_with_state(x, weight, bias=None, past_state=None, *, activation=
         raise ConversionError(f"past_state must be [batch={batch}, channels={channels}, k - 1={k - 1}] of {dtype}, "
                               f"got {_shape(past_state)} {past_state.type.dtype}")
     padded = x if past_state is None else fold("concatenate", past_state, x, axis=2)
-    y = fold("nn.conv2d", _reshape(padded, (batch, channels, 1, length + k - 1)),
-             _reshape(weight, (channels, 1, 1, k)), groups=channels)
+    # 16-bit inputs: the convolution and its bias in float32, rounded once (as the reference)
+    compute = "float32" if dtype in ("float16", "bfloat16") else dtype
+    y = fold("nn.conv2d", _cast(_reshape(padded, (batch, channels, 1, length + k - 1)), compute),
+             _cast(_reshape(weight, (channels, 1, 1, k)), compute), groups=channels)
     y = _reshape(y, (batch, channels, length))
     if bias is not None:
         if _shape(bias) != (channels,) or bias.type.dtype != dtype:
             raise ConversionError(f"bias must be [channels={channels}] of {dtype}, got {_shape(bias)}")
-        y = _binary("add", y, _reshape(bias, (channels, 1)))
+        y = _binary("add", y, _cast(_reshape(bias, (channels, 1)), compute))
+    y = _cast(y, dtype)
     if activation != "none":  # 16-bit outputs: the SiLU in float32 from the rounded convolution (as the reference)
         y = _cast(_swish(_cast(y, "float32" if dtype in ("float16", "bfloat16") else dtype), 1.0), dtype)
     if k == 1:

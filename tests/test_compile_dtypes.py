@@ -138,6 +138,27 @@ def test_float64_to_float16_rounds_once():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_sums_accumulate_in_float32_and_fused_ops_round_between(dtype):
+    # (a * 3) @ b over k = 512 with the multiply fused into the matmul: a 16-bit accumulator would be off by
+    # many ulp; the product a * 3 must round to 16 bits before it is summed, as when it is stored
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 512)).astype(numpy_dtype(dtype))
+    b = rng.standard_normal((512, 8)).astype(numpy_dtype(dtype))
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["a", "three"], ["a3"]), helper.make_node("MatMul", ["a3", "b"], ["y"])], "mm",
+        [helper.make_tensor_value_info("a", elem(dtype), (4, 512)), helper.make_tensor_value_info("b", elem(dtype), (512, 8))],
+        [helper.make_tensor_value_info("y", elem(dtype), (4, 8))],
+        [helper.make_tensor("three", elem(dtype), (), np.array(3.0, numpy_dtype(dtype)).reshape(()).tobytes(), raw=True)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    ours = compile_model(model).run(None, {"a": a, "b": b})[0]
+    a3 = (a.astype(np.float32) * 3).astype(numpy_dtype(dtype)).astype(np.float32)
+    ref = (a3.astype(np.float64) @ b.astype(np.float64)).astype(np.float32).astype(numpy_dtype(dtype))
+    # float32 accumulation rounds a little differently from float64's: equal, or one ulp apart
+    step = np.abs(ref.astype(np.float32)) * 2.0 ** -(10 if dtype == "float16" else 7)
+    assert np.all(np.abs(ours.astype(np.float32) - ref.astype(np.float32)) <= step)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("op", ["Add", "Mul", "Div", "Max"])
 def test_half_types_compute_in_float32_and_round_once(op, dtype):
     rng = np.random.default_rng(1)

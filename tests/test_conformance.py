@@ -27,34 +27,55 @@ EXPECTED_FAILURES = [
       "test_cast_FLOAT8E5M2FNUZ_to_FLOAT", "test_cast_FLOAT8E5M2FNUZ_to_FLOAT16", "test_cast_FLOAT8E5M2_to_FLOAT",
       "test_cast_FLOAT8E5M2_to_FLOAT16", "test_cast_INT2_to_FLOAT", "test_cast_INT2_to_FLOAT16",
       "test_cast_INT2_to_INT8", "test_cast_INT4_to_FLOAT", "test_cast_INT4_to_FLOAT16", "test_cast_INT4_to_INT8",
-      "test_cast_UINT2_to_FLOAT", "test_cast_UINT2_to_FLOAT16", "test_cast_UINT2_to_UINT8", "test_cast_UINT4_to_FLOAT",
-      "test_cast_UINT4_to_FLOAT16", "test_cast_UINT4_to_UINT8", "test_cast_e8m0_FLOAT8E8M0_to_FLOAT",
-      "test_cast_e8m0_FLOAT8E8M0_to_FLOAT16", "test_castlike_FLOAT16_to_FLOAT4E2M1_expanded",
+      "test_cast_UINT2_to_FLOAT", "test_cast_UINT2_to_FLOAT16", "test_cast_UINT2_to_UINT8",
+      "test_cast_UINT4_to_FLOAT", "test_cast_UINT4_to_FLOAT16", "test_cast_UINT4_to_UINT8",
+      "test_cast_e8m0_FLOAT8E8M0_to_FLOAT", "test_cast_e8m0_FLOAT8E8M0_to_FLOAT16",
+      "test_castlike_FLOAT16_to_FLOAT4E2M1", "test_castlike_FLOAT16_to_FLOAT4E2M1_expanded",
+      "test_castlike_FLOAT16_to_FLOAT8E4M3FN", "test_castlike_FLOAT16_to_FLOAT8E4M3FNUZ",
       "test_castlike_FLOAT16_to_FLOAT8E4M3FNUZ_expanded", "test_castlike_FLOAT16_to_FLOAT8E4M3FN_expanded",
+      "test_castlike_FLOAT16_to_FLOAT8E5M2", "test_castlike_FLOAT16_to_FLOAT8E5M2FNUZ",
       "test_castlike_FLOAT16_to_FLOAT8E5M2FNUZ_expanded", "test_castlike_FLOAT16_to_FLOAT8E5M2_expanded",
-      "test_castlike_FLOAT16_to_INT2_expanded", "test_castlike_FLOAT16_to_INT4_expanded",
-      "test_castlike_FLOAT16_to_UINT2_expanded", "test_castlike_FLOAT16_to_UINT4_expanded",
-      "test_castlike_FLOAT4E2M1_to_FLOAT16_expanded", "test_castlike_FLOAT4E2M1_to_FLOAT_expanded",
-      "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT16_expanded", "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT_expanded",
-      "test_castlike_FLOAT8E4M3FN_to_FLOAT16_expanded", "test_castlike_FLOAT8E4M3FN_to_FLOAT_expanded",
-      "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16_expanded", "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT_expanded",
-      "test_castlike_FLOAT8E5M2_to_FLOAT16_expanded", "test_castlike_FLOAT8E5M2_to_FLOAT_expanded",
-      "test_castlike_FLOAT_to_FLOAT4E2M1_expanded", "test_castlike_FLOAT_to_FLOAT8E4M3FNUZ_expanded",
-      "test_castlike_FLOAT_to_FLOAT8E4M3FN_expanded", "test_castlike_FLOAT_to_FLOAT8E5M2FNUZ_expanded",
-      "test_castlike_FLOAT_to_FLOAT8E5M2_expanded", "test_castlike_FLOAT_to_INT2_expanded",
-      "test_castlike_FLOAT_to_INT4_expanded", "test_castlike_FLOAT_to_UINT2_expanded",
-      "test_castlike_FLOAT_to_UINT4_expanded", "test_castlike_INT2_to_FLOAT16_expanded",
-      "test_castlike_INT2_to_FLOAT_expanded", "test_castlike_INT2_to_INT8_expanded",
-      "test_castlike_INT4_to_FLOAT16_expanded", "test_castlike_INT4_to_FLOAT_expanded",
-      "test_castlike_INT4_to_INT8_expanded", "test_castlike_UINT2_to_FLOAT16_expanded",
-      "test_castlike_UINT2_to_FLOAT_expanded", "test_castlike_UINT2_to_UINT8_expanded",
-      "test_castlike_UINT4_to_FLOAT16_expanded", "test_castlike_UINT4_to_FLOAT_expanded",
-      "test_castlike_UINT4_to_UINT8_expanded", "test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ_expanded",
+      "test_castlike_FLOAT16_to_INT2", "test_castlike_FLOAT16_to_INT2_expanded", "test_castlike_FLOAT16_to_INT4",
+      "test_castlike_FLOAT16_to_INT4_expanded", "test_castlike_FLOAT16_to_UINT2",
+      "test_castlike_FLOAT16_to_UINT2_expanded", "test_castlike_FLOAT16_to_UINT4",
+      "test_castlike_FLOAT16_to_UINT4_expanded", "test_castlike_FLOAT4E2M1_to_FLOAT",
+      "test_castlike_FLOAT4E2M1_to_FLOAT16", "test_castlike_FLOAT4E2M1_to_FLOAT16_expanded",
+      "test_castlike_FLOAT4E2M1_to_FLOAT_expanded", "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT",
+      "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT16", "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT16_expanded",
+      "test_castlike_FLOAT8E4M3FNUZ_to_FLOAT_expanded", "test_castlike_FLOAT8E4M3FN_to_FLOAT",
+      "test_castlike_FLOAT8E4M3FN_to_FLOAT16", "test_castlike_FLOAT8E4M3FN_to_FLOAT16_expanded",
+      "test_castlike_FLOAT8E4M3FN_to_FLOAT_expanded", "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT",
+      "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16", "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16_expanded",
+      "test_castlike_FLOAT8E5M2FNUZ_to_FLOAT_expanded", "test_castlike_FLOAT8E5M2_to_FLOAT",
+      "test_castlike_FLOAT8E5M2_to_FLOAT16", "test_castlike_FLOAT8E5M2_to_FLOAT16_expanded",
+      "test_castlike_FLOAT8E5M2_to_FLOAT_expanded", "test_castlike_FLOAT_to_FLOAT4E2M1",
+      "test_castlike_FLOAT_to_FLOAT4E2M1_expanded", "test_castlike_FLOAT_to_FLOAT8E4M3FN",
+      "test_castlike_FLOAT_to_FLOAT8E4M3FNUZ", "test_castlike_FLOAT_to_FLOAT8E4M3FNUZ_expanded",
+      "test_castlike_FLOAT_to_FLOAT8E4M3FN_expanded", "test_castlike_FLOAT_to_FLOAT8E5M2",
+      "test_castlike_FLOAT_to_FLOAT8E5M2FNUZ", "test_castlike_FLOAT_to_FLOAT8E5M2FNUZ_expanded",
+      "test_castlike_FLOAT_to_FLOAT8E5M2_expanded", "test_castlike_FLOAT_to_INT2",
+      "test_castlike_FLOAT_to_INT2_expanded", "test_castlike_FLOAT_to_INT4", "test_castlike_FLOAT_to_INT4_expanded",
+      "test_castlike_FLOAT_to_UINT2", "test_castlike_FLOAT_to_UINT2_expanded", "test_castlike_FLOAT_to_UINT4",
+      "test_castlike_FLOAT_to_UINT4_expanded", "test_castlike_INT2_to_FLOAT", "test_castlike_INT2_to_FLOAT16",
+      "test_castlike_INT2_to_FLOAT16_expanded", "test_castlike_INT2_to_FLOAT_expanded", "test_castlike_INT2_to_INT8",
+      "test_castlike_INT2_to_INT8_expanded", "test_castlike_INT4_to_FLOAT", "test_castlike_INT4_to_FLOAT16",
+      "test_castlike_INT4_to_FLOAT16_expanded", "test_castlike_INT4_to_FLOAT_expanded", "test_castlike_INT4_to_INT8",
+      "test_castlike_INT4_to_INT8_expanded", "test_castlike_UINT2_to_FLOAT", "test_castlike_UINT2_to_FLOAT16",
+      "test_castlike_UINT2_to_FLOAT16_expanded", "test_castlike_UINT2_to_FLOAT_expanded",
+      "test_castlike_UINT2_to_UINT8", "test_castlike_UINT2_to_UINT8_expanded", "test_castlike_UINT4_to_FLOAT",
+      "test_castlike_UINT4_to_FLOAT16", "test_castlike_UINT4_to_FLOAT16_expanded",
+      "test_castlike_UINT4_to_FLOAT_expanded", "test_castlike_UINT4_to_UINT8",
+      "test_castlike_UINT4_to_UINT8_expanded", "test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN",
+      "test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ",
+      "test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ_expanded",
       "test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN_expanded",
+      "test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2", "test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ",
       "test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ_expanded",
-      "test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2_expanded",
+      "test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2_expanded", "test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN",
+      "test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ",
       "test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ_expanded",
-      "test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN_expanded",
+      "test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN_expanded", "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2",
+      "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ",
       "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded",
       "test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded", "test_equal_string", "test_equal_string_broadcast"]),
     (r"casting to (float8|float4|u?int4|u?int2)\w* is not supported",
@@ -79,21 +100,41 @@ EXPECTED_FAILURES = [
      "a shape, axes, sizes, bounds or k input given at run time (Expand's shape, Reduce* axes, Slice bounds, Split "
      "sizes, Range's limits, Trilu's k): shapes are static, so such inputs must be constants folded at import",
      ["test_constantofshape_float_ones", "test_constantofshape_int_shape_zero", "test_constantofshape_int_zeros",
-      "test_expand_dim_changed", "test_expand_dim_unchanged", "test_range_bfloat16_type_positive_delta",
+      "test_expand_dim_changed", "test_expand_dim_unchanged", "test_layer_normalization_2d_axis_negative_1_expanded",
+      "test_layer_normalization_2d_axis_negative_1_expanded_ver18",
+      "test_layer_normalization_3d_axis_negative_1_epsilon_expanded",
+      "test_layer_normalization_3d_axis_negative_1_epsilon_expanded_ver18",
+      "test_layer_normalization_3d_axis_negative_2_epsilon_expanded",
+      "test_layer_normalization_3d_axis_negative_2_epsilon_expanded_ver18",
+      "test_layer_normalization_4d_axis_negative_1_expanded",
+      "test_layer_normalization_4d_axis_negative_1_expanded_ver18",
+      "test_layer_normalization_4d_axis_negative_2_expanded",
+      "test_layer_normalization_4d_axis_negative_2_expanded_ver18",
+      "test_layer_normalization_4d_axis_negative_3_expanded",
+      "test_layer_normalization_4d_axis_negative_3_expanded_ver18", "test_layer_normalization_default_axis_expanded",
+      "test_layer_normalization_default_axis_expanded_ver18", "test_range_bfloat16_type_positive_delta",
       "test_range_float16_type_positive_delta", "test_range_float_type_positive_delta",
       "test_range_int32_type_negative_delta", "test_reduce_l1_do_not_keepdims_example_expanded",
       "test_reduce_l1_do_not_keepdims_random_expanded", "test_reduce_l1_keep_dims_example_expanded",
       "test_reduce_l1_keep_dims_random_expanded", "test_reduce_l1_negative_axes_keep_dims_example_expanded",
-      "test_reduce_l1_negative_axes_keep_dims_random_expanded", "test_reduce_log_sum_asc_axes_expanded",
-      "test_reduce_log_sum_desc_axes_expanded", "test_reduce_log_sum_negative_axes_expanded",
+      "test_reduce_l1_negative_axes_keep_dims_random_expanded", "test_reduce_l2_do_not_keepdims_example_expanded",
+      "test_reduce_l2_do_not_keepdims_random_expanded", "test_reduce_l2_keep_dims_example_expanded",
+      "test_reduce_l2_keep_dims_random_expanded", "test_reduce_l2_negative_axes_keep_dims_example_expanded",
+      "test_reduce_l2_negative_axes_keep_dims_random_expanded", "test_reduce_log_sum_asc_axes_expanded",
+      "test_reduce_log_sum_desc_axes_expanded", "test_reduce_log_sum_exp_do_not_keepdims_example_expanded",
+      "test_reduce_log_sum_exp_do_not_keepdims_random_expanded", "test_reduce_log_sum_exp_keepdims_example_expanded",
+      "test_reduce_log_sum_exp_keepdims_random_expanded",
+      "test_reduce_log_sum_exp_negative_axes_keepdims_example_expanded",
+      "test_reduce_log_sum_exp_negative_axes_keepdims_random_expanded", "test_reduce_log_sum_negative_axes_expanded",
       "test_reduce_max_bool_inputs", "test_reduce_max_do_not_keepdims_example",
-      "test_reduce_max_do_not_keepdims_random", "test_reduce_max_keepdims_example", "test_reduce_max_keepdims_random",
-      "test_reduce_max_negative_axes_keepdims_example", "test_reduce_max_negative_axes_keepdims_random",
-      "test_reduce_mean_do_not_keepdims_example", "test_reduce_mean_do_not_keepdims_random",
-      "test_reduce_mean_keepdims_example", "test_reduce_mean_keepdims_random",
-      "test_reduce_mean_negative_axes_keepdims_example", "test_reduce_mean_negative_axes_keepdims_random",
-      "test_reduce_min_bool_inputs", "test_reduce_min_do_not_keepdims_example",
-      "test_reduce_min_do_not_keepdims_random", "test_reduce_min_keepdims_example", "test_reduce_min_keepdims_random",
+      "test_reduce_max_do_not_keepdims_random", "test_reduce_max_keepdims_example",
+      "test_reduce_max_keepdims_random", "test_reduce_max_negative_axes_keepdims_example",
+      "test_reduce_max_negative_axes_keepdims_random", "test_reduce_mean_do_not_keepdims_example",
+      "test_reduce_mean_do_not_keepdims_random", "test_reduce_mean_keepdims_example",
+      "test_reduce_mean_keepdims_random", "test_reduce_mean_negative_axes_keepdims_example",
+      "test_reduce_mean_negative_axes_keepdims_random", "test_reduce_min_bool_inputs",
+      "test_reduce_min_do_not_keepdims_example", "test_reduce_min_do_not_keepdims_random",
+      "test_reduce_min_keepdims_example", "test_reduce_min_keepdims_random",
       "test_reduce_min_negative_axes_keepdims_example", "test_reduce_min_negative_axes_keepdims_random",
       "test_reduce_sum_do_not_keepdims_example", "test_reduce_sum_do_not_keepdims_random",
       "test_reduce_sum_keepdims_example", "test_reduce_sum_keepdims_random",
@@ -148,13 +189,31 @@ EXPECTED_FAILURES = [
     (r"zero-size tensors are not supported",
      "zero-size tensors (empty inputs, reductions over an empty set, empty slices or splits): every buffer has at "
      "least one element",
-     ["test_castlike_BFLOAT16_to_FLOAT_expanded", "test_castlike_DOUBLE_to_FLOAT16_expanded",
-      "test_castlike_DOUBLE_to_FLOAT_expanded", "test_castlike_FLOAT16_to_DOUBLE_expanded",
-      "test_castlike_FLOAT16_to_FLOAT_expanded", "test_castlike_FLOAT_to_BFLOAT16_expanded",
-      "test_castlike_FLOAT_to_DOUBLE_expanded", "test_castlike_FLOAT_to_FLOAT16_expanded",
-      "test_reduce_l1_default_axes_keepdims_example_expanded", "test_reduce_l1_default_axes_keepdims_random_expanded",
-      "test_reduce_l1_empty_set_expanded", "test_reduce_log_sum_default_expanded",
-      "test_reduce_log_sum_empty_set_expanded", "test_reduce_max_empty_set", "test_reduce_max_empty_set_bool",
+     ["test_castlike_BFLOAT16_to_FLOAT", "test_castlike_BFLOAT16_to_FLOAT_expanded", "test_castlike_DOUBLE_to_FLOAT",
+      "test_castlike_DOUBLE_to_FLOAT16", "test_castlike_DOUBLE_to_FLOAT16_expanded",
+      "test_castlike_DOUBLE_to_FLOAT_expanded", "test_castlike_FLOAT16_to_DOUBLE",
+      "test_castlike_FLOAT16_to_DOUBLE_expanded", "test_castlike_FLOAT16_to_FLOAT",
+      "test_castlike_FLOAT16_to_FLOAT_expanded", "test_castlike_FLOAT_to_BFLOAT16",
+      "test_castlike_FLOAT_to_BFLOAT16_expanded", "test_castlike_FLOAT_to_DOUBLE",
+      "test_castlike_FLOAT_to_DOUBLE_expanded", "test_castlike_FLOAT_to_FLOAT16",
+      "test_castlike_FLOAT_to_FLOAT16_expanded", "test_layer_normalization_2d_axis0_expanded",
+      "test_layer_normalization_2d_axis0_expanded_ver18", "test_layer_normalization_2d_axis_negative_2_expanded",
+      "test_layer_normalization_2d_axis_negative_2_expanded_ver18",
+      "test_layer_normalization_3d_axis0_epsilon_expanded",
+      "test_layer_normalization_3d_axis0_epsilon_expanded_ver18",
+      "test_layer_normalization_3d_axis_negative_3_epsilon_expanded",
+      "test_layer_normalization_3d_axis_negative_3_epsilon_expanded_ver18",
+      "test_layer_normalization_4d_axis0_expanded", "test_layer_normalization_4d_axis0_expanded_ver18",
+      "test_layer_normalization_4d_axis_negative_4_expanded",
+      "test_layer_normalization_4d_axis_negative_4_expanded_ver18",
+      "test_reduce_l1_default_axes_keepdims_example_expanded",
+      "test_reduce_l1_default_axes_keepdims_random_expanded", "test_reduce_l1_empty_set_expanded",
+      "test_reduce_l2_default_axes_keepdims_example_expanded",
+      "test_reduce_l2_default_axes_keepdims_random_expanded", "test_reduce_l2_empty_set_expanded",
+      "test_reduce_log_sum_default_expanded", "test_reduce_log_sum_empty_set_expanded",
+      "test_reduce_log_sum_exp_default_axes_keepdims_example_expanded",
+      "test_reduce_log_sum_exp_default_axes_keepdims_random_expanded", "test_reduce_log_sum_exp_empty_set_expanded",
+      "test_reduce_max_empty_set", "test_reduce_max_empty_set_bool",
       "test_reduce_mean_default_axes_keepdims_example", "test_reduce_mean_default_axes_keepdims_random",
       "test_reduce_min_empty_set", "test_reduce_sum_default_axes_keepdims_example",
       "test_reduce_sum_default_axes_keepdims_random", "test_reduce_sum_empty_axes_input_noop",
@@ -162,11 +221,11 @@ EXPECTED_FAILURES = [
       "test_reduce_sum_empty_set_non_reduced_axis_zero",
       "test_reduce_sum_square_default_axes_keepdims_example_expanded",
       "test_reduce_sum_square_default_axes_keepdims_random_expanded", "test_reduce_sum_square_empty_set_expanded",
-      "test_reshape_allowzero_reordered", "test_rotary_embedding_3d_input_expanded", "test_rotary_embedding_expanded",
-      "test_rotary_embedding_interleaved_expanded", "test_rotary_embedding_no_position_ids_expanded",
-      "test_rotary_embedding_no_position_ids_interleaved_expanded", "test_shape_start_greater_than_end",
-      "test_split_zero_size_splits_opset13", "test_split_zero_size_splits_opset18", "test_tril_zero",
-      "test_triu_zero"]),
+      "test_reshape_allowzero_reordered", "test_rotary_embedding_3d_input_expanded",
+      "test_rotary_embedding_expanded", "test_rotary_embedding_interleaved_expanded",
+      "test_rotary_embedding_no_position_ids_expanded", "test_rotary_embedding_no_position_ids_interleaved_expanded",
+      "test_shape_start_greater_than_end", "test_split_zero_size_splits_opset13",
+      "test_split_zero_size_splits_opset18", "test_tril_zero", "test_triu_zero"]),
     (r"opset 1 is not supported",
      "opset-1 models (Not at opset 1): the importer starts at opset 7",
      ["test_not_2d", "test_not_3d", "test_not_4d"]),
@@ -188,6 +247,19 @@ EXPECTED_FAILURES = [
      "CausalConvWithState with a kernel of size 1: its present_state output is empty (k - 1 = 0 positions) and "
      "zero-size tensors are not supported",
      ["test_causal_conv_with_state_kernel_size_one"]),
+    (r"Attention on bfloat16 is not supported",
+     "Attention on bfloat16 inputs: relayish attends in float32 and rounds once; the reference rounds every step to "
+     "bfloat16 (its sums accumulate in bfloat16), which no float32 computation reproduces to bfloat16's last bit",
+     ["test_attention_3d_causal_bf16", "test_attention_4d_attn_mask_causal_bf16", "test_attention_4d_causal_bf16",
+      "test_attention_4d_causal_padded_kv_bf16", "test_attention_4d_padded_kv_bf16"]),
+]
+
+# Cases whose outputs differ from the expected ones by a few units in the last place of a 16-bit float type, and
+# why; each must stay 'wrong' by at most that many ulp (the runner reports the distance), or the test fails.
+KNOWN_DIFFERENCES = [
+    (2, "Attention's function body on bfloat16: the reference's Softmax sums its bfloat16 exponentials in bfloat16 "
+        "(ml_dtypes accumulates in the element type), relayish sums them in float32 and rounds once",
+     ["test_attention_3d_causal_bf16_expanded", "test_attention_4d_causal_bf16_expanded"]),
 ]
 
 
@@ -206,8 +278,12 @@ def results():
     return {r.name: r for r in run_cases(cases, run_relayish, workers=min(2, os.cpu_count() or 1), timeout=120)}
 
 
+def _known_differences() -> dict[str, tuple[int, str]]:
+    return {name: (max_ulps, why) for max_ulps, why, names in KNOWN_DIFFERENCES for name in names}
+
+
 def test_every_case_of_every_supported_op_passes_or_is_an_expected_failure(results):
-    expected = _expected()
+    expected = {**_expected(), **_known_differences()}
     unexpected = [f"{r.name}: {r.status}: {r.message}" for r in results.values()
                   if r.status != "pass" and r.name not in expected]
     assert not unexpected, "\n".join(unexpected)
@@ -224,6 +300,18 @@ def test_expected_failures_still_fail_for_their_stated_reason(results):
             problems.append(f"{name}: passes now: remove it from EXPECTED_FAILURES")
         elif r.status != "unsupported" or not re.search(pattern, r.message):
             problems.append(f"{name}: {r.status}: {r.message}\n  listed as: {why}")
+    assert not problems, "\n".join(problems)
+
+
+def test_known_differences_stay_within_their_ulps(results):
+    problems = []
+    for name, (max_ulps, why) in _known_differences().items():
+        r = results.get(name)
+        found = re.search(r"at most (\d+) ulp of", r.message) if r is not None else None
+        if r is None or r.status == "pass":
+            problems.append(f"{name}: {'passes now' if r else 'not a case any more'}: remove it from KNOWN_DIFFERENCES")
+        elif r.status != "wrong" or not found or int(found.group(1)) > max_ulps:
+            problems.append(f"{name}: {r.status}: {r.message}\n  listed as at most {max_ulps} ulp: {why}")
     assert not problems, "\n".join(problems)
 
 

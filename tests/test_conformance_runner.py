@@ -67,6 +67,16 @@ def test_compare_follows_onnx_backend_rules():
     assert compare([[f, f]], [[f, f]], 1e-3, 1e-7) is None  # a sequence output
 
 
+def test_a_16_bit_mismatch_reports_its_distance_in_ulp():
+    want = np.array([1.0, 0.75, -3.0, np.inf], np.float16)
+    got = want.copy()
+    got[1] = np.nextafter(want[1], np.float16(1))  # one ulp at 0.75
+    assert compare([want], [got], 1e-5, 0).endswith("(at most 1 ulp of float16)")
+    got[2] = want[2] - 3 * np.spacing(want[2])
+    assert compare([want], [got], 1e-5, 0).endswith("(at most 3 ulp of float16)")
+    assert "ulp" not in compare([want.astype(np.float32)], [got.astype(np.float32)], 1e-5, 0)
+
+
 def test_failures_group_by_reason_without_names_and_shapes(tmp_path):
     results = [
         CaseResult("t1", "unsupported", "OnnxImportError: <ModelProto t1>: ai.onnx opset 29 is not supported"),
