@@ -13,6 +13,7 @@ the model), a converter that rejects its node, bad input_shapes.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -21,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from relayish import Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var
+from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var, get_op
+from relayish.types import numpy_dtype
 
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
 from .onnx_ops import lookup_converter
@@ -345,9 +347,32 @@ def _convert_node(node, index, opset, env, used, source):
     except (ConversionError, OpError) as e:
         raise OnnxImportError(f"{label}: {e}") from e
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+    results = tuple(fold_small_constants(r) for r in results)
     for i, name in enumerate(node.output):  # optional outputs the node omits are not bound
         if i < len(results):
             env[name] = results[i]
         elif name and name in used:
             raise OnnxImportError(f"{label}: output {i} ({name!r}) is used, but only the first {len(results)} "
                                   f"output(s) of {node.op_type} are supported")
+
+
+FOLD_LIMIT = 1 << 16  # elements: shape arithmetic is folded at import, large weight computations are left to passes
+
+
+def fold_small_constants(expr):
+    """expr with every op call over constants evaluated now by the op's reference, where its result has at most
+    FOLD_LIMIT elements: what a model computes from shapes and small constants (Shape -> Slice -> Neg ->
+    ConstantOfShape ...) is then a constant that shape, axes and sizes inputs can take."""
+    if not isinstance(expr, Call) or not isinstance(expr.op, str):
+        return expr
+    args = tuple(fold_small_constants(a) for a in expr.args)
+    if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):
+        return expr if args == expr.args else expr.replace(args=args)
+    if math.prod(expr.type.shape) > FOLD_LIMIT:
+        return expr if args == expr.args else expr.replace(args=args)
+    try:
+        with np.errstate(all="ignore"):
+            value = get_op(expr.op).ref(*[a.data for a in args], **expr.attrs.as_dict())
+    except Exception:  # noqa: BLE001  (e.g. a constant index out of range: left to the run-time path and its checks)
+        return expr if args == expr.args else expr.replace(args=args)
+    return Constant(np.asarray(value, dtype=numpy_dtype(expr.type.dtype)).reshape(expr.type.shape))

@@ -392,6 +392,26 @@ def test_shape_arithmetic_is_folded():
     assert module.main.body.op == "reshape" and module.main.body.type.shape == (2, 12)
 
 
+def test_any_op_over_small_constants_is_folded():
+    """onnx's LayerNormalization body: Shape -> Size -> Neg(axis) -> ConstantOfShape -> Concat -> Reshape; Neg and
+    Size have no folding of their own, the importer evaluates every small constant computation."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "axis"], ["prefix"]),
+             helper.make_node("Neg", ["axis"], ["count"]),
+             helper.make_node("ConstantOfShape", ["count"], ["suffix"],
+                              value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("Concat", ["prefix", "suffix"], ["newshape"], axis=0),
+             helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1]),
+             helper.make_node("Reshape", ["m", "newshape"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([-1], np.int64), "axis")]
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    module = check(with_output_shapes(model))
+    assert module.main.body.type.shape == (2, 3, 1)
+
+
 def test_two_outputs_make_a_tuple():
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["x"], ["n"], name="neg")]
     graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3))],
