@@ -10,13 +10,16 @@ blob, and intermediates and kernel scratch share one workspace.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 import time
 import warnings
 
+import numpy as np
+
 import runtime
-from frontends import from_onnx
+from frontends import OnnxImportError, describe_model, from_onnx, load_model
 from relayish import Call, IRModule, Tuple
 
 from . import cache as cache_module
@@ -25,12 +28,13 @@ from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, vector_width
 from .index_bounds import input_index_bounds
 from .passes import PassContext, run_pipeline
+from .specialize import ValueSpecializedSession
 
 
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
                   winograd: bool = True, strict: bool = False, default_schedules: str = "hand-written",
-                  cache: bool | None = None):
+                  cache: bool | None = None, input_values: dict | None = None):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
     winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
@@ -38,16 +42,31 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     default_schedules: what a task without a record runs, "hand-written" or, for tuning experiments, "naive"
     (the plain loop nest; see compiler.backend.untuned_schedule).
     cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
-    on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit."""
+    on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit.
+    input_values: {input name: array}: those graph inputs are compiled as constants of that value (they are no
+    longer inputs of the module). A model whose shapes, axes or bounds are computed from graph inputs needs them;
+    without them compile_model returns a compiler.specialize.ValueSpecializedSession, which compiles once per
+    distinct value on `run`."""
     t0 = time.perf_counter()
     options = {"input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}, "layout": layout,
                "opt_level": opt_level, "winograd": winograd, "strict": strict,
                "default_schedules": default_schedules}
+    if input_values:
+        options["input_values"] = {k: _value_digest(v) for k, v in input_values.items()}
     key = _cache_key(model, options, records) if (cache_module.enabled_by_default() if cache is None else cache) \
         else None
     module = cache_module.load(key) if key else None
     if module is None:
-        mod = from_onnx(model, input_shapes=input_shapes, strict=strict)
+        try:
+            mod = from_onnx(model, input_shapes=input_shapes, strict=strict, input_values=input_values)
+        except OnnxImportError as e:
+            if not e.needs_values or input_values:
+                raise
+            return ValueSpecializedSession(
+                model, e.needs_values, dict(input_shapes=input_shapes, layout=layout, opt_level=opt_level,
+                                            records=records, num_threads=num_threads, verbose=verbose,
+                                            winograd=winograd, strict=strict, default_schedules=default_schedules,
+                                            cache=cache), describe_model(load_model(model)[0]), e)
         module = build(mod, layout=layout, opt_level=opt_level, records=records, verbose=verbose, t_start=t0,
                        winograd=winograd, default_schedules=default_schedules)
         if key:
@@ -57,6 +76,11 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     if num_threads is not None:
         module.num_threads = num_threads
     return module
+
+
+def _value_digest(value) -> str:
+    array = np.array(value, order="C")
+    return hashlib.sha256(f"{array.dtype.str}{array.shape}".encode() + array.tobytes()).hexdigest()
 
 
 def _cache_key(model, options: dict, records) -> str | None:

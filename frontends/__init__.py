@@ -1,6 +1,6 @@
 """Frontends: model formats -> relayish Modules."""
 from . import onnx_ops_tensor, onnx_ops_unary  # noqa: F401  (register their converters)
 from . import onnx_ops_attention  # noqa: F401  (Attention, RMSNormalization, RotaryEmbedding, Swish, SwiGLU)
-from .onnx import OnnxImportError, from_onnx
+from .onnx import OnnxImportError, describe_model, from_onnx, load_model
 
 __all__ = ["OnnxImportError", "from_onnx"]

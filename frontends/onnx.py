@@ -41,14 +41,24 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 class OnnxImportError(ValueError):
-    """The model cannot be imported. The message says which file, which node or input, and why."""
+    """The model cannot be imported. The message says which file, which node or input, and why. needs_values: the
+    graph inputs whose values would let it import (a shape or axes input computed from them), else ()."""
+
+    def __init__(self, message: str, needs_values: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.needs_values = tuple(needs_values)
 
 
-def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False) -> IRModule:
+def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False,
+              input_values: dict | None = None) -> IRModule:
     """Import an ONNX model. input_shapes maps input names to full shapes; it binds symbolic dims (a dim_param
     bound in one input is bound in all), unbound symbolic or unknown dims are 1 with a warning naming them
-    (an OnnxImportError if strict)."""
+    (an OnnxImportError if strict). input_values maps input names to arrays: those inputs become constants of
+    that value (of the declared dtype and shape) and are no longer inputs of the module."""
     model, source = load_model(model_or_path)
+    input_values = input_values or {}
+    if input_values:
+        input_shapes = {**(input_shapes or {}), **{n: np.shape(v) for n, v in input_values.items()}}
     opset = default_opset(model, source)
     check_supported(model, source)
     graph = model.graph
@@ -60,6 +70,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
             raise OnnxImportError(f"{source}: {e}") from None
     params = _graph_inputs(graph, set(env), input_shapes or {}, source, strict)
     env.update((p.name, p) for p in params)
+    params = _bind_values(params, input_values, env, source)
     used = _used_names(graph)
     for index, node in enumerate(graph.node):
         _convert_node(node, index, opset, env, used, source)
@@ -73,8 +84,30 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
                                   f"tensors are not supported")
         outputs.append(value)
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
+    described = describe_model(model)
+    for name in input_values:  # bound by value: no longer an input
+        for key in ("input_dims", "input_types"):
+            described[key].pop(name, None)
     return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output),
-                    attrs={"onnx_model": describe_model(model)})
+                    attrs={"onnx_model": described})
+
+
+def _bind_values(params: list[Var], values: dict, env: dict, source: str) -> list[Var]:
+    """The graph inputs named in `values` become Constants in env (checked against their dtype and shape); the
+    others stay parameters."""
+    by_name = {p.name: p for p in params}
+    unknown = sorted(set(values) - set(by_name))
+    if unknown:
+        raise OnnxImportError(f"{source}: input_values names unknown input(s) {unknown}; model inputs: "
+                              f"{list(by_name)}")
+    for name, value in values.items():
+        ty = by_name[name].type
+        array = np.asarray(value)
+        if array.dtype != numpy_dtype(ty.dtype) or array.shape != ty.shape:
+            raise OnnxImportError(f"{source}: input_values[{name!r}] is {array.dtype} of shape {array.shape}, "
+                                  f"expected {ty.dtype} of shape {ty.shape}")
+        env[name] = Constant(np.array(array))
+    return [p for p in params if p.name not in values]
 
 
 def describe_model(model: onnx.ModelProto) -> dict:
@@ -85,10 +118,22 @@ def describe_model(model: onnx.ModelProto) -> dict:
     graph, initializers = model.graph, {init.name for init in model.graph.initializer}
     return {"input_dims": {vi.name: _dims(vi) for vi in graph.input if vi.name not in initializers},
             "output_dims": {vi.name: _dims(vi) for vi in graph.output},
+            "input_types": {vi.name: _type_name(vi) for vi in graph.input if vi.name not in initializers},
+            "output_types": {vi.name: _type_name(vi) for vi in graph.output},
             "producer_name": model.producer_name, "graph_name": graph.name, "domain": model.domain,
             "description": model.doc_string, "graph_description": graph.doc_string,
             "version": model.model_version if model.HasField("model_version") else None,
             "custom_metadata_map": {p.key: p.value for p in model.metadata_props}}
+
+
+def _type_name(vi: onnx.ValueInfoProto) -> str | None:
+    """The element type's numpy name ('float32', 'int64', 'bfloat16', ...), or None if not a known tensor type."""
+    if not vi.type.HasField("tensor_type"):
+        return None
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _dims(vi: onnx.ValueInfoProto) -> list | None:
@@ -345,7 +390,7 @@ def _convert_node(node, index, opset, env, used, source):
     try:
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
-        raise OnnxImportError(f"{label}: {e}") from e
+        raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ())) from e
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     results = tuple(fold_small_constants(r) for r in results)
     for i, name in enumerate(node.output):  # optional outputs the node omits are not bound

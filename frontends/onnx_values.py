@@ -8,7 +8,7 @@ import math
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from relayish import Constant, Expr
+from relayish import Constant, Expr, free_vars
 from relayish.op import MAX_TENSOR_ELEMENTS
 
 
@@ -68,11 +68,23 @@ def tensor_array(tensor: TensorProto, what: str) -> np.ndarray:
         raise ConversionError(f"{what}: cannot read its data ({e})") from None
 
 
+class RunTimeValueNeeded(ConversionError):
+    """A shape, axes, sizes or bounds input is computed at run time. `inputs` names the graph inputs it is computed
+    from: given their values (compile_model(input_values=...)) the model imports; compile_model without them
+    returns a session that compiles once per distinct value (compiler/specialize.py)."""
+
+    def __init__(self, message: str, inputs: tuple[str, ...]):
+        super().__init__(message)
+        self.inputs = inputs
+
+
 def constant_value(expr: Expr | None, what: str) -> np.ndarray:
-    """The numpy value of a constant input; ConversionError if it is computed at run time."""
+    """The numpy value of a constant input; RunTimeValueNeeded if it is computed at run time."""
     if not isinstance(expr, Constant):
-        raise ConversionError(f"input {what!r} must be a constant (an initializer or computable at import), "
-                              f"got a run-time tensor")
+        inputs = tuple(sorted({v.name for v in free_vars(expr)})) if expr is not None else ()
+        raise RunTimeValueNeeded(f"input {what!r} must be a constant (an initializer or computable at import), "
+                                 f"got a run-time tensor" + (f" computed from graph input(s) {list(inputs)}"
+                                                              if inputs else ""), inputs)
     return expr.data
 
 
