@@ -12,6 +12,8 @@ ulp over 1M inputs spanning every float32 exponent (sin / cos / tan of huge argu
 C99 / numpy: NaN in -> NaN out, exp(-inf) = 0, exp(+large) = inf, log(0) = -inf, log(<0) = NaN, tanh(+-inf) = +-1,
 pow per C99 Annex F (pow(x, 0) = 1, pow(1, y) = 1, pow(-8, 1/3) = NaN, signed zeros and infinities).
 float64 arguments are computed in float32 precision (rounded down, computed, widened): documented limitation.
+The trigonometric functions take float64 arguments as they are (their series are good to ~1e-11 relative, better
+than float32, not float64), except that sin / cos / tan reduce |x| >= 2^19 after rounding x to float32.
 
 Polynomial coefficients are not magic numbers: `fit_coefficients()` derives them (least-squares fits on Chebyshev
 nodes in float64, close to minimax, rounded to float32); the tables are its output, written out.
@@ -359,21 +361,37 @@ def _reduce_huge(m: _Math, md: _Math, ax):
     return b.trunc(q, m._shape(I32)), r
 
 
-def _reduce_pio2(m: _Math, x):
-    """x = n pi/2 + r: (n mod 4 as i32, r in double, the _Math of double). Signed: n and r take x's sign."""
-    b = m.b
-    md = _Math(b, ir.VectorType(F64, m.lanes) if m.lanes else F64)
+def _double(m: _Math) -> _Math:
+    """The _Math of double with m's lanes (m itself if it is double)."""
+    return m if m.ity.width == 64 else _Math(m.b, ir.VectorType(F64, m.lanes) if m.lanes else F64)
+
+
+def _single(m: _Math) -> _Math:
+    return m if m.ity.width == 32 else _Math(m.b, ir.VectorType(F32, m.lanes) if m.lanes else F32)
+
+
+def _convert(m_from: _Math, m_to: _Math, v):
+    if m_from.ty == m_to.ty:
+        return v
+    return m_from.b.fpext(v, m_to.ty) if m_to.ity.width == 64 else m_from.b.fptrunc(v, m_to.ty)
+
+
+def _reduce_pio2(m: _Math, x, x32):
+    """x = n pi/2 + r: (n mod 4 as i32, r in double, the _Math of double); n and r take x's sign. x32 is x as a
+    float32: where |x| >= TRIG_HUGE, Payne-Hanek reduces x32 (a float64 x is rounded: documented limitation)."""
+    b, md, m32 = m.b, _double(m), _single(m)
     ax = m.call("fabs", x)
     huge = b.not_(m.lt(ax, m.f(TRIG_HUGE)))  # NaN too: the caller returns it
-    xd = b.fpext(m.sel(huge, m.f(0.0), x), md.ty)
+    xd = _convert(m, md, m.sel(huge, m.f(0.0), x))
     n = md.call("floor", md.add(md.mul(xd, md.f(2 / math.pi)), md.f(0.5)))
+    # x - n PIO2_1 is exact (n PIO2_1 is, and x is within a factor 2 of it or n = 0); so is n PIO2_2
     r = md.sub(md.sub(md.sub(xd, md.mul(n, md.f(PIO2_1))), md.mul(n, md.f(PIO2_2))), md.mul(n, md.f(PIO2_3)))
     q = b.fptosi(n, m._shape(I32))
-    q_huge, r_huge = _reduce_huge(m, md, ax)
+    q_huge, r_huge = _reduce_huge(m32, md, m32.call("fabs", x32))
     negative = m.lt(x, m.f(0.0))
-    q_huge = m.sel(negative, b.sub(m.i32(0), q_huge), q_huge)
+    q_huge = b.select(negative, b.sub(m.i32(0), q_huge), q_huge)
     r_huge = md.sel(negative, b.fneg(r_huge), r_huge)
-    return m.sel(huge, q_huge, q), md.sel(huge, r_huge, r), md
+    return b.select(huge, q_huge, q), md.sel(huge, r_huge, r), md
 
 
 def _sin_cos_of_reduced(md: _Math, r):
@@ -384,8 +402,9 @@ def _sin_cos_of_reduced(md: _Math, r):
 def _trig(m: _Math, x, which: str):
     """sin, cos or tan of x: by quadrant q = n mod 4, sin x = (sin r, cos r, -sin r, -cos r)[q], cos x = sin of
     quadrant q + 1, tan x = sin r / cos r (q even) or -cos r / sin r (q odd)."""
-    b = m.b
-    q, r, md = _reduce_pio2(m, x)
+    b, m32 = m.b, _single(m)
+    x32 = _convert(m, m32, x)
+    q, r, md = _reduce_pio2(m, x, x32)
     sin_r, cos_r = _sin_cos_of_reduced(md, r)
     if which == "cos":
         q = b.add(q, m.i32(1))
@@ -395,10 +414,11 @@ def _trig(m: _Math, x, which: str):
     else:
         res = md.sel(odd, cos_r, sin_r)
         res = md.sel(b.trunc(b.lshr(q, m.i32(1)), m._shape(ir.IntType(1))), b.fneg(res), res)
-    res = b.fptrunc(res, m.ty)
+    res = _convert(md, m, res)
     if which != "cos":  # sin and tan are odd: +-0 -> +-0 (the series would give +0 for -0)
         res = m.sel(m.eq(x, m.f(0.0)), x, res)
-    res = m.sel(m.eq(m.call("fabs", x), m.f(math.inf)), m.f(math.nan), res)
+    # infinities (and float64 arguments beyond the float32 range, which the reduction sees as such) give NaN
+    res = m.sel(m32.eq(m32.call("fabs", x32), m32.f(math.inf)), m.f(math.nan), res)
     return m.sel(m.isnan(x), x, res)
 
 
@@ -409,9 +429,8 @@ def _asin_series(md: _Math, t, z):
 def _asin_acos(m: _Math, x, which: str):
     """|x| <= 1/2: asin x = x A(x^2), acos x = pi/2 - asin x; beyond, with z = (1 - |x|) / 2 and t = sqrt(z):
     asin |x| = pi/2 - 2 t A(z), acos x = 2 t A(z) (x > 0) or pi - 2 t A(z) (x < 0). |x| > 1 gives sqrt(< 0) = NaN."""
-    b = m.b
-    md = _Math(b, ir.VectorType(F64, m.lanes) if m.lanes else F64)
-    xd = b.fpext(x, md.ty)
+    md = _double(m)
+    xd = _convert(m, md, x)
     ad = md.call("fabs", xd)
     small = md.b.fcmp_ordered("<=", ad, md.f(0.5))
     near = _asin_series(md, xd, md.mul(xd, xd))  # asin x
@@ -422,8 +441,7 @@ def _asin_acos(m: _Math, x, which: str):
     else:
         res = md.sel(small, md.sub(md.f(math.pi / 2), near),
                      md.sel(md.gt(xd, md.f(0.0)), far, md.sub(md.f(math.pi), far)))
-    res = b.fptrunc(res, m.ty)
-    return m.sel(m.isnan(x), x, res)
+    return m.sel(m.isnan(x), x, _convert(md, m, res))
 
 
 def _asin(m: _Math, x):
@@ -437,16 +455,15 @@ def _acos(m: _Math, x):
 def _atan(m: _Math, x):
     """atan |x| = y0 + atan t: |x| > tan(3pi/8): y0 = pi/2, t = -1/|x|; |x| > tan(pi/8): y0 = pi/4,
     t = (|x| - 1) / (|x| + 1); else y0 = 0, t = |x|. Then |t| <= tan(pi/8) and atan t = t T(t^2)."""
-    b = m.b
-    md = _Math(b, ir.VectorType(F64, m.lanes) if m.lanes else F64)
-    xd = b.fpext(x, md.ty)
+    md = _double(m)
+    xd = _convert(m, md, x)
     a = md.call("fabs", xd)
     big = md.gt(a, md.f(1 + math.sqrt(2)))
     mid = md.gt(a, md.f(math.sqrt(2) - 1))
     t = md.sel(big, md.div(md.f(-1.0), a), md.sel(mid, md.div(md.sub(a, md.f(1.0)), md.add(a, md.f(1.0))), a))
     y0 = md.sel(big, md.f(math.pi / 2), md.sel(mid, md.f(math.pi / 4), md.f(0.0)))
     res = md.add(y0, md.mul(t, md.poly(md.mul(t, t), ATAN_TERMS)))
-    res = b.fptrunc(md.call("copysign", res, xd), m.ty)
+    res = _convert(md, m, md.call("copysign", res, xd))
     return m.sel(m.isnan(x), x, res)
 
 
@@ -542,6 +559,9 @@ _POLYNOMIAL = {"exp": _exp, "log": _log, "tanh": _tanh, "sigmoid": _sigmoid, "er
                "tan": lambda m, x: _trig(m, x, "tan"), "asin": _asin, "acos": _acos, "atan": _atan}
 
 
+_DOUBLE_ARGUMENTS = {"sin", "cos", "tan", "asin", "acos", "atan"}  # computed in double anyway: take float64 as is
+
+
 def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list) -> ir.Value:
     """Emit intrinsic `name` on float args of one type (scalar or <N x float|double>); returns a value of that type."""
     if name not in INTRINSICS:
@@ -556,7 +576,7 @@ def emit_intrinsic(builder: ir.IRBuilder, name: str, args: list) -> ir.Value:
         raise TypeError(f"codegen: intrinsic {name} needs float arguments of one type, got {got}")
     if intrinsic.cost == "instruction":
         return _Math(builder, ty).call(name, *args)
-    if scalar == F64:  # computed in float32 precision (module docstring)
+    if scalar == F64 and name not in _DOUBLE_ARGUMENTS:  # computed in float32 precision (module docstring)
         narrow = ir.VectorType(F32, ty.count) if isinstance(ty, ir.VectorType) else F32
         res = emit_intrinsic(builder, name, [builder.fptrunc(a, narrow) for a in args])
         return builder.fpext(res, ty)
