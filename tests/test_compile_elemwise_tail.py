@@ -282,3 +282,22 @@ def test_trigonometry_of_integers_is_refused():
     from frontends import OnnxImportError
     with pytest.raises(OnnxImportError, match="sin: input must be a float tensor, got int32"):
         from_onnx(model_of("Sin", {"x": "int32"}))
+
+
+def test_pi_constants_of_the_reductions():
+    """The derived constants against published hex digits of pi and 2/pi; the Cody-Waite split is exact where
+    it must be (33 significant bits in each of the first two parts)."""
+    from compiler.codegen import intrinsics as I
+    pi_hex = "3243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89452821E638D01377BE5466CF34E90C6CC0AC"
+    assert I._pi_scaled(400) >> (400 - 4 * (len(pi_hex) - 1)) == int(pi_hex, 16)
+    two_over_pi_hex = "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561B7246E3A424DD2E006492EEA09D1921C"
+    bits = int(two_over_pi_hex, 16)  # 2/pi * 2^(4 * len)
+    for j in range(-1, 22):
+        shift = 4 * len(two_over_pi_hex) - (8 * j + 30)
+        assert I.two_over_pi_word(j) == (bits >> shift) & 0xFFFFFFFF, j
+    for part in (I.PIO2_1, I.PIO2_2):
+        mantissa, _ = np.frexp(part)
+        assert float(mantissa * 2**33).is_integer()
+    from fractions import Fraction
+    half_pi = Fraction(int(pi_hex, 16), 2 * 16 ** (len(pi_hex) - 1))
+    assert abs(sum(Fraction(p) for p in (I.PIO2_1, I.PIO2_2, I.PIO2_3)) - half_pi) < Fraction(1, 2**115)
