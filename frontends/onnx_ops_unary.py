@@ -1,5 +1,6 @@
-"""Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic functions, PRelu): one
-line of relayish per op, ONNX attributes with their ONNX defaults (relayish/ops/activation.py holds the ops).
+"""Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic and trigonometric
+functions, PRelu, IsNaN / IsInf, bitwise ops): one line of relayish per op, ONNX attributes with their ONNX defaults
+(relayish/ops/activation.py and elemwise_tail.py hold the ops).
 Their reviewed schema versions are in frontends/onnx_versions.py."""
 from __future__ import annotations
 

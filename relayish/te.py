@@ -309,9 +309,12 @@ def asin(x): return intrin("asin", x)
 def acos(x): return intrin("acos", x)
 def atan(x): return intrin("atan", x)
 def fabs(x): return intrin("fabs", x)
+def floor(x): return intrin("floor", x)
+def ceil(x): return intrin("ceil", x)
 
 
 def _bitwise(op):
+    """The builder of integer op `op` (BITWISE_OPS) over two expressions of one integer dtype."""
     def build(a, b):
         a, b = as_expr(a), as_expr(b)
         if a.dtype != b.dtype or not a.dtype.startswith(("int", "uint")):
@@ -324,8 +327,6 @@ bitwise_and, bitwise_or, bitwise_xor = _bitwise("&"), _bitwise("|"), _bitwise("^
 # shifts by an amount outside [0, bits) are defined (ONNX BitShift-28): the bits all leave, so the result is 0,
 # or for >> of a signed value its sign fill (-1 or 0); >> is arithmetic on signed dtypes, logical on unsigned
 shift_left, shift_right = _bitwise("<<"), _bitwise(">>")
-def floor(x): return intrin("floor", x)
-def ceil(x): return intrin("ceil", x)
 
 
 # ---------------------------------------------------------------------------------------------- tensors
