@@ -1,11 +1,13 @@
-"""Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic functions, PRelu): one
-line of relayish per op, ONNX attributes with their ONNX defaults (relayish/ops/activation.py holds the ops).
+"""Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic and trigonometric
+functions, PRelu, IsNaN / IsInf, bitwise ops): one line of relayish per op, ONNX attributes with their ONNX defaults
+(relayish/ops/activation.py and elemwise_tail.py hold the ops).
 Their reviewed schema versions are in frontends/onnx_versions.py."""
 from __future__ import annotations
 
 from relayish import call
 
 from .onnx_ops import ConversionError, converter
+from .onnx_ops_tensor import fold
 
 
 def _simple(op_type: str, op: str, since: int):
@@ -54,3 +56,37 @@ def prelu(x, slope):
     if y.type.shape != x.type.shape:
         raise ConversionError(f"slope of shape {slope.type.shape} does not broadcast to X's shape {x.type.shape}")
     return y
+
+
+# ---- elementwise long tail (conf-elemwise): trigonometry, NaN / infinity tests, bitwise ops (relayish/ops/
+# elemwise_tail.py). Constant inputs are evaluated at import with the op's reference (`fold`).
+
+for _onnx, _op in (("Sin", "sin"), ("Cos", "cos"), ("Tan", "tan"), ("Asin", "asin"), ("Acos", "acos"),
+                   ("Atan", "atan")):
+    _simple(_onnx, _op, 7)
+
+
+@converter("IsNaN", since=9)
+def isnan(x):
+    return fold("isnan", x)
+
+
+@converter("IsInf", since=10)
+def isinf(x, *, detect_negative=1, detect_positive=1):
+    return fold("isinf", x, detect_negative=int(bool(detect_negative)), detect_positive=int(bool(detect_positive)))
+
+
+@converter("BitShift", since=11)
+def bit_shift(x, y, *, direction):
+    if direction not in ("LEFT", "RIGHT"):
+        raise ConversionError(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    return fold("bit_shift", x, y, direction=direction)
+
+
+@converter("BitwiseNot", since=18)
+def bitwise_not(x):
+    return fold("bitwise_not", x)
+
+
+for _onnx, _op in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):
+    converter(_onnx, since=18)(lambda a, b, op=_op: fold(op, a, b))

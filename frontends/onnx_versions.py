@@ -113,6 +113,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
     "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
+    # ---- elementwise long tail (conf-elemwise): frontends/onnx_ops_unary.py, relayish/ops/elemwise_tail.py
+    "Sin": (7, 22), "Cos": (7, 22), "Tan": (7, 22),  # 22: types (bfloat16)
+    "Asin": (7, 22), "Acos": (7, 22), "Atan": (7, 22),  # 22: types (bfloat16)
+    "IsNaN": (9, 13, 20),  # 13: bfloat16, float16; 20: float8 types (refused by the importer)
+    "IsInf": (10, 20),  # 20: bfloat16, float16, float8 types (float8 refused by the importer)
+    "BitShift": (11, 28),  # 28: signed types; a shift by an amount outside [0, bits) defined (0, or the sign fill
+    #   of an arithmetic right shift): relayish bit_shift implements 28's rules, which agree with 11 on unsigned
+    "BitwiseAnd": (18,), "BitwiseOr": (18,), "BitwiseXor": (18,), "BitwiseNot": (18,),
 }
 
 

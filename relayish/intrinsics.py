@@ -37,6 +37,12 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("sigmoid", 1, lambda x: 1 / (1 + np.exp(-x)), "polynomial"),
     Intrinsic("erf", 1, _erf, "polynomial"),
     Intrinsic("pow", 2, np.power, "polynomial"),
+    Intrinsic("sin", 1, np.sin, "polynomial"),
+    Intrinsic("cos", 1, np.cos, "polynomial"),
+    Intrinsic("tan", 1, np.tan, "polynomial"),
+    Intrinsic("asin", 1, np.arcsin, "polynomial"),
+    Intrinsic("acos", 1, np.arccos, "polynomial"),
+    Intrinsic("atan", 1, np.arctan, "polynomial"),
 )}
 
 

@@ -74,7 +74,7 @@ class Var(PrimExpr):
 
 @dataclass(frozen=True, eq=True, repr=False)
 class BinOp(PrimExpr):
-    op: str  # + - * / // % min max
+    op: str  # + - * / // % min max, and on integers only: & | ^ << >> (BITWISE_OPS)
     a: PrimExpr
     b: PrimExpr
 
@@ -192,6 +192,9 @@ def as_expr(x, dtype="int32") -> PrimExpr:
     raise TypeError(f"cannot use {type(x).__name__} {x!r} in a tensor expression")
 
 
+BITWISE_OPS = ("&", "|", "^", "<<", ">>")  # never folded here: their meaning depends on the width of the dtype
+
+
 def binop(op: str, a, b) -> PrimExpr:
     """Build a binary op with integer constant folding and the identities that keep indices short."""
     if isinstance(a, IterVar):
@@ -204,6 +207,8 @@ def binop(op: str, a, b) -> PrimExpr:
         a = as_expr(a, b.dtype)
     else:
         a, b = as_expr(a), as_expr(b)
+    if op in BITWISE_OPS:
+        return BinOp(op, a, b)
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return IntImm(_fold_int(op, a.value, b.value), a.dtype)
     if isinstance(a, FloatImm) and isinstance(b, FloatImm) and op in ("+", "-", "*", "/", "min", "max"):
@@ -297,9 +302,31 @@ def tanh(x): return intrin("tanh", x)
 def sigmoid(x): return intrin("sigmoid", x)
 def power(x, y): return intrin("pow", x, y)
 def erf(x): return intrin("erf", x)
+def sin(x): return intrin("sin", x)
+def cos(x): return intrin("cos", x)
+def tan(x): return intrin("tan", x)
+def asin(x): return intrin("asin", x)
+def acos(x): return intrin("acos", x)
+def atan(x): return intrin("atan", x)
 def fabs(x): return intrin("fabs", x)
 def floor(x): return intrin("floor", x)
 def ceil(x): return intrin("ceil", x)
+
+
+def _bitwise(op):
+    """The builder of integer op `op` (BITWISE_OPS) over two expressions of one integer dtype."""
+    def build(a, b):
+        a, b = as_expr(a), as_expr(b)
+        if a.dtype != b.dtype or not a.dtype.startswith(("int", "uint")):
+            raise TypeError(f"bitwise {op} needs integers of one dtype, got {a.dtype} and {b.dtype}")
+        return binop(op, a, b)
+    return build
+
+
+bitwise_and, bitwise_or, bitwise_xor = _bitwise("&"), _bitwise("|"), _bitwise("^")
+# shifts by an amount outside [0, bits) are defined (ONNX BitShift-28): the bits all leave, so the result is 0,
+# or for >> of a signed value its sign fill (-1 or 0); >> is arithmetic on signed dtypes, logical on unsigned
+shift_left, shift_right = _bitwise("<<"), _bitwise(">>")
 
 
 # ---------------------------------------------------------------------------------------------- tensors

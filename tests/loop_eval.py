@@ -6,6 +6,7 @@ import numpy as np
 from compiler import loopir as L
 from relayish import te
 from relayish.intrinsics import INTRINSICS
+from te_eval import bitwise
 
 
 def run_primfunc(func: L.PrimFunc, arrays: list[np.ndarray]) -> None:
@@ -68,6 +69,7 @@ def _ev(e, env, bufs):
         if e.op == "%": return a % b
         if e.op == "min": return min(a, b)
         if e.op == "max": return max(a, b)
+        if e.op in te.BITWISE_OPS: return bitwise(e.op, a, b, e.dtype)[()]
     if isinstance(e, te.Cmp):
         a, b = _ev(e.a, env, bufs), _ev(e.b, env, bufs)
         return {"<": a < b, "<=": a <= b, "==": a == b, "!=": a != b}[e.op]

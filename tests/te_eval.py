@@ -96,7 +96,22 @@ def _binop(op, a, b, dtype):
     if op == "%": return np.mod(a, b)
     if op == "min": return np.minimum(a, b)
     if op == "max": return np.maximum(a, b)
+    if op in te.BITWISE_OPS: return bitwise(op, a, b, dtype)
     raise ValueError(f"unknown binary op {op}")
+
+
+def bitwise(op, a, b, dtype):
+    """a & | ^ << >> b on integers of `dtype`; a shift by an amount outside [0, bits) leaves 0, or -1 for >> of a
+    negative signed value (te.shift_left / shift_right)."""
+    a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+    if op in ("&", "|", "^"):
+        return {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op](a, b)
+    bits, unsigned = a.dtype.itemsize * 8, np.dtype(f"u{a.dtype.itemsize}")
+    inside = (b >= 0) & (b < bits)
+    amount = np.where(inside, b, 0).astype(unsigned)
+    if op == "<<":
+        return np.where(inside, np.left_shift(a.view(unsigned), amount).view(a.dtype), 0).astype(a.dtype)
+    return np.where(inside, np.right_shift(a, amount.astype(a.dtype)), np.where(a < 0, -1, 0)).astype(a.dtype)
 
 
 def _read(e: te.TensorRead, env, values):

@@ -429,6 +429,48 @@ def test_typed_op(op, specs, attrs):
     check_typed(op, specs, attrs)
 
 
+# ---- elementwise long tail (conf-elemwise): trigonometry, isnan / isinf, bitwise ops of every integer width
+ELEMWISE_TAIL_FLOAT = [1.0, -0.5, 0.0, 0.9999, -1.0, 1.5, 3.0, -100.0, 1e7, np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("op,attrs", [("sin", {}), ("cos", {}), ("tan", {}), ("asin", {}), ("acos", {}),
+                                      ("atan", {}), ("isnan", {}), ("isinf", {}), ("isinf", {"detect_negative": 0}),
+                                      ("isinf", {"detect_positive": 0}),
+                                      ("isinf", {"detect_negative": 0, "detect_positive": 0})])
+def test_elemwise_tail_float(op, attrs):
+    x = np.array(ELEMWISE_TAIL_FLOAT, np.float32)
+    node = call(op, Var("x", TensorType(x.shape)), **attrs)
+    ref = evaluate_one(node, [x])
+    placeholder = te.placeholder(x.shape, name="x")
+    with np.errstate(invalid="ignore"):
+        got, = evaluate_te(get_op(op).compute([placeholder], node.attrs, node.type), {placeholder: x})
+    assert got.dtype == ref.dtype == np.dtype(node.type.dtype)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op,specs,attrs", [
+    ("bitwise_not", [((2, 3), "int32")], {}), ("bitwise_not", [((2, 3), "uint16")], {}),
+    ("bitwise_and", [((2, 3), "uint8"), ((3,), "uint8")], {}), ("bitwise_or", [((2, 3), "int16"), ((2, 1), "int16")], {}),
+    ("bitwise_xor", [((2, 3), I), ((3,), I)], {}),
+    ("bit_shift", [((2, 3), "uint32"), ((3,), "uint32")], {"direction": "LEFT"}),
+    ("bit_shift", [((2, 3), "int8"), ((2, 3), "int8")], {"direction": "RIGHT"}),  # negative amounts: the sign fill
+    ("bit_shift", [((2, 3), "int64"), ((2, 3), "int64")], {"direction": "LEFT"}),
+], ids=lambda v: str(v))
+def test_elemwise_tail_bitwise(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+def test_elemwise_tail_refuses_wrong_dtypes():
+    with pytest.raises(OpError, match="sin: input must be a float tensor, got int32"):
+        call("sin", Var("x", TensorType((2,), "int32")))
+    with pytest.raises(OpError, match="bitwise_and: inputs must be int8 or"):
+        call("bitwise_and", Var("a", TensorType((2,))), Var("b", TensorType((2,))))
+    with pytest.raises(OpError, match="bitwise_not: input must be an integer tensor"):
+        call("bitwise_not", Var("a", TensorType((2,), "bool")))
+    with pytest.raises(OpError, match="attribute 'direction' is required"):
+        call("bit_shift", Var("a", TensorType((2,), "uint8")), Var("b", TensorType((2,), "uint8")))
+
+
 def test_power_of_floats():
     check_op("power", [(2, 3), (3,)], positive=(0,))
 

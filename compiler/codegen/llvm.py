@@ -25,7 +25,7 @@ import re
 from llvmlite import ir
 
 from relayish import te
-from relayish.te import BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
+from relayish.te import BITWISE_OPS, BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
 
 from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
@@ -487,6 +487,8 @@ class _FunctionEmitter:
             unsigned = is_unsigned(dtype) or scalar_type(a.type) == I1
             if op in ("/", "//", "%"):
                 return int_floor_divmod(bl, a, b, want_mod=(op == "%"), unsigned=unsigned)
+            if op in BITWISE_OPS:
+                return _bitwise(bl, op, a, b, unsigned)
             less = bl.icmp_unsigned if unsigned else bl.icmp_signed  # bool: false < true
             if op == "max": return bl.select(less("<", a, b), b, a)
             if op == "min": return bl.select(less("<", b, a), b, a)
@@ -500,6 +502,20 @@ class _FunctionEmitter:
         if scalar_type(a.type) == I1 or is_unsigned(dtype):
             return self.b.icmp_unsigned(op, a, b)
         return self.b.icmp_signed(op, a, b)
+
+
+def _bitwise(bl: ir.IRBuilder, op: str, a, b, unsigned: bool):
+    """a & | ^ << >> b on integers of one type. LLVM's shifts by >= the width are poison: a shift amount outside
+    [0, bits) (an unsigned compare catches the negative ones) gives 0, or for >> of a signed value the sign fill
+    (te.shift_left / shift_right)."""
+    if op in ("&", "|", "^"):
+        return {"&": bl.and_, "|": bl.or_, "^": bl.xor}[op](a, b)
+    bits = scalar_type(a.type).width
+    outside = bl.icmp_unsigned(">=", b, const(a.type, bits))
+    if op == ">>" and not unsigned:
+        return bl.ashr(a, bl.select(outside, const(a.type, bits - 1), b))
+    shifted = bl.shl(a, b) if op == "<<" else bl.lshr(a, b)
+    return bl.select(outside, const(a.type, 0), shifted)
 
 
 def _outline_task(kernel: _Kernel, chunk: ir.Function, types: list) -> ir.Function:
