@@ -15,7 +15,7 @@ from relayish import Constant, Expr, call, const, get_op
 from relayish.op import infer_call_type
 from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
-from .onnx_ops import _axis, _binary, _is_const, _shape, converter
+from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter
 from .onnx_values import ConversionError, _ints, constant_value
 
 
@@ -235,6 +235,71 @@ _register_reduce("ReduceSum", "sum", 13)
 _register_reduce("ReduceMean", "mean", 18)
 _register_reduce("ReduceMax", "max", 18)
 _register_reduce("ReduceMin", "min", 18)
+_register_reduce("ReduceProd", "prod", 18)
+
+
+# The other reductions are compositions: an elementwise map, a sum, an elementwise map. With
+# noop_with_empty_axes and no axes they reduce over an empty set of axes: the two maps alone (as the reference).
+
+def _square(x):
+    return fold("multiply", x, x)
+
+
+def _l2_root(x):
+    """sqrt of a sum of squares; of an integer sum in float64, truncated back (as the reference's astype)."""
+    if is_float(x.type.dtype):
+        return fold("sqrt", x)
+    return fold("cast", fold("sqrt", fold("cast", x, dtype="float64")), dtype=x.type.dtype)
+
+
+def _float_only(onnx_name):
+    def check(x):
+        if not is_float(x.type.dtype):
+            raise ConversionError(f"{onnx_name} of a {x.type.dtype} tensor is not supported (it is defined through "
+                                  f"Log, a float op; onnx removed integer types from its schema in opset 28)")
+        return x
+    return check
+
+
+def _log_sum_exp(data, axes, keepdims):
+    """log(sum(exp(x - m))) + m with m the maximum over axes (so that no exp overflows), m taken as 0 where it
+    is not finite (all -inf: log(0) + 0 = -inf; any +inf: +inf; NaN propagates)."""
+    m = fold("max", data, axes=axes, keepdims=True)
+    finite = fold("equal", _binary("subtract", m, m), const(0, m.type.dtype))  # inf - inf and NaN - NaN are NaN
+    shift = fold("where", finite, m, const(0, m.type.dtype))
+    total = fold("sum", fold("exp", _binary("subtract", data, shift)), axes=axes, keepdims=bool(keepdims))
+    return _binary("add", fold("log", total), _reshape(shift, _shape(total)))
+
+
+def _register_composed_reduce(onnx_name, pre, post, reduce=None):
+    """onnx_name(x) = post(sum(pre(x))) (pre/post None: identity); `reduce(data, axes, keepdims)` replaces the
+    whole composition when given (it gets data after pre)."""
+    def convert(data, axes, keepdims, noop_with_empty_axes=0):
+        x = pre(data) if pre else data
+        if axes is not None and len(axes) == 0:
+            axes = None
+        if axes is None and noop_with_empty_axes:
+            return post(x) if post and not reduce else x
+        axes = None if axes is None else tuple(axes)
+        if reduce:
+            return reduce(x, axes, keepdims)
+        total = fold("sum", x, axes=axes, keepdims=bool(keepdims))
+        return post(total) if post else total
+
+    @converter(onnx_name)
+    def attribute_form(data, *, axes=None, keepdims=1):
+        return convert(data, axes, keepdims)
+
+    @converter(onnx_name, since=18)
+    def input_form(data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        return convert(data, _optional_ints(axes, "axes"), keepdims, noop_with_empty_axes)
+
+
+_register_composed_reduce("ReduceL1", lambda x: fold("abs", x), None)
+_register_composed_reduce("ReduceL2", _square, _l2_root)
+_register_composed_reduce("ReduceSumSquare", _square, None)
+_register_composed_reduce("ReduceLogSum", _float_only("ReduceLogSum"), lambda x: fold("log", x))
+_register_composed_reduce("ReduceLogSumExp", _float_only("ReduceLogSumExp"), None, reduce=_log_sum_exp)
 
 
 # ---- normalization ----

@@ -113,6 +113,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
     "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
+    # ---- reductions and scans (conf-reduce)
+    "ReduceProd": (1, 11, 13, 18),  # as ReduceMean (a "prod" combiner)
+    "ReduceL1": (1, 11, 13, 18),  # as ReduceMean (abs, then sum)
+    "ReduceL2": (1, 11, 13, 18),  # as ReduceMean (square, sum, sqrt; integers through float64, truncated back)
+    "ReduceSumSquare": (1, 11, 13, 18),  # as ReduceMean (square, then sum)
+    "ReduceLogSum": (1, 11, 13, 18, 28),  # as ReduceMean (sum, then log); 28: integer types removed (ours are
+    #   refused at every opset: the reference raises on them)
+    "ReduceLogSumExp": (1, 11, 13, 18, 28),  # as ReduceLogSum (max-shifted: no overflow)
 }
 
 

@@ -1,9 +1,10 @@
 """Tensor expressions: the tensor-level language of op compute definitions (like TVM's TE).
 
 A computation is a DAG of stages. `placeholder` declares an input; `compute(shape, lambda *i: expr)` declares a
-stage whose element at index i is expr; `reduce_axis` + `sum`/`max_reduce` express reductions. Expressions are
-small immutable trees with Python operator overloading; integer constants are folded as they are built so that
-index expressions stay readable. Comparisons build expressions (`a < b`); use `eq(a, b)` for equality.
+stage whose element at index i is expr; `reduce_axis` + `sum`/`prod_reduce`/`max_reduce`/`min_reduce` express
+reductions. Expressions are small immutable trees with Python operator overloading; integer constants are folded as
+they are built so that index expressions stay readable. Comparisons build expressions (`a < b`); use `eq(a, b)` for
+equality.
 
 This module is pure data. Scheduling, lowering and codegen live in `compiler/`.
 """
@@ -136,7 +137,7 @@ class TensorRead(PrimExpr):
 @dataclass(frozen=True, eq=True, repr=False)
 class Reduce(PrimExpr):
     """combiner over axes of body; only allowed at the top of a compute body."""
-    combiner: str  # sum, max, min
+    combiner: str  # sum, prod, max, min
     body: PrimExpr
     axes: tuple  # of IterVar
 
@@ -426,11 +427,14 @@ def _reduce(combiner):
 sum = _reduce("sum")  # noqa: A001  (mirrors te.sum)
 max_reduce = _reduce("max")
 min_reduce = _reduce("min")
+prod_reduce = _reduce("prod")
 
 
 def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     if combiner == "sum":
         return const(0, dtype)
+    if combiner == "prod":
+        return const(1, dtype)
     if dtype == "bool":
         return IntImm(int(combiner == "min"), dtype)
     inf = math.inf if combiner == "min" else -math.inf

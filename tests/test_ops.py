@@ -417,6 +417,14 @@ TYPED = [
     ("sum", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("sum", [((2, 3, 4), I)], {}),
     ("mean", [((2, 3, 4), F)], {"axes": (1,)}), ("max", [((2, 3, 4), F)], {"axes": (-2,), "keepdims": False}),
     ("max", [((2, 3), B)], {"axes": (1,)}), ("min", [((2, 3, 4), I)], {"axes": (0, 2)}),
+    ("prod", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("prod", [((2, 3, 4), I)], {"axes": (1,)}),
+    ("argmax", [((2, 3, 4), F)], {"axis": -1, "keepdims": False}),
+    ("argmax", [((3, 5), I)], {"axis": 0, "select_last_index": True}),  # ints in [-3, 3]: ties
+    ("argmin", [((3, 5), I)], {"axis": 1}),
+    ("argmin", [((2, 3, 4), I)], {"axis": -2, "keepdims": False, "select_last_index": True}),
+    ("cumsum", [((3, 5), F)], {"axis": 1}), ("cumsum", [((3, 5), I)], {"axis": 0, "exclusive": True, "reverse": True}),
+    ("cumprod", [((3, 5), F)], {"axis": -1, "reverse": True}),
+    ("cumprod", [((3, 5), I)], {"axis": 0, "exclusive": True}),
     ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
     ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
     ("nn.layer_norm", [((2, 3, 32), F), ((32,), F), ((32,), F)], {"axis": -1, "epsilon": 1e-5}),  # row form

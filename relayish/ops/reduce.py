@@ -1,4 +1,6 @@
-"""Reductions over any set of axes: sum, mean, max, min (ONNX ReduceSum/ReduceMean/ReduceMax/ReduceMin)."""
+"""Reductions over any set of axes: sum, prod, mean, max, min (ONNX ReduceSum/ReduceProd/ReduceMean/ReduceMax/
+ReduceMin; the frontend composes ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp of them);
+the index of the maximum or minimum along one axis (ArgMax, ArgMin); running sums and products (CumSum, CumProd)."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,7 +60,7 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
             out.append(raxes[d].var if d in raxes else next(pos))
         return tuple(out)
 
-    reducer = {"sum": te.sum, "max": te.max_reduce, "min": te.min_reduce}[combiner]
+    reducer = {"sum": te.sum, "prod": te.prod_reduce, "max": te.max_reduce, "min": te.min_reduce}[combiner]
     total = te.compute(out_shape, lambda *i: reducer(x[index(i)], list(raxes.values())), name=name, tag="reduce")
     if scale is None:
         return total
@@ -79,6 +81,133 @@ def _register(op, fn, combiner, doc):
 
 
 _register("sum", np.sum, "sum", "sum over axes (None: all)")
+_register("prod", np.prod, "prod", "product over axes (None: all)")
 _register("mean", np.mean, "sum", "mean over axes (None: all)")
 _register("max", np.max, "max", "maximum over axes (None: all)")
 _register("min", np.min, "min", "minimum over axes (None: all)")
+
+# ---------------------------------------------------------------------------------------------- argmax, argmin
+
+
+def _arg_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = dict(attrs)
+        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
+        attrs["keepdims"], attrs["select_last_index"] = bool(attrs["keepdims"]), bool(attrs["select_last_index"])
+        return attrs
+    return normalize
+
+
+def _arg_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        if x.dtype == "bool":
+            raise OpError(f"{op}: input must be numeric, got bool")
+        if x.shape[attrs.axis] == 0:
+            raise OpError(f"{op}: reducing an empty axis of {x.shape}")
+        return TensorType(reduced_shape(x.shape, (attrs.axis,), attrs.keepdims), "int64")
+    return infer
+
+
+def _arg_ref(fn):
+    """numpy's argmax/argmin (a NaN is both the maximum and the minimum: the first one wins); the last index
+    as numpy's of the reversed axis."""
+    def ref(x, axis, keepdims, select_last_index):
+        if select_last_index:
+            out = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis, keepdims=keepdims)
+        else:
+            out = fn(x, axis=axis, keepdims=keepdims)
+        return np.asarray(out, dtype=np.int64)
+    return ref
+
+
+def _arg_compute(combiner):
+    """Two reductions: the extreme value along the axis (NaN if any is NaN, as max/min), then the first (or last)
+    position holding it, as a min (or max) over positions; NaN matches NaN."""
+    def compute(inputs, attrs, out_type):
+        x, = inputs
+        ax, n = attrs.axis, x.shape[attrs.axis]
+        best = reduce_compute(x, (ax,), False, combiner, f"arg{combiner}_value")
+        k = te.reduce_axis(n, "k")
+        floats = is_float(x.dtype)
+
+        def body(*i):
+            outer = tuple(i[:ax]) + tuple(i[ax + 1:]) if attrs.keepdims else tuple(i)
+            v, b = x[outer[:ax] + (k.var,) + outer[ax:]], best[outer]
+            hit = te.any_of(te.eq(v, b), te.all_of(te.ne(v, v), te.ne(b, b))) if floats else te.eq(v, b)
+            pos = te.cast("int64", k.var)
+            if attrs.select_last_index:
+                return te.max_reduce(te.select(hit, pos, te.const(-1, "int64")), k)
+            return te.min_reduce(te.select(hit, pos, te.const(n, "int64")), k)
+        return te.compute(out_type.shape, body, name=f"arg{combiner}", tag="reduce")
+    return compute
+
+
+for _op, _fn, _combiner in (("argmax", np.argmax, "max"), ("argmin", np.argmin, "min")):
+    register_op(_op, inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_arg_infer(_op),
+                ref=_arg_ref(_fn), compute=_arg_compute(_combiner), normalize=_arg_normalize(_op),
+                attrs={"axis": 0, "keepdims": True, "select_last_index": False},
+                flops=lambda arg_types, attrs, out: 2.0 * arg_types[0].size,
+                doc=f"int64 index of the {_combiner}imum along axis (first, or last with select_last_index; NaN "
+                    f"counts as the {_combiner}imum, as numpy)")
+
+# ---------------------------------------------------------------------------------------------- cumsum, cumprod
+
+
+def _cum_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = dict(attrs)
+        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
+        attrs["exclusive"], attrs["reverse"] = bool(attrs["exclusive"]), bool(attrs["reverse"])
+        return attrs
+    return normalize
+
+
+def _cum_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        if x.dtype == "bool":
+            raise OpError(f"{op}: input must be numeric, got bool")
+        return x
+    return infer
+
+
+def _cum_ref(fn, identity):
+    """numpy's cumsum/cumprod (of the reversed axis for reverse; shifted by one, the identity first, for
+    exclusive)."""
+    def ref(x, axis, exclusive, reverse):
+        y = np.flip(x, axis) if reverse else x
+        out = fn(y, axis=axis, dtype=x.dtype)
+        if exclusive:
+            pad = np.full_like(np.take(out, [0], axis=axis), identity)
+            out = np.concatenate([pad, np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis=axis)
+        return np.flip(out, axis) if reverse else out
+    return ref
+
+
+def _cum_compute(combiner):
+    """out[.., i, ..] = combiner over positions k of the axis (walked from the start, or from the end for reverse,
+    as the reference adds them) of x[.., k, ..] where k is at or before i (strictly before for exclusive), the
+    identity elsewhere: O(n^2) along the axis, one reduction."""
+    def compute(inputs, attrs, out_type):
+        x, = inputs
+        ax, n = attrs.axis, x.shape[attrs.axis]
+        k = te.reduce_axis(n, "k")
+        identity = te.reduce_identity(combiner, x.dtype)
+        reducer = te.sum if combiner == "sum" else te.prod_reduce
+
+        def body(*i):
+            pos = (n - 1 - k.var) if attrs.reverse else k.var
+            ahead = (i[ax] < pos) if attrs.reverse else (pos < i[ax])  # strictly before i in the running order
+            inside = ahead if attrs.exclusive else te.any_of(ahead, te.eq(pos, i[ax]))
+            return reducer(te.select(inside, x[tuple(i[:ax]) + (pos,) + tuple(i[ax + 1:])], identity), k)
+        return te.compute(x.shape, body, name=f"cum{combiner}", tag="reduce")
+    return compute
+
+
+for _op, _fn, _combiner, _identity in (("cumsum", np.cumsum, "sum", 0), ("cumprod", np.cumprod, "prod", 1)):
+    register_op(_op, inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_cum_infer(_op),
+                ref=_cum_ref(_fn, _identity), compute=_cum_compute(_combiner), normalize=_cum_normalize(_op),
+                attrs={"axis": 0, "exclusive": False, "reverse": False},
+                flops=lambda arg_types, attrs, out: float(out.size) * out.shape[attrs.axis],
+                doc=f"running {_combiner} along axis (exclusive: without the element itself; reverse: from the end)")

@@ -1,0 +1,113 @@
+"""Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the reductions and scans beyond
+Sum/Mean/Max/Min: ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp, ReduceProd, ArgMax, ArgMin,
+LogSoftmax, Hardmax, CumSum, CumProd; over negative axes, keepdims 0/1, the attribute and input forms of axes,
+several dtypes, ties and NaNs.
+
+A case is as in tests/test_compile_tensor_ops.py: (op type, graph inputs {name: (shape, dtype)}, attributes,
+opset, initializers {name: array}).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from compiler import compile_model
+from frontends import from_onnx
+from frontends.onnx import OnnxImportError
+from relayish.interp import evaluate
+from test_compile_tensor_ops import case_id, make_model
+from test_frontend import assert_close, run_ort
+
+F, D, H, I32, I64 = "float32", "float64", "float16", "int32", "int64"
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+REDUCE_CASES = [
+    (op, {"x": ((2, 3, 4), dt)}, attrs, opset, consts)
+    for op, dtypes in (("ReduceL1", (F, D, I64)), ("ReduceL2", (F, D)), ("ReduceSumSquare", (F, I32)),
+                       ("ReduceLogSum", (F,)), ("ReduceLogSumExp", (F, D)), ("ReduceProd", (F, I64)))
+    for dt in dtypes
+    for attrs, opset, consts in (
+        ({"axes": [-1, 0], "keepdims": 0}, 13, {}),
+        ({"axes": [1]}, 11, {}),
+        ({"keepdims": 0}, 13, {}),  # every axis
+        ({"keepdims": 1}, 18, {"axes": i64(-2)}),
+        ({"keepdims": 0}, 18, {"axes": i64(2, 0)}),
+        ({}, 18, {}),  # no axes input: every axis
+    )
+] + [
+    ("ReduceL1", {"x": ((2, 3, 4), F)}, {"noop_with_empty_axes": 1}, 18, {"axes": i64()}),
+    ("ReduceSumSquare", {"x": ((5, 4), F)}, {"noop_with_empty_axes": 1}, 18, {}),
+    ("ReduceL2", {"x": ((5, 4), F)}, {"noop_with_empty_axes": 1}, 18, {}),
+    ("ReduceLogSum", {"x": ((5, 4), F)}, {"noop_with_empty_axes": 1}, 18, {}),
+    ("ReduceLogSumExp", {"x": ((5, 4), F)}, {"noop_with_empty_axes": 1}, 18, {}),
+    ("ReduceProd", {"x": ((5, 4), F)}, {"noop_with_empty_axes": 1}, 18, {}),
+    ("ReduceL2", {"x": ((3, 40), F)}, {"axes": [-1]}, 13, {}),
+    ("ReduceLogSumExp", {"x": ((3, 40), H)}, {"axes": [-1]}, 13, {}),
+    ("ReduceProd", {"x": ((3, 4, 5), I32)}, {"axes": [0, 2], "keepdims": 0}, 13, {}),
+]
+
+
+def feeds_of(op, inputs, rng):
+    feeds = {}
+    for name, (shape, dtype) in inputs.items():
+        if np.dtype(dtype).kind == "f":
+            x = rng.standard_normal(shape)
+            if op in ("ReduceLogSum", "ReduceProd"):  # a real log; products neither vanishing nor exploding
+                x = np.abs(x) * 0.5 + 0.75
+            feeds[name] = x.astype(dtype)
+        else:
+            feeds[name] = rng.integers(-3 if op == "ReduceProd" else -5, 4, shape).astype(dtype)
+    return feeds
+
+
+def three_way(model, feeds):
+    """Compiled, interpreted and onnxruntime's outputs, compared (floats within the project tolerance, integers
+    exactly)."""
+    refs = run_ort(model, feeds)
+    interp = evaluate(from_onnx(model), feeds)
+    ours = compile_model(model).run(None, feeds)
+    for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
+        assert a.dtype == c.dtype, f"output {k}: dtype {a.dtype} != onnxruntime's {c.dtype}"
+        assert a.shape == c.shape, f"output {k}: shape {a.shape} != onnxruntime's {c.shape}"
+        if c.dtype.kind == "f":
+            assert_close(a, c, f"output {k} vs onnxruntime")
+            assert_close(a, b, f"output {k} vs interpreter")
+        else:
+            np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
+            np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
+    return ours
+
+
+@pytest.mark.parametrize("case", REDUCE_CASES, ids=case_id)
+def test_reductions_three_way(case):
+    op, inputs, attrs, opset, consts = case
+    model = make_model(op, inputs, attrs, opset, consts, 1)
+    three_way(model, feeds_of(op, inputs, np.random.default_rng(0)))
+
+
+def test_log_sum_exp_does_not_overflow_and_keeps_infinities():
+    model = make_model("ReduceLogSumExp", {"x": ((4, 3), F)}, {"axes": [1], "keepdims": 0}, 13, {}, 1)
+    x = np.array([[100, 100, 90], [-np.inf, -np.inf, -np.inf], [np.inf, 1, -np.inf], [1000, -1000, 3]], np.float32)
+    y, = compile_model(model).run(None, {"x": x})
+    np.testing.assert_allclose(y, [100 + np.log(2 + np.exp(-10)), -np.inf, np.inf, 1000], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ReduceLogSum", "ReduceLogSumExp"])
+def test_log_reductions_refuse_integers(op):
+    model = make_model(op, {"x": ((2, 3), I64)}, {"axes": [1]}, 13, {}, 1)
+    with pytest.raises(OnnxImportError, match=f"{op} of a int64 tensor is not supported"):
+        from_onnx(model)
+
+
+def test_reduce_axes_must_be_constant():
+    x = helper.make_tensor_value_info("x", 1, [2, 3])
+    axes = helper.make_tensor_value_info("axes", 7, [1])
+    graph = helper.make_graph([helper.make_node("ReduceL2", ["x", "axes"], ["y"])], "g", [x, axes],
+                              [helper.make_tensor_value_info("y", 1, [1, 3])])
+    with pytest.raises(OnnxImportError, match="input 'axes' must be a constant"):
+        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
