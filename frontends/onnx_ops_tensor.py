@@ -1,5 +1,6 @@
 """Converters of the ops transformers use: integer and boolean tensors (Gather, Cast, comparisons, Where, Expand,
-Slice, Split, Range, Trilu), reductions, LayerNormalization, Gelu, and the math they need (Erf, Pow, Mod...).
+Slice, Split, Range, Trilu), reductions (Reduce*, ArgMax/ArgMin), scans (CumSum/CumProd), LogSoftmax and Hardmax,
+LayerNormalization, Gelu, and the math they need (Erf, Pow, Mod...).
 
 Conventions as in frontends/onnx_ops.py (one small function per op, opsets as `since=`). A call whose inputs
 are all constants is evaluated at import with the op's numpy reference (`fold`), so shape arithmetic never
@@ -15,8 +16,8 @@ from relayish import Constant, Expr, call, const, get_op
 from relayish.op import infer_call_type
 from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
-from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter
-from .onnx_values import ConversionError, _ints, constant_value
+from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
+from .onnx_values import ConversionError, _ints, constant_value, int_list_input
 
 
 def fold(op: str, *args: Expr, **attrs) -> Expr:
@@ -300,6 +301,77 @@ _register_composed_reduce("ReduceL2", _square, _l2_root)
 _register_composed_reduce("ReduceSumSquare", _square, None)
 _register_composed_reduce("ReduceLogSum", _float_only("ReduceLogSum"), lambda x: fold("log", x))
 _register_composed_reduce("ReduceLogSumExp", _float_only("ReduceLogSumExp"), None, reduce=_log_sum_exp)
+
+
+# ---- arg reductions and scans ----
+
+def _register_arg(onnx_name, op):
+    def convert(data, axis, keepdims, select_last_index):
+        if data.type.dtype == "bool":
+            raise ConversionError(f"{onnx_name} of a bool tensor is not supported (ONNX defines it for numbers)")
+        return fold(op, data, axis=_axis(axis, len(_shape(data))), keepdims=bool(keepdims),
+                    select_last_index=bool(select_last_index))
+
+    @converter(onnx_name)
+    def without_last_index(data, *, axis=0, keepdims=1):
+        return convert(data, axis, keepdims, 0)
+
+    @converter(onnx_name, since=12)
+    def with_last_index(data, *, axis=0, keepdims=1, select_last_index=0):
+        return convert(data, axis, keepdims, select_last_index)
+
+
+_register_arg("ArgMax", "argmax")
+_register_arg("ArgMin", "argmin")
+
+
+def _register_scan(onnx_name, op, since):
+    @converter(onnx_name, since=since)
+    def scan(x, axis, *, exclusive=0, reverse=0):
+        """axis: a constant int32/int64 scalar (or 1-element 1-D tensor)."""
+        axes = int_list_input(axis, "axis", (np.int32, np.int64))
+        if len(axes) != 1:
+            raise ConversionError(f"input 'axis' must hold one value, got {axes}")
+        if x.type.dtype == "bool":
+            raise ConversionError(f"{onnx_name} of a bool tensor is not supported (ONNX defines it for numbers)")
+        return fold(op, x, axis=_axis(axes[0], len(_shape(x))), exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+_register_scan("CumSum", "cumsum", 11)
+_register_scan("CumProd", "cumprod", 26)
+
+
+# ---- softmax relatives ----
+
+@converter("LogSoftmax")
+def log_softmax_v1(x, *, axis=1):
+    return over_flattened_tail(lambda v, a: fold("nn.log_softmax", v, axis=a), x, axis)
+
+
+@converter("LogSoftmax", since=13)
+def log_softmax_v13(x, *, axis=-1):
+    return fold("nn.log_softmax", x, axis=_axis(axis, len(_shape(x))))
+
+
+def _hardmax(x, axis):
+    """1 where the first maximum along the axis is, 0 elsewhere: argmax (keepdims) compared with the positions."""
+    if not is_float(x.type.dtype):
+        raise ConversionError(f"Hardmax of a {x.type.dtype} tensor is not supported (ONNX defines it for floats)")
+    axis = _axis(axis, len(_shape(x)))
+    n = _shape(x)[axis]
+    positions = Constant(np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(_shape(x)))]))
+    hit = fold("equal", fold("argmax", x, axis=axis, keepdims=True, select_last_index=False), positions)
+    return fold("cast", hit, dtype=x.type.dtype)
+
+
+@converter("Hardmax")
+def hardmax_v1(x, *, axis=1):
+    return over_flattened_tail(_hardmax, x, axis)
+
+
+@converter("Hardmax", since=13)
+def hardmax_v13(x, *, axis=-1):
+    return _hardmax(x, axis)
 
 
 # ---- normalization ----

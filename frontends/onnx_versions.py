@@ -121,6 +121,12 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "ReduceLogSum": (1, 11, 13, 18, 28),  # as ReduceMean (sum, then log); 28: integer types removed (ours are
     #   refused at every opset: the reference raises on them)
     "ReduceLogSumExp": (1, 11, 13, 18, 28),  # as ReduceLogSum (max-shifted: no overflow)
+    "ArgMax": (1, 11, 12, 13),  # 11: negative axis; 12: select_last_index; 13: types (bfloat16)
+    "ArgMin": (1, 11, 12, 13),  # as ArgMax
+    "CumSum": (11, 14),  # axis input (a constant); 14: types (float16, bfloat16)
+    "CumProd": (26,),
+    "LogSoftmax": (1, 11, 13),  # as Softmax: 1, 11 coerce to 2-D (over_flattened_tail); 13: one axis
+    "Hardmax": (1, 11, 13),  # as LogSoftmax (argmax == position, first maximum)
 }
 
 

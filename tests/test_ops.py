@@ -185,6 +185,12 @@ def test_softmax(shape, axis):
     np.testing.assert_allclose(ref, ort_run("Softmax", [x], axis=axis), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("shape,axis", [((5,), -1), ((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 3, 32), -1)])
+def test_log_softmax(shape, axis):
+    ref, (x,), _ = check_op("nn.log_softmax", [shape], dict(axis=axis))
+    np.testing.assert_allclose(ref, ort_run("LogSoftmax", [x], axis=axis), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 def test_lrn(size):
     attrs = dict(size=size, alpha=0.3, beta=0.75, bias=2.0)
