@@ -220,3 +220,42 @@ def test_softmax_relatives_three_way(case):
     if op == "Hardmax":  # ties: the first maximum wins
         feeds["x"] = np.round(feeds["x"]).astype(feeds["x"].dtype)
     three_way(model, feeds)
+
+
+# ---- the new stages under random schedules: every sketch and annotation the tuner may try computes the same
+
+@pytest.mark.parametrize("op,shape,dtype,attrs", [
+    ("prod", (4, 64), F, {"axes": (1,), "keepdims": False}),  # a long reduction: the rfactor sketch
+    ("argmax", (6, 40), F, {"axis": 1, "keepdims": False, "select_last_index": True}),
+    ("argmin", (5, 7), I64, {"axis": 0, "keepdims": True, "select_last_index": False}),
+    ("cumsum", (3, 24), F, {"axis": 1, "exclusive": True, "reverse": True}),
+    ("nn.log_softmax", (4, 32), F, {"axis": -1}),  # the row form
+    ("nn.log_softmax", (4, 5, 6), F, {"axis": 1}),
+])
+def test_random_schedules_keep_results(op, shape, dtype, attrs):
+    import random
+
+    from compiler.lower import lower
+    from compiler.task import Task
+    from loop_eval import run_primfunc
+    from relayish import TensorType, Var, call, get_op, te
+    from relayish.interp import evaluate_one
+    from tuning.annotate import concretize, random_programs
+    from tuning.sketch import generate_sketches
+
+    node = call(op, Var("x", TensorType(shape, dtype)), **attrs)
+    x = te.placeholder(shape, dtype, name="x")
+    out = get_op(op).compute([x], node.attrs, node.type)
+    task = Task("test", op, None, [x], [out], 1.0)
+    rng = np.random.default_rng(4)
+    data = (rng.integers(-2, 3, shape) if dtype == I64 else rng.standard_normal(shape) * 0.5 + 1).astype(dtype)
+    if op == "argmax":
+        data = np.round(data * 2).astype(dtype)  # ties
+    want = evaluate_one(node, [data])
+    sketches, init = generate_sketches(task), task.initial_state()
+    for prog, _ in random_programs(sketches, init, 6, random.Random(0)):
+        func = lower(concretize(sketches[prog.sketch_id], prog, init).apply(init))
+        bufs = [data.copy(), np.zeros(want.shape, want.dtype)] + \
+            [np.zeros(int(np.prod(p.shape)), p.dtype) for p in func.params[2:]]
+        run_primfunc(func, bufs)
+        np.testing.assert_allclose(bufs[1], want, rtol=1e-5, atol=1e-6)
