@@ -401,11 +401,11 @@ def compute(shape: Sequence[int], fcompute: Callable, name="compute", tag="", dt
     if dtype is not None and body.dtype != dtype:
         body = cast(dtype, body) if not isinstance(body, Reduce) else body
     _check_reduce_on_top(body, name)
-    if isinstance(body, Reduce) and body.combiner == "sum" and body.dtype in ("float16", "bfloat16"):
-        # a 16-bit sum accumulates in float32 and rounds once (as numpy and onnxruntime): an accumulator stored
-        # as 16 bits would round at every step
-        acc = Tensor(ComputeOp(name + "_f32", axes, Reduce("sum", cast("float32", body.body), body.axes), "float32",
-                               tag))
+    if isinstance(body, Reduce) and body.combiner in ("sum", "prod") and body.dtype in ("float16", "bfloat16"):
+        # a 16-bit sum (or product) accumulates in float32 and rounds once (as numpy and onnxruntime): an
+        # accumulator stored as 16 bits would round at every step
+        acc = Tensor(ComputeOp(name + "_f32", axes, Reduce(body.combiner, cast("float32", body.body), body.axes),
+                               "float32", tag))
         return compute(shape, lambda *i: cast(body.dtype, acc[i]), name=name)
     return Tensor(ComputeOp(name, axes, body, body.dtype, tag))
 

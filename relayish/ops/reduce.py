@@ -43,8 +43,14 @@ def _infer(op):
 
 def _ref(fn):
     def ref(x, axes, keepdims):
-        return np.asarray(fn(x, axis=tuple(axes), keepdims=keepdims), dtype=x.dtype)
+        return np.asarray(fn(_widened(x), axis=tuple(axes), keepdims=keepdims), dtype=x.dtype)
     return ref
+
+
+def _widened(x):
+    """x, in float32 if it is a 16-bit float: sums and products of those accumulate in float32 and round once
+    (relayish/te.py compute, as onnxruntime)."""
+    return x.astype(np.float32) if is_float(x.dtype) and x.dtype.itemsize == 2 else x
 
 
 def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> te.Tensor:
@@ -174,10 +180,10 @@ def _cum_infer(op):
 
 def _cum_ref(fn, identity):
     """numpy's cumsum/cumprod (of the reversed axis for reverse; shifted by one, the identity first, for
-    exclusive)."""
+    exclusive); 16-bit floats accumulate in float32."""
     def ref(x, axis, exclusive, reverse):
-        y = np.flip(x, axis) if reverse else x
-        out = fn(y, axis=axis, dtype=x.dtype)
+        y = _widened(np.flip(x, axis) if reverse else x)
+        out = fn(y, axis=axis, dtype=y.dtype).astype(x.dtype)
         if exclusive:
             pad = np.full_like(np.take(out, [0], axis=axis), identity)
             out = np.concatenate([pad, np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis=axis)
