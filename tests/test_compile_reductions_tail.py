@@ -199,6 +199,12 @@ SCAN_CASES = [
     )
 ] + [
     ("CumSum", {"x": ((7, 33), F)}, {"reverse": 1}, 11, {"axis": np.array(1, np.int64)}),
+    # long axes (relayish.ops.reduce.BLOCKED_SCAN_MIN): in blocks
+    ("CumSum", {"x": ((4, 200), F)}, {"reverse": 1, "exclusive": 1}, 14, {"axis": np.array(-1, np.int64)}),
+    ("CumSum", {"x": ((130, 3), I64)}, {}, 14, {"axis": np.array(0, np.int64)}),
+    ("CumSum", {"x": ((2, 64, 3), D)}, {"exclusive": 1}, 14, {"axis": np.array(1, np.int32)}),
+    ("CumProd", {"x": ((2, 81), F)}, {"reverse": 1}, 26, {"axis": np.array(1, np.int64)}),
+    ("CumProd", {"x": ((70, 2), I32)}, {"exclusive": 1}, 26, {"axis": np.array(0, np.int64)}),
     ("CumSum", {"x": ((3, 40), H)}, {}, 14, {"axis": np.array(1, np.int64)}),
     ("CumProd", {"x": ((3, 10), H)}, {"reverse": 1}, 26, {"axis": np.array(1, np.int64)}),
 ]
@@ -252,6 +258,7 @@ def test_softmax_relatives_three_way(case):
     ("argmax", (6, 40), F, {"axis": 1, "keepdims": False, "select_last_index": True}),
     ("argmin", (5, 7), I64, {"axis": 0, "keepdims": True, "select_last_index": False}),
     ("cumsum", (3, 24), F, {"axis": 1, "exclusive": True, "reverse": True}),
+    ("cumprod", (2, 70), F, {"axis": 1, "exclusive": False, "reverse": True}),  # in blocks
     ("nn.log_softmax", (4, 32), F, {"axis": -1}),  # the row form
     ("nn.log_softmax", (4, 5, 6), F, {"axis": 1}),
 ])

@@ -431,6 +431,8 @@ TYPED = [
     ("cumsum", [((3, 5), F)], {"axis": 1}), ("cumsum", [((3, 5), I)], {"axis": 0, "exclusive": True, "reverse": True}),
     ("cumprod", [((3, 5), F)], {"axis": -1, "reverse": True}),
     ("cumprod", [((3, 5), I)], {"axis": 0, "exclusive": True}),
+    ("cumsum", [((2, 70), F)], {"axis": 1, "exclusive": True, "reverse": True}),  # long axes: in blocks
+    ("cumsum", [((100, 2), I)], {"axis": 0}), ("cumprod", [((65, 2), F)], {"axis": 0, "reverse": True}),
     ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
     ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
     ("nn.layer_norm", [((2, 3, 32), F), ((32,), F), ((32,), F)], {"axis": -1, "epsilon": 1e-5}),  # row form

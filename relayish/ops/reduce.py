@@ -3,6 +3,8 @@ ReduceMin; the frontend composes ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogS
 the index of the maximum or minimum along one axis (ArgMax, ArgMin); running sums and products (CumSum, CumProd)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import te
@@ -191,29 +193,66 @@ def _cum_ref(fn, identity):
     return ref
 
 
+BLOCKED_SCAN_MIN = 64  # from this axis length on, a scan runs in blocks: n * sqrt(n) steps instead of n^2
+
+
 def _cum_compute(combiner):
-    """out[.., i, ..] = combiner over positions k of the axis (walked from the start, or from the end for reverse,
-    as the reference adds them) of x[.., k, ..] where k is at or before i (strictly before for exclusive), the
-    identity elsewhere: O(n^2) along the axis, one reduction."""
+    """In running order (r = the position, or n - 1 - it for reverse), out at r combines the elements at s <= r
+    (s < r for exclusive), the identity standing in for the others. A short axis (or a 16-bit float, which the
+    block totals would round once more): one reduction over the whole axis per output, in the reference's
+    order. A long one: in blocks of B ~ sqrt(n), the blocks' totals, the running total of the blocks before
+    each, the running total within each block, and the two combined."""
     def compute(inputs, attrs, out_type):
         x, = inputs
         ax, n = attrs.axis, x.shape[attrs.axis]
-        k = te.reduce_axis(n, "k")
         identity = te.reduce_identity(combiner, x.dtype)
         reducer = te.sum if combiner == "sum" else te.prod_reduce
+        order = (lambda r: n - 1 - r) if attrs.reverse else (lambda r: r)  # running index <-> position (both ways)
 
-        def body(*i):
-            pos = (n - 1 - k.var) if attrs.reverse else k.var
-            ahead = (i[ax] < pos) if attrs.reverse else (pos < i[ax])  # strictly before i in the running order
-            inside = ahead if attrs.exclusive else te.any_of(ahead, te.eq(pos, i[ax]))
-            return reducer(te.select(inside, x[tuple(i[:ax]) + (pos,) + tuple(i[ax + 1:])], identity), k)
-        return te.compute(x.shape, body, name=f"cum{combiner}", tag="reduce")
+        def at(i, s):  # i with its axis entry replaced by s
+            return tuple(i[:ax]) + (s,) + tuple(i[ax + 1:])
+
+        def upto(s, r):  # whether the element at running index s enters the result at r
+            return s < r if attrs.exclusive else s <= r
+
+        if n < BLOCKED_SCAN_MIN or x.dtype in ("float16", "bfloat16"):
+            k = te.reduce_axis(n, "k")
+            return te.compute(x.shape, lambda *i: reducer(
+                te.select(upto(k.var, order(i[ax])), x[at(i, order(k.var))], identity), k),
+                name=f"cum{combiner}", tag="reduce")
+        block = math.isqrt(n - 1) + 1
+        blocks = at(x.shape, -(-n // block))
+
+        def read(i, s):  # x at running index s, clamped into the axis (read in bounds where it is not selected)
+            return x[at(i, order(te.min_(s, n - 1)))]
+        t, c, u = te.reduce_axis(block, "t"), te.reduce_axis(blocks[ax], "c"), te.reduce_axis(block, "u")
+        totals = te.compute(blocks, lambda *i: reducer(
+            te.select(i[ax] * block + t.var < n, read(i, i[ax] * block + t.var), identity), t),
+            name=f"cum{combiner}_blocks", tag="reduce")
+        before = te.compute(blocks, lambda *i: reducer(te.select(c.var < i[ax], totals[at(i, c.var)], identity), c),
+                            name=f"cum{combiner}_before", tag="reduce")
+
+        def within(*i):
+            r = order(i[ax])
+            s = r // block * block + u.var
+            return reducer(te.select(upto(s, r), read(i, s), identity), u)
+        part = te.compute(x.shape, within, name=f"cum{combiner}_within", tag="reduce")
+
+        def combined(*i):
+            prev = before[at(i, order(i[ax]) // block)]
+            return prev + part[i] if combiner == "sum" else prev * part[i]
+        return te.compute(x.shape, combined, name=f"cum{combiner}", tag="elemwise")
     return compute
+
+
+def _scan_steps(n: int) -> int:
+    """Combines per output element of a scan along an axis of n."""
+    return n if n < BLOCKED_SCAN_MIN else 2 * (math.isqrt(n - 1) + 1) + 1
 
 
 for _op, _fn, _combiner, _identity in (("cumsum", np.cumsum, "sum", 0), ("cumprod", np.cumprod, "prod", 1)):
     register_op(_op, inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_cum_infer(_op),
                 ref=_cum_ref(_fn, _identity), compute=_cum_compute(_combiner), normalize=_cum_normalize(_op),
                 attrs={"axis": 0, "exclusive": False, "reverse": False},
-                flops=lambda arg_types, attrs, out: float(out.size) * out.shape[attrs.axis],
+                flops=lambda arg_types, attrs, out: float(out.size) * _scan_steps(out.shape[attrs.axis]),
                 doc=f"running {_combiner} along axis (exclusive: without the element itself; reverse: from the end)")
