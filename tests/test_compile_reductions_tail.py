@@ -113,6 +113,18 @@ def test_reductions_three_way(case):
     three_way(model, feeds_of(op, inputs, np.random.default_rng(0)))
 
 
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceProd", "ReduceL2", "ReduceLogSumExp"])
+def test_reducing_a_scalar_is_the_scalar_every_run(op):
+    # a reduction over no axes once kept no reduction loop, so its accumulator was never reset between runs
+    model = make_model(op, {"x": ((), F)}, {"keepdims": 0}, 13, {}, 1)
+    session = compile_model(model)
+    for value in (1.5, 2.5, 4.0):
+        x = np.array(value, np.float32)
+        y, = session.run(None, {"x": x})
+        assert y.shape == () and float(y) == pytest.approx(value, rel=1e-6)
+    three_way(model, {"x": np.array(0.75, np.float32)})
+
+
 def test_log_sum_exp_does_not_overflow_and_keeps_infinities():
     model = make_model("ReduceLogSumExp", {"x": ((4, 3), F)}, {"axes": [1], "keepdims": 0}, 13, {}, 1)
     x = np.array([[100, 100, 90], [-np.inf, -np.inf, -np.inf], [np.inf, 1, -np.inf], [1000, -1000, 3]], np.float32)

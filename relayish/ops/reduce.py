@@ -69,6 +69,8 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
         return tuple(out)
 
     reducer = {"sum": te.sum, "prod": te.prod_reduce, "max": te.max_reduce, "min": te.min_reduce}[combiner]
+    if not raxes:  # over no axes (all the axes of a 0-d tensor): x itself (a Reduce needs a reduction loop)
+        return te.compute(out_shape, lambda *i: x[index(i)], name=name, tag="elemwise")
     total = te.compute(out_shape, lambda *i: reducer(x[index(i)], list(raxes.values())), name=name, tag="reduce")
     if scale is None:
         return total
