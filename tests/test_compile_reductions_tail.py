@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import from_onnx
@@ -301,3 +301,29 @@ def test_random_schedules_keep_results(op, shape, dtype, attrs):
             [np.zeros(int(np.prod(p.shape)), p.dtype) for p in func.params[2:]]
         run_primfunc(func, bufs)
         np.testing.assert_allclose(bufs[1], want, rtol=1e-5, atol=1e-6)
+
+
+# ---- bad nodes: an import error that names the node and what is wrong
+
+@pytest.mark.parametrize("op,inputs,attrs,opset,consts,message", [
+    ("ArgMax", {"x": ((2, 3), F)}, {"axis": 2}, 13, {}, r"axis 2 out of range for a 2-D input"),
+    ("ArgMin", {"x": ((2, 3), F)}, {"axis": -3}, 13, {}, r"axis -3 out of range for a 2-D input"),
+    ("CumSum", {"x": ((2, 3), F)}, {}, 14, {"axis": np.array(2, np.int64)}, r"axis 2 out of range"),
+    ("CumSum", {"x": ((2, 3), F)}, {}, 14, {"axis": np.array(0.0, np.float32)}, r"input 'axis' must be int32 or int64"),
+    ("ReduceL1", {"x": ((2, 3), F)}, {"axes": [0, -2]}, 13, {}, r"repeated axes"),
+    ("ReduceProd", {"x": ((2, 3), F)}, {"keepdims": 0}, 18, {"axes": i64(3)}, r"axis 3 out of range"),
+    ("LogSoftmax", {"x": ((2, 3), F)}, {"axis": 2}, 13, {}, r"axis 2 out of range for a 2-D input"),
+    ("Hardmax", {"x": ((2, 3), F)}, {"axis": -3}, 11, {}, r"axis -3 out of range for a 2-D input"),
+])
+def test_bad_nodes_are_refused_by_name(op, inputs, attrs, opset, consts, message):
+    node = helper.make_node(op, list(inputs) + list(consts), ["y"], name="the_node", **attrs)
+    graph = helper.make_graph(
+        [node], "bad", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(d)), s)
+                        for n, (s, d) in inputs.items()],
+        [helper.make_tensor_value_info("y", 1, None)],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.graph.output[0].type.tensor_type.shape.SetInParent()  # the checker wants a shape; any will do
+    with pytest.raises(OnnxImportError, match=message) as error:
+        from_onnx(model)
+    assert "the_node" in str(error.value)
