@@ -256,7 +256,7 @@ def _l2_root(x):
 def _float_only(onnx_name):
     def check(x):
         if not is_float(x.type.dtype):
-            raise ConversionError(f"{onnx_name} of a {x.type.dtype} tensor is not supported (it is defined through "
+            raise ConversionError(f"{onnx_name} of {x.type.dtype} tensors is not supported (it is defined through "
                                   f"Log, a float op; onnx removed integer types from its schema in opset 28)")
         return x
     return check
@@ -308,7 +308,7 @@ _register_composed_reduce("ReduceLogSumExp", _float_only("ReduceLogSumExp"), Non
 def _register_arg(onnx_name, op):
     def convert(data, axis, keepdims, select_last_index):
         if data.type.dtype == "bool":
-            raise ConversionError(f"{onnx_name} of a bool tensor is not supported (ONNX defines it for numbers)")
+            raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
         return fold(op, data, axis=_axis(axis, len(_shape(data))), keepdims=bool(keepdims),
                     select_last_index=bool(select_last_index))
 
@@ -333,7 +333,7 @@ def _register_scan(onnx_name, op, since):
         if len(axes) != 1:
             raise ConversionError(f"input 'axis' must hold one value, got {axes}")
         if x.type.dtype == "bool":
-            raise ConversionError(f"{onnx_name} of a bool tensor is not supported (ONNX defines it for numbers)")
+            raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
         return fold(op, x, axis=_axis(axes[0], len(_shape(x))), exclusive=bool(exclusive), reverse=bool(reverse))
 
 
@@ -356,7 +356,7 @@ def log_softmax_v13(x, *, axis=-1):
 def _hardmax(x, axis):
     """1 where the first maximum along the axis is, 0 elsewhere: argmax (keepdims) compared with the positions."""
     if not is_float(x.type.dtype):
-        raise ConversionError(f"Hardmax of a {x.type.dtype} tensor is not supported (ONNX defines it for floats)")
+        raise ConversionError(f"Hardmax of {x.type.dtype} tensors is not supported (ONNX defines it for floats)")
     axis = _axis(axis, len(_shape(x)))
     n = _shape(x)[axis]
     positions = Constant(np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(_shape(x)))]))
