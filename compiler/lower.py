@@ -279,6 +279,8 @@ def _dim_box(indices, varying: dict):
 def _combine(combiner, acc, value):
     if combiner == "sum":
         return acc + value
+    if combiner == "prod":
+        return acc * value
     if combiner == "max":
         return te.max_(acc, value)
     return te.min_(acc, value)

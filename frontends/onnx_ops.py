@@ -366,16 +366,20 @@ def matmul(a, b):
     return _reshape(y, out)
 
 
-@converter("Softmax")
-def softmax_v1(x, *, axis=1):
-    """Before opset 13: x is coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])] and softmax runs over the
-    whole flattened tail."""
+def over_flattened_tail(fn, x: Expr, axis: int) -> Expr:
+    """fn(x', -1) for x' = x coerced to 2-D [prod(shape[:axis]), prod(shape[axis:])], reshaped back: the
+    Softmax, LogSoftmax and Hardmax of opsets before 13, which run over the whole flattened tail."""
     shape = _shape(x)
     axis = _axis(axis, len(shape))
     if axis == len(shape) - 1:
-        return call("nn.softmax", x, axis=-1)
+        return fn(x, -1)
     flat = _reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    return _reshape(call("nn.softmax", flat, axis=-1), shape)
+    return _reshape(fn(flat, -1), shape)
+
+
+@converter("Softmax")
+def softmax_v1(x, *, axis=1):
+    return over_flattened_tail(lambda v, a: call("nn.softmax", v, axis=a), x, axis)
 
 
 @converter("Softmax", since=13)

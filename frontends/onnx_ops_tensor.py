@@ -1,5 +1,6 @@
 """Converters of the ops transformers use: integer and boolean tensors (Gather, Cast, comparisons, Where, Expand,
-Slice, Split, Range, Trilu), reductions, LayerNormalization, Gelu, and the math they need (Erf, Pow, Mod...).
+Slice, Split, Range, Trilu), reductions (Reduce*, ArgMax/ArgMin), scans (CumSum/CumProd), LogSoftmax and Hardmax,
+LayerNormalization, Gelu, and the math they need (Erf, Pow, Mod...).
 
 Conventions as in frontends/onnx_ops.py (one small function per op, opsets as `since=`). A call whose inputs
 are all constants is evaluated at import with the op's numpy reference (`fold`), so shape arithmetic never
@@ -15,8 +16,8 @@ from relayish import Constant, Expr, call, const, get_op
 from relayish.op import infer_call_type
 from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
-from .onnx_ops import _axis, _binary, _is_const, _shape, converter
-from .onnx_values import ConversionError, _ints, constant_value
+from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
+from .onnx_values import ConversionError, _ints, constant_value, int_list_input
 
 
 def fold(op: str, *args: Expr, **attrs) -> Expr:
@@ -235,6 +236,142 @@ _register_reduce("ReduceSum", "sum", 13)
 _register_reduce("ReduceMean", "mean", 18)
 _register_reduce("ReduceMax", "max", 18)
 _register_reduce("ReduceMin", "min", 18)
+_register_reduce("ReduceProd", "prod", 18)
+
+
+# The other reductions are compositions: an elementwise map, a sum, an elementwise map. With
+# noop_with_empty_axes and no axes they reduce over an empty set of axes: the two maps alone (as the reference).
+
+def _square(x):
+    return fold("multiply", x, x)
+
+
+def _l2_root(x):
+    """sqrt of a sum of squares; of an integer sum in float64, truncated back (as the reference's astype)."""
+    if is_float(x.type.dtype):
+        return fold("sqrt", x)
+    return fold("cast", fold("sqrt", fold("cast", x, dtype="float64")), dtype=x.type.dtype)
+
+
+def _float_only(onnx_name):
+    def check(x):
+        if not is_float(x.type.dtype):
+            raise ConversionError(f"{onnx_name} of {x.type.dtype} tensors is not supported (it is defined through "
+                                  f"Log, a float op; onnx removed integer types from its schema in opset 28)")
+        return x
+    return check
+
+
+def _log_sum_exp(data, axes, keepdims):
+    """log(sum(exp(x - m))) + m with m the maximum over axes (so that no exp overflows), m taken as 0 where it
+    is not finite (all -inf: log(0) + 0 = -inf; any +inf: +inf; NaN propagates)."""
+    m = fold("max", data, axes=axes, keepdims=True)
+    finite = fold("equal", _binary("subtract", m, m), const(0, m.type.dtype))  # inf - inf and NaN - NaN are NaN
+    shift = fold("where", finite, m, const(0, m.type.dtype))
+    total = fold("sum", fold("exp", _binary("subtract", data, shift)), axes=axes, keepdims=bool(keepdims))
+    return _binary("add", fold("log", total), _reshape(shift, _shape(total)))
+
+
+def _register_composed_reduce(onnx_name, pre, post, reduce=None):
+    """onnx_name(x) = post(sum(pre(x))) (pre/post None: identity); `reduce(data, axes, keepdims)` replaces the
+    whole composition when given (it gets data after pre)."""
+    def convert(data, axes, keepdims, noop_with_empty_axes=0):
+        x = pre(data) if pre else data
+        if axes is not None and len(axes) == 0:
+            axes = None
+        if axes is None and noop_with_empty_axes:
+            return post(x) if post and not reduce else x
+        axes = None if axes is None else tuple(axes)
+        if reduce:
+            return reduce(x, axes, keepdims)
+        total = fold("sum", x, axes=axes, keepdims=bool(keepdims))
+        return post(total) if post else total
+
+    @converter(onnx_name)
+    def attribute_form(data, *, axes=None, keepdims=1):
+        return convert(data, axes, keepdims)
+
+    @converter(onnx_name, since=18)
+    def input_form(data, axes=None, *, keepdims=1, noop_with_empty_axes=0):
+        return convert(data, _optional_ints(axes, "axes"), keepdims, noop_with_empty_axes)
+
+
+_register_composed_reduce("ReduceL1", lambda x: fold("abs", x), None)
+_register_composed_reduce("ReduceL2", _square, _l2_root)
+_register_composed_reduce("ReduceSumSquare", _square, None)
+_register_composed_reduce("ReduceLogSum", _float_only("ReduceLogSum"), lambda x: fold("log", x))
+_register_composed_reduce("ReduceLogSumExp", _float_only("ReduceLogSumExp"), None, reduce=_log_sum_exp)
+
+
+# ---- arg reductions and scans ----
+
+def _register_arg(onnx_name, op):
+    def convert(data, axis, keepdims, select_last_index):
+        if data.type.dtype == "bool":
+            raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
+        return fold(op, data, axis=_axis(axis, len(_shape(data))), keepdims=bool(keepdims),
+                    select_last_index=bool(select_last_index))
+
+    @converter(onnx_name)
+    def without_last_index(data, *, axis=0, keepdims=1):
+        return convert(data, axis, keepdims, 0)
+
+    @converter(onnx_name, since=12)
+    def with_last_index(data, *, axis=0, keepdims=1, select_last_index=0):
+        return convert(data, axis, keepdims, select_last_index)
+
+
+_register_arg("ArgMax", "argmax")
+_register_arg("ArgMin", "argmin")
+
+
+def _register_scan(onnx_name, op, since):
+    @converter(onnx_name, since=since)
+    def scan(x, axis, *, exclusive=0, reverse=0):
+        """axis: a constant int32/int64 scalar (or 1-element 1-D tensor)."""
+        axes = int_list_input(axis, "axis", (np.int32, np.int64))
+        if len(axes) != 1:
+            raise ConversionError(f"input 'axis' must hold one value, got {axes}")
+        if x.type.dtype == "bool":
+            raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
+        return fold(op, x, axis=_axis(axes[0], len(_shape(x))), exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+_register_scan("CumSum", "cumsum", 11)
+_register_scan("CumProd", "cumprod", 26)
+
+
+# ---- softmax relatives ----
+
+@converter("LogSoftmax")
+def log_softmax_v1(x, *, axis=1):
+    return over_flattened_tail(lambda v, a: fold("nn.log_softmax", v, axis=a), x, axis)
+
+
+@converter("LogSoftmax", since=13)
+def log_softmax_v13(x, *, axis=-1):
+    return fold("nn.log_softmax", x, axis=_axis(axis, len(_shape(x))))
+
+
+def _hardmax(x, axis):
+    """1 where the first maximum along the axis is, 0 elsewhere: argmax (keepdims) compared with the positions."""
+    if not is_float(x.type.dtype):
+        raise ConversionError(f"Hardmax of {x.type.dtype} tensors is not supported (ONNX defines it for floats)")
+    axis = _axis(axis, len(_shape(x)))
+    n = _shape(x)[axis]
+    positions = Constant(np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(_shape(x)))]))
+    hit = fold("equal", fold("argmax", x, axis=axis, keepdims=True, select_last_index=False), positions)
+    return fold("cast", hit, dtype=x.type.dtype)
+
+
+@converter("Hardmax")
+def hardmax_v1(x, *, axis=1):
+    return over_flattened_tail(_hardmax, x, axis)
+
+
+@converter("Hardmax", since=13)
+def hardmax_v13(x, *, axis=-1):
+    return _hardmax(x, axis)
 
 
 # ---- normalization ----

@@ -121,6 +121,20 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "BitShift": (11, 28),  # 28: signed types; a shift by an amount outside [0, bits) defined (0, or the sign fill
     #   of an arithmetic right shift): relayish bit_shift implements 28's rules, which agree with 11 on unsigned
     "BitwiseAnd": (18,), "BitwiseOr": (18,), "BitwiseXor": (18,), "BitwiseNot": (18,),
+    # ---- reductions and scans (conf-reduce)
+    "ReduceProd": (1, 11, 13, 18),  # as ReduceMean (a "prod" combiner)
+    "ReduceL1": (1, 11, 13, 18),  # as ReduceMean (abs, then sum)
+    "ReduceL2": (1, 11, 13, 18),  # as ReduceMean (square, sum, sqrt; integers through float64, truncated back)
+    "ReduceSumSquare": (1, 11, 13, 18),  # as ReduceMean (square, then sum)
+    "ReduceLogSum": (1, 11, 13, 18, 28),  # as ReduceMean (sum, then log); 28: integer types removed (ours are
+    #   refused at every opset: the reference raises on them)
+    "ReduceLogSumExp": (1, 11, 13, 18, 28),  # as ReduceLogSum (max-shifted: no overflow)
+    "ArgMax": (1, 11, 12, 13),  # 11: negative axis; 12: select_last_index; 13: types (bfloat16)
+    "ArgMin": (1, 11, 12, 13),  # as ArgMax
+    "CumSum": (11, 14),  # axis input (a constant); 14: types (float16, bfloat16)
+    "CumProd": (26,),
+    "LogSoftmax": (1, 11, 13),  # as Softmax: 1, 11 coerce to 2-D (over_flattened_tail); 13: one axis
+    "Hardmax": (1, 11, 13),  # as LogSoftmax (argmax == position, first maximum)
 }
 
 

@@ -1,9 +1,10 @@
 """Tensor expressions: the tensor-level language of op compute definitions (like TVM's TE).
 
 A computation is a DAG of stages. `placeholder` declares an input; `compute(shape, lambda *i: expr)` declares a
-stage whose element at index i is expr; `reduce_axis` + `sum`/`max_reduce` express reductions. Expressions are
-small immutable trees with Python operator overloading; integer constants are folded as they are built so that
-index expressions stay readable. Comparisons build expressions (`a < b`); use `eq(a, b)` for equality.
+stage whose element at index i is expr; `reduce_axis` + `sum`/`prod_reduce`/`max_reduce`/`min_reduce` express
+reductions. Expressions are small immutable trees with Python operator overloading; integer constants are folded as
+they are built so that index expressions stay readable. Comparisons build expressions (`a < b`); use `eq(a, b)` for
+equality.
 
 This module is pure data. Scheduling, lowering and codegen live in `compiler/`.
 """
@@ -136,7 +137,7 @@ class TensorRead(PrimExpr):
 @dataclass(frozen=True, eq=True, repr=False)
 class Reduce(PrimExpr):
     """combiner over axes of body; only allowed at the top of a compute body."""
-    combiner: str  # sum, max, min
+    combiner: str  # sum, prod, max, min
     body: PrimExpr
     axes: tuple  # of IterVar
 
@@ -427,11 +428,11 @@ def compute(shape: Sequence[int], fcompute: Callable, name="compute", tag="", dt
     if dtype is not None and body.dtype != dtype:
         body = cast(dtype, body) if not isinstance(body, Reduce) else body
     _check_reduce_on_top(body, name)
-    if isinstance(body, Reduce) and body.combiner == "sum" and body.dtype in ("float16", "bfloat16"):
-        # a 16-bit sum accumulates in float32 and rounds once (as numpy and onnxruntime): an accumulator stored
-        # as 16 bits would round at every step
-        acc = Tensor(ComputeOp(name + "_f32", axes, Reduce("sum", cast("float32", body.body), body.axes), "float32",
-                               tag))
+    if isinstance(body, Reduce) and body.combiner in ("sum", "prod") and body.dtype in ("float16", "bfloat16"):
+        # a 16-bit sum (or product) accumulates in float32 and rounds once (as numpy and onnxruntime): an
+        # accumulator stored as 16 bits would round at every step
+        acc = Tensor(ComputeOp(name + "_f32", axes, Reduce(body.combiner, cast("float32", body.body), body.axes),
+                               "float32", tag))
         return compute(shape, lambda *i: cast(body.dtype, acc[i]), name=name)
     return Tensor(ComputeOp(name, axes, body, body.dtype, tag))
 
@@ -453,11 +454,14 @@ def _reduce(combiner):
 sum = _reduce("sum")  # noqa: A001  (mirrors te.sum)
 max_reduce = _reduce("max")
 min_reduce = _reduce("min")
+prod_reduce = _reduce("prod")
 
 
 def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     if combiner == "sum":
         return const(0, dtype)
+    if combiner == "prod":
+        return const(1, dtype)
     if dtype == "bool":
         return IntImm(int(combiner == "min"), dtype)
     inf = math.inf if combiner == "min" else -math.inf

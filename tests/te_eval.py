@@ -46,7 +46,7 @@ def _eval_stage(t: te.Tensor, values: dict) -> np.ndarray:
     value = np.broadcast_to(_eval(body, env, values), full_shape)
     if isinstance(op.body, te.Reduce):
         red = tuple(range(len(op.axes), rank))
-        value = {"sum": np.sum, "max": np.max, "min": np.min}[op.body.combiner](value, axis=red)
+        value = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[op.body.combiner](value, axis=red)
     return np.asarray(value).astype(op.dtype)
 
 

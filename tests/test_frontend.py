@@ -468,9 +468,9 @@ def test_resnet18_symbolic_batch(resnet18_dynamic_path):
 # ---- errors ----
 
 def test_unsupported_ops_are_listed_in_one_error():
-    nodes = [helper.make_node("Hardmax", ["x"], ["h"], name="hardmax_a"),
+    nodes = [helper.make_node("Bernoulli", ["x"], ["h"], name="bernoulli_a"),
              helper.make_node("Relu", ["h"], ["r"], name="relu"),
-             helper.make_node("Hardmax", ["r"], ["h2"], name="hardmax_b"),
+             helper.make_node("Bernoulli", ["r"], ["h2"], name="bernoulli_b"),
              helper.make_node("Det", ["h2"], ["d"], name="det"),
              helper.make_node("MyOp", ["d"], ["y"], name="custom", domain="com.example")]
     graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 3))],
@@ -481,17 +481,17 @@ def test_unsupported_ops_are_listed_in_one_error():
         from_onnx(with_output_shapes(model))
     msg = str(info.value)
     assert "3 unsupported op type(s)" in msg
-    assert "Hardmax (ai.onnx v17): 2 node(s), first 'hardmax_a'" in msg
+    assert "Bernoulli (ai.onnx v17): 2 node(s), first 'bernoulli_a'" in msg
     assert "Det (ai.onnx v17): 1 node(s), first 'det'" in msg
     assert "MyOp (com.example v2): 1 node(s), first 'custom'" in msg
-    assert "Relu" not in msg and "hardmax_b" not in msg
+    assert "Relu" not in msg and "bernoulli_b" not in msg
 
 
 def test_unnamed_unsupported_node_is_named_by_its_output():
-    nodes = [helper.make_node("Hardmax", ["x"], ["y"])]
-    graph = helper.make_graph(nodes, "anon", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3,))],
+    nodes = [helper.make_node("Det", ["x"], ["y"])]
+    graph = helper.make_graph(nodes, "anon", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 3))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    expected = r"Hardmax \(ai.onnx v13\): 1 node\(s\), first #0 \(unnamed, output 'y'\)"
+    expected = r"Det \(ai.onnx v13\): 1 node\(s\), first #0 \(unnamed, output 'y'\)"
     with pytest.raises(OnnxImportError, match=expected):
         from_onnx(with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                                                        ir_version=7)))

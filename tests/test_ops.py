@@ -185,6 +185,12 @@ def test_softmax(shape, axis):
     np.testing.assert_allclose(ref, ort_run("Softmax", [x], axis=axis), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("shape,axis", [((5,), -1), ((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 3, 32), -1)])
+def test_log_softmax(shape, axis):
+    ref, (x,), _ = check_op("nn.log_softmax", [shape], dict(axis=axis))
+    np.testing.assert_allclose(ref, ort_run("LogSoftmax", [x], axis=axis), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 def test_lrn(size):
     attrs = dict(size=size, alpha=0.3, beta=0.75, bias=2.0)
@@ -417,6 +423,16 @@ TYPED = [
     ("sum", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("sum", [((2, 3, 4), I)], {}),
     ("mean", [((2, 3, 4), F)], {"axes": (1,)}), ("max", [((2, 3, 4), F)], {"axes": (-2,), "keepdims": False}),
     ("max", [((2, 3), B)], {"axes": (1,)}), ("min", [((2, 3, 4), I)], {"axes": (0, 2)}),
+    ("prod", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("prod", [((2, 3, 4), I)], {"axes": (1,)}),
+    ("argmax", [((2, 3, 4), F)], {"axis": -1, "keepdims": False}),
+    ("argmax", [((3, 5), I)], {"axis": 0, "select_last_index": True}),  # ints in [-3, 3]: ties
+    ("argmin", [((3, 5), I)], {"axis": 1}),
+    ("argmin", [((2, 3, 4), I)], {"axis": -2, "keepdims": False, "select_last_index": True}),
+    ("cumsum", [((3, 5), F)], {"axis": 1}), ("cumsum", [((3, 5), I)], {"axis": 0, "exclusive": True, "reverse": True}),
+    ("cumprod", [((3, 5), F)], {"axis": -1, "reverse": True}),
+    ("cumprod", [((3, 5), I)], {"axis": 0, "exclusive": True}),
+    ("cumsum", [((2, 70), F)], {"axis": 1, "exclusive": True, "reverse": True}),  # long axes: in blocks
+    ("cumsum", [((100, 2), I)], {"axis": 0}), ("cumprod", [((65, 2), F)], {"axis": 0, "reverse": True}),
     ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
     ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
     ("nn.layer_norm", [((2, 3, 32), F), ((32,), F), ((32,), F)], {"axis": -1, "epsilon": 1e-5}),  # row form

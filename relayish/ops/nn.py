@@ -1,4 +1,4 @@
-"""Neural-network ops: convolution, pooling, dense, matmul, softmax, LRN, batch norm.
+"""Neural-network ops: convolution, pooling, dense, matmul, softmax, log-softmax, LRN, batch norm.
 
 Layouts: activations NCHW, conv weights OIHW; `padding` is (top, left, bottom, right). References follow ONNX
 (and onnxruntime where ONNX leaves room). Compute definitions read every tensor in bounds even under a select
@@ -457,6 +457,56 @@ register_op("nn.softmax", inputs=1, pattern=Pattern.OPAQUE, op_class="normalizat
             ref=_softmax_ref, compute=_softmax_compute, attrs={"axis": -1}, normalize=_axis_normalize("nn.softmax"),
             flops=lambda arg_types, attrs, out: 4.0 * out.size,
             doc="softmax along one axis (ONNX Softmax since opset 13; the frontend reshapes for older opsets).")
+
+# ---------------------------------------------------------------------------------------------- log_softmax
+
+
+def _log_softmax_infer(arg_types, attrs):
+    x, = arg_types
+    expect_float("nn.log_softmax", x)
+    return x
+
+
+def _log_softmax_ref(x, axis):
+    with np.errstate(invalid="ignore", divide="ignore"):  # a row of -inf gives NaN, as in onnxruntime
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return (shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype)
+
+
+def _log_softmax_compute(inputs, attrs, out_type):
+    """x - (max + log(sum(exp(x - max)))) along the axis: softmax's stages (the row form over the last axis)
+    with the log-normalizer once per row in place of the reciprocal; exp is only summed, never stored."""
+    x, = inputs
+    ax = attrs.axis
+    if ax == x.ndim - 1 and row_lanes(x.shape[-1]):
+        outer, length = x.shape[:-1], x.shape[-1]
+        xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "log_softmax_max")
+        total = row_reduce(outer, length, lambda i, l: te.exp(x[tuple(i) + (l,)] - xmax[i]), "sum",
+                           "log_softmax_sum")
+        norm = te.compute(outer, lambda *i: xmax[i] + te.log(total[i]), name="log_softmax_norm", tag=ROW_TAG)
+        return te.compute(x.shape, lambda *i: x[i] - norm[i[:-1]], name="log_softmax", tag=ROW_TAG)
+    reduced = x.shape[:ax] + x.shape[ax + 1:]
+
+    def full(i, k):  # index of x for reduced index i and position k along the axis
+        return tuple(i[:ax]) + (k,) + tuple(i[ax:])
+
+    def dropped(i):
+        return tuple(i[:ax]) + tuple(i[ax + 1:])
+
+    k1, k2 = te.reduce_axis(x.shape[ax], "k"), te.reduce_axis(x.shape[ax], "k")
+    xmax = te.compute(reduced, lambda *i: te.max_reduce(x[full(i, k1.var)], k1), name="log_softmax_max",
+                      tag="softmax")
+    total = te.compute(reduced, lambda *i: te.sum(te.exp(x[full(i, k2.var)] - xmax[i]), k2),
+                       name="log_softmax_sum", tag="softmax")
+    norm = te.compute(reduced, lambda *i: xmax[i] + te.log(total[i]), name="log_softmax_norm", tag="softmax")
+    return te.compute(x.shape, lambda *i: x[i] - norm[dropped(i)], name="log_softmax", tag="softmax")
+
+
+register_op("nn.log_softmax", inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_log_softmax_infer,
+            ref=_log_softmax_ref, compute=_log_softmax_compute, attrs={"axis": -1},
+            normalize=_axis_normalize("nn.log_softmax"), flops=lambda arg_types, attrs, out: 4.0 * out.size,
+            doc="log of softmax along one axis (ONNX LogSoftmax since opset 13; the frontend reshapes for older "
+                "opsets).")
 
 # ---------------------------------------------------------------------------------------------- lrn
 

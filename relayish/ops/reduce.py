@@ -1,5 +1,9 @@
-"""Reductions over any set of axes: sum, mean, max, min (ONNX ReduceSum/ReduceMean/ReduceMax/ReduceMin)."""
+"""Reductions over any set of axes: sum, prod, mean, max, min (ONNX ReduceSum/ReduceProd/ReduceMean/ReduceMax/
+ReduceMin; the frontend composes ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp of them);
+the index of the maximum or minimum along one axis (ArgMax, ArgMin); running sums and products (CumSum, CumProd)."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -41,8 +45,14 @@ def _infer(op):
 
 def _ref(fn):
     def ref(x, axes, keepdims):
-        return np.asarray(fn(x, axis=tuple(axes), keepdims=keepdims), dtype=x.dtype)
+        return np.asarray(fn(_widened(x), axis=tuple(axes), keepdims=keepdims), dtype=x.dtype)
     return ref
+
+
+def _widened(x):
+    """x, in float32 if it is a 16-bit float: sums and products of those accumulate in float32 and round once
+    (relayish/te.py compute, as onnxruntime)."""
+    return x.astype(np.float32) if is_float(x.dtype) and x.dtype.itemsize == 2 else x
 
 
 def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> te.Tensor:
@@ -58,7 +68,9 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
             out.append(raxes[d].var if d in raxes else next(pos))
         return tuple(out)
 
-    reducer = {"sum": te.sum, "max": te.max_reduce, "min": te.min_reduce}[combiner]
+    reducer = {"sum": te.sum, "prod": te.prod_reduce, "max": te.max_reduce, "min": te.min_reduce}[combiner]
+    if not raxes:  # over no axes (all the axes of a 0-d tensor): x itself (a Reduce needs a reduction loop)
+        return te.compute(out_shape, lambda *i: x[index(i)], name=name, tag="elemwise")
     total = te.compute(out_shape, lambda *i: reducer(x[index(i)], list(raxes.values())), name=name, tag="reduce")
     if scale is None:
         return total
@@ -79,6 +91,170 @@ def _register(op, fn, combiner, doc):
 
 
 _register("sum", np.sum, "sum", "sum over axes (None: all)")
+_register("prod", np.prod, "prod", "product over axes (None: all)")
 _register("mean", np.mean, "sum", "mean over axes (None: all)")
 _register("max", np.max, "max", "maximum over axes (None: all)")
 _register("min", np.min, "min", "minimum over axes (None: all)")
+
+# ---------------------------------------------------------------------------------------------- argmax, argmin
+
+
+def _arg_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = dict(attrs)
+        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
+        attrs["keepdims"], attrs["select_last_index"] = bool(attrs["keepdims"]), bool(attrs["select_last_index"])
+        return attrs
+    return normalize
+
+
+def _arg_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        if x.dtype == "bool":
+            raise OpError(f"{op}: input must be numeric, got bool")
+        if x.shape[attrs.axis] == 0:
+            raise OpError(f"{op}: reducing an empty axis of {x.shape}")
+        return TensorType(reduced_shape(x.shape, (attrs.axis,), attrs.keepdims), "int64")
+    return infer
+
+
+def _arg_ref(fn):
+    """numpy's argmax/argmin (a NaN is both the maximum and the minimum: the first one wins); the last index
+    as numpy's of the reversed axis."""
+    def ref(x, axis, keepdims, select_last_index):
+        if select_last_index:
+            out = x.shape[axis] - 1 - fn(np.flip(x, axis), axis=axis, keepdims=keepdims)
+        else:
+            out = fn(x, axis=axis, keepdims=keepdims)
+        return np.asarray(out, dtype=np.int64)
+    return ref
+
+
+def _arg_compute(combiner):
+    """Two reductions: the extreme value along the axis (NaN if any is NaN, as max/min), then the first (or last)
+    position holding it, as a min (or max) over positions; NaN matches NaN."""
+    def compute(inputs, attrs, out_type):
+        x, = inputs
+        ax, n = attrs.axis, x.shape[attrs.axis]
+        best = reduce_compute(x, (ax,), False, combiner, f"arg{combiner}_value")
+        k = te.reduce_axis(n, "k")
+        floats = is_float(x.dtype)
+
+        def body(*i):
+            outer = tuple(i[:ax]) + tuple(i[ax + 1:]) if attrs.keepdims else tuple(i)
+            v, b = x[outer[:ax] + (k.var,) + outer[ax:]], best[outer]
+            hit = te.any_of(te.eq(v, b), te.all_of(te.ne(v, v), te.ne(b, b))) if floats else te.eq(v, b)
+            pos = te.cast("int64", k.var)
+            if attrs.select_last_index:
+                return te.max_reduce(te.select(hit, pos, te.const(-1, "int64")), k)
+            return te.min_reduce(te.select(hit, pos, te.const(n, "int64")), k)
+        return te.compute(out_type.shape, body, name=f"arg{combiner}", tag="reduce")
+    return compute
+
+
+for _op, _fn, _combiner in (("argmax", np.argmax, "max"), ("argmin", np.argmin, "min")):
+    register_op(_op, inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_arg_infer(_op),
+                ref=_arg_ref(_fn), compute=_arg_compute(_combiner), normalize=_arg_normalize(_op),
+                attrs={"axis": 0, "keepdims": True, "select_last_index": False},
+                flops=lambda arg_types, attrs, out: 2.0 * arg_types[0].size,
+                doc=f"int64 index of the {_combiner}imum along axis (first, or last with select_last_index; NaN "
+                    f"counts as the {_combiner}imum, as numpy)")
+
+# ---------------------------------------------------------------------------------------------- cumsum, cumprod
+
+
+def _cum_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = dict(attrs)
+        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
+        attrs["exclusive"], attrs["reverse"] = bool(attrs["exclusive"]), bool(attrs["reverse"])
+        return attrs
+    return normalize
+
+
+def _cum_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        if x.dtype == "bool":
+            raise OpError(f"{op}: input must be numeric, got bool")
+        return x
+    return infer
+
+
+def _cum_ref(fn, identity):
+    """numpy's cumsum/cumprod (of the reversed axis for reverse; shifted by one, the identity first, for
+    exclusive); 16-bit floats accumulate in float32."""
+    def ref(x, axis, exclusive, reverse):
+        y = _widened(np.flip(x, axis) if reverse else x)
+        out = fn(y, axis=axis, dtype=y.dtype).astype(x.dtype)
+        if exclusive:
+            pad = np.full_like(np.take(out, [0], axis=axis), identity)
+            out = np.concatenate([pad, np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis=axis)
+        return np.flip(out, axis) if reverse else out
+    return ref
+
+
+BLOCKED_SCAN_MIN = 64  # from this axis length on, a scan runs in blocks: n * sqrt(n) steps instead of n^2
+
+
+def _cum_compute(combiner):
+    """In running order (r = the position, or n - 1 - it for reverse), out at r combines the elements at s <= r
+    (s < r for exclusive), the identity standing in for the others. A short axis (or a 16-bit float, which the
+    block totals would round once more): one reduction over the whole axis per output, in the reference's
+    order. A long one: in blocks of B ~ sqrt(n), the blocks' totals, the running total of the blocks before
+    each, the running total within each block, and the two combined."""
+    def compute(inputs, attrs, out_type):
+        x, = inputs
+        ax, n = attrs.axis, x.shape[attrs.axis]
+        identity = te.reduce_identity(combiner, x.dtype)
+        reducer = te.sum if combiner == "sum" else te.prod_reduce
+        order = (lambda r: n - 1 - r) if attrs.reverse else (lambda r: r)  # running index <-> position (both ways)
+
+        def at(i, s):  # i with its axis entry replaced by s
+            return tuple(i[:ax]) + (s,) + tuple(i[ax + 1:])
+
+        def upto(s, r):  # whether the element at running index s enters the result at r
+            return s < r if attrs.exclusive else s <= r
+
+        if n < BLOCKED_SCAN_MIN or x.dtype in ("float16", "bfloat16"):
+            k = te.reduce_axis(n, "k")
+            return te.compute(x.shape, lambda *i: reducer(
+                te.select(upto(k.var, order(i[ax])), x[at(i, order(k.var))], identity), k),
+                name=f"cum{combiner}", tag="reduce")
+        block = math.isqrt(n - 1) + 1
+        blocks = at(x.shape, -(-n // block))
+
+        def read(i, s):  # x at running index s, clamped into the axis (read in bounds where it is not selected)
+            return x[at(i, order(te.min_(s, n - 1)))]
+        t, c, u = te.reduce_axis(block, "t"), te.reduce_axis(blocks[ax], "c"), te.reduce_axis(block, "u")
+        totals = te.compute(blocks, lambda *i: reducer(
+            te.select(i[ax] * block + t.var < n, read(i, i[ax] * block + t.var), identity), t),
+            name=f"cum{combiner}_blocks", tag="reduce")
+        before = te.compute(blocks, lambda *i: reducer(te.select(c.var < i[ax], totals[at(i, c.var)], identity), c),
+                            name=f"cum{combiner}_before", tag="reduce")
+
+        def within(*i):
+            r = order(i[ax])
+            s = r // block * block + u.var
+            return reducer(te.select(upto(s, r), read(i, s), identity), u)
+        part = te.compute(x.shape, within, name=f"cum{combiner}_within", tag="reduce")
+
+        def combined(*i):
+            prev = before[at(i, order(i[ax]) // block)]
+            return prev + part[i] if combiner == "sum" else prev * part[i]
+        return te.compute(x.shape, combined, name=f"cum{combiner}", tag="elemwise")
+    return compute
+
+
+def _scan_steps(n: int) -> int:
+    """Combines per output element of a scan along an axis of n."""
+    return n if n < BLOCKED_SCAN_MIN else 2 * (math.isqrt(n - 1) + 1) + 1
+
+
+for _op, _fn, _combiner, _identity in (("cumsum", np.cumsum, "sum", 0), ("cumprod", np.cumprod, "prod", 1)):
+    register_op(_op, inputs=1, pattern=Pattern.OPAQUE, op_class="normalization", infer=_cum_infer(_op),
+                ref=_cum_ref(_fn, _identity), compute=_cum_compute(_combiner), normalize=_cum_normalize(_op),
+                attrs={"axis": 0, "exclusive": False, "reverse": False},
+                flops=lambda arg_types, attrs, out: float(out.size) * _scan_steps(out.shape[attrs.axis]),
+                doc=f"running {_combiner} along axis (exclusive: without the element itself; reverse: from the end)")
