@@ -1,6 +1,7 @@
 """Which graph inputs are used as indices, and the range their values must lie in.
 
-Compiled `take` clamps an index out of range (no read ever leaves the table: relayish/ops/tensor.py); an index
+Compiled `take` clamps an index out of range (no read ever leaves the table: relayish/ops/tensor.py), as do
+gather_elements and gather_nd; scatters write nothing for it (relayish/ops/movement.py). An index
 that comes from the caller is checked before native code runs instead, as onnxruntime's Gather does it: the
 metadata of each such input carries `index_bounds` [lo, hi) and runtime/feeds.py refuses a value outside them.
 Indices computed inside the graph stay clamped (documented in the op's table entry).
@@ -14,14 +15,32 @@ from relayish.expr import post_order
 _VALUE_PRESERVING = ("reshape", "transpose", "broadcast_to", "strided_slice", "copy", "concatenate")
 
 
+def _nd_extent(data_shape, first: int, index_shape) -> int:
+    """The index tuples of gather_nd / scatter_nd address dims first..first+k of data: one bound for all of them
+    (the smallest; a value valid for a larger dim only is refused, as the bounds are one range per input)."""
+    return min(data_shape[first:first + index_shape[-1]])
+
+
+# op -> (which argument holds indices, the extent of the axis they index) of a call
+_INDEX_ARGS = {
+    "take": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "gather_elements": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "scatter_elements": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "gather_nd": lambda node: (1, _nd_extent(node.args[0].type.shape, node.attrs.batch_dims,
+                                             node.args[1].type.shape)),
+    "scatter_nd": lambda node: (1, _nd_extent(node.args[0].type.shape, 0, node.args[1].type.shape)),
+}
+
+
 def input_index_bounds(mod: IRModule) -> dict[str, tuple[int, int]]:
-    """Graph input name -> (lo, hi): its values index an axis of a take, and must satisfy lo <= v < hi (the
-    intersection over every take it reaches; negative values count from the end, as in ONNX Gather)."""
+    """Graph input name -> (lo, hi): its values index an axis of a take (or another op of _INDEX_ARGS), and must
+    satisfy lo <= v < hi (the intersection over every such op it reaches; negative values count from the end, as
+    in ONNX Gather)."""
     bounds: dict[str, tuple[int, int]] = {}
     for node in post_order(mod.main.body):
-        if isinstance(node, Call) and node.op == "take":
-            extent = node.args[0].type.shape[node.attrs.axis]
-            for var in _sources(node.args[1]):
+        if isinstance(node, Call) and node.op in _INDEX_ARGS:
+            arg, extent = _INDEX_ARGS[node.op](node)
+            for var in _sources(node.args[arg]):
                 lo, hi = bounds.get(var.name, (-extent, extent))
                 bounds[var.name] = (max(lo, -extent), min(hi, extent))
     return bounds
