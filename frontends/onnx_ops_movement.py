@@ -16,7 +16,7 @@ from relayish.types import DTYPES
 
 from .onnx_ops import _axis, _is_const, _reshape, _shape, _transpose, converter
 from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, _ints, constant_value, int_list_input, scalar_input
+from .onnx_values import ConversionError, _ints, int_list_input, scalar_input
 
 INDEX_DTYPES = (np.int32, np.int64)
 
