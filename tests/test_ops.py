@@ -519,6 +519,8 @@ MOVEMENT = [
     ("pad", [((3, 4), I)], {"pads": (2, 1, -1, 5), "mode": "reflect"}),
     ("pad", [((3, 4), F)], {"pads": (2, 1, 3, 5), "mode": "edge"}),
     ("pad", [((3, 4), I)], {"pads": (-1, 7, 4, 1), "mode": "wrap"}),
+    ("pad", [((1, 3), F)], {"pads": (2, 0, 1, 1), "mode": "edge"}),  # an axis of one element
+    ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, 0), "mode": "wrap"}), ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, -1)}),
     ("gather_elements", [((4, 4), F), ((2, 4), I)], {"axis": 0}),
     ("gather_elements", [((3, 4), I), ((3, 5), I)], {"axis": -1}),
     ("gather_nd", [((4, 4, 5), F), ((2, 2), I)], {}),

@@ -103,9 +103,8 @@ def _pad_ref(x, pads, mode, value):
 def pad_source(i, start: int, kept: int, before: int, mode: str):
     """(condition of being inside the data or None, input index) for output position i of one axis."""
     idx = i - before  # position in the kept (cropped) data, may be outside [0, kept)
-    if kept == 1:
-        read = te.const(0, "int32") * i + start
-        return (None if mode != "constant" else te.all_of(i >= before, i < before + kept)), read
+    if kept == 1:  # every mode but constant repeats the one element
+        return (te.all_of(i >= before, i < before + 1) if mode == "constant" else None), te.const(start, "int32")
     if mode == "constant":
         conds = []
         if before > 0:
@@ -129,12 +128,12 @@ def _pad_compute(inputs, attrs, out_type):
     def body(*i):
         conds, idx = [], []
         for d, (start, kept, before, extent) in enumerate(axes):
-            if start == 0 and kept == extent:  # neither cropped nor padded
-                idx.append(i[d])
+            if kept == extent:  # not padded (maybe cropped)
+                idx.append(i[d] + start)
                 continue
             cond, read = pad_source(i[d], start, kept, before, attrs.mode)
             idx.append(read)
-            if cond is not None and not (before == 0 and extent == kept):
+            if cond is not None:
                 conds.append(cond)
         read = x[tuple(idx)]
         return te.select(te.all_of(*conds), read, te.const(attrs.value, x.dtype)) if conds else read
