@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from relayish import Constant, call
+from relayish import Constant, Expr, call, get_op
 from relayish.types import DTYPES
 
 from .onnx_ops import _axis, _is_const, _reshape, _shape, _transpose, converter
@@ -38,6 +38,8 @@ def _check_constant_indices(indices, extents, what: str):
 # ---- Pad ----
 
 def _pad(data, pads, mode, value, axes=None):
+    """value: a number, or a run-time scalar tensor (constant mode: the data padded with 0, then a where with the
+    constant mask of the data's positions puts value around it)."""
     ndim = len(_shape(data))
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise ConversionError(f"mode must be 'constant', 'reflect', 'edge' or 'wrap', got {mode!r}")
@@ -51,7 +53,14 @@ def _pad(data, pads, mode, value, axes=None):
         full[a], full[ndim + a] = pads[k], pads[len(axes) + k]
     if not any(full):
         return data
-    return fold("pad", data, pads=tuple(full), mode=mode, value=float(value))
+    if not isinstance(value, Expr):
+        return fold("pad", data, pads=tuple(full), mode=mode, value=float(value))
+    if value.type.dtype != data.type.dtype or value.type.size != 1:
+        raise ConversionError(f"input 'constant_value' must be one {data.type.dtype} value, got shape "
+                              f"{_shape(value)} of {value.type.dtype}")
+    padded = fold("pad", data, pads=tuple(full), mode=mode, value=0.0)
+    inside = get_op("pad").ref(np.ones(_shape(data), bool), pads=tuple(full), mode=mode, value=0.0)
+    return fold("where", Constant(inside), padded, _reshape(value, ()))
 
 
 @converter("Pad", since=2)
@@ -61,10 +70,17 @@ def pad_v2(data, *, pads, mode="constant", value=0.0):
 
 @converter("Pad", since=11)
 def pad_v11(data, pads, constant_value=None, axes=None, *, mode="constant"):
-    """axes exists from opset 18 (the importer refuses an input a schema does not have)."""
-    value = 0.0 if constant_value is None else scalar_input(constant_value, "constant_value")
-    return _pad(data, int_list_input(pads, "pads"), mode, value,
-                None if axes is None else int_list_input(axes, "axes", (np.int64, np.int32)))
+    """axes exists from opset 18 (the importer refuses an input a schema does not have). constant_value may be
+    given at run time; only constant mode reads it."""
+    pads = int_list_input(pads, "pads")
+    axes = None if axes is None else int_list_input(axes, "axes", (np.int64, np.int32))
+    if constant_value is None or mode != "constant":
+        value = 0.0
+    elif _is_const(constant_value):
+        value = scalar_input(constant_value, "constant_value")
+    else:
+        value = constant_value
+    return _pad(data, pads, mode, value, axes)
 
 
 # ---- gathers ----
