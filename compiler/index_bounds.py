@@ -1,6 +1,7 @@
 """Which graph inputs are used as indices, and the range their values must lie in.
 
-Compiled `take` clamps an index out of range (no read ever leaves the table: relayish/ops/tensor.py); an index
+Compiled `take` clamps an index out of range (no read ever leaves the table: relayish/ops/tensor.py), as do
+gather_elements and gather_nd; scatters write nothing for it (relayish/ops/movement.py). An index
 that comes from the caller is checked before native code runs instead, as onnxruntime's Gather does it: the
 metadata of each such input carries `index_bounds` [lo, hi) and runtime/feeds.py refuses a value outside them.
 Indices computed inside the graph stay clamped (documented in the op's table entry).
@@ -14,16 +15,52 @@ from relayish.expr import post_order
 _VALUE_PRESERVING = ("reshape", "transpose", "broadcast_to", "strided_slice", "copy", "concatenate")
 
 
-def input_index_bounds(mod: IRModule) -> dict[str, tuple[int, int]]:
-    """Graph input name -> (lo, hi): its values index an axis of a take, and must satisfy lo <= v < hi (the
-    intersection over every take it reaches; negative values count from the end, as in ONNX Gather)."""
+def _nd_extent(data_shape, first: int, index_shape) -> tuple[int, ...]:
+    """The index tuples of gather_nd / scatter_nd address dims first..first+k of data: one extent per position
+    of the indices' last axis."""
+    return tuple(data_shape[first:first + index_shape[-1]])
+
+
+# op -> (which argument holds indices, the extent of the axis they index, or one extent per position of their
+# last axis) of a call
+_INDEX_ARGS = {
+    "take": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "gather_elements": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "scatter_elements": lambda node: (1, node.args[0].type.shape[node.attrs.axis]),
+    "gather_nd": lambda node: (1, _nd_extent(node.args[0].type.shape, node.attrs.batch_dims,
+                                             node.args[1].type.shape)),
+    "scatter_nd": lambda node: (1, _nd_extent(node.args[0].type.shape, 0, node.args[1].type.shape)),
+}
+
+
+def _intersect(a, b):
+    """Two bounds, each (lo, hi) or one (lo, hi) per position of the last axis: values must satisfy both."""
+    if isinstance(a[0], tuple) or isinstance(b[0], tuple):
+        n = len(a) if isinstance(a[0], tuple) else len(b)
+        a = a if isinstance(a[0], tuple) else (a,) * n
+        b = b if isinstance(b[0], tuple) else (b,) * n
+        if len(a) != len(b):  # two index-tuple uses of different lengths cannot both hold: keep the narrowest
+            lo, hi = max(x[0] for x in a + b), min(x[1] for x in a + b)
+            return (lo, hi)
+        return tuple(_intersect(x, y) for x, y in zip(a, b))
+    return (max(a[0], b[0]), min(a[1], b[1]))
+
+
+def input_index_bounds(mod: IRModule) -> dict[str, tuple]:
+    """Graph input name -> (lo, hi): its values index an axis of a take (or another op of _INDEX_ARGS), and must
+    satisfy lo <= v < hi (the intersection over every such op it reaches; negative values count from the end, as
+    in ONNX Gather). An input that is itself the index tuples of a gather_nd / scatter_nd gets one (lo, hi) per
+    position of its last axis instead."""
     bounds: dict[str, tuple[int, int]] = {}
     for node in post_order(mod.main.body):
-        if isinstance(node, Call) and node.op == "take":
-            extent = node.args[0].type.shape[node.attrs.axis]
-            for var in _sources(node.args[1]):
-                lo, hi = bounds.get(var.name, (-extent, extent))
-                bounds[var.name] = (max(lo, -extent), min(hi, extent))
+        if isinstance(node, Call) and node.op in _INDEX_ARGS:
+            arg, extent = _INDEX_ARGS[node.op](node)
+            index = node.args[arg]
+            if isinstance(extent, tuple) and not isinstance(index, Var):  # its last axis may not be the input's:
+                extent = min(extent)  # one bound for every value, the narrowest
+            new = tuple((-e, e) for e in extent) if isinstance(extent, tuple) else (-extent, extent)
+            for var in _sources(index):
+                bounds[var.name] = _intersect(bounds[var.name], new) if var.name in bounds else new
     return bounds
 
 

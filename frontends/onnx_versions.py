@@ -135,6 +135,20 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "CumProd": (26,),
     "LogSoftmax": (1, 11, 13),  # as Softmax: 1, 11 coerce to 2-D (over_flattened_tail); 13: one axis
     "Hardmax": (1, 11, 13),  # as LogSoftmax (argmax == position, first maximum)
+    # ---- data movement (conf-tensor)
+    "Pad": (2, 11, 13, 18, 19, 21, 23, 24, 25),  # 2: pads/value attributes; 11: pads and constant_value inputs
+    #   (constants), negative pads crop; 13: types; 18: axes input (constant); 19: wrap mode; 21-25: types
+    "GatherElements": (11, 13),  # 13: types
+    "GatherND": (11, 12, 13),  # 12: batch_dims; 13: types
+    "ScatterElements": (11, 13, 16, 18),  # 13: types; 16: reduction add/mul; 18: reduction max/min
+    "Scatter": (9, 11),  # deprecated ScatterElements without reduction; 11: negative indices
+    "ScatterND": (11, 13, 16, 18),  # 13: types; 16: reduction add/mul; 18: reduction max/min
+    "OneHot": (9, 11, 28),  # 11: negative indices and axis; 28: out-of-range indices give all-off rows (spelled
+    #   out; relayish one_hot always did)
+    "EyeLike": (9, 22),  # 22: types
+    "DepthToSpace": (1, 11, 13, 28),  # 11: mode DCR/CRD; 13, 28: types
+    "SpaceToDepth": (1, 13, 28),  # 13: types; 28: mode DCR/CRD (before: DCR's layout)
+    "Tile": (6, 13),  # 13: types
 }
 
 

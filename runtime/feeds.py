@@ -67,13 +67,18 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
 
 
 def _check_index_bounds(spec, value: np.ndarray) -> None:
-    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end)."""
-    lo, hi = spec.index_bounds
+    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end); with
+    one (lo, hi) per position of the last axis, the value at last position t in pair t."""
+    if isinstance(spec.index_bounds[0], (tuple, list)):
+        lo, hi = (np.array([b[k] for b in spec.index_bounds]) for k in (0, 1))
+    else:
+        lo, hi = spec.index_bounds
     bad = (value < lo) | (value >= hi)
     if value.size and bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"input '{spec.name}' holds {int(value[where])} at {where}, outside [{lo}, {hi}): it "
-                         f"indexes a table of {hi} entries (ids must be < {hi})")
+        low, high = (int(np.broadcast_to(b, value.shape)[where]) for b in (lo, hi))
+        raise ValueError(f"input '{spec.name}' holds {int(value[where])} at {where}, outside [{low}, {high}): it "
+                         f"indexes a table of {high} entries (ids must be < {high})")
 
 
 def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:

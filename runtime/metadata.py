@@ -21,7 +21,9 @@ Format (FORMAT_VERSION = 1), a JSON object:
 Invariants (checked by `validate_metadata`):
 - In memory, a list may also be a tuple (the compiler's shapes are tuples); the JSON file has lists.
 - An input entry may have `index_bounds` [lo, hi] (an integer input used as indices into a table): every value v
-  passed must satisfy lo <= v < hi; the runtime checks it before native code runs.
+  passed must satisfy lo <= v < hi; the runtime checks it before native code runs. Or a list of such pairs, one
+  per position along the input's last axis (index tuples into several dims, as GatherND's): the value at last
+  position t must lie in pair t.
 - `inputs` / `outputs` are in ABI order: entry i is `inputs[i]` / `outputs[i]` of `relayish_run`. Names are unique
   within each list; shapes are lists of non-negative ints (static shapes only); dtypes are numpy dtype names.
 - `workspace_bytes`, `params_bytes` are non-negative ints: the sizes of the scratch buffer and of the weights blob.
@@ -85,10 +87,18 @@ def _is_dtype_name(value) -> bool:
         return False
 
 
-def _is_index_bounds(value, dtype) -> bool:
-    return isinstance(value, (list, tuple)) and len(value) == 2 and _is_dtype_name(dtype) and \
-        dtype.startswith("int") and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and \
-        value[0] <= 0 < value[1]
+def _is_bounds_pair(value) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and \
+        all(isinstance(v, int) and not isinstance(v, bool) for v in value) and value[0] <= 0 < value[1]
+
+
+def _is_index_bounds(value, shape, dtype) -> bool:
+    if not (_is_dtype_name(dtype) and dtype.startswith("int") and isinstance(value, (list, tuple)) and value):
+        return False
+    if _is_bounds_pair(value):
+        return True
+    return all(_is_bounds_pair(v) for v in value) and _is_shape(shape) and len(shape) > 0 and \
+        shape[-1] == len(value)
 
 
 def _check_tensors(meta: dict, key: str, source: str) -> None:
@@ -107,9 +117,9 @@ def _check_tensors(meta: dict, key: str, source: str) -> None:
             _fail(source, f"{where}.shape must be a list of non-negative ints", entry["shape"])
         if not _is_dtype_name(entry["dtype"]):
             _fail(source, f"{where}.dtype must be a numeric numpy dtype name", entry["dtype"])
-        if "index_bounds" in entry and not _is_index_bounds(entry["index_bounds"], entry["dtype"]):
-            _fail(source, f"{where}.index_bounds must be [lo, hi] ints with lo <= 0 < hi on an integer input",
-                  entry["index_bounds"])
+        if "index_bounds" in entry and not _is_index_bounds(entry["index_bounds"], entry["shape"], entry["dtype"]):
+            _fail(source, f"{where}.index_bounds must be [lo, hi] ints with lo <= 0 < hi on an integer input, or "
+                          f"one such pair per position of its last axis", entry["index_bounds"])
 
 
 def _check_kernels(meta: dict, source: str) -> None:

@@ -55,7 +55,13 @@ class TensorSpec(NamedTuple):
     name: str
     shape: tuple
     dtype: np.dtype
-    index_bounds: tuple | None = None  # (lo, hi): an index input's values must be in [lo, hi)
+    index_bounds: tuple | None = None  # (lo, hi): an index input's values must be in [lo, hi); or one (lo, hi)
+    # per position of its last axis
+
+
+def _bounds_tuple(bounds) -> tuple:
+    """index_bounds of the metadata as tuples: (lo, hi) or ((lo, hi), ...)."""
+    return tuple(tuple(b) if isinstance(b, (list, tuple)) else b for b in bounds)
 
 
 def default_num_threads() -> int:
@@ -170,7 +176,7 @@ class Module:
         check_target(meta["target"], lib_path)
         self._meta = meta
         self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"]),
-                                   tuple(t["index_bounds"]) if "index_bounds" in t else None)
+                                   _bounds_tuple(t["index_bounds"]) if "index_bounds" in t else None)
                         for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}

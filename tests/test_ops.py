@@ -567,3 +567,59 @@ def test_te_evaluator_rejects_out_of_bounds_reads_even_in_unselected_arms():
     unguarded = te.compute((5,), lambda i: te.select(i < 4, x[i], 0.0), name="bad_pad")
     with pytest.raises(IndexError, match=r"read of x dim 0 \(extent 4\) at indices \[0, 4\]"):
         evaluate_te(unguarded, {x: np.zeros(4, np.float32)})
+
+# ---------------------------------------------------------------------------------------------- data movement
+# pad in every mode with negative pads; gathers and scatters (every reduction, duplicate indices: the typed
+# inputs' ints are in [-3, 3]); one_hot
+
+MOVEMENT = [
+    ("pad", [((3, 4), F)], {"pads": (1, -1, 2, 3), "value": 2.0}),
+    ("pad", [((3, 4), I)], {"pads": (2, 1, -1, 5), "mode": "reflect"}),
+    ("pad", [((3, 4), F)], {"pads": (2, 1, 3, 5), "mode": "edge"}),
+    ("pad", [((3, 4), I)], {"pads": (-1, 7, 4, 1), "mode": "wrap"}),
+    ("pad", [((1, 3), F)], {"pads": (2, 0, 1, 1), "mode": "edge"}),  # an axis of one element
+    ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, 0), "mode": "wrap"}), ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, -1)}),
+    ("gather_elements", [((4, 4), F), ((2, 4), I)], {"axis": 0}),
+    ("gather_elements", [((3, 4), I), ((3, 5), I)], {"axis": -1}),
+    ("gather_nd", [((4, 4, 5), F), ((2, 2), I)], {}),
+    ("gather_nd", [((3, 4, 5), F), ((3, 2, 1), I)], {"batch_dims": 1}),
+    ("scatter_elements", [((4, 4), F), ((3, 4), I), ((3, 4), F)], {"axis": 0}),
+    ("scatter_elements", [((3, 4), F), ((2, 5), I), ((2, 5), F)], {"axis": -1, "reduction": "add"}),
+    ("scatter_elements", [((4, 3), F), ((5, 2), I), ((5, 2), F)], {"axis": 0, "reduction": "mul"}),
+    ("scatter_elements", [((4, 3), I), ((5, 3), I), ((5, 3), I)], {"axis": 0, "reduction": "max"}),
+    ("scatter_elements", [((4, 3), F), ((5, 3), I), ((5, 3), F)], {"axis": 0, "reduction": "min"}),
+    ("scatter_nd", [((4, 5), F), ((3, 1), I), ((3, 5), F)], {}),
+    ("scatter_nd", [((4, 4, 2), F), ((2, 3, 2), I), ((2, 3, 2), F)], {"reduction": "add"}),
+    ("scatter_nd", [((4, 4), F), ((5, 2), I), ((5,), F)], {"reduction": "mul"}),
+    ("scatter_nd", [((4, 4), I), ((5, 2), I), ((5,), I)], {"reduction": "max"}),
+    ("scatter_nd", [((4, 4), F), ((5, 2), I), ((5,), F)], {"reduction": "min"}),
+    ("one_hot", [((2, 3), I), ((2,), F)], {"depth": 4, "axis": 1}),
+    ("one_hot", [((2, 3), I), ((2,), I)], {"depth": 2, "axis": -1}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", MOVEMENT, ids=lambda v: str(v))
+def test_movement_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+@pytest.mark.parametrize("op,specs,attrs,message", [
+    ("pad", [((2, 3), F)], {"pads": (1, 2)}, r"pad: pads must have 2 values per axis"),
+    ("pad", [((2, 3), F)], {"pads": (0, 0, 0, 0), "mode": "mirror"}, r"pad: mode must be one of"),
+    ("gather_elements", [((2, 3), F), ((2, 3), F)], {}, r"gather_elements: indices must be int64 or int32"),
+    ("gather_elements", [((2, 3), F), ((2, 4), I)], {}, r"indices \(2, 4\) exceed data \(2, 3\) in dim 1"),
+    ("gather_nd", [((2, 3), F), ((2, 3), I)], {}, r"gather_nd: the last dim of indices \(2, 3\) must be in"),
+    ("scatter_elements", [((2, 3), F), ((2, 3), I), ((2, 2), F)], {}, r"updates \(2, 2\) float32 must have"),
+    ("scatter_nd", [((2, 3), F), ((2, 1), I), ((2, 3), F)], {"reduction": "sum"}, r"reduction must be one of"),
+    ("one_hot", [((2,), I), ((3,), F)], {"depth": 2}, r"one_hot: values must be \[off_value, on_value\]"),
+])
+def test_movement_bad_input_raises_op_error(op, specs, attrs, message):
+    with pytest.raises(OpError, match=message):
+        call(op, *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)
+
+
+def test_movement_references_refuse_indices_out_of_range():
+    with pytest.raises(IndexError, match=r"gather_elements: index 3 out of range \[-3, 3\) of axis 0"):
+        get_op("gather_elements").ref(np.zeros((3, 2)), np.array([[3, 0]]), axis=0)
+    with pytest.raises(IndexError, match=r"scatter_nd: index -3 out of range \[-2, 2\) of dim 0"):
+        get_op("scatter_nd").ref(np.zeros((2, 2)), np.array([[-3]]), np.zeros((1, 2)), reduction="none")

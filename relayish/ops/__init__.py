@@ -8,3 +8,4 @@ where noted). `padding` is always 4 ints (top, left, bottom, right). Broadcastin
 from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, reduce, tensor, transform,  # noqa: F401
                transformer, winograd)
 from . import elemwise_tail  # noqa: F401  (trigonometry, isnan / isinf, bitwise ops)
+from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_hot)
