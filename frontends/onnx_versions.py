@@ -113,6 +113,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
     "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
+    # ---- quantization and losses (conf-quant)
+    "QuantizeLinear": (10, 13, 19, 21, 23, 24, 25, 28),  # 13: axis (per-axis scale); 19: scale may be float16/
+    #   bfloat16, saturate (float8 only: refused); 21: int16/uint16 outputs, block_size, output_dtype; 23:
+    #   precision (the division's type), scale type apart from x's; 24, 25, 28: float8e8m0/int2/float6 types
+    #   (refused by name)
+    "DequantizeLinear": (10, 13, 19, 21, 23, 24, 25, 28),  # 13: axis; 19: float16/bfloat16 scales; 21: int16/
+    #   uint16 inputs, block_size; 23: output_dtype; 24, 25, 28: float8e8m0/int2/float6 types (refused by name)
+    "DynamicQuantizeLinear": (11,),  # uint8 only
 }
 
 
