@@ -203,3 +203,74 @@ def dynamic_quantize(x):
     zp = fold("round", fold("clip", _binary("subtract", zero, _binary("divide", lo, scale)), a_min=0.0, a_max=255.0))
     y = _binary("add", fold("round", _binary("divide", x, scale)), zp)
     return _cast(fold("clip", y, a_min=0.0, a_max=255.0), "uint8"), scale, _cast(zp, "uint8")
+
+
+# ---- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ----
+
+def _check_labels(x: Expr, target: Expr, weight: Expr | None, ignore_index: int | None, reduction: str) -> None:
+    shape = _shape(x)
+    if len(shape) < 2 or x.type.dtype not in ("float32", "float64", "float16"):
+        raise ConversionError(f"the input must be a float32, float64 or float16 [N, C, d1...] tensor, got {shape} "
+                              f"{x.type.dtype}")
+    if reduction not in ("none", "sum", "mean"):
+        raise ConversionError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
+    if target.type.dtype not in ("int32", "int64") or _shape(target) != shape[:1] + shape[2:]:
+        raise ConversionError(f"the target must be an int32 or int64 [N, d1...] = {shape[:1] + shape[2:]} tensor, "
+                              f"got {_shape(target)} {target.type.dtype}")
+    if weight is not None and (_shape(weight) != (shape[1],) or weight.type.dtype != x.type.dtype):
+        raise ConversionError(f"the weight must be a [C={shape[1]}] tensor of {x.type.dtype}, got {_shape(weight)} "
+                              f"{weight.type.dtype}")
+    if isinstance(target, Constant):  # run-time targets are checked by the runtime (compiler/index_bounds.py)
+        labels, c = target.data, shape[1]
+        bad = ((labels < -c) | (labels >= c)) & (labels != ignore_index if ignore_index is not None else True)
+        if bad.any():
+            raise ConversionError(f"target holds {int(labels[bad].flat[0])}, out of range for {c} classes "
+                                  f"(ignore_index {ignore_index})")
+
+
+def _nll(log_prob: Expr, target: Expr, weight: Expr | None, ignore_index: int | None, reduction: str) -> Expr:
+    """The loss of log-probabilities [N, C, d1...] at the target classes [N, d1...], as onnx's reference: loss =
+    -log_prob[n, target, d...] * weight[target] (0 where target == ignore_index), then summed, or divided by the
+    sum of those weights (mean). The class of each label is `take`n from [0, C) (a negative label counts from the
+    end, as onnxruntime's GatherElements): a label given at run time is checked against C by the runtime, with
+    ignore_index allowed (compiler/index_bounds.py); the class axis is then picked by a one-hot select, so no label
+    value can make native code read outside the input."""
+    shape, dtype, tdtype = _shape(log_prob), log_prob.type.dtype, target.type.dtype
+    n, c, rest = shape[0], shape[1], shape[2:]
+    ignored = None if ignore_index is None else fold("equal", target, const(ignore_index, tdtype))
+    safe = target if ignored is None else fold("where", ignored, const(0, tdtype), target)
+    classes = Constant(np.arange(c, dtype=tdtype))
+    label_class = fold("take", classes, safe, axis=0)
+    onehot = fold("equal", _reshape(label_class, (n, 1) + rest), _reshape(classes, (1, c) + (1,) * len(rest)))
+    picked = fold("sum", fold("where", onehot, log_prob, const(0.0, dtype)), axes=(1,), keepdims=False)
+    loss = fold("negative", picked)
+    gathered = None if weight is None else fold("take", weight, safe, axis=0)
+    if ignored is not None:
+        gathered = fold("where", ignored, const(0.0, dtype), const(1.0, dtype) if gathered is None else gathered)
+    if gathered is not None:
+        loss = _binary("multiply", gathered, loss)
+    if reduction == "none":
+        return loss
+    total = fold("sum", loss, axes=None, keepdims=False)
+    if reduction == "sum":
+        return total
+    if gathered is None:
+        return _binary("divide", total, const(float(np.prod(_shape(target))), dtype))
+    return _binary("divide", total, fold("sum", gathered, axes=None, keepdims=False))
+
+
+@converter("NegativeLogLikelihoodLoss", since=12)
+def nll_loss(x, target, weight=None, *, ignore_index=None, reduction="mean"):
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    _check_labels(x, target, weight, ignore_index, reduction)
+    return _nll(x, target, weight, ignore_index, reduction)
+
+
+@converter("SoftmaxCrossEntropyLoss", since=12)
+def softmax_cross_entropy_loss(scores, labels, weights=None, *, ignore_index=None, reduction="mean"):
+    """Outputs (loss, log_prob): log_prob = log(softmax(scores) over the class axis 1), as onnx's reference (a log
+    of the softmax, not a fused log-softmax); the loss is NegativeLogLikelihoodLoss of it."""
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    _check_labels(scores, labels, weights, ignore_index, reduction)
+    log_prob = fold("log", fold("nn.softmax", scores, axis=1))
+    return _nll(log_prob, labels, weights, ignore_index, reduction), log_prob

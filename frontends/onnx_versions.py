@@ -121,6 +121,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DequantizeLinear": (10, 13, 19, 21, 23, 24, 25, 28),  # 13: axis; 19: float16/bfloat16 scales; 21: int16/
     #   uint16 inputs, block_size; 23: output_dtype; 24, 25, 28: float8e8m0/int2/float6 types (refused by name)
     "DynamicQuantizeLinear": (11,),  # uint8 only
+    "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
+    "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
 }
 
 

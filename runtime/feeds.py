@@ -67,13 +67,18 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
 
 
 def _check_index_bounds(spec, value: np.ndarray) -> None:
-    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end)."""
+    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end), or the
+    ignored value (a loss's ignore_index) if the spec has one."""
     lo, hi = spec.index_bounds
     bad = (value < lo) | (value >= hi)
+    ignored = getattr(spec, "index_ignored", None)
+    if ignored is not None:
+        bad &= value != ignored
     if value.size and bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"input '{spec.name}' holds {int(value[where])} at {where}, outside [{lo}, {hi}): it "
-                         f"indexes a table of {hi} entries (ids must be < {hi})")
+                         f"indexes a table of {hi} entries (ids must be < {hi}"
+                         f"{'' if ignored is None else f' or equal the ignored index {ignored}'})")
 
 
 def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:

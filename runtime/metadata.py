@@ -21,7 +21,8 @@ Format (FORMAT_VERSION = 1), a JSON object:
 Invariants (checked by `validate_metadata`):
 - In memory, a list may also be a tuple (the compiler's shapes are tuples); the JSON file has lists.
 - An input entry may have `index_bounds` [lo, hi] (an integer input used as indices into a table): every value v
-  passed must satisfy lo <= v < hi; the runtime checks it before native code runs.
+  passed must satisfy lo <= v < hi; the runtime checks it before native code runs. With `index_ignored` c (an int
+  outside [lo, hi), only beside index_bounds), v == c is allowed too: a loss's ignore_index, masked before use.
 - `inputs` / `outputs` are in ABI order: entry i is `inputs[i]` / `outputs[i]` of `relayish_run`. Names are unique
   within each list; shapes are lists of non-negative ints (static shapes only); dtypes are numpy dtype names.
 - `workspace_bytes`, `params_bytes` are non-negative ints: the sizes of the scratch buffer and of the weights blob.
@@ -110,6 +111,9 @@ def _check_tensors(meta: dict, key: str, source: str) -> None:
         if "index_bounds" in entry and not _is_index_bounds(entry["index_bounds"], entry["dtype"]):
             _fail(source, f"{where}.index_bounds must be [lo, hi] ints with lo <= 0 < hi on an integer input",
                   entry["index_bounds"])
+        if "index_ignored" in entry and not ("index_bounds" in entry and isinstance(entry["index_ignored"], int)
+                                             and not isinstance(entry["index_ignored"], bool)):
+            _fail(source, f"{where}.index_ignored must be an int, beside index_bounds", entry["index_ignored"])
 
 
 def _check_kernels(meta: dict, source: str) -> None:

@@ -56,6 +56,7 @@ class TensorSpec(NamedTuple):
     shape: tuple
     dtype: np.dtype
     index_bounds: tuple | None = None  # (lo, hi): an index input's values must be in [lo, hi)
+    index_ignored: int | None = None  # a value also allowed outside index_bounds (a loss's ignore_index)
 
 
 def default_num_threads() -> int:
@@ -170,7 +171,8 @@ class Module:
         check_target(meta["target"], lib_path)
         self._meta = meta
         self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"]),
-                                   tuple(t["index_bounds"]) if "index_bounds" in t else None)
+                                   tuple(t["index_bounds"]) if "index_bounds" in t else None,
+                                   t.get("index_ignored"))
                         for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
