@@ -109,6 +109,8 @@ def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, pre
     if zero_point is not None:
         q = _binary("add", q, _cast(_quant_param(zero_point, x, axis, block_size, "y_zero_point"), acc))
     lo, hi = QUANT_RANGES[out]
+    # NaN quantizes to the range's low end (onnxruntime's result; a float NaN cast to an integer is undefined)
+    q = fold("where", fold("equal", q, q), q, const(float(lo), acc))
     return _cast(fold("clip", q, a_min=float(lo), a_max=float(hi)), out)
 
 

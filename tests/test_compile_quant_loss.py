@@ -216,3 +216,26 @@ def test_blocked_scale_of_the_wrong_shape_is_refused():
                        {"s": np.ones((2, 3), np.float32)}, {"axis": 1, "block_size": 4}, 21, 1)
     with pytest.raises(Exception, match=r"expected \(2, 2\)"):
         from_onnx(model)
+
+
+def test_quantize_nan_and_infinities_saturate_as_in_onnxruntime():
+    x = f32(np.nan, np.inf, -np.inf, 1.5, 3e9, -3e9)
+    y, = three_way(("QuantizeLinear", {"x": x}, {"s": np.float32(1.0), "zp": np.int8(3)}, {}, 13, 1))
+    np.testing.assert_array_equal(y, np.int8([-128, 127, -128, 5, 127, -128]))
+
+
+@pytest.mark.parametrize("extra,ok", [({}, True), ({"index_ignored": -100}, True), ({"index_ignored": 1.0}, False),
+                                      ({"index_ignored": True}, False), ({"index_ignored": 7, "no_bounds": 1}, False)])
+def test_metadata_index_ignored_is_validated(extra, ok):
+    from runtime.metadata import MetadataError, validate_metadata
+    entry = {"name": "t", "shape": [4], "dtype": "int64", "index_bounds": [-5, 5], **extra}
+    if entry.pop("no_bounds", None):
+        del entry["index_bounds"]
+    meta = {"format_version": 1, "inputs": [entry], "outputs": [{"name": "y", "shape": [4], "dtype": "float32"}],
+            "workspace_bytes": 0, "params_bytes": 0, "kernels": [], "target": {"triple": "x", "cpu": "y",
+                                                                               "features": ""}}
+    if ok:
+        validate_metadata(meta)
+    else:
+        with pytest.raises(MetadataError, match="index_ignored"):
+            validate_metadata(meta)
