@@ -5,9 +5,10 @@ that comes from the caller is checked before native code runs instead, as onnxru
 metadata of each such input carries `index_bounds` [lo, hi) and runtime/feeds.py refuses a value outside them.
 Indices computed inside the graph stay clamped (documented in the op's table entry).
 
-One computed index is recognised: `where(equal(ids, c), k, ids)` with constants c and k (k in range), the labels of
-a loss whose ignore_index c is replaced by a harmless k before the gather: ids may hold c besides [lo, hi), and its
-metadata says so with `index_ignored` c.
+One computed index is seen through: `where(equal(ids, c), k, ids)` with scalar constants c and k, the labels of a
+loss whose ignore_index c is replaced by a harmless k before the gather (frontends/onnx_ops_quant.py). Its values
+are bounded as those of ids, and ids may hold c besides: `input_index_ignored` names c, the metadata carries it as
+`index_ignored` and runtime/feeds.py lets it through.
 """
 from __future__ import annotations
 
@@ -18,51 +19,61 @@ from relayish.expr import post_order
 _VALUE_PRESERVING = ("reshape", "transpose", "broadcast_to", "strided_slice", "copy", "concatenate")
 
 
-_NOT_SEEN = object()
-
-
 def input_index_bounds(mod: IRModule) -> dict[str, tuple[int, int]]:
     """Graph input name -> (lo, hi): its values index an axis of a take, and must satisfy lo <= v < hi (the
     intersection over every take it reaches; negative values count from the end, as in ONNX Gather)."""
-    return {name: (lo, hi) for name, (lo, hi, _) in input_index_ranges(mod).items()}
-
-
-def input_index_ranges(mod: IRModule) -> dict[str, tuple[int, int, int | None]]:
-    """Graph input name -> (lo, hi, ignored): as input_index_bounds, and `ignored` a value also allowed (a loss's
-    ignore_index, replaced before the take; None if there is none, or if some take sees the input unmasked)."""
-    bounds: dict[str, tuple[int, int, object]] = {}
+    bounds: dict[str, tuple[int, int]] = {}
     for node in post_order(mod.main.body):
         if isinstance(node, Call) and node.op == "take":
             extent = node.args[0].type.shape[node.attrs.axis]
-            for var, ignored in _sources(node.args[1], extent):
-                lo, hi, seen = bounds.get(var.name, (-extent, extent, _NOT_SEEN))
-                kept = ignored if seen is _NOT_SEEN or seen == ignored else None
-                bounds[var.name] = (max(lo, -extent), min(hi, extent), kept)
-    return {name: (lo, hi, None if ignored is _NOT_SEEN else ignored) for name, (lo, hi, ignored) in bounds.items()}
+            for var in _sources(node.args[1]):
+                lo, hi = bounds.get(var.name, (-extent, extent))
+                bounds[var.name] = (max(lo, -extent), min(hi, extent))
+    return bounds
 
 
-def _sources(expr, extent: int) -> list[tuple[Var, int | None]]:
-    """The graph inputs whose values `expr` holds unchanged (through value-preserving ops), each with the value
-    replaced on the way by an in-range constant (where(equal(ids, c), k, ids)), or None."""
+def _sources(expr) -> list[Var]:
+    """The graph inputs whose values `expr` holds unchanged (through value-preserving ops)."""
     if isinstance(expr, Var):
-        return [(expr, None)]
+        return [expr]
     if isinstance(expr, Call) and expr.op in _VALUE_PRESERVING:
-        return [s for a in expr.args for s in _sources(a, extent)]
-    ignored = _replaced_value(expr, extent)
-    if ignored is not None:
-        return [(var, ignored) for var, inner in _sources(expr.args[2], extent) if inner is None]
+        return [v for a in expr.args for v in _sources(a)]
+    if _masked_value(expr) is not None:  # the masked value never reaches the gather
+        return _sources(expr.args[2])
     return []
 
 
-def _replaced_value(expr, extent: int) -> int | None:
-    """c if expr is where(equal(ids, c), k, ids) with scalar constants c and -extent <= k < extent, else None."""
+def input_index_ignored(mod: IRModule) -> dict[str, int]:
+    """Graph input name -> c: every gather its values index reaches them through where(equal(ids, c), k, ids), so
+    that ids may hold c besides the values input_index_bounds allows (a loss's ignore_index)."""
+    masks: dict[str, set] = {}
+    for node in post_order(mod.main.body):
+        if isinstance(node, Call) and node.op == "take":
+            for var, c in _masked_sources(node.args[1]):
+                masks.setdefault(var.name, set()).add(c)
+    return {name: next(iter(cs)) for name, cs in masks.items() if len(cs) == 1 and None not in cs}
+
+
+def _masked_sources(expr, mask: int | None = None) -> list[tuple[Var, int | None]]:
+    """_sources, each graph input with the value masked on its way (None if it is not)."""
+    if isinstance(expr, Var):
+        return [(expr, mask)]
+    if isinstance(expr, Call) and expr.op in _VALUE_PRESERVING:
+        return [s for a in expr.args for s in _masked_sources(a, mask)]
+    c = _masked_value(expr)
+    if c is not None and mask is None:
+        return _masked_sources(expr.args[2], c)
+    return []
+
+
+def _masked_value(expr) -> int | None:
+    """c if expr is where(equal(ids, c), k, ids) with scalar constants c and k, else None."""
     if not (isinstance(expr, Call) and expr.op == "where"):
         return None
-    cond, then, other = expr.args
-    if not (isinstance(cond, Call) and cond.op == "equal" and cond.args[0] is other):
+    cond, then, ids = expr.args
+    if not (isinstance(cond, Call) and cond.op == "equal" and cond.args[0] is ids):
         return None
     c = cond.args[1]
-    if not (isinstance(c, Constant) and c.data.size == 1 and isinstance(then, Constant) and then.data.size == 1):
-        return None
-    k = int(then.data.reshape(()))
-    return int(c.data.reshape(())) if -extent <= k < extent else None
+    if isinstance(c, Constant) and c.data.size == 1 and isinstance(then, Constant) and then.data.size == 1:
+        return int(c.data.reshape(()))
+    return None

@@ -58,7 +58,7 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
     if value.shape != spec.shape:
         raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
     if getattr(spec, "index_bounds", None) is not None:
-        _check_index_bounds(spec, value)
+        _check_index_values(spec, value)
     address = value.ctypes.data
     if address % ALIGNMENT or not value.flags.c_contiguous:
         value = as_aligned(value)
@@ -66,19 +66,25 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
     return value, address
 
 
+def _check_index_values(spec, value: np.ndarray) -> None:
+    """_check_index_bounds, the spec's ignored value (a loss's ignore_index, masked before use) allowed too."""
+    ignored = getattr(spec, "index_ignored", None)
+    if ignored is None:
+        return _check_index_bounds(spec, value)
+    try:
+        _check_index_bounds(spec, np.where(value == ignored, np.zeros((), value.dtype), value))
+    except ValueError as e:
+        raise ValueError(f"{e}, or equal the ignored index {ignored}") from None
+
+
 def _check_index_bounds(spec, value: np.ndarray) -> None:
-    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end), or the
-    ignored value (a loss's ignore_index) if the spec has one."""
+    """An input used as indices into a table: every value in [lo, hi) (negative ones count from the end)."""
     lo, hi = spec.index_bounds
     bad = (value < lo) | (value >= hi)
-    ignored = getattr(spec, "index_ignored", None)
-    if ignored is not None:
-        bad &= value != ignored
     if value.size and bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ValueError(f"input '{spec.name}' holds {int(value[where])} at {where}, outside [{lo}, {hi}): it "
-                         f"indexes a table of {hi} entries (ids must be < {hi}"
-                         f"{'' if ignored is None else f' or equal the ignored index {ignored}'})")
+                         f"indexes a table of {hi} entries (ids must be < {hi})")
 
 
 def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:

@@ -171,11 +171,12 @@ class Module:
         check_target(meta["target"], lib_path)
         self._meta = meta
         self._inputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"]),
-                                   tuple(t["index_bounds"]) if "index_bounds" in t else None,
-                                   t.get("index_ignored"))
+                                   tuple(t["index_bounds"]) if "index_bounds" in t else None)
                         for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        self._inputs = [s._replace(index_ignored=t["index_ignored"]) if "index_ignored" in t else s
+                        for s, t in zip(self._inputs, meta["inputs"])]  # a loss's ignore_index (runtime/feeds.py)
         source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}
         self._modelmeta = model_metadata(meta.get("source_model"), source)
         self._input_args = node_args(self._inputs, described.get("input_dims"), "input_dims", source)
