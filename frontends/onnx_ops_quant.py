@@ -98,6 +98,8 @@ def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, pre
     if precision:
         compute = _elem_type_name(precision, "attribute precision")
         _refuse_unsupported(compute, "attribute precision")
+        if compute not in SCALE_DTYPES:
+            raise ConversionError(f"attribute precision must be float32, float16 or bfloat16, got {compute}")
     else:
         compute = "float64" if "int32" in (x_dtype, s_dtype) else \
             "float32" if x_dtype != s_dtype else x_dtype
