@@ -239,3 +239,21 @@ def test_metadata_index_ignored_is_validated(extra, ok):
     else:
         with pytest.raises(MetadataError, match="index_ignored"):
             validate_metadata(meta)
+
+
+def test_ignored_index_holds_only_if_every_gather_masks_it():
+    from compiler.index_bounds import input_index_bounds, input_index_ignored
+    t = helper.make_tensor_value_info("t", TP.INT64, [2])
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [2, 3])
+    loss = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["l"], reduction="none", ignore_index=-1)
+    gather = helper.make_node("Gather", ["table", "t"], ["g"])
+    table = numpy_helper.from_array(np.arange(4, dtype=np.float32), "table")
+    outs = [helper.make_tensor_value_info(n, TP.FLOAT, None) for n in ("l", "g")]
+    masked = with_output_shapes(helper.make_model(helper.make_graph([loss], "g", [x, t], outs[:1]),
+                                                  opset_imports=[helper.make_opsetid("", 13)]))
+    both = with_output_shapes(helper.make_model(helper.make_graph([loss, gather], "g", [x, t], outs, [table]),
+                                                opset_imports=[helper.make_opsetid("", 13)]))
+    assert input_index_ignored(from_onnx(masked)) == {"t": -1}
+    assert input_index_bounds(from_onnx(masked)) == {"t": (-3, 3)}
+    assert input_index_ignored(from_onnx(both)) == {}  # Gather would read a -1 as the last row: no exception
+    assert input_index_bounds(from_onnx(both)) == {"t": (-3, 3)}
