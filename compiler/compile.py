@@ -26,7 +26,7 @@ from . import cache as cache_module
 from .algorithms import choose_from_records
 from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, vector_width
-from .index_bounds import input_index_bounds
+from .index_bounds import input_index_bounds, input_index_ignored
 from .passes import PassContext, run_pipeline
 from .specialize import ValueSpecializedSession
 
@@ -111,6 +111,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     timings: dict[str, float] = {}
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
     bounds = input_index_bounds(mod)
+    ignored = input_index_ignored(mod)
     ctx = choose_from_records(mod, ctx, records)  # each convolution's algorithm, where the records can tell
     fused = run_pipeline(mod, ctx, timings=timings)
     out_dir = tempfile.mkdtemp(prefix="relayish_")
@@ -119,6 +120,9 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
                        timings=timings, default_schedules=default_schedules)
     made.memory.params.tofile(lib_path + ".params")
     meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx, bounds)
+    for spec in meta["inputs"]:  # a loss's ignore_index, allowed besides index_bounds (compiler/index_bounds.py)
+        if spec["name"] in ignored and "index_bounds" in spec:
+            spec["index_ignored"] = ignored[spec["name"]]
     if "onnx_model" in mod.attrs:  # declared dims and model metadata, for the session API (runtime/session.py)
         meta["source_model"] = mod.attrs["onnx_model"]
     runtime.dump_metadata(meta, lib_path + ".json")

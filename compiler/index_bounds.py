@@ -5,10 +5,15 @@ gather_elements and gather_nd; scatters write nothing for it (relayish/ops/movem
 that comes from the caller is checked before native code runs instead, as onnxruntime's Gather does it: the
 metadata of each such input carries `index_bounds` [lo, hi) and runtime/feeds.py refuses a value outside them.
 Indices computed inside the graph stay clamped (documented in the op's table entry).
+
+One computed index is seen through: `where(equal(ids, c), k, ids)` with scalar constants c and k, the labels of a
+loss whose ignore_index c is replaced by a harmless k before the gather (frontends/onnx_ops_quant.py). Its values
+are bounded as those of ids, and ids may hold c besides: `input_index_ignored` names c, the metadata carries it as
+`index_ignored` and runtime/feeds.py lets it through.
 """
 from __future__ import annotations
 
-from relayish import Call, IRModule, Var
+from relayish import Call, Constant, IRModule, Var
 from relayish.expr import post_order
 
 # ops that move index values without changing them: an input reaching a take through these is its index
@@ -70,4 +75,42 @@ def _sources(expr) -> list[Var]:
         return [expr]
     if isinstance(expr, Call) and expr.op in _VALUE_PRESERVING:
         return [v for a in expr.args for v in _sources(a)]
+    if _masked_value(expr) is not None:  # the masked value never reaches the gather
+        return _sources(expr.args[2])
     return []
+
+
+def input_index_ignored(mod: IRModule) -> dict[str, int]:
+    """Graph input name -> c: every gather its values index reaches them through where(equal(ids, c), k, ids), so
+    that ids may hold c besides the values input_index_bounds allows (a loss's ignore_index)."""
+    masks: dict[str, set] = {}
+    for node in post_order(mod.main.body):
+        if isinstance(node, Call) and node.op == "take":
+            for var, c in _masked_sources(node.args[1]):
+                masks.setdefault(var.name, set()).add(c)
+    return {name: next(iter(cs)) for name, cs in masks.items() if len(cs) == 1 and None not in cs}
+
+
+def _masked_sources(expr, mask: int | None = None) -> list[tuple[Var, int | None]]:
+    """_sources, each graph input with the value masked on its way (None if it is not)."""
+    if isinstance(expr, Var):
+        return [(expr, mask)]
+    if isinstance(expr, Call) and expr.op in _VALUE_PRESERVING:
+        return [s for a in expr.args for s in _masked_sources(a, mask)]
+    c = _masked_value(expr)
+    if c is not None and mask is None:
+        return _masked_sources(expr.args[2], c)
+    return []
+
+
+def _masked_value(expr) -> int | None:
+    """c if expr is where(equal(ids, c), k, ids) with scalar constants c and k, else None."""
+    if not (isinstance(expr, Call) and expr.op == "where"):
+        return None
+    cond, then, ids = expr.args
+    if not (isinstance(cond, Call) and cond.op == "equal" and cond.args[0] is ids):
+        return None
+    c = cond.args[1]
+    if isinstance(c, Constant) and c.data.size == 1 and isinstance(then, Constant) and then.data.size == 1:
+        return int(c.data.reshape(()))
+    return None

@@ -3,5 +3,6 @@ from . import onnx_ops_tensor, onnx_ops_unary  # noqa: F401  (register their con
 from . import onnx_ops_attention  # noqa: F401  (Attention, RMSNormalization, RotaryEmbedding, Swish, SwiGLU)
 from .onnx import OnnxImportError, describe_model, from_onnx, load_model
 from . import onnx_ops_movement  # noqa: F401  (Pad, Gather/Scatter Elements and ND, OneHot, Tile...)
+from . import onnx_ops_quant  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]

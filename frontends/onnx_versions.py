@@ -149,6 +149,16 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DepthToSpace": (1, 11, 13, 28),  # 11: mode DCR/CRD; 13, 28: types
     "SpaceToDepth": (1, 13, 28),  # 13: types; 28: mode DCR/CRD (before: DCR's layout)
     "Tile": (6, 13),  # 13: types
+    # ---- quantization and losses (conf-quant)
+    "QuantizeLinear": (10, 13, 19, 21, 23, 24, 25, 28),  # 13: axis (per-axis scale); 19: scale may be float16/
+    #   bfloat16, saturate (float8 only: refused); 21: int16/uint16 outputs, block_size, output_dtype; 23:
+    #   precision (the division's type), scale type apart from x's; 24, 25, 28: float8e8m0/int2/float6 types
+    #   (refused by name)
+    "DequantizeLinear": (10, 13, 19, 21, 23, 24, 25, 28),  # 13: axis; 19: float16/bfloat16 scales; 21: int16/
+    #   uint16 inputs, block_size; 23: output_dtype; 24, 25, 28: float8e8m0/int2/float6 types (refused by name)
+    "DynamicQuantizeLinear": (11,),  # uint8 only
+    "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
+    "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
 }
 
 

@@ -58,12 +58,23 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
     if value.shape != spec.shape:
         raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
     if getattr(spec, "index_bounds", None) is not None:
-        _check_index_bounds(spec, value)
+        _check_index_values(spec, value)
     address = value.ctypes.data
     if address % ALIGNMENT or not value.flags.c_contiguous:
         value = as_aligned(value)
         address = value.ctypes.data
     return value, address
+
+
+def _check_index_values(spec, value: np.ndarray) -> None:
+    """_check_index_bounds, the spec's ignored value (a loss's ignore_index, masked before use) allowed too."""
+    ignored = getattr(spec, "index_ignored", None)
+    if ignored is None:
+        return _check_index_bounds(spec, value)
+    try:
+        _check_index_bounds(spec, np.where(value == ignored, np.zeros((), value.dtype), value))
+    except ValueError as e:
+        raise ValueError(f"{e}, or equal the ignored index {ignored}") from None
 
 
 def _check_index_bounds(spec, value: np.ndarray) -> None:

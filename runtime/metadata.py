@@ -26,6 +26,8 @@ Invariants (checked by `validate_metadata`):
   position t must lie in pair t.
 - `inputs` / `outputs` are in ABI order: entry i is `inputs[i]` / `outputs[i]` of `relayish_run`. Names are unique
   within each list; shapes are lists of non-negative ints (static shapes only); dtypes are numpy dtype names.
+- An input entry with `index_bounds` may have `index_ignored` c, an int: v == c is allowed too (a loss's
+  ignore_index, masked before the values index anything).
 - `workspace_bytes`, `params_bytes` are non-negative ints: the sizes of the scratch buffer and of the weights blob.
 - `params_file` is a bare file name (no directory part, not absolute, not "." or "..") in the directory holding the
   library; the file holds exactly `params_bytes` raw bytes. It may be omitted, meaning "<library file name>.params".
@@ -137,6 +139,13 @@ def _check_kernels(meta: dict, source: str) -> None:
             _fail(source, f"kernels[{i}].flops must be a non-negative number", k["flops"])
 
 
+def _check_index_ignored(inputs, source: str) -> None:
+    for i, entry in enumerate(inputs):
+        if "index_ignored" in entry and not ("index_bounds" in entry and isinstance(entry["index_ignored"], int)
+                                             and not isinstance(entry["index_ignored"], bool)):
+            _fail(source, f"inputs[{i}].index_ignored must be an int, beside index_bounds", entry["index_ignored"])
+
+
 def validate_metadata(meta, source: str = "<metadata>") -> None:
     """Raise MetadataError (naming `source` and the offending field) unless `meta` follows the format above."""
     if not isinstance(meta, dict):
@@ -148,6 +157,7 @@ def validate_metadata(meta, source: str = "<metadata>") -> None:
     if version != FORMAT_VERSION:
         _fail(source, f"format_version must be {FORMAT_VERSION} (this runtime reads only that)", version)
     _check_tensors(meta, "inputs", source)
+    _check_index_ignored(meta["inputs"], source)
     _check_tensors(meta, "outputs", source)
     for key in ("workspace_bytes", "params_bytes"):
         if not _is_count(meta[key]):

@@ -57,6 +57,7 @@ class TensorSpec(NamedTuple):
     dtype: np.dtype
     index_bounds: tuple | None = None  # (lo, hi): an index input's values must be in [lo, hi); or one (lo, hi)
     # per position of its last axis
+    index_ignored: int | None = None  # a value also allowed outside index_bounds (a loss's ignore_index)
 
 
 def _bounds_tuple(bounds) -> tuple:
@@ -180,6 +181,8 @@ class Module:
                         for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        self._inputs = [s._replace(index_ignored=t["index_ignored"]) if "index_ignored" in t else s
+                        for s, t in zip(self._inputs, meta["inputs"])]  # a loss's ignore_index (runtime/feeds.py)
         source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}
         self._modelmeta = model_metadata(meta.get("source_model"), source)
         self._input_args = node_args(self._inputs, described.get("input_dims"), "input_dims", source)
