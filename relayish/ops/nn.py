@@ -429,12 +429,7 @@ def _softmax_compute(inputs, attrs, out_type):
     if ax == x.ndim - 1 and row_lanes(x.shape[-1]):
         return _softmax_rows(x)
     reduced = x.shape[:ax] + x.shape[ax + 1:]
-
-    def full(i, k):  # index of x for reduced index i and position k along the axis
-        return tuple(i[:ax]) + (k,) + tuple(i[ax:])
-
-    def dropped(i):
-        return tuple(i[:ax]) + tuple(i[ax + 1:])
+    full, dropped = _axis_indexers(ax)
 
     k1, k2 = te.reduce_axis(x.shape[ax], "k"), te.reduce_axis(x.shape[ax], "k")
     xmax = te.compute(reduced, lambda *i: te.max_reduce(x[full(i, k1.var)], k1), name="softmax_max",
@@ -442,6 +437,17 @@ def _softmax_compute(inputs, attrs, out_type):
     ex = te.compute(x.shape, lambda *i: te.exp(x[i] - xmax[dropped(i)]), name="softmax_exp", tag="softmax")
     total = te.compute(reduced, lambda *i: te.sum(ex[full(i, k2.var)], k2), name="softmax_sum", tag="softmax")
     return te.compute(x.shape, lambda *i: ex[i] / total[dropped(i)], name="softmax", tag="softmax")
+
+
+def _axis_indexers(ax: int):
+    """(full, dropped): full(i, k) is the index of x for index i of x without axis `ax` and position k along it;
+    dropped(i) is index i of x without axis `ax`."""
+    def full(i, k):
+        return tuple(i[:ax]) + (k,) + tuple(i[ax:])
+
+    def dropped(i):
+        return tuple(i[:ax]) + tuple(i[ax + 1:])
+    return full, dropped
 
 
 def _softmax_rows(x: te.Tensor) -> te.Tensor:
@@ -486,12 +492,7 @@ def _log_softmax_compute(inputs, attrs, out_type):
         norm = te.compute(outer, lambda *i: xmax[i] + te.log(total[i]), name="log_softmax_norm", tag=ROW_TAG)
         return te.compute(x.shape, lambda *i: x[i] - norm[i[:-1]], name="log_softmax", tag=ROW_TAG)
     reduced = x.shape[:ax] + x.shape[ax + 1:]
-
-    def full(i, k):  # index of x for reduced index i and position k along the axis
-        return tuple(i[:ax]) + (k,) + tuple(i[ax:])
-
-    def dropped(i):
-        return tuple(i[:ax]) + tuple(i[ax + 1:])
+    full, dropped = _axis_indexers(ax)
 
     k1, k2 = te.reduce_axis(x.shape[ax], "k"), te.reduce_axis(x.shape[ax], "k")
     xmax = te.compute(reduced, lambda *i: te.max_reduce(x[full(i, k1.var)], k1), name="log_softmax_max",
