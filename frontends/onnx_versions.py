@@ -159,6 +159,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
+    # ---- misc (conf-misc): frontends/onnx_ops_misc.py
+    "TopK": (1, 10, 11, 24),  # 10: k an input; 11: largest, sorted, negative axis; 24: types (bfloat16...)
 }
 
 
