@@ -81,3 +81,147 @@ def topk_v11(x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002  (ONNX's attr
     if largest not in (0, 1) or sorted not in (0, 1):
         raise ConversionError(f"largest and sorted must be 0 or 1, got {largest} and {sorted}")
     return _topk(x, _k_input(k), axis, bool(largest), bool(sorted))
+
+
+# ---- Einsum ----
+
+def _parse_einsum(equation: str, ranks: list[int]) -> tuple[list[list[str]], list[str]]:
+    """The equation's terms as lists of labels, one per dim of each operand, and the output's labels. The dims an
+    ellipsis stands for get labels of their own (right-aligned across operands, as numpy broadcasts them); without
+    '->' the output is the ellipsis dims then the labels that appear once, in alphabetical order (numpy's rule)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        raise ConversionError(f"equation {equation!r} has {len(terms)} input terms but the node has {len(ranks)} "
+                              f"inputs")
+    ell_rank = 0
+    for term, rank in zip(terms, ranks):
+        if "..." in term:
+            ell_rank = max(ell_rank, rank - len(term.replace("...", "")))
+    ell = [f"...{d}" for d in range(ell_rank)]  # ellipsis labels, outermost first
+
+    def labels(term: str, rank: int | None, what: str) -> list[str]:
+        head, dots, tail = term.partition("...")
+        letters = head + tail
+        if any(not c.isalpha() for c in letters) or "..." in tail:
+            raise ConversionError(f"equation {equation!r}: bad term {term!r} of {what}")
+        if not dots:
+            if rank is not None and len(letters) != rank:
+                raise ConversionError(f"equation {equation!r}: term {term!r} has {len(letters)} labels but {what} "
+                                      f"has rank {rank}")
+            return list(letters)
+        n = (rank - len(letters)) if rank is not None else ell_rank
+        if n < 0:
+            raise ConversionError(f"equation {equation!r}: term {term!r} has more labels than {what}'s rank {rank}")
+        return list(head) + ell[ell_rank - n:] + list(tail)
+
+    inputs = [labels(t, r, f"input {i}") for i, (t, r) in enumerate(zip(terms, ranks))]
+    if arrow:
+        output = labels(rhs, None, "the output")
+        for label in output:
+            if not label.startswith("...") and not any(label in term for term in inputs):
+                raise ConversionError(f"equation {equation!r}: output label {label!r} is in no input")
+        if len(set(output)) != len(output):
+            raise ConversionError(f"equation {equation!r}: the output repeats a label")
+    else:
+        counts = {}
+        for term in inputs:
+            for label in term:
+                counts[label] = counts.get(label, 0) + 1
+        output = ell + sorted(c for c, n in counts.items() if n == 1 and not c.startswith("..."))
+    return inputs, output
+
+
+def _diagonal(x: Expr, labels: list[str]) -> tuple[Expr, list[str]]:
+    """x with each repeated label taken once: the diagonal of its dims, gathered from their flattened product."""
+    while len(set(labels)) != len(labels):
+        label = next(c for c in labels if labels.count(c) > 1)
+        first, second = [i for i, c in enumerate(labels) if c == label][:2]
+        shape = _shape(x)
+        if shape[first] != shape[second]:
+            raise ConversionError(f"label {label!r} has sizes {shape[first]} and {shape[second]} in one operand")
+        rest = [i for i in range(len(shape)) if i not in (first, second)]
+        x = fold("transpose", x, axes=tuple(rest + [first, second])) if rest + [first, second] != \
+            list(range(len(shape))) else x
+        n = shape[first]
+        x = _reshape(x, tuple(shape[i] for i in rest) + (n * n,))
+        x = fold("take", x, Constant(np.arange(n, dtype=np.int64) * (n + 1)), axis=len(rest))
+        labels = [labels[i] for i in rest] + [label]
+    return x, labels
+
+
+def _sum_labels(x: Expr, labels: list[str], drop) -> tuple[Expr, list[str]]:
+    axes = tuple(i for i, c in enumerate(labels) if c in drop)
+    if not axes:
+        return x, labels
+    return fold("sum", x, axes=axes, keepdims=False), [c for c in labels if c not in drop]
+
+
+def _arrange(x: Expr, labels: list[str], order: list[str]) -> Expr:
+    """x transposed so that its labels follow `order` (a superset: the labels it lacks become dims of 1)."""
+    mine = [c for c in order if c in labels]
+    perm = tuple(labels.index(c) for c in mine)
+    if perm != tuple(range(len(perm))):
+        x = fold("transpose", x, axes=perm)
+    sizes = dict(zip(mine, _shape(x)))
+    return _reshape(x, tuple(sizes.get(c, 1) for c in order))
+
+
+def _contract(a: Expr, la: list[str], b: Expr, lb: list[str], keep: set[str]) -> tuple[Expr, list[str]]:
+    """a * b summed over the labels they share that are not kept: a batch matmul [batch, M, K] @ [batch, K, N]
+    (a broadcast multiply when nothing is summed). Labels of one operand only that are not kept are summed first."""
+    a, la = _sum_labels(a, la, {c for c in la if c not in lb and c not in keep})
+    b, lb = _sum_labels(b, lb, {c for c in lb if c not in la and c not in keep})
+    size_a, size_b = dict(zip(la, _shape(a))), dict(zip(lb, _shape(b)))
+    shared = [c for c in la if c in lb]
+    summed = [c for c in shared if c not in keep]
+    for c in summed:  # a summed label broadcast from size 1 on one side: sum the other side first
+        if size_a[c] != size_b[c]:
+            if size_a[c] == 1:
+                b = fold("sum", b, axes=(lb.index(c),), keepdims=True)
+                size_b[c] = 1
+            elif size_b[c] == 1:
+                a = fold("sum", a, axes=(la.index(c),), keepdims=True)
+                size_a[c] = 1
+    batch = [c for c in shared if c in keep]
+    only_a = [c for c in la if c not in lb]
+    only_b = [c for c in lb if c not in la]
+    out_labels = batch + only_a + only_b
+    if not summed:
+        return _binary("multiply", _arrange(a, la, out_labels), _arrange(b, lb, out_labels)), out_labels
+    batch_a = tuple(size_a[c] for c in batch)
+    batch_b = tuple(size_b[c] for c in batch)
+    m = int(np.prod([size_a[c] for c in only_a]))
+    n = int(np.prod([size_b[c] for c in only_b]))
+    k = int(np.prod([size_a[c] for c in summed]))
+    a3 = _reshape(_arrange(a, la, batch + only_a + summed), batch_a + (m, k))
+    b3 = _reshape(_arrange(b, lb, batch + summed + only_b), batch_b + (k, n))
+    y = fold("nn.matmul", a3, b3)
+    batch_out = _shape(y)[:len(batch)]
+    return _reshape(y, batch_out + tuple(size_a[c] for c in only_a) + tuple(size_b[c] for c in only_b)), out_labels
+
+
+@converter("Einsum", since=12)
+def einsum(*inputs, equation):
+    if not inputs:
+        raise ConversionError("Einsum needs at least one input")
+    dtypes = {x.type.dtype for x in inputs}
+    if len(dtypes) != 1:
+        raise ConversionError(f"the inputs must have one dtype, got {sorted(dtypes)}")
+    terms, output = _parse_einsum(equation, [len(_shape(x)) for x in inputs])
+    operands = [_diagonal(x, labels) for x, labels in zip(inputs, terms)]
+    sizes = {}
+    for x, labels in operands:
+        for c, d in zip(labels, _shape(x)):
+            if sizes.get(c, 1) not in (1, d) and d != 1:
+                raise ConversionError(f"equation {equation!r}: label {c!r} has sizes {sizes[c]} and {d}")
+            sizes[c] = max(sizes.get(c, 1), d)
+    x, labels = operands[0]
+    for i in range(1, len(operands)):
+        later = {c for _, ls in operands[i + 1:] for c in ls}
+        x, labels = _contract(x, labels, *operands[i], keep=set(output) | later)
+    x, labels = _sum_labels(x, labels, {c for c in labels if c not in output})
+    x = _arrange(x, labels, output)
+    full = tuple(sizes[c] for c in output)
+    return x if _shape(x) == full else fold("broadcast_to", x, shape=full)

@@ -161,6 +161,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
     # ---- misc (conf-misc): frontends/onnx_ops_misc.py
     "TopK": (1, 10, 11, 24),  # 10: k an input; 11: largest, sorted, negative axis; 24: types (bfloat16...)
+    "Einsum": (12, 28),  # 28: bfloat16
 }
 
 
