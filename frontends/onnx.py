@@ -379,7 +379,7 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: {len(inputs)} inputs given, at most {len(conv.inputs)} supported "
                               f"({', '.join(conv.inputs)})")
     attrs = {a.name: _attribute(a) for a in node.attribute}
-    unknown = sorted(set(attrs) - conv.attrs - {"_outputs"})
+    unknown = sorted(set(attrs) - conv.attrs - {"_outputs", "_scope"})
     if unknown:
         raise OnnxImportError(f"{label}: unsupported attribute(s) {unknown}")
     absent = sorted(conv.required_attrs - set(attrs))
@@ -387,6 +387,8 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: missing required attribute(s) {absent}")
     if "_outputs" in conv.attrs:  # a converter whose results depend on the node's output count (Split)
         attrs["_outputs"] = len(node.output)
+    if "_scope" in conv.attrs:  # a converter of subgraph attributes (If, Loop) converts them in the node's scope
+        attrs["_scope"] = SubgraphScope(env, opset, label)
     try:
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
@@ -399,6 +401,36 @@ def _convert_node(node, index, opset, env, used, source):
         elif name and name in used:
             raise OnnxImportError(f"{label}: output {i} ({name!r}) is used, but only the first {len(results)} "
                                   f"output(s) of {node.op_type} are supported")
+
+
+class SubgraphScope:
+    """What the converter of an op with graph attributes (If, Loop) gets as its `_scope` argument: `convert(graph,
+    inputs)` converts a subgraph in the node's scope (every value defined before the node is visible; the
+    subgraph's inputs, bound to the given expressions, its initializers and its nodes' outputs shadow outer
+    names) and returns the expressions of its outputs. The subgraph's nodes are converted as the graph's are:
+    inlined, so a branch or an unrolled loop body becomes part of the graph."""
+
+    def __init__(self, env: dict, opset: int, label: str):
+        self._env, self._opset, self._label = env, opset, label
+
+    def convert(self, graph: onnx.GraphProto, inputs: dict[str, Expr], what: str) -> list[Expr]:
+        source = f"{self._label}: {what}"
+        env = dict(self._env)
+        for init in graph.initializer:
+            env[init.name] = Constant(tensor_array(init, f"initializer {init.name!r} of {what}"))
+        env.update(inputs)
+        for index, node in enumerate(graph.node):
+            if node.domain not in _DEFAULT_DOMAINS or lookup_converter(node.op_type, self._opset) is None:
+                raise ConversionError(f"{what}: node {_node_label(node, index)} has unsupported op type "
+                                      f"{node.op_type} ({node.domain or 'ai.onnx'} v{self._opset})")
+            why = unreviewed(node.op_type, self._opset)
+            if why:
+                raise ConversionError(f"{what}: node {_node_label(node, index)}: {why}")
+            _convert_node(node, index, self._opset, env, _used_names(graph), source)
+        missing = [o.name for o in graph.output if o.name not in env]
+        if missing:
+            raise ConversionError(f"{what}: output(s) {missing} are not produced by any node")
+        return [env[o.name] for o in graph.output]
 
 
 FOLD_LIMIT = 1 << 16  # elements: shape arithmetic is folded at import, large weight computations are left to passes

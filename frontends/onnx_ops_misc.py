@@ -14,7 +14,7 @@ from relayish import Constant, Expr, const
 from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter
 from .onnx_ops_attention import _cast
 from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, int_list_input
+from .onnx_values import ConversionError, constant_value, int_list_input
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -225,3 +225,75 @@ def einsum(*inputs, equation):
     x = _arrange(x, labels, output)
     full = tuple(sizes[c] for c in output)
     return x if _shape(x) == full else fold("broadcast_to", x, shape=full)
+
+
+# ---- If, Loop: control flow decided at import ----
+
+MAX_UNROLL = 200  # loop iterations unrolled at most (each adds the body to the graph, whose passes recurse)
+
+
+def _flag_value(expr: Expr, what: str) -> bool:
+    value = constant_value(expr, what)
+    if value.size != 1:
+        raise ConversionError(f"input {what!r} must hold one value, got shape {value.shape}")
+    return bool(value.reshape(-1)[0])
+
+
+@converter("If", since=1)
+def if_(cond, *, then_branch, else_branch, _scope=None):
+    """The branch that cond takes, inlined. cond must be known at import (a constant, or computed from graph inputs
+    whose values then select the compilation: compiler/specialize.py)."""
+    taken, name = (then_branch, "then_branch") if _flag_value(cond, "cond") else (else_branch, "else_branch")
+    if len(taken.input):
+        raise ConversionError(f"{name} has inputs {[i.name for i in taken.input]}: a branch takes none")
+    outputs = _scope.convert(taken, {}, f"subgraph {name}")
+    return tuple(outputs)
+
+
+@converter("Loop", since=1)
+def loop(max_trip_count=None, cond=None, *v_initial, body, _scope=None):
+    """The body unrolled (at most MAX_UNROLL times): the trip count and the condition (the input and each
+    iteration's cond output) must be known at import. Scan outputs are the per-iteration values stacked on a new
+    first axis; they must have one shape in every iteration. An absent cond input means true; the body's cond
+    output is read in every iteration all the same (as onnxruntime does)."""
+    if max_trip_count is None and cond is None:
+        raise ConversionError("a Loop with neither a trip count nor a condition never ends")
+    trips = None
+    if max_trip_count is not None:
+        value = constant_value(max_trip_count, "M")
+        if value.size != 1:
+            raise ConversionError(f"input 'M' must hold one value, got shape {value.shape}")
+        trips = int(value.reshape(-1)[0])
+        if trips > MAX_UNROLL:
+            raise ConversionError(f"trip count {trips} is above the {MAX_UNROLL} iterations a loop is unrolled to")
+    going = True if cond is None else _flag_value(cond, "cond")
+    n_in, n_carried = len(body.input), len(v_initial)
+    if n_in != n_carried + 2:
+        raise ConversionError(f"the body has {n_in} inputs, expected 2 + {n_carried} loop-carried values")
+    n_scan = len(body.output) - 1 - n_carried
+    if n_scan < 0:
+        raise ConversionError(f"the body has {len(body.output)} outputs, fewer than 1 + {n_carried}")
+    iter_dtype = max_trip_count.type.dtype if max_trip_count is not None else "int64"
+    carried, scans, i = list(v_initial), [[] for _ in range(n_scan)], 0
+    names = [vi.name for vi in body.input]
+    while going and (trips is None or i < trips):
+        if i >= MAX_UNROLL:
+            raise ConversionError(f"the loop runs more than the {MAX_UNROLL} iterations it is unrolled to")
+        bound = {names[0]: const(i, iter_dtype), names[1]: Constant(np.array(going))}
+        bound.update(zip(names[2:], carried))
+        outs = _scope.convert(body, bound, f"body (iteration {i})")
+        going = _flag_value(outs[0], "the body's cond output")
+        carried = outs[1:1 + n_carried]
+        for k, value in enumerate(outs[1 + n_carried:]):
+            scans[k].append(value)
+        i += 1
+    stacked = []
+    for k, values in enumerate(scans):
+        if not values:
+            raise ConversionError(f"scan output {k} of a loop that runs no iteration is empty (zero-size tensors "
+                                  f"are not supported)")
+        shapes = {_shape(v) for v in values}
+        if len(shapes) != 1:
+            raise ConversionError(f"scan output {k} has different shapes in different iterations {sorted(shapes)}")
+        stacked.append(fold("concatenate", *[_reshape(v, (1,) + _shape(v)) for v in values], axis=0))
+    return tuple(carried + stacked)

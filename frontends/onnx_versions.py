@@ -162,6 +162,10 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     # ---- misc (conf-misc): frontends/onnx_ops_misc.py
     "TopK": (1, 10, 11, 24),  # 10: k an input; 11: largest, sorted, negative axis; 24: types (bfloat16...)
     "Einsum": (12, 28),  # 28: bfloat16
+    # If / Loop: 11: outputs may differ in shape per branch; 13: sequence types; 16: optional types; 19, 21, 23,
+    # 24, 25: new element types (float8, int4, float4...). Only tensor values of relayish dtypes are imported.
+    "If": (1, 11, 13, 16, 19, 21, 23, 24, 25),
+    "Loop": (1, 11, 13, 16, 19, 21, 23, 24, 25),
 }
 
 

@@ -189,3 +189,101 @@ def test_einsum_bad_equations_are_refused(equation, shapes, message):
     inputs = {f"x{i}": (s, F) for i, s in enumerate(shapes)}
     with pytest.raises(OnnxImportError, match=message):
         from_onnx(make_model("Einsum", inputs, {"equation": equation}, 12, {}))
+
+
+# ---- If, Loop ----
+
+def _vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+
+
+def _if_model(cond_initializer=None):
+    """y = If(cond) then x + w (w from the outer scope) else x * 2 (a branch initializer); z = y - 1."""
+    then = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [], [_vi("t", F, (2, 3))])
+    two = numpy_helper.from_array(np.float32(2.0), "two")
+    other = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["e"])], "else", [], [_vi("e", F, (2, 3))],
+                              [two])
+    nodes = [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+             helper.make_node("Sub", ["y", "one"], ["z"])]
+    inits = [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"), numpy_helper.from_array(np.float32(1), "one")]
+    inputs = [_vi("x", F, (2, 3))]
+    if cond_initializer is None:
+        inputs.append(_vi("c", "bool", ()))
+    else:
+        inits.append(numpy_helper.from_array(np.array(cond_initializer), "c"))
+    graph = helper.make_graph(nodes, "g", inputs, [_vi("z", F, (2, 3))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_with_a_constant_condition_inlines_the_taken_branch(cond):
+    model = _if_model(cond)
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)}
+    check_three_way(model, feeds)
+    assert "multiply" in str(from_onnx(model)) if not cond else "add" in str(from_onnx(model))
+
+
+def test_if_with_a_run_time_condition_compiles_per_value():
+    model = _if_model()
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    with pytest.raises(OnnxImportError, match="input 'cond' must be a constant") as e:
+        from_onnx(model)
+    assert e.value.needs_values == ("c",)
+    sess = compile_model(model)
+    for c in (True, False, True):
+        feeds = {"x": x, "c": np.array(c)}
+        np.testing.assert_allclose(sess.run(None, feeds)[0], run_ort(model, feeds)[0], rtol=1e-6)
+
+
+def _loop_model(trip, cond, body_cond="lt", scan=True, carried_init=None):
+    """Loop carrying s (s = s + x * i), scanning s each iteration; the body's cond is i < 2 ("lt") or true."""
+    body_nodes = [helper.make_node("Cast", ["i"], ["fi"], to=onnx.TensorProto.FLOAT),
+                  helper.make_node("Mul", ["x", "fi"], ["xi"]),
+                  helper.make_node("Add", ["s_in", "xi"], ["s_out"]),
+                  helper.make_node("Identity", ["s_out"], ["scan"])]
+    if body_cond == "lt":
+        body_nodes.append(helper.make_node("Less", ["i", "two"], ["c_out"]))
+    else:
+        body_nodes.append(helper.make_node("Identity", ["c_in"], ["c_out"]))
+    outs = [_vi("c_out", "bool", ()), _vi("s_out", F, (3,))] + ([_vi("scan", F, (3,))] if scan else [])
+    body = helper.make_graph(body_nodes, "body", [_vi("i", I64, ()), _vi("c_in", "bool", ()), _vi("s_in", F, (3,))],
+                             outs, [numpy_helper.from_array(np.int64(2), "two")])
+    inits = [numpy_helper.from_array(np.zeros(3, np.float32), "s0")]
+    names = ["", "", "s0"]
+    if trip is not None:
+        inits.append(numpy_helper.from_array(np.int64(trip), "M"))
+        names[0] = "M"
+    if cond is not None:
+        inits.append(numpy_helper.from_array(np.array(cond), "c"))
+        names[1] = "c"
+    node = helper.make_node("Loop", names, ["s"] + (["ys"] if scan else []), body=body)
+    graph = helper.make_graph([node], "g", [_vi("x", F, (3,))],
+                              [_vi("s", F, (3,))] + ([_vi("ys", F, ("n", 3))] if scan else []), inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("trip,cond,body_cond", [(5, True, "lt"), (5, None, "lt"), (None, True, "lt"),
+                                                 (4, True, "same"), (1, True, "lt"),
+                                                 (200, True, "same")])
+def test_loop_with_known_trip_count_and_condition_is_unrolled(trip, cond, body_cond):
+    model = _loop_model(trip, cond, body_cond)
+    check_three_way(model, {"x": np.arange(3, dtype=np.float32) + 1})
+
+
+def test_loop_refusals_are_clear():
+    with pytest.raises(OnnxImportError, match="trip count 5000 is above the 200"):
+        from_onnx(_loop_model(5000, True, "same"))
+    with pytest.raises(OnnxImportError, match="more than the 200 iterations"):
+        from_onnx(_loop_model(None, True, "same"))
+    with pytest.raises(OnnxImportError, match="scan output 0 of a loop that runs no iteration"):
+        from_onnx(_loop_model(0, True))
+    with pytest.raises(OnnxImportError, match="neither a trip count nor a condition"):
+        from_onnx(_loop_model(None, None))
+
+
+def test_subgraph_with_an_unsupported_op_is_refused_naming_it():
+    then = helper.make_graph([helper.make_node("SequenceEmpty", [], ["t"])], "then", [], [_vi("t", F, (1,))])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=then)
+    graph = helper.make_graph([node], "g", [], [_vi("y", F, (1,))], [numpy_helper.from_array(np.array(True), "c")])
+    with pytest.raises(OnnxImportError, match="subgraph then_branch: node .* unsupported op type SequenceEmpty"):
+        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
