@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from relayish import Constant, Expr, const
+from relayish import Constant, Expr, const, free_vars
 
 from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter
 from .onnx_ops_attention import _cast
 from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, constant_value, int_list_input
+from .onnx_values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -297,3 +297,71 @@ def loop(max_trip_count=None, cond=None, *v_initial, body, _scope=None):
             raise ConversionError(f"scan output {k} has different shapes in different iterations {sorted(shapes)}")
         stacked.append(fold("concatenate", *[_reshape(v, (1,) + _shape(v)) for v in values], axis=0))
     return tuple(carried + stacked)
+
+
+# ---- NonZero, Compress, Unique: output shapes that depend on the data ----
+
+def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
+    """The value of an input whose values decide the output's shape; RunTimeValueNeeded saying so otherwise."""
+    if isinstance(x, Constant):
+        return x.data
+    inputs = tuple(sorted({v.name for v in free_vars(x)}))
+    raise RunTimeValueNeeded(f"the output shape of {op} depends on the values of input {what!r}, which are "
+                             f"computed at run time" + (f" from graph input(s) {list(inputs)}" if inputs else "")
+                             + ": relayish compiles static shapes, so it must be a constant", inputs)
+
+
+@converter("NonZero", since=9)
+def nonzero(x):
+    """The indices of the nonzero elements, [rank, count] (a scalar counts as 1-D)."""
+    value = np.atleast_1d(_data_value(x, "X", "NonZero"))
+    found = np.array(np.nonzero(value), np.int64)
+    if not found.size:
+        raise ConversionError("X has no nonzero element: zero-size outputs are not supported")
+    return Constant(found)
+
+
+@converter("Compress", since=9)
+def compress(x, condition, *, axis=None):
+    """Only the condition decides the shape: the selected positions are a constant `take` of the input."""
+    cond = _data_value(condition, "condition", "Compress")
+    if cond.ndim != 1:
+        raise ConversionError(f"input 'condition' must be 1-D, got shape {cond.shape}")
+    if axis is None:
+        x, axis = _reshape(x, (int(np.prod(_shape(x))),)), 0
+    axis = _axis(axis, len(_shape(x)))
+    if cond.size > _shape(x)[axis]:
+        raise ConversionError(f"condition has {cond.size} values, more than the {_shape(x)[axis]} of axis {axis}")
+    picked = np.nonzero(cond.astype(bool))[0].astype(np.int64)
+    if not picked.size:
+        raise ConversionError("the condition selects nothing: zero-size outputs are not supported")
+    return fold("take", x, Constant(picked), axis=axis)
+
+
+@converter("Unique", since=11)
+def unique(x, *, axis=None, sorted=1):  # noqa: A002  (ONNX's attribute name)
+    """(Y, indices, inverse_indices, counts) as np.unique; sorted=0 keeps the order of first occurrence (the
+    spec)."""
+    value = _data_value(x, "X", "Unique")
+    if axis is not None:
+        axis = _axis(axis, value.ndim)
+        flat = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)
+    else:
+        flat = value.reshape(-1, 1)
+    if sorted:
+        _, first, inverse, counts = np.unique(value, True, True, True, **({} if axis is None else {"axis": axis}))
+        inverse = inverse.reshape(-1)
+    else:
+        position, first, inverse, counts = {}, [], [], []
+        keys = [row.tobytes() for row in (flat + 0 if flat.dtype.kind == "f" else flat)]  # -0.0 is 0.0
+        for i, key in enumerate(keys):
+            if key not in position:
+                position[key] = len(first)
+                first.append(i)
+                counts.append(0)
+            inverse.append(position[key])
+            counts[position[key]] += 1
+    first = np.asarray(first, np.int64)
+    y = np.take(value.reshape(-1), first) if axis is None else np.take(value, first, axis=axis)
+    return (Constant(np.ascontiguousarray(y)), Constant(first), Constant(np.asarray(inverse, np.int64)),
+            Constant(np.asarray(counts, np.int64)))

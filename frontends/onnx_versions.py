@@ -166,6 +166,9 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     # 24, 25: new element types (float8, int4, float4...). Only tensor values of relayish dtypes are imported.
     "If": (1, 11, 13, 16, 19, 21, 23, 24, 25),
     "Loop": (1, 11, 13, 16, 19, 21, 23, 24, 25),
+    "NonZero": (9, 13),  # 13: bfloat16
+    "Compress": (9, 11, 28),  # 11: negative axis; 28: bfloat16
+    "Unique": (11, 28),  # 28: bfloat16
 }
 
 

@@ -287,3 +287,59 @@ def test_subgraph_with_an_unsupported_op_is_refused_naming_it():
     graph = helper.make_graph([node], "g", [], [_vi("y", F, (1,))], [numpy_helper.from_array(np.array(True), "c")])
     with pytest.raises(OnnxImportError, match="subgraph then_branch: node .* unsupported op type SequenceEmpty"):
         from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+# ---- NonZero, Compress, Unique ----
+
+DATA = np.array([[1, 0, 3], [0, 0, 2], [1, 0, 3]], np.float32)
+
+FOLDED = [
+    ("NonZero", {}, 13, {"d": DATA}, 1),
+    ("NonZero", {}, 9, {"d": np.array([True, False, True])}, 1),
+    ("Unique", {}, 11, {"d": np.array([2, 1, 1, 3, 4, 3], np.int64)}, 4),
+    ("Unique", {"sorted": 0}, 11, {"d": np.array([2, 1, 1, 3, 4, 3], np.int64)}, 4),
+    ("Unique", {"axis": 0}, 11, {"d": DATA}, 4),
+    ("Unique", {"axis": -1, "sorted": 1}, 11, {"d": DATA}, 4),
+    ("Unique", {}, 11, {"d": DATA}, 4),
+]
+
+
+@pytest.mark.parametrize("op,attrs,opset,consts,outputs", FOLDED, ids=lambda v: str(v)[:30])
+def test_constant_data_is_folded(op, attrs, opset, consts, outputs):
+    model = make_model(op, {}, attrs, opset, consts, outputs)
+    ours = from_onnx(model)
+    refs = run_ort(model, {})
+    got = evaluate(ours, {})
+    for g, r in zip(got, refs):
+        np.testing.assert_array_equal(np.asarray(g), r)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_compress_with_a_constant_condition_is_a_take(axis):
+    cond = np.array([True, False, True])
+    attrs = {} if axis is None else {"axis": axis}
+    model = make_model("Compress", {"x": ((3, 4), F)}, attrs, 11, {"c": cond})
+    feeds = feeds_of({"x": ((3, 4), F)}, np.random.default_rng(0))
+    check_three_way(model, feeds)
+    assert "take" in str(from_onnx(model))
+
+
+@pytest.mark.parametrize("op,inputs,consts,message", [
+    ("NonZero", {"x": ((3,), F)}, {}, "the output shape of NonZero depends on the values of input 'X'"),
+    ("Unique", {"x": ((3,), F)}, {}, "the output shape of Unique depends on the values of input 'X'"),
+    ("Compress", {"x": ((3,), F), "c": ((3,), "bool")}, {},
+     "the output shape of Compress depends on the values of input 'condition'"),
+    ("Compress", {"x": ((3,), F)}, {"c": np.array([False, False])}, "the condition selects nothing"),
+    ("Compress", {"x": ((3,), F)}, {"c": np.array([True] * 4)}, "more than the 3 of axis 0"),
+    ("NonZero", {}, {"d": np.zeros(3, np.float32)}, "no nonzero element"),
+])
+def test_data_dependent_shapes_are_refused_clearly(op, inputs, consts, message):
+    with pytest.raises(OnnxImportError, match=message):
+        from_onnx(make_model(op, inputs, {}, 13, consts))
+
+
+def test_run_time_data_compiles_per_value():
+    model = make_model("NonZero", {"x": ((2, 3), F)}, {}, 13, {})
+    sess = compile_model(model)
+    for x in (DATA[:2], DATA[1:]):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.array(np.nonzero(x)))
