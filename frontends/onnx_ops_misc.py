@@ -365,3 +365,115 @@ def unique(x, *, axis=None, sorted=1):  # noqa: A002  (ONNX's attribute name)
     y = np.take(value.reshape(-1), first) if axis is None else np.take(value, first, axis=axis)
     return (Constant(np.ascontiguousarray(y)), Constant(first), Constant(np.asarray(inverse, np.int64)),
             Constant(np.asarray(counts, np.int64)))
+
+
+# ---- ReverseSequence ----
+
+@converter("ReverseSequence", since=10)
+def reverse_sequence(x, sequence_lens, *, batch_axis=1, time_axis=0):
+    """out[t, b] = x[len[b] - 1 - t, b] for t < len[b], else x[t, b]: a gather along the time axis of indices
+    computed from the lengths. Lengths given at run time are clamped to [0, max_time] first, so the indices are
+    always in range (onnxruntime refuses such lengths; no length can make native code read outside the input)."""
+    shape = _shape(x)
+    if len(shape) < 2:
+        raise ConversionError(f"the input must be at least 2-D, got shape {shape}")
+    if sorted((batch_axis, time_axis)) != [0, 1]:
+        raise ConversionError(f"batch_axis and time_axis must be 0 and 1 in some order, got {batch_axis} and "
+                              f"{time_axis}")
+    t_len, b_len = shape[time_axis], shape[batch_axis]
+    if sequence_lens.type.dtype != "int64" or _shape(sequence_lens) != (b_len,):
+        raise ConversionError(f"input 'sequence_lens' must be int64 of shape ({b_len},), got "
+                              f"{sequence_lens.type.dtype} of shape {_shape(sequence_lens)}")
+    if isinstance(sequence_lens, Constant) and np.any((sequence_lens.data < 0) | (sequence_lens.data > t_len)):
+        raise ConversionError(f"sequence_lens {sequence_lens.data.tolist()} must be in [0, {t_len}]")
+    lens = _binary("minimum", _binary("maximum", sequence_lens, const(0, "int64")), const(t_len, "int64"))
+    both = (t_len, 1) if time_axis == 0 else (1, t_len)
+    t = Constant(np.arange(t_len, dtype=np.int64).reshape(both))
+    lens = _reshape(lens, (1, b_len) if time_axis == 0 else (b_len, 1))
+    index = fold("where", fold("less", t, lens), _binary("subtract", _binary("subtract", lens, const(1, "int64")),
+                                                        t), t)
+    index = _reshape(index, _shape(index) + (1,) * (len(shape) - 2))
+    index = fold("broadcast_to", index, shape=shape)
+    return fold("gather_elements", x, index, axis=time_axis)
+
+
+# ---- CenterCropPad ----
+
+@converter("CenterCropPad", since=18)
+def center_crop_pad(x, shape, *, axes=None):
+    """Each axis cropped or zero-padded to its target size, centered (an odd difference leaves the extra element at
+    the end), as the reference: a slice, then a pad."""
+    dims = _shape(x)
+    target = int_list_input(shape, "shape", (np.int64, np.int32))
+    axes = tuple(range(len(dims))) if axes is None else tuple(_axis(a, len(dims), "axes value") for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ConversionError(f"repeated axes {axes}")
+    if len(target) != len(axes):
+        raise ConversionError(f"shape has {len(target)} values for {len(axes)} axes")
+    begin, end, pads = [], [], [0] * (2 * len(dims))
+    for a, size in zip(axes, target):
+        if size < 1:
+            raise ConversionError(f"target size {size} of axis {a} must be >= 1")
+        if size < dims[a]:
+            start = (dims[a] - size) // 2
+            begin.append(start)
+            end.append(start + size)
+        else:
+            begin.append(0)
+            end.append(dims[a])
+            pads[a] = (size - dims[a]) // 2
+            pads[len(dims) + a] = size - dims[a] - pads[a]
+    if any(b != 0 or e != dims[a] for a, b, e in zip(axes, begin, end)):
+        x = fold("strided_slice", x, begin=tuple(begin), end=tuple(end), strides=(1,) * len(axes), axes=axes)
+    if any(pads):
+        x = fold("pad", x, pads=tuple(pads), mode="constant", value=0.0)
+    return x
+
+
+# ---- Det ----
+
+MAX_DET_SIZE = 32
+
+
+def _slice(x: Expr, axis: int, begin: int, end: int) -> Expr:
+    return fold("strided_slice", x, begin=(begin,), end=(end,), strides=(1,), axes=(axis,))
+
+
+@converter("Det", since=11)
+def det(x):
+    """The determinant of the [..., n, n] matrices, by Gaussian elimination with partial pivoting unrolled over the
+    n columns (the pivot row picked by argmax of the column's magnitudes, swapped in by selects): the product of
+    the pivots, negated for each swap. A zero pivot gives 0 (it is replaced by 1 in the divisions)."""
+    shape, dtype = _shape(x), x.type.dtype
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ConversionError(f"the input must be [..., n, n], got shape {shape}")
+    if dtype not in ("float32", "float64", "float16"):
+        raise ConversionError(f"the input must be float32, float64 or float16, got {dtype}")
+    n, batch = shape[-1], shape[:-2]
+    if n > MAX_DET_SIZE:
+        raise ConversionError(f"matrices of size {n} are above the {MAX_DET_SIZE} that Det unrolls")
+    work = "float32" if dtype == "float16" else dtype
+    a = _cast(x, work)
+    zero, one = const(0.0, work), const(1.0, work)
+    result = None
+    for k in range(n):
+        m = n - k
+        column = _reshape(_slice(a, -1, 0, 1), batch + (m,))
+        pivot = fold("argmax", fold("abs", column), axis=-1, keepdims=True)  # [..., 1]
+        chosen = fold("equal", pivot, Constant(np.arange(m, dtype=np.int64)))  # [..., m]
+        chosen_rows = _reshape(chosen, batch + (m, 1))
+        pivot_row = fold("sum", fold("where", chosen_rows, a, zero), axes=(len(batch),), keepdims=True)  # [..., 1, m]
+        first_row = _slice(a, -2, 0, 1)
+        is_first = Constant((np.arange(m) == 0).reshape(m, 1))
+        a = fold("where", is_first, pivot_row, fold("where", chosen_rows, first_row, a))
+        p = _reshape(_slice(pivot_row, -1, 0, 1), batch)
+        sign = fold("where", fold("equal", _reshape(pivot, batch), const(0, "int64")), one, const(-1.0, work))
+        factor = _binary("multiply", sign, p)
+        result = factor if result is None else _binary("multiply", result, factor)
+        if m > 1:
+            safe = fold("where", fold("equal", p, zero), one, p)
+            below = _slice(_slice(a, -2, 1, m), -1, 0, 1)  # [..., m-1, 1]
+            ratio = _binary("divide", below, _reshape(safe, batch + (1, 1)))
+            a = _binary("subtract", _slice(_slice(a, -2, 1, m), -1, 1, m),
+                        _binary("multiply", ratio, _slice(pivot_row, -1, 1, m)))
+    return _cast(result, dtype)

@@ -169,6 +169,9 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "NonZero": (9, 13),  # 13: bfloat16
     "Compress": (9, 11, 28),  # 11: negative axis; 28: bfloat16
     "Unique": (11, 28),  # 28: bfloat16
+    "ReverseSequence": (10, 28),  # 28: bfloat16
+    "CenterCropPad": (18,),
+    "Det": (11, 22),  # 22: bfloat16 (refused)
 }
 
 

@@ -343,3 +343,66 @@ def test_run_time_data_compiles_per_value():
     sess = compile_model(model)
     for x in (DATA[:2], DATA[1:]):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.array(np.nonzero(x)))
+
+
+# ---- ReverseSequence, CenterCropPad, Det ----
+
+MOVES = [
+    ("ReverseSequence", {"x": ((4, 3), F)}, {}, 10, {"l": i64(4, 1, 2)}),
+    ("ReverseSequence", {"x": ((3, 5, 2), F)}, {"batch_axis": 0, "time_axis": 1}, 10, {"l": i64(5, 0, 3)}),
+    ("ReverseSequence", {"x": ((4, 2, 2), I64), "l": i64(3, 4)}, {}, 10, {}),
+    ("ReverseSequence", {"x": ((2, 4), I32), "l": i64(1, 4)}, {"batch_axis": 0, "time_axis": 1}, 10, {}),
+    ("CenterCropPad", {"x": ((5, 7, 3), F)}, {}, 18, {"s": i64(3, 9, 3)}),
+    ("CenterCropPad", {"x": ((5, 7, 3), F)}, {"axes": [0, -2]}, 18, {"s": i64(8, 4)}),
+    ("CenterCropPad", {"x": ((4, 6), I64)}, {"axes": [1]}, 18, {"s": i64(3)}),
+]
+
+
+@pytest.mark.parametrize("case", MOVES, ids=case_id)
+def test_movement_three_way(case):
+    model = make_model(*case)
+    check_three_way(model, feeds_of(case[1], np.random.default_rng(0)))
+
+
+def test_reverse_sequence_run_time_lengths_out_of_range_are_clamped():
+    # onnxruntime refuses them; we clamp to [0, max_time]: never a read outside the input
+    model = make_model("ReverseSequence", {"x": ((4, 3), F), "l": ((3,), I64)}, {}, 10, {})
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    lens = i64(99, -5, 2)
+    got, = compile_model(model).run(None, {"x": x, "l": lens})
+    want = x.copy()
+    want[:, 0] = x[::-1, 0]
+    want[:2, 2] = x[1::-1, 2]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,dtype", [((2, 2), F), ((3, 3), F), ((2, 4, 4), F), ((5, 5), F64), ((1, 1), F),
+                                         ((2, 3, 6, 6), F64)])
+def test_det_matches_numpy(shape, dtype):
+    model = make_model("Det", {"x": (shape, dtype)}, {}, 11, {})
+    feeds = feeds_of({"x": (shape, dtype)}, np.random.default_rng(1))
+    if dtype == F:  # onnxruntime has no float64 Det
+        check_three_way(model, feeds)
+    want = np.linalg.det(feeds["x"])
+    np.testing.assert_allclose(compile_model(model).run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(evaluate(from_onnx(model), feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_det_of_singular_and_pivoting_matrices():
+    x = np.array([[[1, 2, 3], [2, 4, 6], [1, 0, 1]],   # singular
+                  [[0, 1, 0], [0, 0, 1], [1, 0, 0]],   # needs row swaps
+                  [[0, 0, 0], [1, 2, 3], [4, 5, 6]]], np.float32)
+    model = make_model("Det", {"x": ((3, 3, 3), F)}, {}, 11, {})
+    np.testing.assert_allclose(compile_model(model).run(None, {"x": x})[0], np.linalg.det(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("op,inputs,consts,attrs,message", [
+    ("Det", {"x": ((3, 4), F)}, {}, {}, r"must be \[..., n, n\]"),
+    ("Det", {"x": ((40, 40), F)}, {}, {}, "above the 32"),
+    ("ReverseSequence", {"x": ((4, 3), F)}, {"l": i64(5, 1, 1)}, {}, r"must be in \[0, 4\]"),
+    ("ReverseSequence", {"x": ((4, 3), F)}, {"l": i64(1, 1)}, {}, r"of shape \(3,\)"),
+    ("CenterCropPad", {"x": ((4, 3), F)}, {"s": i64(1)}, {}, "1 values for 2 axes"),
+])
+def test_more_bad_nodes_are_refused_clearly(op, inputs, consts, attrs, message):
+    with pytest.raises(OnnxImportError, match=message):
+        from_onnx(make_model(op, inputs, attrs, 18, consts))
