@@ -11,7 +11,7 @@ import numpy as np
 
 from relayish import Constant, Expr, const, free_vars
 
-from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter
+from .onnx_ops import _axis, _binary, _reshape, _shape, converter, matmul
 from .onnx_ops_attention import _cast
 from .onnx_ops_tensor import fold
 from .onnx_values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
@@ -477,3 +477,66 @@ def det(x):
             a = _binary("subtract", _slice(_slice(a, -2, 1, m), -1, 1, m),
                         _binary("multiply", ratio, _slice(pivot_row, -1, 1, m)))
     return _cast(result, dtype)
+
+
+# ---- MatMulInteger, QLinearMatMul ----
+
+QUANT_TYPES = ("int8", "uint8")
+
+
+def _per_row_or_column(p: Expr, x: Expr, rows: bool, what: str) -> Expr:
+    """A zero point or scale of a matmul operand made broadcastable to it: one value -> a scalar; 1-D of the
+    operand's row count (a, per row: [M, 1]) or column count (b, per column: [N])."""
+    shape, pshape = _shape(x), _shape(p)
+    if int(np.prod(pshape)) == 1:
+        return _reshape(p, ())
+    extent = shape[-2] if rows and len(shape) > 1 else shape[-1]
+    if len(pshape) != 1 or pshape[0] != extent:
+        raise ConversionError(f"{what} of shape {pshape} must be one value or 1-D of the {extent} "
+                              f"{'rows' if rows else 'columns'} of the operand {shape}")
+    return _reshape(p, (extent, 1)) if rows and len(shape) > 1 else p
+
+
+def _integer_operand(x: Expr, zero_point: Expr | None, rows: bool, name: str) -> Expr:
+    """x - zero_point in int32."""
+    if x.type.dtype not in QUANT_TYPES:
+        raise ConversionError(f"input {name} must be int8 or uint8, got {x.type.dtype}")
+    x32 = _cast(x, "int32")
+    if zero_point is None:
+        return x32
+    if zero_point.type.dtype != x.type.dtype:
+        raise ConversionError(f"the zero point of {name} must be {x.type.dtype}, got {zero_point.type.dtype}")
+    return _binary("subtract", x32, _cast(_per_row_or_column(zero_point, x, rows, f"{name}'s zero point"),
+                                          "int32"))
+
+
+@converter("MatMulInteger", since=10)
+def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
+    """(A - a_zero_point) @ (B - b_zero_point) in int32 (exact: int8 products summed in int32, as the reference)."""
+    return matmul(_integer_operand(a, a_zero_point, True, "A"),
+                           _integer_operand(b, b_zero_point, False, "B"))
+
+
+@converter("QLinearMatMul", since=10)
+def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    """The integer matmul, requantized as the reference: C * (a_scale * b_scale / y_scale) in float64 (numpy's
+    promotion of int32 and the scales), plus the output zero point, rounded half to even and saturated to the
+    output type."""
+    scales = {s.type.dtype for s in (a_scale, b_scale, y_scale)}
+    if len(scales) != 1 or not scales <= {"float32", "float16", "bfloat16"}:
+        raise ConversionError(f"the scales must be float32, float16 or bfloat16, all of one type, got "
+                              f"{sorted(scales)}")
+    if y_zero_point.type.dtype not in QUANT_TYPES:
+        raise ConversionError(f"y_zero_point must be int8 or uint8, got {y_zero_point.type.dtype}")
+    c = matmul(_integer_operand(a, a_zero_point, True, "a"), _integer_operand(b, b_zero_point, False, "b"))
+    sa = _per_row_or_column(a_scale, a, True, "a_scale")
+    sb = _per_row_or_column(b_scale, b, False, "b_scale")
+    if int(np.prod(_shape(y_scale))) != 1:
+        raise ConversionError(f"y_scale must hold one value, got shape {_shape(y_scale)}")
+    scale = _binary("divide", _binary("multiply", sa, sb), _reshape(y_scale, ()))
+    d = _binary("multiply", _cast(c, "float64"), _cast(scale, "float64"))
+    d = _binary("add", d, _cast(_reshape(y_zero_point, ()) if int(np.prod(_shape(y_zero_point))) == 1 else
+                                _per_row_or_column(y_zero_point, b, False, "y_zero_point"), "float64"))
+    out = y_zero_point.type.dtype
+    lo, hi = (0.0, 255.0) if out == "uint8" else (-128.0, 127.0)
+    return _cast(fold("clip", fold("round", d), a_min=lo, a_max=hi), out)

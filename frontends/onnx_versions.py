@@ -172,6 +172,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "ReverseSequence": (10, 28),  # 28: bfloat16
     "CenterCropPad": (18,),
     "Det": (11, 22),  # 22: bfloat16 (refused)
+    "MatMulInteger": (10,),
+    "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
 }
 
 
