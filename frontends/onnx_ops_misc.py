@@ -11,7 +11,7 @@ import numpy as np
 
 from relayish import Constant, Expr, const, free_vars
 
-from .onnx_ops import _axis, _binary, _reshape, _shape, converter, matmul
+from .onnx_ops import _axis, _binary, _reshape, _shape, conv, converter, matmul
 from .onnx_ops_attention import _cast
 from .onnx_ops_tensor import fold
 from .onnx_values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
@@ -540,3 +540,28 @@ def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, 
     out = y_zero_point.type.dtype
     lo, hi = (0.0, 255.0) if out == "uint8" else (-128.0, 127.0)
     return _cast(fold("clip", fold("round", d), a_min=lo, a_max=hi), out)
+
+
+@converter("ConvInteger", since=10)
+def conv_integer(x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+    """Conv of (x - x_zero_point) and (w - w_zero_point) in int32 (padding adds zeros after the shift, i.e. the
+    zero point, as the reference). w_zero_point is one value or one per output channel."""
+    for name, v in (("x", x), ("w", w)):
+        if v.type.dtype not in QUANT_TYPES:
+            raise ConversionError(f"input {name} must be int8 or uint8, got {v.type.dtype}")
+    x32, w32 = _cast(x, "int32"), _cast(w, "int32")
+    if x_zero_point is not None:
+        if x_zero_point.type.dtype != x.type.dtype or int(np.prod(_shape(x_zero_point))) != 1:
+            raise ConversionError(f"x_zero_point must be one {x.type.dtype} value, got {x_zero_point.type.dtype} "
+                                  f"of shape {_shape(x_zero_point)}")
+        x32 = _binary("subtract", x32, _cast(_reshape(x_zero_point, ()), "int32"))
+    if w_zero_point is not None:
+        channels = _shape(w)[0]
+        if w_zero_point.type.dtype != w.type.dtype or int(np.prod(_shape(w_zero_point))) not in (1, channels):
+            raise ConversionError(f"w_zero_point must be one {w.type.dtype} value or one per output channel "
+                                  f"({channels}), got {w_zero_point.type.dtype} of shape {_shape(w_zero_point)}")
+        zp = _reshape(w_zero_point, () if int(np.prod(_shape(w_zero_point))) == 1 else (channels, 1, 1, 1))
+        w32 = _binary("subtract", w32, _cast(zp, "int32"))
+    return conv(x32, w32, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
+                strides=strides)

@@ -174,6 +174,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Det": (11, 22),  # 22: bfloat16 (refused)
     "MatMulInteger": (10,),
     "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
+    "ConvInteger": (10,),
 }
 
 

@@ -478,3 +478,35 @@ def test_qlinear_matmul_requantizes_as_the_reference(shape_a, shape_b, dtype):
 def test_integer_matmul_bad_nodes_are_refused(op, inputs, consts, message):
     with pytest.raises(OnnxImportError, match=message):
         from_onnx(make_model(op, inputs, {}, 10, consts))
+
+
+CONV_INTEGERS = [
+    ("ConvInteger", {"x": ((1, 2, 5, 5), U8), "w": ((3, 2, 3, 3), U8)}, {}, 10, {"xz": np.uint8(7)}),
+    ("ConvInteger", {"x": ((1, 2, 5, 5), U8), "w": ((3, 2, 3, 3), U8)}, {"pads": [1, 1, 1, 1]}, 10,
+     {"xz": np.uint8(100), "wz": np.uint8(3)}),
+    ("ConvInteger", {"x": ((2, 4, 6, 6), I8), "w": ((4, 2, 2, 2), I8)}, {"group": 2, "strides": [2, 2]}, 10, {}),
+]
+
+
+@pytest.mark.parametrize("case", CONV_INTEGERS, ids=case_id)
+def test_conv_integer_three_way(case):
+    model = make_model(*case)
+    rng = np.random.default_rng(4)
+    feeds = {n: rng.integers(*((0, 256) if s[1] == U8 else (-128, 128)), s[0]).astype(s[1])
+             for n, s in case[1].items()}
+    check_three_way(model, feeds)
+
+
+def test_conv_integer_per_channel_weight_zero_point():
+    # the spec allows one w zero point per output channel (onnxruntime does not): checked against numpy
+    model = make_model("ConvInteger", {"x": ((1, 1, 3, 3), U8), "w": ((2, 1, 2, 2), U8)}, {}, 10,
+                       {"xz": np.array([], np.uint8), "wz": u8(1, 2)})
+    x = np.arange(9, dtype=np.uint8).reshape(1, 1, 3, 3)
+    w = np.arange(8, dtype=np.uint8).reshape(2, 1, 2, 2)
+    ws = w.astype(np.int32) - np.array([1, 2]).reshape(2, 1, 1, 1)
+    want = np.zeros((1, 2, 2, 2), np.int32)
+    for o in range(2):
+        for i in range(2):
+            for j in range(2):
+                want[0, o, i, j] = (x[0, 0, i:i + 2, j:j + 2].astype(np.int32) * ws[o, 0]).sum()
+    np.testing.assert_array_equal(compile_model(model).run(None, {"x": x, "w": w})[0], want)
