@@ -21,6 +21,8 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 # ---- TopK ----
 
+MAX_TOPK_COMPARISONS = 1 << 26  # the rank's [..., n, n] comparison tensors
+
 def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
     """(values, int64 indices) of the k largest (smallest) elements along axis, in order, ties broken by the lower
     index and NaN greater than every number, as the reference's lexsort. Each element's rank is the count of the
@@ -35,8 +37,11 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
         raise ConversionError(f"k = {k} must be in [0, {n}] (the size of axis {axis})")
     if k == 0:
         raise ConversionError("k = 0 gives zero-size outputs, which are not supported")
-    if not sorted_:
-        pass  # any order is allowed when sorted=0: the sorted one is given (as onnxruntime does)
+    # sorted=0 allows any order: the sorted one is given (as onnxruntime does)
+    comparisons = int(np.prod(shape)) * n
+    if comparisons > MAX_TOPK_COMPARISONS:
+        raise ConversionError(f"TopK over axis {axis} of {n} elements of a {shape} input needs {comparisons} pairwise "
+                              f"comparisons, more than the {MAX_TOPK_COMPARISONS} this composition allows")
     xi = _reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])  # element i on axis, j on axis + 1
     xj = _reshape(x, shape[:axis] + (1,) + shape[axis:])
     better = fold("greater" if largest else "less", xj, xi)

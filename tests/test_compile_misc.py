@@ -116,6 +116,7 @@ def test_topk_nan_ordering_follows_the_reference(largest):
     ("TopK", {"x": ((3, 4), F)}, {"k": i64(5)}, {}, r"k = 5 must be in \[0, 4\]"),
     ("TopK", {"x": ((3, 4), F)}, {"k": i64(2)}, {"axis": 2}, "axis 2 out of range"),
     ("TopK", {"x": ((3, 4), F), "k": ((1,), I64)}, {}, {}, "input 'K' must be a constant"),
+    ("TopK", {"x": ((2, 10000), F)}, {"k": i64(2)}, {}, "needs 200000000 pairwise comparisons"),
 ])
 def test_bad_nodes_are_refused_clearly(op, inputs, consts, attrs, message):
     with pytest.raises(OnnxImportError, match=message):
