@@ -1,6 +1,8 @@
 """Converters of miscellaneous ops, each a composition of existing relayish ops: TopK (a rank by pairwise
-comparison, then a scatter of the indices to their ranks), Einsum (transpose / reshape / batch matmul / sum),
-and the ops whose output shape depends on the data (NonZero, Compress, Unique), folded at import.
+comparison, then a scatter of the indices to their ranks), Einsum (transpose / reshape / take / batch matmul /
+sum), If and Loop (the taken branch inlined, the loop unrolled: conditions and trip counts known at import), the ops
+whose output shape depends on the data (NonZero, Compress, Unique: folded at import), ReverseSequence, CenterCropPad,
+Det (unrolled Gaussian elimination), and the integer ops MatMulInteger, QLinearMatMul, ConvInteger.
 
 Conventions as in frontends/onnx_ops.py. Numerics follow onnx's reference implementations
 (onnx/reference/ops/op_*.py), which generated the conformance cases.
