@@ -159,6 +159,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
+    # ---- signal and sampling (conf-signal)
+    "HannWindow": (17,),
+    "HammingWindow": (17,),
+    "BlackmanWindow": (17,),
+    "MelWeightMatrix": (17,),
+    "DFT": (17, 20),  # 20: axis becomes an optional input (default -2), irfft (inverse + onesided) defined
+    "STFT": (17,),
+    "AffineGrid": (20,),
 }
 
 
