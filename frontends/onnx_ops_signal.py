@@ -253,3 +253,174 @@ def affine_grid(theta, size, *, align_corners=0):
     base = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(points)], axis=1)
     y = call("nn.matmul", Constant(base.astype(np.float32)), _transpose(theta, (0, 2, 1)))  # [N, P, r]
     return _reshape(y, (dims[0],) + tuple(spatial) + (r,))
+
+
+# ---- GridSample ----
+
+CUBIC_A = -0.75  # Keys' cubic convolution coefficient, as PyTorch and the reference use
+
+
+class _Grid:
+    """float32 arithmetic on [N, Q] coordinate tensors (one per spatial dim of the data)."""
+
+    @staticmethod
+    def f(value: float) -> Constant:
+        return const(float(value), "float32")
+
+    @staticmethod
+    def op(name: str, a: Expr, b) -> Expr:
+        return _binary(name, a, b if isinstance(b, Expr) else _Grid.f(b))
+
+    @staticmethod
+    def where(cond: Expr, a, b) -> Expr:
+        a = a if isinstance(a, Expr) else _Grid.f(a)
+        b = b if isinstance(b, Expr) else _Grid.f(b)
+        return fold("where", cond, a, b)
+
+
+def _reflect(x: Expr, lo: float, hi: float) -> Expr:
+    """x mirrored at lo and hi until it lies in [lo, hi] (the reference's _gs_reflect)."""
+    g = _Grid
+    if hi == lo:
+        return g.op("multiply", x, 0.0)  # one position (align_corners): every coordinate reflects onto it
+    below, above = g.op("less", x, lo), g.op("greater", x, hi)
+    dx = g.where(below, g.op("subtract", g.f(lo), x), g.op("subtract", x, hi))
+    n = fold("floor", g.op("divide", dx, hi - lo))
+    r = g.op("subtract", dx, g.op("multiply", n, hi - lo))
+    odd = g.op("equal", g.op("subtract", n, g.op("multiply", fold("floor", g.op("multiply", n, 0.5)), 2.0)), 1.0)
+    from_lo = fold("logical_xor", below, odd)
+    mirrored = g.where(from_lo, g.op("add", r, lo), g.op("subtract", g.f(hi), r))
+    return g.where(fold("logical_or", below, above), mirrored, x)
+
+
+def _safe_index(i: Expr, extent: int) -> Expr:
+    """A float index -> int64 in [0, extent): NaN -> 0, then clipped (inf too) before the cast, so that the cast
+    is always defined and the read always in bounds."""
+    finite = _Grid.where(fold("isnan", i), 0.0, i)
+    return fold("cast", fold("clip", finite, a_min=0.0, a_max=float(extent - 1)), dtype="int64")
+
+
+def _tap(i: Expr, extent: int, padding_mode: str, lo: float, hi: float):
+    """(validity or None, int64 index) of the integer-valued float tap i under the padding mode."""
+    g = _Grid
+    if padding_mode == "zeros":
+        return fold("logical_and", g.op("greater_equal", i, 0.0), g.op("less", i, float(extent))), \
+            _safe_index(i, extent)
+    if padding_mode == "border":
+        return None, _safe_index(i, extent)
+    return None, _safe_index(fold("floor", _reflect(i, lo, hi)), extent)  # reflection (floor = int() here)
+
+
+def _cubic_coeffs(t: Expr) -> list[Expr]:
+    g, a = _Grid, CUBIC_A
+
+    def outer(s):  # ((a s - 5a) s + 8a) s - 4a for s in [1, 2]
+        return g.op("subtract", g.op("multiply", g.op("add", g.op("multiply", g.op("subtract", g.op(
+            "multiply", s, a), 5 * a), s), 8 * a), s), 4 * a)
+
+    def inner(s):  # ((a + 2) s - (a + 3)) s s + 1 for s in [0, 1]
+        return g.op("add", g.op("multiply", g.op("multiply", g.op("subtract", g.op("multiply", s, a + 2), a + 3),
+                                                 s), s), 1.0)
+    one_minus = g.op("subtract", g.f(1.0), t)
+    return [outer(g.op("add", t, 1.0)), inner(t), inner(one_minus), outer(g.op("subtract", g.f(2.0), t))]
+
+
+def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims):
+    _expect_float32(x, "X")
+    _expect_float32(grid, "grid")
+    xs, gs = _shape(x), _shape(grid)
+    r = len(xs) - 2
+    if not 1 <= r <= max_dims:
+        raise ConversionError(f"input X must have {max_dims}-D spatial dims at most (N, C, ...), got shape {xs}")
+    if len(gs) != r + 2 or gs[0] != xs[0] or gs[-1] != r:
+        raise ConversionError(f"grid must have shape (N={xs[0]}, ..., {r}) with {r} output dims for X {xs}, got "
+                              f"{gs}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ConversionError(f"attribute padding_mode must be zeros, border or reflection, got {padding_mode!r}")
+    if align_corners not in (0, 1):
+        raise ConversionError(f"attribute align_corners must be 0 or 1, got {align_corners}")
+    if mode == "cubic" and r != 2:
+        raise ConversionError(f"cubic mode is supported for 4-D inputs (2 spatial dims) only, got {r}")
+    g, (n, c), spatial, out = _Grid, xs[:2], xs[2:], gs[1:-1]
+    q = math.prod(out)
+    flat_grid = _reshape(grid, (n, q, r))
+    coords, taps = [], []  # per spatial dim: float coordinate; list of (weight or None, validity, index)
+    for k, extent in enumerate(spatial):
+        lo, hi = (0.0, extent - 1.0) if align_corners else (-0.5, extent - 0.5)
+        # the grid's last dim lists (x, y[, z]): x is the last spatial dim
+        comp = _reshape(fold("strided_slice", flat_grid, begin=(r - 1 - k,), end=(r - k,), axes=(2,)), (n, q))
+        if align_corners:
+            pos = g.op("multiply", g.op("divide", g.op("add", comp, 1.0), 2.0), extent - 1.0)
+        else:
+            pos = g.op("divide", g.op("subtract", g.op("multiply", g.op("add", comp, 1.0), float(extent)), 1.0), 2.0)
+        if mode == "nearest":
+            pos = fold("round", pos)  # ties to even, as PyTorch
+        # linear and nearest bring the coordinate inside first; cubic only its taps (PyTorch's and onnxruntime's
+        # bicubic; onnx's reference clamps the coordinate too, which differs near the border)
+        if padding_mode == "border" and mode != "cubic":
+            outside = fold("logical_or", g.op("less", pos, lo), g.op("greater", pos, hi))
+            pos = g.where(outside, fold("clip", pos, a_min=0.0, a_max=extent - 1.0), pos)
+        elif padding_mode == "reflection" and mode != "cubic":
+            pos = _reflect(pos, lo, hi)
+        if mode == "nearest":
+            trunc = g.where(g.op("less", pos, 0.0), fold("ceil", pos), fold("floor", pos))
+            taps.append([(None,) + _tap(trunc, extent, padding_mode, lo, hi)])
+            continue
+        base = fold("floor", pos)
+        t = g.op("subtract", pos, base)
+        if mode == "linear":
+            weights, offsets = [g.op("subtract", g.f(1.0), t), t], (0, 1)
+        else:
+            weights, offsets = _cubic_coeffs(t), (-1, 0, 1, 2)
+        taps.append([(w,) + _tap(g.op("add", base, float(o)), extent, padding_mode, lo, hi)
+                     for w, o in zip(weights, offsets)])
+    data = _reshape(x, (n, c, math.prod(spatial)))
+    strides = [math.prod(spatial[k + 1:]) for k in range(r)]
+
+    def expand(e: Expr) -> Expr:
+        return _reshape(e, (n, 1, q))
+
+    def interpolate(k: int, chosen: list) -> Expr:
+        """The interpolation over dims k.. with taps `chosen` on the dims before (the reference's recursion)."""
+        if k == r:
+            index = None
+            for (_, _, idx), stride in zip(chosen, strides):
+                term = idx if stride == 1 else _binary("multiply", idx, const(stride, "int64"))
+                index = term if index is None else _binary("add", index, term)
+            index = fold("broadcast_to", expand(index), shape=(n, c, q))
+            value = fold("gather_elements", data, index, axis=2)
+            valid = [v for _, v, _ in chosen if v is not None]
+            if valid:
+                ok = valid[0]
+                for v in valid[1:]:
+                    ok = fold("logical_and", ok, v)
+                value = fold("where", expand(ok), value, g.f(0.0))
+            return value
+        total = None
+        for tap in taps[k]:
+            inner = interpolate(k + 1, chosen + [tap])
+            if tap[0] is not None:
+                inner = _binary("multiply", expand(tap[0]), inner)
+            total = inner if total is None else _binary("add", total, inner)
+        return total
+    return _reshape(interpolate(0, []), (n, c) + tuple(out))
+
+
+GRID_MODES_16 = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+GRID_MODES_20 = {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}
+
+
+def _grid_mode(mode: str, table: dict) -> str:
+    if mode not in table:
+        raise ConversionError(f"attribute mode must be one of {', '.join(table)} at this opset, got {mode!r}")
+    return table[mode]
+
+
+@converter("GridSample", since=16)
+def grid_sample_v16(x, grid, *, mode="bilinear", padding_mode="zeros", align_corners=0):
+    return _grid_sample(x, grid, _grid_mode(mode, GRID_MODES_16), padding_mode, align_corners, 2)
+
+
+@converter("GridSample", since=20)
+def grid_sample_v20(x, grid, *, mode="linear", padding_mode="zeros", align_corners=0):
+    return _grid_sample(x, grid, _grid_mode(mode, GRID_MODES_20), padding_mode, align_corners, 3)

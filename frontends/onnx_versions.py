@@ -167,6 +167,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DFT": (17, 20),  # 20: axis becomes an optional input (default -2), irfft (inverse + onesided) defined
     "STFT": (17,),
     "AffineGrid": (20,),
+    "GridSample": (16, 20, 22),  # 20: modes renamed linear/cubic, N-D (5-D) inputs; 22: bfloat16/float16 types
+    #   (float32 only here)
 }
 
 
