@@ -430,3 +430,56 @@ def grid_sample_v16(x, grid, *, mode="bilinear", padding_mode="zeros", align_cor
 @converter("GridSample", since=20)
 def grid_sample_v20(x, grid, *, mode="linear", padding_mode="zeros", align_corners=0):
     return _grid_sample(x, grid, _grid_mode(mode, GRID_MODES_20), padding_mode, align_corners, 3)
+
+
+# ---- Col2Im ----
+
+MAX_COL2IM_TAPS = 1 << 24  # block elements x output pixels: the size of the constant index table
+
+
+def col2im_table(image, block, dilations, pads, strides) -> tuple[np.ndarray, np.ndarray, int]:
+    """(index [K, P] into the flattened (block element, block position) input dim, mask [K, P], L): output pixel
+    p receives block element k of the block at index[k, p] where mask[k, p]. K = prod(block), P = prod(image)."""
+    r = len(image)
+    positions = [(image[d] + pads[d] + pads[r + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                 for d in range(r)]
+    if any(n < 1 for n in positions):
+        raise ConversionError(f"blocks {block} (dilations {dilations}) do not fit image {image} padded by {pads}")
+    k_count, p_count, l_count = math.prod(block), math.prod(image), math.prod(positions)
+    if k_count * p_count > MAX_COL2IM_TAPS:
+        raise ConversionError(f"Col2Im of {k_count} block elements over {p_count} pixels is larger than supported")
+    index = np.zeros((k_count, p_count), np.int64)
+    mask = np.zeros((k_count, p_count), bool)
+    for k, offset in enumerate(np.ndindex(*block)):
+        for l, at in enumerate(np.ndindex(*positions)):
+            pixel = [at[d] * strides[d] - pads[d] + offset[d] * dilations[d] for d in range(r)]
+            if all(0 <= pixel[d] < image[d] for d in range(r)):
+                p = int(np.ravel_multi_index(pixel, image))
+                index[k, p], mask[k, p] = k * l_count + l, True
+    return index, mask, l_count
+
+
+@converter("Col2Im", since=18)
+def col2im(x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """[N, C * prod(block), L] -> [N, C, *image]: every pixel sums the block elements that cover it (a constant
+    take of [K, P] positions, masked, summed over K)."""
+    _expect_float32(x, "input")
+    image, block = int_list_input(image_shape, "image_shape"), int_list_input(block_shape, "block_shape")
+    r = len(image)
+    dilations = tuple(dilations) if dilations is not None else (1,) * r
+    strides = tuple(strides) if strides is not None else (1,) * r
+    pads = tuple(pads) if pads is not None else (0,) * (2 * r)
+    if len(block) != r or len(dilations) != r or len(strides) != r or len(pads) != 2 * r:
+        raise ConversionError(f"image_shape {image}, block_shape {block}, dilations {dilations}, strides {strides} "
+                              f"need one value per spatial dim (pads two)")
+    if any(v < 1 for v in image + block + dilations + strides) or any(p < 0 for p in pads):
+        raise ConversionError("image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0")
+    shape = _shape(x)
+    k_count = math.prod(block)
+    index, mask, l_count = col2im_table(image, block, dilations, pads, strides)
+    if len(shape) != 3 or shape[1] % k_count or shape[2] != l_count:
+        raise ConversionError(f"input must be [N, C * {k_count}, {l_count}] for these blocks, got shape {shape}")
+    n, c = shape[0], shape[1] // k_count
+    taken = fold("take", _reshape(x, (n, c, k_count * l_count)), Constant(index), axis=2)  # [N, C, K, P]
+    summed = fold("sum", fold("where", Constant(mask), taken, const(0.0, "float32")), axes=(2,), keepdims=False)
+    return _reshape(summed, (n, c) + tuple(image))

@@ -169,6 +169,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "AffineGrid": (20,),
     "GridSample": (16, 20, 22),  # 20: modes renamed linear/cubic, N-D (5-D) inputs; 22: bfloat16/float16 types
     #   (float32 only here)
+    "Col2Im": (18,),
 }
 
 

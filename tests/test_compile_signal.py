@@ -61,7 +61,14 @@ WINDOWS = [
                                      "hi": f32(3000.0)}),
 ]
 
-CASES = GRID_SAMPLES + AFFINE + DFTS + WINDOWS
+COL2IMS = [
+    ("Col2Im", {"x": ((2, 3 * 4, 12), F)}, {}, 18, {"i": i64(4, 5), "b": i64(2, 2)}),
+    ("Col2Im", {"x": ((1, 2 * 6, 6), F)}, {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2]}, 18,
+     {"i": i64(5, 5), "b": i64(2, 3)}),
+    ("Col2Im", {"x": ((1, 8, 12), F)}, {}, 18, {"i": i64(3, 3, 4), "b": i64(2, 2, 2)}),
+]
+
+CASES = GRID_SAMPLES + AFFINE + DFTS + WINDOWS + COL2IMS
 
 
 def _scalar_consts(case):
@@ -126,6 +133,7 @@ def test_grid_sample_wild_grid_values_stay_in_bounds(mode, padding):
     ("DFT", {"x": ((2, 8, 2), F)}, {"inverse": 1}, 17, {}, "inverse DFT with a complex output"),
     ("DFT", {"x": ((2, 8, 3), F)}, {}, 17, {}, "trailing dim of 1 \\(real\\) or 2"),
     ("AffineGrid", {"t": ((2, 2, 3), F)}, {}, 20, {"s": i64(2, 3, 4, 5, 6)}, "theta must have shape"),
+    ("Col2Im", {"x": ((1, 8, 11), F)}, {}, 18, {"i": i64(4, 5), "b": i64(2, 2)}, "input must be \\[N, C \\* 4, 12\\]"),
     ("STFT", {"x": ((1, 32, 1), F)}, {}, 17, {"step": np.int64(4), "w": np.ones(8, np.float32),
                                               "n": np.int64(6)}, "the window has 8 samples but frame_length is 6"),
 ])
