@@ -483,3 +483,104 @@ def col2im(x, image_shape, block_shape, *, dilations=None, pads=None, strides=No
     taken = fold("take", _reshape(x, (n, c, k_count * l_count)), Constant(index), axis=2)  # [N, C, K, P]
     summed = fold("sum", fold("where", Constant(mask), taken, const(0.0, "float32")), axes=(2,), keepdims=False)
     return _reshape(summed, (n, c) + tuple(image))
+
+
+# ---- RoiAlign ----
+
+def _roi_axis(rois: Expr, lo_col: int, extent: int, bins: int, samples: int, scale: float, half_pixel: bool):
+    """Per roi and (bin, sample) along one axis: (in range, low index, high index, weight of low, weight of high),
+    each [R, bins * samples], as the reference's pre_calc_for_bilinear_interpolate."""
+    g, r = _Grid, _shape(rois)[0]
+    offset = 0.5 if half_pixel else 0.0
+
+    def column(j):
+        return g.op("subtract", g.op("multiply", fold("strided_slice", rois, begin=(j,), end=(j + 1,), axes=(1,)),
+                                     scale), offset)  # [R, 1]
+    start = column(lo_col)
+    size = g.op("subtract", column(lo_col + 2), start)
+    if not half_pixel:
+        size = fold("maximum", size, g.f(1.0))
+    bin_size = g.op("divide", size, float(bins))
+    which = np.repeat(np.arange(bins, dtype=np.float32), samples).reshape(1, -1)
+    within = np.tile((np.arange(samples, dtype=np.float32) + 0.5), bins).reshape(1, -1)
+    pos = g.op("add", g.op("add", start, _binary("multiply", Constant(which), bin_size)),
+               g.op("divide", _binary("multiply", Constant(within), bin_size), float(samples)))  # [R, B * S]
+    inside = fold("logical_not", fold("logical_or", g.op("less", pos, -1.0), g.op("greater", pos, float(extent))))
+    pos = fold("maximum", pos, g.f(0.0))
+    low = fold("floor", pos)
+    at_end = g.op("greater_equal", low, extent - 1.0)
+    low = g.where(at_end, extent - 1.0, low)
+    high = g.where(at_end, extent - 1.0, g.op("add", low, 1.0))
+    pos = g.where(at_end, low, pos)
+    frac = g.op("subtract", pos, low)
+    assert _shape(frac) == (r, bins * samples)
+    return inside, _safe_index(low, extent), _safe_index(high, extent), g.op("subtract", g.f(1.0), frac), frac
+
+
+def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale,
+               half_pixel):
+    _expect_float32(x, "X")
+    _expect_float32(rois, "rois")
+    xs, rs, bs = _shape(x), _shape(rois), _shape(batch_indices)
+    if len(xs) != 4 or len(rs) != 2 or rs[1] != 4 or bs != (rs[0],):
+        raise ConversionError(f"X must be [N, C, H, W], rois [R, 4] and batch_indices [R], got {xs}, {rs}, {bs}")
+    if batch_indices.type.dtype != "int64":
+        raise ConversionError(f"batch_indices must be int64, got {batch_indices.type.dtype}")
+    if mode not in ("avg", "max"):
+        raise ConversionError(f"attribute mode must be avg or max, got {mode!r}")
+    if output_height < 1 or output_width < 1:
+        raise ConversionError(f"output_height and output_width must be >= 1, got {output_height}, {output_width}")
+    if sampling_ratio < 0:
+        raise ConversionError(f"sampling_ratio must be >= 0, got {sampling_ratio}")
+    if sampling_ratio == 0:
+        raise ConversionError("sampling_ratio 0 (an adaptive number of samples per bin, ceil(roi size / output "
+                              "size)) is not supported: the sample count would depend on the run-time rois")
+    (n, c, h, w), r, s = xs, rs[0], sampling_ratio
+    if r * output_height * s * output_width * s > MAX_MATRIX_ELEMENTS:
+        raise ConversionError("RoiAlign: rois x output bins x samples is larger than supported")
+    ys = _roi_axis(rois, 1, h, output_height, s, spatial_scale, half_pixel)
+    xs_ = _roi_axis(rois, 0, w, output_width, s, spatial_scale, half_pixel)
+    q = output_height * s * output_width * s
+    # the images of the rois, [R, C, H * W] (take clamps a batch index out of range)
+    images = fold("take", _reshape(x, (n, c, h * w)), batch_indices, axis=0)
+
+    def outer(a: Expr, b: Expr, op: str) -> Expr:  # [R, Y] (op) [R, X] -> [R, Y * X]
+        rows, cols = _shape(a)[1], _shape(b)[1]
+        return _reshape(fold(op, _reshape(a, (r, rows, 1)), _reshape(b, (r, 1, cols))), (r, 1, rows * cols))
+
+    inside = outer(ys[0], xs_[0], "logical_and")
+    terms = []
+    for yi, yw in ((ys[1], ys[3]), (ys[2], ys[4])):
+        for xi, xw in ((xs_[1], xs_[3]), (xs_[2], xs_[4])):
+            index = outer(_binary("multiply", yi, const(w, "int64")), xi, "add")
+            value = fold("gather_elements", images, fold("broadcast_to", index, shape=(r, c, q)), axis=2)
+            weight = _Grid.where(inside, outer(yw, xw, "multiply"), 0.0)
+            terms.append(_binary("multiply", weight, value))
+    if mode == "avg":
+        total = terms[0]
+        for t in terms[1:]:
+            total = _binary("add", total, t)
+        pooled = fold("sum", _reshape(total, (r, c, output_height, s, output_width, s)), axes=(3, 5), keepdims=False)
+        return _binary("divide", pooled, _Grid.f(float(s * s)))
+    best = terms[0]
+    for t in terms[1:]:
+        best = fold("maximum", best, t)
+    return fold("max", _reshape(best, (r, c, output_height, s, output_width, s)), axes=(3, 5), keepdims=False)
+
+
+@converter("RoiAlign", since=10)
+def roi_align_v10(x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1, sampling_ratio=0,
+                  spatial_scale=1.0):
+    return _roi_align(x, rois, batch_indices, mode=mode, output_height=output_height, output_width=output_width,
+                      sampling_ratio=sampling_ratio, spatial_scale=spatial_scale, half_pixel=False)
+
+
+@converter("RoiAlign", since=16)
+def roi_align_v16(x, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+                  output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise ConversionError(f"attribute coordinate_transformation_mode must be half_pixel or output_half_pixel, "
+                              f"got {coordinate_transformation_mode!r}")
+    return _roi_align(x, rois, batch_indices, mode=mode, output_height=output_height, output_width=output_width,
+                      sampling_ratio=sampling_ratio, spatial_scale=spatial_scale,
+                      half_pixel=coordinate_transformation_mode == "half_pixel")

@@ -170,6 +170,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "GridSample": (16, 20, 22),  # 20: modes renamed linear/cubic, N-D (5-D) inputs; 22: bfloat16/float16 types
     #   (float32 only here)
     "Col2Im": (18,),
+    "RoiAlign": (10, 16, 22),  # 16: coordinate_transformation_mode (half_pixel default; before: output_half_pixel);
+    #   22: bfloat16 types (float32 only here)
 }
 
 

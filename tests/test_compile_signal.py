@@ -68,7 +68,21 @@ COL2IMS = [
     ("Col2Im", {"x": ((1, 8, 12), F)}, {}, 18, {"i": i64(3, 3, 4), "b": i64(2, 2, 2)}),
 ]
 
-CASES = GRID_SAMPLES + AFFINE + DFTS + WINDOWS + COL2IMS
+ROIS = f32([0.0, 0.0, 5.0, 4.0], [1.5, 2.0, 9.0, 7.5], [-2.0, 3.0, 4.0, 12.0], [6.0, 6.0, 6.5, 6.2])
+BATCHES = i64(0, 1, 1, 0)
+ROI_ALIGNS = [
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "r": ROIS, "b": BATCHES},
+     {"output_height": 3, "output_width": 2, "sampling_ratio": 2}, 10, {}),
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "r": ROIS, "b": BATCHES},
+     {"output_height": 2, "output_width": 4, "sampling_ratio": 3, "spatial_scale": 0.5}, 16, {}),
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "r": ROIS, "b": BATCHES},
+     {"coordinate_transformation_mode": "output_half_pixel", "output_height": 3, "output_width": 3,
+      "sampling_ratio": 1}, 16, {}),
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "r": ROIS, "b": BATCHES},
+     {"mode": "max", "output_height": 3, "output_width": 2, "sampling_ratio": 2}, 16, {}),
+]
+
+CASES = GRID_SAMPLES + AFFINE + DFTS + WINDOWS + COL2IMS + ROI_ALIGNS
 
 
 def _scalar_consts(case):
@@ -89,7 +103,8 @@ def test_three_way(case):
     interp, = evaluate(from_onnx(model), feeds)
     ours, = compile_model(model).run(None, feeds)
     assert_close(ours, interp, "vs interpreter")
-    if case[0] in ("MelWeightMatrix", "DFT", "STFT"):  # onnxruntime's float32 FFTs err by ~1e-5 relative
+    if case[0] in ("MelWeightMatrix", "DFT", "STFT") or case[2].get("mode") == "max":
+        # onnxruntime's float32 FFTs err by ~1e-5 relative; its RoiAlign max mode differs from the ONNX reference
         want = _reference(model, feeds)
         assert_close(ours, want, "vs onnx's reference")
         return
@@ -119,7 +134,21 @@ def test_grid_sample_wild_grid_values_stay_in_bounds(mode, padding):
     assert np.all(np.abs(ours[finite]) <= 2 * x.max() + 1)  # bicubic may overshoot a little
 
 
+def test_roi_align_wild_rois_and_batch_indices_stay_in_bounds():
+    model = make_model("RoiAlign", {"x": ((2, 1, 4, 5), F), "r": ((4, 4), F), "b": ((4,), "int64")},
+                       {"output_height": 2, "output_width": 2, "sampling_ratio": 2}, 16, {})
+    x = np.arange(40, dtype=np.float32).reshape(2, 1, 4, 5)
+    rois = np.array([[np.nan, 0, 3, 3], [np.inf, -np.inf, 1e30, 1e30], [-1e30, 2, 3e9, 3], [0, 0, 3, 3]], np.float32)
+    feeds = {"x": x, "r": rois, "b": np.array([0, 1, 1, 1], np.int64)}
+    ours, = compile_model(model).run(None, feeds)
+    interp, = evaluate(from_onnx(model), feeds)
+    np.testing.assert_allclose(ours[3], interp[3], rtol=1e-5)
+    assert np.all(np.abs(ours[np.isfinite(ours)]) <= x.max())
+
+
 @pytest.mark.parametrize("op,inputs,attrs,opset,consts,message", [
+    ("RoiAlign", {"x": ((1, 1, 4, 4), F), "r": ((2, 4), F), "b": ((2,), "int64")}, {}, 16, {},
+     "sampling_ratio 0 .* is not supported"),
     ("GridSample", {"x": ((1, 1, 3, 4), F), "g": ((1, 2, 2, 2), F)}, {"mode": "linear"}, 16, {},
      "mode must be one of bilinear, nearest, bicubic"),
     ("GridSample", {"x": ((1, 1, 3, 4), F), "g": ((1, 2, 2, 2), F)}, {"mode": "bilinear"}, 20, {},
