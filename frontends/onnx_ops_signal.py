@@ -8,7 +8,10 @@
 - GridSample: per output position and tap, index and weight arithmetic in float32 on the run-time grid, then
   gather_elements over the flattened spatial dims. Every index is made finite (NaN -> 0) and clipped into its axis
   before the cast to an integer, and gather_elements clamps again, so no grid value (NaN, inf, huge) can make a
-  read leave the data.
+  read leave the data;
+- Col2Im: a constant take of the (block element, pixel) table, masked, summed over the block elements;
+- RoiAlign (fixed sampling_ratio): the sample positions and bilinear weights per roi and axis from the run-time
+  rois, indices clipped the same way, a take of each roi's image (the batch index is clamped) and gather_elements.
 
 The numerics follow onnx's reference implementations (onnx/reference/ops/op_grid_sample.py etc.), which generated
 the conformance cases.
