@@ -10,8 +10,9 @@
   before the cast to an integer, and gather_elements clamps again, so no grid value (NaN, inf, huge) can make a
   read leave the data;
 - Col2Im: a constant take of the (block element, pixel) table, masked, summed over the block elements;
-- RoiAlign (fixed sampling_ratio): the sample positions and bilinear weights per roi and axis from the run-time
-  rois, indices clipped the same way, a take of each roi's image (the batch index is clamped) and gather_elements.
+- RoiAlign: the sample positions and bilinear weights per roi and axis from the run-time
+  rois, indices clipped the same way, a take of each roi's image (the batch index is clamped) and gather_elements
+  (sampling_ratio 0, a sample count per roi, needs constant rois).
 
 The numerics follow onnx's reference implementations (onnx/reference/ops/op_grid_sample.py etc.), which generated
 the conformance cases.
@@ -278,7 +279,7 @@ class _Grid:
 
     @staticmethod
     def op(name: str, a: Expr, b) -> Expr:
-        return _binary(name, a, b if isinstance(b, Expr) else _Grid.f(b))
+        return fold(name, a, b if isinstance(b, Expr) else _Grid.f(b))  # fold: comparisons of constants are bool
 
     @staticmethod
     def where(cond: Expr, a, b) -> Expr:
@@ -535,19 +536,43 @@ def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sam
         raise ConversionError(f"output_height and output_width must be >= 1, got {output_height}, {output_width}")
     if sampling_ratio < 0:
         raise ConversionError(f"sampling_ratio must be >= 0, got {sampling_ratio}")
-    if sampling_ratio == 0:
+    bins = (output_height, output_width)
+    if sampling_ratio > 0:
+        return _roi_align_grid(x, rois, batch_indices, mode, bins, (sampling_ratio, sampling_ratio), spatial_scale,
+                               half_pixel)
+    if not isinstance(rois, Constant):
         raise ConversionError("sampling_ratio 0 (an adaptive number of samples per bin, ceil(roi size / output "
-                              "size)) is not supported: the sample count would depend on the run-time rois")
-    (n, c, h, w), r, s = xs, rs[0], sampling_ratio
-    if r * output_height * s * output_width * s > MAX_MATRIX_ELEMENTS:
+                              "size)) is not supported with run-time rois: the sample count would depend on them")
+    # constant rois: each roi with its own sample grid (the reference's arithmetic), the results concatenated
+    parts = []
+    for i, roi in enumerate(rois.data):
+        size = roi.astype(np.float32) * np.float32(spatial_scale)
+        extent = (size[3] - size[1], size[2] - size[0])
+        if not half_pixel:
+            extent = tuple(max(e, 1.0) for e in extent)
+        grid = tuple(int(np.ceil(e / b)) for e, b in zip(extent, bins))
+        one = Constant(rois.data[i:i + 1])
+        index = fold("strided_slice", batch_indices, begin=(i,), end=(i + 1,), axes=(0,))
+        if min(grid) < 1:  # an empty roi has no samples: the reference leaves 0
+            parts.append(Constant(np.zeros((1, xs[1]) + bins, np.float32)))
+        else:
+            parts.append(_roi_align_grid(x, one, index, mode, bins, grid, spatial_scale, half_pixel))
+    return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
+
+
+def _roi_align_grid(x, rois, batch_indices, mode, bins, samples, spatial_scale, half_pixel):
+    """RoiAlign with samples = (sy, sx) sample points per bin along each axis for every roi."""
+    (n, c, h, w), r = _shape(x), _shape(rois)[0]
+    (oh, ow), (sy, sx) = bins, samples
+    q = oh * sy * ow * sx
+    if r * q > MAX_MATRIX_ELEMENTS:
         raise ConversionError("RoiAlign: rois x output bins x samples is larger than supported")
-    ys = _roi_axis(rois, 1, h, output_height, s, spatial_scale, half_pixel)
-    xs_ = _roi_axis(rois, 0, w, output_width, s, spatial_scale, half_pixel)
-    q = output_height * s * output_width * s
+    ys = _roi_axis(rois, 1, h, oh, sy, spatial_scale, half_pixel)
+    xs_ = _roi_axis(rois, 0, w, ow, sx, spatial_scale, half_pixel)
     # the images of the rois, [R, C, H * W] (take clamps a batch index out of range)
     images = fold("take", _reshape(x, (n, c, h * w)), batch_indices, axis=0)
 
-    def outer(a: Expr, b: Expr, op: str) -> Expr:  # [R, Y] (op) [R, X] -> [R, Y * X]
+    def outer(a: Expr, b: Expr, op: str) -> Expr:  # [R, Y] (op) [R, X] -> [R, 1, Y * X]
         rows, cols = _shape(a)[1], _shape(b)[1]
         return _reshape(fold(op, _reshape(a, (r, rows, 1)), _reshape(b, (r, 1, cols))), (r, 1, rows * cols))
 
@@ -563,12 +588,12 @@ def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sam
         total = terms[0]
         for t in terms[1:]:
             total = _binary("add", total, t)
-        pooled = fold("sum", _reshape(total, (r, c, output_height, s, output_width, s)), axes=(3, 5), keepdims=False)
-        return _binary("divide", pooled, _Grid.f(float(s * s)))
+        pooled = fold("sum", _reshape(total, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
+        return _binary("divide", pooled, _Grid.f(float(sy * sx)))
     best = terms[0]
     for t in terms[1:]:
         best = fold("maximum", best, t)
-    return fold("max", _reshape(best, (r, c, output_height, s, output_width, s)), axes=(3, 5), keepdims=False)
+    return fold("max", _reshape(best, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
 
 
 @converter("RoiAlign", since=10)

@@ -80,6 +80,10 @@ ROI_ALIGNS = [
       "sampling_ratio": 1}, 16, {}),
     ("RoiAlign", {"x": ((2, 3, 8, 9), F), "r": ROIS, "b": BATCHES},
      {"mode": "max", "output_height": 3, "output_width": 2, "sampling_ratio": 2}, 16, {}),
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "b": BATCHES}, {"output_height": 2, "output_width": 3,
+                                                          "_order": ["x", "r", "b"]}, 16, {"r": ROIS}),
+    ("RoiAlign", {"x": ((2, 3, 8, 9), F), "b": BATCHES}, {"output_height": 2, "output_width": 2, "mode": "max",
+                                                          "_order": ["x", "r", "b"]}, 10, {"r": ROIS}),
 ]
 
 CASES = GRID_SAMPLES + AFFINE + DFTS + WINDOWS + COL2IMS + ROI_ALIGNS
@@ -103,8 +107,9 @@ def test_three_way(case):
     interp, = evaluate(from_onnx(model), feeds)
     ours, = compile_model(model).run(None, feeds)
     assert_close(ours, interp, "vs interpreter")
-    if case[0] in ("MelWeightMatrix", "DFT", "STFT") or case[2].get("mode") == "max":
+    if case[0] in ("MelWeightMatrix", "DFT", "STFT") or (case[2].get("mode") == "max" and case[3] >= 16):
         # onnxruntime's float32 FFTs err by ~1e-5 relative; its RoiAlign max mode differs from the ONNX reference
+        # (whose RoiAlign always defaults to half_pixel, wrong at opset 10, where onnxruntime is right)
         want = _reference(model, feeds)
         assert_close(ours, want, "vs onnx's reference")
         return
@@ -148,7 +153,7 @@ def test_roi_align_wild_rois_and_batch_indices_stay_in_bounds():
 
 @pytest.mark.parametrize("op,inputs,attrs,opset,consts,message", [
     ("RoiAlign", {"x": ((1, 1, 4, 4), F), "r": ((2, 4), F), "b": ((2,), "int64")}, {}, 16, {},
-     "sampling_ratio 0 .* is not supported"),
+     "sampling_ratio 0 .* is not supported with run-time rois"),
     ("GridSample", {"x": ((1, 1, 3, 4), F), "g": ((1, 2, 2, 2), F)}, {"mode": "linear"}, 16, {},
      "mode must be one of bilinear, nearest, bicubic"),
     ("GridSample", {"x": ((1, 1, 3, 4), F), "g": ((1, 2, 2, 2), F)}, {"mode": "bilinear"}, 20, {},
