@@ -175,6 +175,19 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "MatMulInteger": (10,),
     "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
     "ConvInteger": (10,),
+    # ---- signal and sampling (conf-signal)
+    "HannWindow": (17,),
+    "HammingWindow": (17,),
+    "BlackmanWindow": (17,),
+    "MelWeightMatrix": (17,),
+    "DFT": (17, 20),  # 20: axis becomes an optional input (default -2), irfft (inverse + onesided) defined
+    "STFT": (17,),
+    "AffineGrid": (20,),
+    "GridSample": (16, 20, 22),  # 20: modes renamed linear/cubic, N-D (5-D) inputs; 22: bfloat16/float16 types
+    #   (float32 only here)
+    "Col2Im": (18,),
+    "RoiAlign": (10, 16, 22),  # 16: coordinate_transformation_mode (half_pixel default; before: output_half_pixel);
+    #   22: bfloat16 types (float32 only here)
 }
 
 
