@@ -60,6 +60,10 @@ CASES = [
     ("Resize", {"x": ((1, 2, 5, 6), F)}, {"mode": "cubic"}, 13, scales(1, 1, 1.5, 2.0)),
     ("Resize", {"x": ((1, 1, 6, 6), F)}, {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, 13,
      scales(1, 1, 0.8, 1.4)),
+    # pytorch_half_pixel maps an output of one element to 0 (the spec's text and onnxruntime; the onnx reference
+    # implementation uses -0.5, which only cubic and antialias filters can tell apart)
+    ("Resize", {"x": ((1, 1, 5, 6), F)}, {"mode": "cubic", "coordinate_transformation_mode": "pytorch_half_pixel"},
+     13, sizes(1, 1, 1, 4)),
     ("Resize", {"x": ((1, 1, 4, 5), F)}, {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, 13,
      sizes(1, 1, 7, 3)),
     # opset 18 / 19: axes, keep_aspect_ratio_policy, antialias, half_pixel_symmetric

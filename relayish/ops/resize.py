@@ -94,8 +94,8 @@ def _axis_coordinate(m, y, ax: _Axis, ctm: str):
         return (y * 0.0 if out_w == 1 else y * (n_in - 1) / (out_w - 1)), None
     if ctm == "asymmetric":
         return y / scale, None
-    if ctm == "pytorch_half_pixel":
-        return (y * 0.0 - 0.5 if out_w == 1 else (y + 0.5) / scale - 0.5), None
+    if ctm == "pytorch_half_pixel":  # 0 for an output of one element, as the spec's text (and onnxruntime)
+        return (y * 0.0 if ax.n_out == 1 else (y + 0.5) / scale - 0.5), None
     if ctm == "half_pixel":
         return (y + 0.5) / scale - 0.5, None
     if ctm == "tf_half_pixel_for_nn":  # Resize-11 and 12 only
