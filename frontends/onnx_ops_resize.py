@@ -145,27 +145,61 @@ def resize_v10(x, scales, *, mode="nearest"):
     return _resize_asymmetric(x, _float_scales(scales), mode)
 
 
+def _coordinate_mode(mode: str, refused: tuple[str, ...], version: int) -> str:
+    if mode in refused:
+        raise ConversionError(f"coordinate_transformation_mode {mode!r} does not exist in Resize-{version}")
+    return mode
+
+
+def _resize_checked(x, roi, scales, sizes, refused, version, *, mode, coordinate_transformation_mode, **attrs):
+    ctm = _coordinate_mode(coordinate_transformation_mode, refused, version)
+    return _resize(x, roi, _float_scales(scales), _sizes(sizes), mode=mode, coordinate_transformation_mode=ctm,
+                   **attrs)
+
+
 @converter("Resize", since=11)
 def resize_v11(x, roi=None, scales=None, sizes=None, *, mode="nearest", coordinate_transformation_mode="half_pixel",
                nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0):
     """scales is required in Resize-11 and 12 (empty when sizes is given) and optional from 13; the schema of each
     version is checked by the importer."""
-    return _resize(x, roi, _float_scales(scales), _sizes(sizes), mode=mode,
-                   coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
-                   cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value)
+    return _resize_checked(x, roi, scales, sizes, ("half_pixel_symmetric",), 11, mode=mode,
+                           coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
+                           cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                           extrapolation_value=extrapolation_value)
+
+
+@converter("Resize", since=13)
+def resize_v13(x, roi=None, scales=None, sizes=None, *, mode="nearest", coordinate_transformation_mode="half_pixel",
+               nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0):
+    """13: tf_half_pixel_for_nn is gone."""
+    return _resize_checked(x, roi, scales, sizes, ("half_pixel_symmetric", "tf_half_pixel_for_nn"), 13,
+                           mode=mode, coordinate_transformation_mode=coordinate_transformation_mode,
+                           nearest_mode=nearest_mode, cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                           extrapolation_value=extrapolation_value)
 
 
 @converter("Resize", since=18)
 def resize_v18(x, roi=None, scales=None, sizes=None, *, mode="nearest", coordinate_transformation_mode="half_pixel",
                nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0,
                antialias=0, axes=None, keep_aspect_ratio_policy="stretch"):
-    """18: antialias, axes, keep_aspect_ratio_policy; 19: coordinate mode half_pixel_symmetric."""
-    return _resize(x, roi, _float_scales(scales), _sizes(sizes), mode=mode,
-                   coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
-                   cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
-                   extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
-                   keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+    """18: antialias, axes, keep_aspect_ratio_policy."""
+    return _resize_checked(x, roi, scales, sizes, ("half_pixel_symmetric", "tf_half_pixel_for_nn"), 18, mode=mode,
+                       coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
+                       cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                       extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                       keep_aspect_ratio_policy=keep_aspect_ratio_policy)
+
+
+@converter("Resize", since=19)
+def resize_v19(x, roi=None, scales=None, sizes=None, *, mode="nearest", coordinate_transformation_mode="half_pixel",
+               nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0, extrapolation_value=0.0,
+               antialias=0, axes=None, keep_aspect_ratio_policy="stretch"):
+    """19: coordinate mode half_pixel_symmetric."""
+    return _resize_checked(x, roi, scales, sizes, ("tf_half_pixel_for_nn",), 19, mode=mode,
+                       coordinate_transformation_mode=coordinate_transformation_mode, nearest_mode=nearest_mode,
+                       cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                       extrapolation_value=extrapolation_value, antialias=antialias, axes=axes,
+                       keep_aspect_ratio_policy=keep_aspect_ratio_policy)
 
 
 def _sizes(expr: Expr | None):

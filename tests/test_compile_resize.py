@@ -56,6 +56,9 @@ CASES = [
     ("Resize", {"x": ((1, 1, 7, 4), F)}, {"mode": "nearest", "nearest_mode": "floor",
                                           "coordinate_transformation_mode": "align_corners"}, 13, sizes(1, 1, 3, 9)),
     ("Resize", {"x": ((1, 1, 6, 6), F)}, {"mode": "nearest"}, 13, scales(1, 1, 0.6, 1.7)),
+    ("Resize", {"x": ((1, 1, 5, 4), F)}, {"mode": "nearest", "coordinate_transformation_mode":
+                                          "tf_half_pixel_for_nn"}, 11,
+     {"roi": f32(0, 0, 0, 0, 1, 1, 1, 1), "scales": f32(1, 1, 1.6, 0.75)}),
     # cubic
     ("Resize", {"x": ((1, 2, 5, 6), F)}, {"mode": "cubic"}, 13, scales(1, 1, 1.5, 2.0)),
     ("Resize", {"x": ((1, 1, 6, 6), F)}, {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, 13,
@@ -130,6 +133,13 @@ def test_nearest_2x_reads_with_integer_arithmetic():
     ({"mode": "linear", "axes": [2, -2]}, 18, scales(2, 2), "repeated axes"),
     ({"mode": "nearest"}, 10, {"scales": f32(1, 1, 2, 0.5)}, "both upsampling and downsampling"),
     ({"mode": "linear"}, 13, scales(1, 1, 0.1, 0.1), "empty dim"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, 13, scales(1, 1, 2, 2),
+     "'tf_half_pixel_for_nn' does not exist in Resize-13"),
+    ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, 18, scales(1, 1, 2, 2),
+     "'half_pixel_symmetric' does not exist in Resize-18"),
+    ({"mode": "linear", "coordinate_transformation_mode": "corners"}, 19, scales(1, 1, 2, 2),
+     "coordinate_transformation_mode must be one of"),
+    ({"mode": "nearest", "nearest_mode": "round"}, 19, scales(1, 1, 2, 2), "nearest_mode must be one of"),
     ({"mode": "cubic", "antialias": 1}, 18, scales(1, 1, 0.25, 0.2), "taps per output element"),
 ])
 def test_bad_nodes_are_refused_clearly(attrs, opset, consts, message):
