@@ -89,6 +89,10 @@ CASES = [
     ("Resize", {"x": ((1, 2, 3, 4), "uint8")}, {"mode": "nearest"}, 13, scales(1, 1, 2, 3)),
     ("Resize", {"x": ((1, 2, 3, 4), "int32")}, {"mode": "nearest", "coordinate_transformation_mode":
                                                 "asymmetric"}, 13, sizes(1, 2, 5, 2)),
+    ("Resize", {"x": np.array([[1, -2, 5], [3, 4, -7]], np.int8)}, {"mode": "nearest", "extrapolation_value": -5.0,
+                                                                  "coordinate_transformation_mode":
+                                                                  "tf_crop_and_resize"}, 13,
+     sizes(3, 4, roi=f32(-0.5, 0, 1, 1.5))),
     # Resize-10 and Upsample: y / scale
     ("Resize", {"x": ((1, 2, 3, 4), F)}, {"mode": "nearest"}, 10, {"scales": f32(1, 1, 2, 2.5)}),
     ("Resize", {"x": ((1, 2, 3, 4), F)}, {"mode": "linear"}, 10, {"scales": f32(1, 1, 2, 1.5)}),
@@ -111,6 +115,17 @@ def test_three_way(case):
     else:
         np.testing.assert_array_equal(ours, ref, err_msg="vs onnxruntime")
         np.testing.assert_array_equal(ours, interp, err_msg="vs interpreter")
+
+
+@pytest.mark.parametrize("x", [np.array([[2 ** 62 + 1, -2 ** 60 - 3], [5, 7]], np.int64),
+                               np.array([[True, False], [False, True]])], ids=["int64", "bool"])
+def test_nearest_gathers_exactly_in_the_data_dtype(x):
+    """onnxruntime has no int64 or bool Resize: compiled vs the interpreter and a direct gather."""
+    model = make_model("Resize", {"x": x}, {"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, 13,
+                       scales(2, 1.5))
+    want = x[[0, 0, 1, 1]][:, [0, 1, 1]]  # y / 1.5 = 0, 0.67, 1.33 rounds to 0, 1, 1
+    np.testing.assert_array_equal(compile_model(model).run(None, {"x": x})[0], want)
+    np.testing.assert_array_equal(evaluate(from_onnx(model), {"x": x})[0], want)
 
 
 def test_nearest_2x_reads_with_integer_arithmetic():

@@ -238,9 +238,12 @@ def _resize_infer(arg_types, attrs):
     return TensorType(attrs.sizes, x.dtype)
 
 
-def _to_dtype(values: np.ndarray, dtype) -> np.ndarray:
-    """float64 results to the data's dtype as the spec's saturate_cast (integers: rounded half to even)."""
-    dtype = np.dtype(dtype)
+def _to_dtype(values, dtype) -> np.ndarray:
+    """float64 values to the data's dtype as the spec's saturate_cast (integers: rounded half to even and
+    clipped; bool: nonzero)."""
+    values, dtype = np.asarray(values), np.dtype(dtype)
+    if dtype.kind == "b":
+        return values != 0
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return np.clip(np.round(values), info.min, info.max).astype(dtype)
@@ -248,20 +251,25 @@ def _to_dtype(values: np.ndarray, dtype) -> np.ndarray:
 
 
 def _resize_ref(x, **kw):
+    """One resized axis after the other, as the spec. Nearest mode gathers the data in its own dtype (int64 beyond
+    2^53 stays exact); linear and cubic compute in float64 and round once."""
     attrs = Attrs(kw)
-    out = x.astype(np.float64)
+    nearest = attrs.mode == "nearest"
+    out = x if nearest else x.astype(np.float64)
+    fill = _to_dtype(attrs.extrapolation_value, x.dtype) if nearest else attrs.extrapolation_value
     for ax in _resized_axes(x.shape, attrs):
         y = np.arange(ax.n_out, dtype=np.float64)
         coord, outside = _axis_coordinate(_NumpyMath, y, ax, attrs.coordinate_transformation_mode)
         taps = _axis_taps(_NumpyMath, coord, ax, attrs)
         shape = [1] * x.ndim
         shape[ax.dim] = ax.n_out
-        result = 0.0
+        result = None
         for pos, weight in taps:
             gathered = np.take(out, pos.astype(np.intp), axis=ax.dim)
-            result = result + (gathered if weight is None else gathered * weight.reshape(shape))
+            term = gathered if weight is None else gathered * weight.reshape(shape)
+            result = term if result is None else result + term
         if outside is not None:
-            result = np.where(outside.reshape(shape), attrs.extrapolation_value, result)
+            result = np.where(outside.reshape(shape), fill, result)
         out = result
     return _to_dtype(out, x.dtype)
 
@@ -276,6 +284,8 @@ def _affine_nearest(ax: _Axis, attrs):
     want = pos.astype(np.int64)
     ratio = Fraction(ax.n_in, ax.n_out)
     p, d = ratio.numerator, ratio.denominator
+    if (ax.n_out - 1) * p + 2 * d >= 2 ** 31:  # the int32 index arithmetic would overflow
+        return None
     iy = np.arange(ax.n_out, dtype=np.int64)
     for q in range(-d, d + 1):
         if np.array_equal(np.clip((iy * p + q) // d, 0, ax.n_in - 1), want):
@@ -305,11 +315,10 @@ def _nearest_index(i, ax: _Axis, attrs):
 
 
 def _fill_value(attrs, dtype):
-    value = attrs.extrapolation_value
-    if not is_float(dtype):
-        info = np.iinfo(np.dtype(dtype))
-        value = float(np.clip(np.round(value), info.min, info.max))
-    return te.const(value, dtype)
+    """extrapolation_value in the data's dtype (as _to_dtype)."""
+    if is_float(dtype):
+        return te.const(attrs.extrapolation_value, dtype)
+    return te.const(int(_to_dtype(attrs.extrapolation_value, dtype)), dtype)
 
 
 def _resize_compute(inputs, attrs, out_type):
