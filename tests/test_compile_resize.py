@@ -167,3 +167,27 @@ def test_run_time_sizes_are_refused_at_import():
                        {"_order": ["x", "", "", "sizes"]}, 13, {})
     with pytest.raises(OnnxImportError, match="input 'sizes' must be a constant"):
         from_onnx(model)
+
+
+def test_fpn_upsample_concat_conv_and_bilinear_add_fuse_and_match():
+    """The detection / segmentation patterns: nearest 2x -> Concat -> Conv, and bilinear 2x + skip -> Relu."""
+    import onnx
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 6, 3, 3)).astype(np.float32) * 0.2
+    nodes = [helper.make_node("Resize", ["a", "", "s"], ["up"], mode="nearest"),
+             helper.make_node("Concat", ["up", "b"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["y", "", "s"], ["yy"], mode="linear"),
+             helper.make_node("Add", ["yy", "c"], ["sum"]),
+             helper.make_node("Relu", ["sum"], ["out"])]
+    info = lambda n, s: helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, s)
+    graph = helper.make_graph(nodes, "fpn", [info("a", (1, 3, 5, 6)), info("b", (1, 3, 10, 12)),
+                                             info("c", (1, 4, 20, 24))], [info("out", (1, 4, 20, 24))],
+                              [numpy_helper.from_array(f32(1, 1, 2, 2), "s"), numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {n: rng.standard_normal(s).astype(np.float32)
+             for n, s in (("a", (1, 3, 5, 6)), ("b", (1, 3, 10, 12)), ("c", (1, 4, 20, 24)))}
+    ref, = run_ort(model, feeds)
+    assert_close(compile_model(model).run(None, feeds)[0], ref, "vs onnxruntime")
+    assert_close(evaluate(from_onnx(model), feeds)[0], ref, "interpreter vs onnxruntime")
