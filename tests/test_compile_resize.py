@@ -49,6 +49,8 @@ CASES = [
     ("Resize", {"x": ((1, 2, 9, 7), F)}, {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"},
      13, sizes(1, 2, 4, 1)),
     ("Resize", {"x": ((1, 2, 8, 8), F)}, {"mode": "linear"}, 13, scales(1, 1, 0.5, 0.5)),
+    ("Resize", {"x": ((2, 7, 9), F)}, {"mode": "linear"}, 13, scales(1, 1.5, 0.5)),  # any rank: 3-D, 5-D
+    ("Resize", {"x": ((1, 2, 3, 4, 5), F)}, {"mode": "linear"}, 13, scales(1, 1, 2, 1.5, 0.6)),
     # nearest modes at ties and non-integer ratios
     ("Resize", {"x": ((1, 1, 5, 4), F)}, {"mode": "nearest", "nearest_mode": "round_prefer_ceil",
                                           "coordinate_transformation_mode": "asymmetric"}, 13, sizes(1, 1, 8, 10)),
@@ -96,6 +98,8 @@ CASES = [
     # Resize-10 and Upsample: y / scale
     ("Resize", {"x": ((1, 2, 3, 4), F)}, {"mode": "nearest"}, 10, {"scales": f32(1, 1, 2, 2.5)}),
     ("Resize", {"x": ((1, 2, 3, 4), F)}, {"mode": "linear"}, 10, {"scales": f32(1, 1, 2, 1.5)}),
+    ("Resize", {"x": ((1, 2, 7, 9), F)}, {"mode": "linear"}, 10, {"scales": f32(1, 1, 0.6, 0.5)}),
+    ("Resize", {"x": ((1, 1, 7, 9), F)}, {"mode": "nearest"}, 10, {"scales": f32(1, 1, 0.6, 0.4)}),
     ("Upsample", {"x": ((1, 2, 3, 4), F)}, {"mode": "nearest", "scales": [1.0, 1.0, 2.0, 3.0]}, 7, {}),
     ("Upsample", {"x": ((1, 2, 3, 4), F)}, {"mode": "linear"}, 9, {"scales": f32(1, 1, 2, 2)}),
 ]
