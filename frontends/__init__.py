@@ -8,3 +8,4 @@ from . import onnx_ops_misc  # noqa: F401  (TopK, Einsum, If, Loop, NonZero, Com
 from . import onnx_ops_signal  # noqa: F401  (windows, Mel, DFT, STFT, grids, Col2Im, RoiAlign)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
+from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)

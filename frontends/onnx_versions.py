@@ -188,6 +188,12 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Col2Im": (18,),
     "RoiAlign": (10, 16, 22),  # 16: coordinate_transformation_mode (half_pixel default; before: output_half_pixel);
     #   22: bfloat16 types (float32 only here)
+    # ---- resize (conf-resize): frontends/onnx_ops_resize.py, relayish/ops/resize.py
+    "Resize": (10, 11, 13, 18, 19),  # 10: X, scales, mode nearest/linear (asymmetric); 11: roi, sizes,
+    #   coordinate_transformation_mode, nearest_mode, cubic, exclude_outside, extrapolation_value; 13: scales and
+    #   roi optional, tf_half_pixel_for_nn dropped, bfloat16; 18: antialias, axes, keep_aspect_ratio_policy;
+    #   19: coordinate mode half_pixel_symmetric
+    "Upsample": (7, 9, 10),  # 7: scales attribute; 9: scales input; 10: deprecated (for Resize), same as 9
 }
 
 
