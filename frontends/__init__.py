@@ -6,3 +6,4 @@ from . import onnx_ops_movement  # noqa: F401  (Pad, Gather/Scatter Elements and
 from . import onnx_ops_quant  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
+from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)

@@ -159,6 +159,11 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
+    # ---- recurrent ops (conf-rnn): frontends/onnx_ops_rnn.py
+    "RNN": (7, 14, 22),  # 7: no is_test/output_sequence attrs, broadcasting unchanged; 14: layout attribute;
+    # 22: bfloat16 types (refused: float32/float64 only)
+    "GRU": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
+    "LSTM": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
 }
 
 
