@@ -27,7 +27,7 @@ from relayish.types import numpy_dtype
 
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
 from .onnx_ops import lookup_converter
-from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
+from .onnx_values import ConversionError, RunTimeValueNeeded, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
 
 MIN_OPSET, MAX_OPSET = 7, 28
@@ -387,6 +387,8 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: missing required attribute(s) {absent}")
     if "_outputs" in conv.attrs:  # a converter whose results depend on the node's output count (Split)
         attrs["_outputs"] = len(node.output)
+    if "_scope" in conv.attrs:  # a converter with a body graph (Scan) converts it in the node's scope
+        attrs["_scope"] = BodyScope(dict(env), opset, source)
     try:
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
@@ -421,3 +423,39 @@ def fold_small_constants(expr):
     except Exception:  # noqa: BLE001  (e.g. a constant index out of range: left to the run-time path and its checks)
         return expr if args == expr.args else expr.replace(args=args)
     return Constant(np.asarray(value, dtype=numpy_dtype(expr.type.dtype)).reshape(expr.type.shape))
+
+
+# ---- body graphs (Scan) ----
+
+class BodyScope:
+    """What a converter with a graph attribute needs to convert that graph: the values of the outer scope visible
+    at its node (a copy), the opset and the model's name for messages."""
+
+    def __init__(self, outer: dict[str, Expr], opset: int, source: str):
+        self.outer, self.opset, self.source = outer, opset, source
+
+    def convert(self, graph: onnx.GraphProto, inputs: list[Expr]) -> list[Expr]:
+        """The body's outputs, its inputs (graph.input, in order) bound to `inputs`; names it does not define
+        are looked up in the outer scope. A failure is a ConversionError naming the body's node."""
+        if len(inputs) != len(graph.input):
+            raise ConversionError(f"body graph {graph.name!r} has {len(graph.input)} inputs, {len(inputs)} given")
+        env = dict(self.outer)
+        for init in graph.initializer:
+            env[init.name] = Constant(tensor_array(init, f"body initializer {init.name!r}"))
+        env.update((vi.name, value) for vi, value in zip(graph.input, inputs))
+        used = _used_names(graph)
+        for index, node in enumerate(graph.node):
+            if node.domain not in _DEFAULT_DOMAINS or lookup_converter(node.op_type, self.opset) is None \
+                    or unreviewed(node.op_type, self.opset):
+                raise ConversionError(f"body graph {graph.name!r}: node {_node_label(node, index)} "
+                                      f"({node.op_type}) is not supported")
+            try:
+                _convert_node(node, index, self.opset, env, used, f"body graph {graph.name!r}")
+            except OnnxImportError as e:
+                if e.needs_values:
+                    raise RunTimeValueNeeded(str(e), e.needs_values) from None
+                raise ConversionError(str(e)) from None
+        missing = [o.name for o in graph.output if o.name not in env]
+        if missing:
+            raise ConversionError(f"body graph {graph.name!r}: output(s) {missing} are not produced by any node")
+        return [env[o.name] for o in graph.output]

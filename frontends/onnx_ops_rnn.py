@@ -379,3 +379,70 @@ def lstm_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None
     return _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                  hidden_size=hidden_size, input_forget=input_forget, layout=layout)
+
+
+# ---- Scan ----
+
+def _scan_axes(values, count: int, ranks: list[int], what: str) -> list[int]:
+    """Per tensor, its normalized axis from an ONNX axes attribute (default 0 for each)."""
+    values = [0] * count if values is None else list(values)
+    if len(values) != count:
+        raise ConversionError(f"attribute {what} must have {count} value(s), got {values}")
+    for axis, rank in zip(values, ranks):
+        if not -rank <= axis < rank:
+            raise ConversionError(f"attribute {what}: axis {axis} out of range for rank {rank}")
+    return [a % r for a, r in zip(values, ranks)]
+
+
+def _directions_attr(values, count: int, what: str) -> list[int]:
+    values = [0] * count if values is None else list(values)
+    if len(values) != count or any(v not in (0, 1) for v in values):
+        raise ConversionError(f"attribute {what} must have {count} value(s) of 0 (forward) or 1 (reverse), got "
+                              f"{values}")
+    return values
+
+
+@converter("Scan", since=9)
+def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
+         scan_output_directions=None, _scope=None):
+    """Unrolled over the scan axis: step t slices every scan input at t (or from the end, reversed), converts the
+    body on (states, slices), carries its first N outputs as the states and stacks the others along their scan
+    output axes (reversed ones in reverse). Outputs: the final states, then the stacked scan outputs."""
+    m = num_scan_inputs
+    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
+        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs, none omitted")
+    states, scanned = list(inputs[:-m]), inputs[-m:]
+    in_axes = _scan_axes(scan_input_axes, m, [len(_shape(x)) for x in scanned], "scan_input_axes")
+    in_dirs = _directions_attr(scan_input_directions, m, "scan_input_directions")
+    lengths = {_shape(x)[a] for x, a in zip(scanned, in_axes)}
+    if len(lengths) != 1:
+        raise ConversionError(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
+    length = lengths.pop()
+    k = len(body.output) - len(states)
+    if k < 0:
+        raise ConversionError(f"the body has {len(body.output)} outputs, fewer than the {len(states)} states")
+    steps: list[list[Expr]] = [[] for _ in range(k)]
+    for t in range(length):
+        slices = []
+        for x, axis, reverse in zip(scanned, in_axes, in_dirs):
+            at = length - 1 - t if reverse else t
+            part = fold("strided_slice", x, begin=(at,), end=(at + 1,), axes=(axis,))
+            slices.append(_reshape(part, _shape(x)[:axis] + _shape(x)[axis + 1:]))
+        outs = _scope.convert(body, states + slices)
+        for i, (old, new) in enumerate(zip(states, outs)):
+            if _shape(old) != _shape(new) or old.type.dtype != new.type.dtype:
+                raise ConversionError(f"state {i}: the body turns {_shape(old)} {old.type.dtype} into "
+                                      f"{_shape(new)} {new.type.dtype}; a state must keep its shape and dtype")
+        states = list(outs[:len(states)])
+        for i, y in enumerate(outs[len(states):]):
+            steps[i].append(y)
+    if k and length == 0:
+        raise ConversionError("a scan of length 0 has empty scan outputs: zero-size tensors are not supported")
+    ranks = [len(_shape(s[0])) + 1 for s in steps]
+    out_axes = _scan_axes(scan_output_axes, k, ranks, "scan_output_axes")
+    out_dirs = _directions_attr(scan_output_directions, k, "scan_output_directions")
+    stacked = []
+    for parts, axis, reverse in zip(steps, out_axes, out_dirs):
+        parts = [_reshape(p, _shape(p)[:axis] + (1,) + _shape(p)[axis:]) for p in (parts[::-1] if reverse else parts)]
+        stacked.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=axis))
+    return (*states, *stacked)
