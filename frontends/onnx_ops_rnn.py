@@ -402,18 +402,13 @@ def _directions_attr(values, count: int, what: str) -> list[int]:
     return values
 
 
-@converter("Scan", since=9)
-def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
-         scan_output_directions=None, _scope=None):
+def _scan(states, scanned, body, scope, in_axes, in_dirs, out_axes, out_dirs) -> tuple[Expr, ...]:
     """Unrolled over the scan axis: step t slices every scan input at t (or from the end, reversed), converts the
     body on (states, slices), carries its first N outputs as the states and stacks the others along their scan
-    output axes (reversed ones in reverse). Outputs: the final states, then the stacked scan outputs."""
-    m = num_scan_inputs
-    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
-        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs, none omitted")
-    states, scanned = list(inputs[:-m]), inputs[-m:]
-    in_axes = _scan_axes(scan_input_axes, m, [len(_shape(x)) for x in scanned], "scan_input_axes")
-    in_dirs = _directions_attr(scan_input_directions, m, "scan_input_directions")
+    output axes (reversed ones in reverse). Returns the final states, then the stacked scan outputs."""
+    m = len(scanned)
+    in_axes = _scan_axes(in_axes, m, [len(_shape(x)) for x in scanned], "scan_input_axes")
+    in_dirs = _directions_attr(in_dirs, m, "scan_input_directions")
     lengths = {_shape(x)[a] for x, a in zip(scanned, in_axes)}
     if len(lengths) != 1:
         raise ConversionError(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
@@ -428,7 +423,7 @@ def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_direct
             at = length - 1 - t if reverse else t
             part = fold("strided_slice", x, begin=(at,), end=(at + 1,), axes=(axis,))
             slices.append(_reshape(part, _shape(x)[:axis] + _shape(x)[axis + 1:]))
-        outs = _scope.convert(body, states + slices)
+        outs = scope.convert(body, list(states) + slices)
         for i, (old, new) in enumerate(zip(states, outs)):
             if _shape(old) != _shape(new) or old.type.dtype != new.type.dtype:
                 raise ConversionError(f"state {i}: the body turns {_shape(old)} {old.type.dtype} into "
@@ -438,11 +433,56 @@ def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_direct
             steps[i].append(y)
     if k and length == 0:
         raise ConversionError("a scan of length 0 has empty scan outputs: zero-size tensors are not supported")
-    ranks = [len(_shape(s[0])) + 1 for s in steps]
-    out_axes = _scan_axes(scan_output_axes, k, ranks, "scan_output_axes")
-    out_dirs = _directions_attr(scan_output_directions, k, "scan_output_directions")
+    out_axes = _scan_axes(out_axes, k, [len(_shape(s[0])) + 1 for s in steps], "scan_output_axes")
+    out_dirs = _directions_attr(out_dirs, k, "scan_output_directions")
     stacked = []
     for parts, axis, reverse in zip(steps, out_axes, out_dirs):
         parts = [_reshape(p, _shape(p)[:axis] + (1,) + _shape(p)[axis:]) for p in (parts[::-1] if reverse else parts)]
         stacked.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=axis))
     return (*states, *stacked)
+
+
+def _stack(parts: list[Expr]) -> Expr:
+    """[x0, x1, ...] of one shape -> one tensor with a new leading axis."""
+    parts = [_reshape(p, (1,) + _shape(p)) for p in parts]
+    return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
+
+
+@converter("Scan", since=8)
+def scan_v8(sequence_lens=None, *inputs, body, num_scan_inputs, directions=None, _scope=None):
+    """Scan-8: states [batch, ...] and scan inputs [batch, seq, ...]; each batch element is scanned on its own
+    (over axis 1) and the results stacked on the batch axis. sequence_lens must be omitted or a constant of the
+    full length (shorter sequences would need per-batch lengths the static unroll does not have)."""
+    m = num_scan_inputs
+    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
+        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs after "
+                              f"sequence_lens, none omitted")
+    batch = {_shape(x)[0] if _shape(x) else None for x in inputs}
+    if len(batch) != 1 or None in batch:
+        raise ConversionError(f"every state and scan input must have one leading batch axis, got shapes "
+                              f"{[_shape(x) for x in inputs]}")
+    batch = batch.pop()
+    if any(len(_shape(x)) < 2 for x in inputs[-m:]):
+        raise ConversionError("scan inputs must be [batch, sequence, ...]")
+    if sequence_lens is not None:
+        full = _shape(inputs[-1])[1]
+        if not isinstance(sequence_lens, Constant) or not (sequence_lens.data == full).all():
+            raise ConversionError(f"sequence_lens must be omitted or a constant equal to the sequence length {full}: "
+                                  f"shorter sequences are not supported")
+    per_batch = []
+    for b in range(batch):
+        items = [_reshape(fold("strided_slice", x, begin=(b,), end=(b + 1,), axes=(0,)), _shape(x)[1:])
+                 for x in inputs]
+        per_batch.append(_scan(items[:-m], items[-m:], body, _scope, None, directions, None, None))
+    return tuple(_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0])))
+
+
+@converter("Scan", since=9)
+def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
+         scan_output_directions=None, _scope=None):
+    """inputs: the N initial states, then the num_scan_inputs scan inputs (see _scan)."""
+    m = num_scan_inputs
+    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
+        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs, none omitted")
+    return _scan(list(inputs[:-m]), list(inputs[-m:]), body, _scope, scan_input_axes, scan_input_directions,
+                 scan_output_axes, scan_output_directions)

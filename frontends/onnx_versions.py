@@ -164,7 +164,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     # 22: bfloat16 types (refused: float32/float64 only)
     "GRU": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
     "LSTM": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
-    "Scan": (9, 11, 16, 19, 21, 23, 24, 25),  # 9: no batch axis / sequence_lens (Scan-8, not supported); 11:
+    "Scan": (8, 9, 11, 16, 19, 21, 23, 24, 25),  # 8: batch axis, sequence_lens (only the full length); 9: no
+    # batch axis, scan axes and directions per input and output; 11:
     # negative axes; 16: bfloat16; 19, 21, 23, 24, 25: more element types (float8, int4, float4, ...) only
 }
 
