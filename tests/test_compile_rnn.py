@@ -179,3 +179,82 @@ def test_float16_is_refused():
     model, _ = make_case("RNN", {}, 14, dtype=np.float16)
     with pytest.raises(OnnxImportError, match="X must be float32 or float64, got float16"):
         from_onnx(model)
+
+
+# ---- Scan ----
+
+def _vi(name, shape, dtype=onnx.TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def scan_model(opset, attrs, state_shapes, scan_shapes, body_nodes, body_outputs, body_inits=(), outer=None):
+    """A Scan over graph inputs s0.. (states) and x0.. (scan inputs), the body reading the states as bs0.., the
+    slices as bx0.., and an outer-scope graph input 'w' if `outer` gives its shape."""
+    body_in = [_vi(f"bs{i}", None) for i in range(len(state_shapes))]
+    body_in += [_vi(f"bx{i}", None) for i in range(len(scan_shapes))]
+    body = helper.make_graph(body_nodes, "body", body_in, [_vi(n, None) for n in body_outputs], list(body_inits))
+    names = [f"s{i}" for i in range(len(state_shapes))] + [f"x{i}" for i in range(len(scan_shapes))]
+    n_outputs = len(body_outputs)
+    outputs = [f"y{i}" for i in range(n_outputs)]
+    if opset == 8:
+        names = [""] + names
+    node = helper.make_node("Scan", names, outputs, body=body, num_scan_inputs=len(scan_shapes), **attrs)
+    inputs = [_vi(f"s{i}", s) for i, s in enumerate(state_shapes)] + [_vi(f"x{i}", s) for i, s in
+                                                                       enumerate(scan_shapes)]
+    if outer is not None:
+        inputs.append(_vi("w", outer))
+    graph = helper.make_graph([node], "t", inputs, [_vi(n, None) for n in outputs])
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    for out in model.graph.output:
+        out.type.tensor_type.shape.SetInParent()
+    rng = np.random.default_rng(1)
+    feeds = {vi.name: rng.standard_normal([d.dim_value for d in vi.type.tensor_type.shape.dim]).astype(np.float32)
+             for vi in inputs}
+    return model, feeds
+
+
+TWO = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+SCANS = {
+    "states-axes-directions-outer": (11, {"scan_input_axes": [0, -2], "scan_input_directions": [0, 1],
+                                          "scan_output_axes": [0, -1], "scan_output_directions": [0, 1]},
+                                     [(2, 3)], [(4, 2, 3), (2, 4, 3)],
+                                     [helper.make_node("Mul", ["bx0", "w"], ["p"]),
+                                      helper.make_node("Add", ["bs0", "p"], ["ns"]),
+                                      helper.make_node("Mul", ["bx1", "two"], ["o2"]),
+                                      helper.make_node("Identity", ["ns"], ["o1"])],
+                                     ["ns", "o1", "o2"], [TWO], (2, 3)),
+    "no-state": (9, {}, [], [(3, 5)], [helper.make_node("Relu", ["bx0"], ["r"])], ["r"], [], None),
+    "two-states-matmul": (16, {"scan_output_axes": [1]}, [(2, 2), (1, 2)], [(5, 2, 2)],
+                          [helper.make_node("MatMul", ["bs0", "bx0"], ["m"]),
+                           helper.make_node("Tanh", ["m"], ["t"]),
+                           helper.make_node("ReduceSum", ["t", "axes"], ["r"], keepdims=1),
+                           helper.make_node("Add", ["bs1", "r"], ["acc"])],
+                          ["t", "acc", "r"], [numpy_helper.from_array(np.array([0], np.int64), "axes")], None),
+    "opset8-batch": (8, {"directions": [1]}, [(2, 3)], [(2, 4, 3)],
+                     [helper.make_node("Add", ["bs0", "bx0"], ["ns"]), helper.make_node("Sigmoid", ["ns"], ["o"])],
+                     ["ns", "o"], [], None),
+}
+
+
+@pytest.mark.parametrize("name", SCANS)
+def test_scan_three_way(name):
+    model, feeds = scan_model(*SCANS[name])
+    refs = run_ort(model, feeds)
+    interp = evaluate(from_onnx(model), feeds)
+    ours = compile_model(model).run(None, feeds)
+    for i, (a, b, r) in enumerate(zip(ours, interp, refs)):
+        assert_close(a, r, f"output {i} vs onnxruntime")
+        assert_close(a, b, f"output {i} vs interpreter")
+
+
+def test_scan_refuses_bad_bodies_clearly():
+    unsupported = scan_model(11, {}, [], [(3, 2)], [helper.make_node("Det", ["bx0"], ["r"])], ["r"])[0]
+    with pytest.raises(OnnxImportError, match=r"body graph 'body': node .* \(Det\) is not supported"):
+        from_onnx(unsupported)
+    growing = scan_model(11, {}, [(2,)], [(3, 2)], [helper.make_node("Concat", ["bs0", "bx0"], ["c"], axis=0)],
+                         ["c"])[0]
+    with pytest.raises(OnnxImportError, match=r"state 0: the body turns \(2,\) float32 into \(4,\) float32"):
+        from_onnx(growing)
+    uneven = scan_model(11, {}, [], [(3, 2), (4, 2)], [helper.make_node("Add", ["bx0", "bx1"], ["r"])], ["r"])[0]
+    with pytest.raises(OnnxImportError, match=r"different lengths \[3, 4\]"):
+        from_onnx(uneven)
