@@ -8,11 +8,11 @@ activations, clip and sequence_lens attributes/inputs; onnxruntime implements th
 - activations: per direction, f (RNN), f, g (GRU) or f, g, h (LSTM); activation_alpha/activation_beta are
   consumed in order by the activations that take them (Affine, LeakyRelu, ThresholdedRelu, ScaledTanh,
   HardSigmoid, Elu), the others taking none, as onnxruntime does.
-- clip bounds the input of every activation to [-clip, clip].
+- clip bounds the input of the gate activations (f, g; not LSTM's h(C), as onnxruntime) to [-clip, clip].
 - sequence_lens: a batch's steps at and past its length output zeros and leave its state unchanged, so Y_h (and
-  Y_c) is the state after its last valid step (the first such step, reversed). Applied with selects on a
-  per-batch mask when the lengths are a run-time input or shorter than the sequence; lengths outside
-  [0, seq_length] are simply clamped by the comparison (no memory is indexed by them).
+  Y_c) is the state after its last valid step (the first such step, reversed), zero for a length of 0 (as
+  onnxruntime). Applied with selects on a per-batch mask when the lengths are a run-time input or shorter than
+  the sequence; run-time lengths outside [0, seq_length] act as clamped to it (no memory is indexed by them).
 """
 from __future__ import annotations
 
@@ -67,8 +67,6 @@ def _activations(names, alphas, betas, defaults: tuple[str, ...], num_directions
     """Per direction, the list of its activation functions (len(defaults) of them)."""
     per_dir = len(defaults)
     names = tuple(defaults) * num_directions if names is None else tuple(names)
-    if len(names) == per_dir and num_directions == 2:  # onnxruntime: one set given for both directions
-        names = names * 2
     if len(names) != per_dir * num_directions:
         raise ConversionError(f"activations must list {per_dir} function(s) per direction ({num_directions} "
                               f"direction(s)), got {list(names)}")
@@ -158,6 +156,8 @@ class _Spec:
             if (values == self.seq).all():
                 return None
         column = _reshape(lens, (self.batch, 1))
+        # a batch of length 0 has zero final states, not its initial ones (as onnxruntime; ONNX does not say)
+        self.nonempty = fold("less", const(0, "int32"), column)
         return [fold("less", const(t, "int32"), column) for t in range(self.seq)]
 
     def clipped(self, x: Expr) -> Expr:
@@ -203,6 +203,8 @@ def _unroll(spec: _Spec, d: int, reverse: bool, step, states: list[Expr]):
         else:
             outputs[t] = new[0]
         states = list(new)
+    if spec.masks is not None:
+        states = [fold("where", spec.nonempty, s, const(0.0, spec.dtype)) for s in states]
     return [outputs[t] for t in range(spec.seq)], states
 
 

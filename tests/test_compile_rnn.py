@@ -96,6 +96,10 @@ CASES = [
               "activation_beta": [0.45]}, 14, ("B",), None, False),
     ("LSTM", {"direction": "bidirectional", "layout": 1}, 14, ALL, [4, 1, 2], True),
     ("LSTM", {"direction": "reverse"}, 14, ("B", "P"), [3, 4, 2], False),
+    # a length of 0: zero outputs and zero final states (onnxruntime's choice), constant or at run time
+    ("LSTM", {"direction": "reverse", "clip": 0.2}, 14, ALL, [0, 3, 4], False),
+    ("GRU", {"direction": "bidirectional"}, 14, ("B", "initial_h"), [0, 4, 2], True),
+    ("RNN", {}, 14, ("B", "initial_h"), [3, 0, 1], True),
 ]
 
 
@@ -156,6 +160,8 @@ def test_run_time_lengths_zero_outputs_and_keep_the_last_valid_state():
     ("RNN", {"activations": ["Gelu"]}, (), None, r"unsupported activation\(s\) \['Gelu'\]"),
     ("RNN", {"activations": ["Affine"]}, (), None, "Affine needs its alpha and beta"),
     ("GRU", {"activations": ["Sigmoid"]}, (), None, "must list 2 function"),
+    ("LSTM", {"activations": ["Sigmoid", "Tanh", "Tanh"], "direction": "bidirectional"}, (), None,
+     r"must list 3 function\(s\) per direction \(2 direction\(s\)\)"),
     ("GRU", {"linear_before_reset": 2}, (), None, "linear_before_reset must be 0 or 1"),
     ("LSTM", {"input_forget": 3}, (), None, "input_forget must be 0 or 1"),
     ("LSTM", {"clip": -1.0}, (), None, "clip must be positive"),
