@@ -409,10 +409,28 @@ FOLD_LIMIT = 1 << 16  # elements: shape arithmetic is folded at import, large we
 def fold_small_constants(expr):
     """expr with every op call over constants evaluated now by the op's reference, where its result has at most
     FOLD_LIMIT elements: what a model computes from shapes and small constants (Shape -> Slice -> Neg ->
-    ConstantOfShape ...) is then a constant that shape, axes and sizes inputs can take."""
-    if not isinstance(expr, Call) or not isinstance(expr.op, str):
-        return expr
-    args = tuple(fold_small_constants(a) for a in expr.args)
+    ConstantOfShape ...) is then a constant that shape, axes and sizes inputs can take. Walks the DAG once per
+    shared subexpression and without recursion (an unrolled recurrence is deep and shares every step's state)."""
+    done: dict[int, Expr] = {}  # id of an expression of the DAG (alive as long as expr) -> its folded form
+    stack = [expr]
+    while stack:
+        e = stack[-1]
+        if id(e) in done:
+            stack.pop()
+        elif not isinstance(e, Call) or not isinstance(e.op, str):
+            done[id(e)] = stack.pop()
+        else:
+            pending = [a for a in e.args if id(a) not in done]
+            if pending:
+                stack.extend(pending)
+            else:
+                stack.pop()
+                done[id(e)] = _fold_call(e, tuple(done[id(a)] for a in e.args))
+    return done[id(expr)]
+
+
+def _fold_call(expr: Call, args: tuple) -> Expr:
+    """expr with its (already folded) args, evaluated if they are all constants and the result is small."""
     if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):
         return expr if args == expr.args else expr.replace(args=args)
     if math.prod(expr.type.shape) > FOLD_LIMIT:

@@ -264,3 +264,17 @@ def test_scan_refuses_bad_bodies_clearly():
     uneven = scan_model(11, {}, [], [(3, 2), (4, 2)], [helper.make_node("Add", ["bx0", "bx1"], ["r"])], ["r"])[0]
     with pytest.raises(OnnxImportError, match=r"different lengths \[3, 4\]"):
         from_onnx(uneven)
+
+
+def test_long_sequences_import_in_linear_time_without_recursion():
+    # the unroll is a DAG deeper than Python's recursion limit whose steps share every state: the importer's
+    # constant folding must visit each node once and iteratively (it was exponential, then recursed too deep)
+    global SEQ
+    saved, SEQ = SEQ, 150
+    try:
+        model, feeds = make_case("LSTM", {}, 14, ("B",))
+    finally:
+        SEQ = saved
+    module = from_onnx(model)
+    for a, r in zip(evaluate(module, feeds), run_ort(model, feeds)):
+        assert_close(a, r, "vs onnxruntime")
