@@ -189,7 +189,7 @@ def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None) -> list[Expr]:
             for t in range(seq)]
 
 
-def _unroll(spec: _Spec, d: int, reverse: bool, step, states: list[Expr]):
+def _unroll(spec: _Spec, reverse: bool, step, states: list[Expr]):
     """Run `step(t, states) -> (new states)` over the time steps (in reverse if asked), the first state being the
     output. Returns (the output per time step in time order, the final states)."""
     order = range(spec.seq - 1, -1, -1) if reverse else range(spec.seq)
@@ -244,7 +244,7 @@ def _rnn(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
 
         def step(t, states, xs=xs, rd=rd, f=f):
             return [f(spec.clipped(_binary("add", xs[t], fold("nn.dense", states[0], rd))))]
-        results.append(_unroll(spec, d, reverse, step, [spec.take(spec.initial[0], d)]))
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
     return _outputs(spec, results)
 
 
@@ -303,7 +303,7 @@ def _gru(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
             cand = g(spec.clipped(_binary("add", _cols(xs[t], 2 * h, 3 * h), rec_h)))
             return [_binary("add", _binary("multiply", _binary("subtract", one, z), cand),
                             _binary("multiply", z, hprev))]
-        results.append(_unroll(spec, d, reverse, step, [spec.take(spec.initial[0], d)]))
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
     return _outputs(spec, results)
 
 
@@ -360,7 +360,7 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
                 pre_o = _binary("add", pre_o, _binary("multiply", peep[1], cell))
             o = f(spec.clipped(pre_o))
             return [_binary("multiply", o, hact(cell)), cell]
-        results.append(_unroll(spec, d, reverse, step, [spec.take(spec.initial[0], d),
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d),
                                                         spec.take(spec.initial[1], d)]))
     return _outputs(spec, results)
 
