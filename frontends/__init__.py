@@ -9,3 +9,4 @@ from . import onnx_ops_signal  # noqa: F401  (windows, Mel, DFT, STFT, grids, Co
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
 from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)
+from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)

@@ -194,6 +194,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   roi optional, tf_half_pixel_for_nn dropped, bfloat16; 18: antialias, axes, keep_aspect_ratio_policy;
     #   19: coordinate mode half_pixel_symmetric
     "Upsample": (7, 9, 10),  # 7: scales attribute; 9: scales input; 10: deprecated (for Resize), same as 9
+    # ---- recurrent ops (conf-rnn): frontends/onnx_ops_rnn.py
+    "RNN": (7, 14, 22),  # 7: no is_test/output_sequence attrs, broadcasting unchanged; 14: layout attribute;
+    # 22: bfloat16 types (refused: float32/float64 only)
+    "GRU": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
+    "LSTM": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
+    "Scan": (8, 9, 11, 16, 19, 21, 23, 24, 25),  # 8: batch axis, sequence_lens (only the full length); 9: no
+    # batch axis, scan axes and directions per input and output; 11:
+    # negative axes; 16: bfloat16; 19, 21, 23, 24, 25: more element types (float8, int4, float4, ...) only
 }
 
 
