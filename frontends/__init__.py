@@ -4,5 +4,9 @@ from . import onnx_ops_attention  # noqa: F401  (Attention, RMSNormalization, Ro
 from .onnx import OnnxImportError, describe_model, from_onnx, load_model
 from . import onnx_ops_movement  # noqa: F401  (Pad, Gather/Scatter Elements and ND, OneHot, Tile...)
 from . import onnx_ops_quant  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
+from . import onnx_ops_misc  # noqa: F401  (TopK, Einsum, If, Loop, NonZero, Compress, Unique...)
+from . import onnx_ops_signal  # noqa: F401  (windows, Mel, DFT, STFT, grids, Col2Im, RoiAlign)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
+from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)
+from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)

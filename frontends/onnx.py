@@ -72,8 +72,9 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     env.update((p.name, p) for p in params)
     params = _bind_values(params, input_values, env, source)
     used = _used_names(graph)
+    folded: dict = {}  # fold_small_constants' memo, shared by every node of the import
     for index, node in enumerate(graph.node):
-        _convert_node(node, index, opset, env, used, source)
+        _convert_node(node, index, opset, env, used, source, folded)
     outputs = []
     for out in graph.output:
         if out.name not in env:
@@ -355,7 +356,7 @@ def _attribute(attr: onnx.AttributeProto):
     return value
 
 
-def _convert_node(node, index, opset, env, used, source):
+def _convert_node(node, index, opset, env, used, source, folded: dict | None = None):
     """Run the node's converter and bind its outputs; any failure names the node. A converter returns one
     expression (the first output; the others must be unused) or a tuple of them, one per output it supports
     (those beyond the node's outputs are not bound)."""
@@ -379,7 +380,7 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: {len(inputs)} inputs given, at most {len(conv.inputs)} supported "
                               f"({', '.join(conv.inputs)})")
     attrs = {a.name: _attribute(a) for a in node.attribute}
-    unknown = sorted(set(attrs) - conv.attrs - {"_outputs"})
+    unknown = sorted(set(attrs) - conv.attrs - {"_outputs", "_scope"})
     if unknown:
         raise OnnxImportError(f"{label}: unsupported attribute(s) {unknown}")
     absent = sorted(conv.required_attrs - set(attrs))
@@ -387,12 +388,14 @@ def _convert_node(node, index, opset, env, used, source):
         raise OnnxImportError(f"{label}: missing required attribute(s) {absent}")
     if "_outputs" in conv.attrs:  # a converter whose results depend on the node's output count (Split)
         attrs["_outputs"] = len(node.output)
+    if "_scope" in conv.attrs:  # a converter of subgraph attributes (If, Loop, Scan) converts them in the node's scope
+        attrs["_scope"] = SubgraphScope(env, opset, label, folded)
     try:
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
         raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ())) from e
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-    results = tuple(fold_small_constants(r) for r in results)
+    results = tuple(fold_small_constants(r, folded) for r in results)
     for i, name in enumerate(node.output):  # optional outputs the node omits are not bound
         if i < len(results):
             env[name] = results[i]
@@ -401,16 +404,74 @@ def _convert_node(node, index, opset, env, used, source):
                                   f"output(s) of {node.op_type} are supported")
 
 
+class SubgraphScope:
+    """What the converter of an op with graph attributes (If, Loop) gets as its `_scope` argument: `convert(graph,
+    inputs)` converts a subgraph in the node's scope (every value defined before the node is visible; the
+    subgraph's inputs, bound to the given expressions, its initializers and its nodes' outputs shadow outer
+    names) and returns the expressions of its outputs. The subgraph's nodes are converted as the graph's are:
+    inlined, so a branch or an unrolled loop body becomes part of the graph."""
+
+    def __init__(self, env: dict, opset: int, label: str, folded: dict | None = None):
+        self._env, self._opset, self._label, self._folded = env, opset, label, folded
+
+    def convert(self, graph: onnx.GraphProto, inputs: dict[str, Expr] | list[Expr],
+                what: str = "body graph") -> list[Expr]:
+        """inputs: by name, or a list bound to graph.input in order (a Scan or Loop body)."""
+        source = f"{self._label}: {what}"
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != len(graph.input):
+                raise ConversionError(f"{what} {graph.name!r} has {len(graph.input)} inputs, {len(inputs)} given")
+            inputs = {vi.name: value for vi, value in zip(graph.input, inputs)}
+        env = dict(self._env)
+        for init in graph.initializer:
+            env[init.name] = Constant(tensor_array(init, f"initializer {init.name!r} of {what}"))
+        env.update(inputs)
+        for index, node in enumerate(graph.node):
+            if node.domain not in _DEFAULT_DOMAINS or lookup_converter(node.op_type, self._opset) is None:
+                raise ConversionError(f"{what}: node {_node_label(node, index)} has unsupported op type "
+                                      f"{node.op_type} ({node.domain or 'ai.onnx'} v{self._opset})")
+            why = unreviewed(node.op_type, self._opset)
+            if why:
+                raise ConversionError(f"{what}: node {_node_label(node, index)}: {why}")
+            _convert_node(node, index, self._opset, env, _used_names(graph), source, self._folded)
+        missing = [o.name for o in graph.output if o.name not in env]
+        if missing:
+            raise ConversionError(f"{what}: output(s) {missing} are not produced by any node")
+        return [env[o.name] for o in graph.output]
+
+
 FOLD_LIMIT = 1 << 16  # elements: shape arithmetic is folded at import, large weight computations are left to passes
 
 
-def fold_small_constants(expr):
+def fold_small_constants(expr, done: dict | None = None):
     """expr with every op call over constants evaluated now by the op's reference, where its result has at most
     FOLD_LIMIT elements: what a model computes from shapes and small constants (Shape -> Slice -> Neg ->
-    ConstantOfShape ...) is then a constant that shape, axes and sizes inputs can take."""
-    if not isinstance(expr, Call) or not isinstance(expr.op, str):
-        return expr
-    args = tuple(fold_small_constants(a) for a in expr.args)
+    ConstantOfShape ...) is then a constant that shape, axes and sizes inputs can take. Walks the DAG once per
+    shared subexpression and without recursion (an unrolled recurrence is deep and shares every step's state).
+    done: id of an expression -> (the expression, kept alive so that its id stays its own; its folded form); one
+    import passes the same dict for every node, so each node of the graph is folded once, not once per consumer."""
+    done = {} if done is None else done
+    stack = [expr]
+    while stack:
+        e = stack[-1]
+        if id(e) in done:
+            stack.pop()
+        elif not isinstance(e, Call) or not isinstance(e.op, str):
+            done[id(e)] = (e, stack.pop())
+        else:
+            pending = [a for a in e.args if id(a) not in done]
+            if pending:
+                stack.extend(pending)
+            else:
+                stack.pop()
+                folded = _fold_call(e, tuple(done[id(a)][1] for a in e.args))
+                done[id(e)] = (e, folded)
+                done.setdefault(id(folded), (folded, folded))  # the folded form is final too
+    return done[id(expr)][1]
+
+
+def _fold_call(expr: Call, args: tuple) -> Expr:
+    """expr with its (already folded) args, evaluated if they are all constants and the result is small."""
     if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):
         return expr if args == expr.args else expr.replace(args=args)
     if math.prod(expr.type.shape) > FOLD_LIMIT:
@@ -421,3 +482,6 @@ def fold_small_constants(expr):
     except Exception:  # noqa: BLE001  (e.g. a constant index out of range: left to the run-time path and its checks)
         return expr if args == expr.args else expr.replace(args=args)
     return Constant(np.asarray(value, dtype=numpy_dtype(expr.type.dtype)).reshape(expr.type.shape))
+
+
+# ---- body graphs (Scan) ----

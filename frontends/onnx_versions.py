@@ -159,6 +159,49 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
+    # ---- misc (conf-misc): frontends/onnx_ops_misc.py
+    "TopK": (1, 10, 11, 24),  # 10: k an input; 11: largest, sorted, negative axis; 24: types (bfloat16...)
+    "Einsum": (12, 28),  # 28: bfloat16
+    # If / Loop: 11: outputs may differ in shape per branch; 13: sequence types; 16: optional types; 19, 21, 23,
+    # 24, 25: new element types (float8, int4, float4...). Only tensor values of relayish dtypes are imported.
+    "If": (1, 11, 13, 16, 19, 21, 23, 24, 25),
+    "Loop": (1, 11, 13, 16, 19, 21, 23, 24, 25),
+    "NonZero": (9, 13),  # 13: bfloat16
+    "Compress": (9, 11, 28),  # 11: negative axis; 28: bfloat16
+    "Unique": (11, 28),  # 28: bfloat16
+    "ReverseSequence": (10, 28),  # 28: bfloat16
+    "CenterCropPad": (18,),
+    "Det": (11, 22),  # 22: bfloat16 (refused)
+    "MatMulInteger": (10,),
+    "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
+    "ConvInteger": (10,),
+    # ---- signal and sampling (conf-signal)
+    "HannWindow": (17,),
+    "HammingWindow": (17,),
+    "BlackmanWindow": (17,),
+    "MelWeightMatrix": (17,),
+    "DFT": (17, 20),  # 20: axis becomes an optional input (default -2), irfft (inverse + onesided) defined
+    "STFT": (17,),
+    "AffineGrid": (20,),
+    "GridSample": (16, 20, 22),  # 20: modes renamed linear/cubic, N-D (5-D) inputs; 22: bfloat16/float16 types
+    #   (float32 only here)
+    "Col2Im": (18,),
+    "RoiAlign": (10, 16, 22),  # 16: coordinate_transformation_mode (half_pixel default; before: output_half_pixel);
+    #   22: bfloat16 types (float32 only here)
+    # ---- resize (conf-resize): frontends/onnx_ops_resize.py, relayish/ops/resize.py
+    "Resize": (10, 11, 13, 18, 19),  # 10: X, scales, mode nearest/linear (asymmetric); 11: roi, sizes,
+    #   coordinate_transformation_mode, nearest_mode, cubic, exclude_outside, extrapolation_value; 13: scales and
+    #   roi optional, tf_half_pixel_for_nn dropped, bfloat16; 18: antialias, axes, keep_aspect_ratio_policy;
+    #   19: coordinate mode half_pixel_symmetric
+    "Upsample": (7, 9, 10),  # 7: scales attribute; 9: scales input; 10: deprecated (for Resize), same as 9
+    # ---- recurrent ops (conf-rnn): frontends/onnx_ops_rnn.py
+    "RNN": (7, 14, 22),  # 7: no is_test/output_sequence attrs, broadcasting unchanged; 14: layout attribute;
+    # 22: bfloat16 types (refused: float32/float64 only)
+    "GRU": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
+    "LSTM": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)
+    "Scan": (8, 9, 11, 16, 19, 21, 23, 24, 25),  # 8: batch axis, sequence_lens (only the full length); 9: no
+    # batch axis, scan axes and directions per input and output; 11:
+    # negative axes; 16: bfloat16; 19, 21, 23, 24, 25: more element types (float8, int4, float4, ...) only
 }
 
 

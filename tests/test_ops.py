@@ -623,3 +623,42 @@ def test_movement_references_refuse_indices_out_of_range():
         get_op("gather_elements").ref(np.zeros((3, 2)), np.array([[3, 0]]), axis=0)
     with pytest.raises(IndexError, match=r"scatter_nd: index -3 out of range \[-2, 2\) of dim 0"):
         get_op("scatter_nd").ref(np.zeros((2, 2)), np.array([[-3]]), np.zeros((1, 2)), reduction="none")
+
+# ---------------------------------------------------------------------------------------------- resize (conf-resize)
+# every mode and coordinate transformation, up and down, a subset of axes, int data in nearest mode
+
+RESIZE = [
+    ("resize", [((1, 2, 3, 4), F)], {"sizes": (1, 2, 6, 8), "scales": (1, 1, 2, 2)}),
+    ("resize", [((1, 1, 5, 4), I)], {"sizes": (1, 1, 3, 7), "scales": (1, 1, 0.6, 1.75), "nearest_mode": "ceil",
+                                     "coordinate_transformation_mode": "asymmetric"}),
+    ("resize", [((2, 3, 4), F)], {"sizes": (2, 5, 7), "scales": (1, 5 / 3, 7 / 4), "mode": "linear",
+                                  "coordinate_transformation_mode": "align_corners"}),
+    ("resize", [((1, 1, 4, 4), F)], {"sizes": (1, 1, 3, 3), "scales": (1, 1, 0.75, 0.75), "mode": "cubic",
+                                     "exclude_outside": 1, "cubic_coeff_a": -0.5}),
+    ("resize", [((1, 1, 8, 8), F)], {"sizes": (1, 1, 3, 5), "scales": (1, 1, 0.375, 0.625), "mode": "linear",
+                                     "antialias": 1, "coordinate_transformation_mode": "pytorch_half_pixel"}),
+    ("resize", [((1, 1, 6, 6), F)], {"sizes": (1, 1, 4, 4), "scales": (1, 1, 0.7, 0.7), "mode": "cubic",
+                                     "antialias": 1, "coordinate_transformation_mode": "half_pixel_symmetric"}),
+    ("resize", [((1, 1, 4, 4), F)], {"sizes": (1, 1, 3, 3), "scales": (1, 1, 0.75, 0.75), "mode": "linear",
+                                     "coordinate_transformation_mode": "tf_crop_and_resize",
+                                     "roi": (0, 0, -0.2, 0.4, 1, 1, 0.6, 1.3), "extrapolation_value": 7.0}),
+    ("resize", [((3, 5), I)], {"sizes": (3, 4), "scales": (1, 0.8), "coordinate_transformation_mode":
+                               "tf_crop_and_resize", "roi": (0, 0.1, 1, 1.2), "extrapolation_value": -2.0}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", RESIZE, ids=lambda v: str(v))
+def test_resize_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+@pytest.mark.parametrize("specs,attrs,message", [
+    ([((2, 3), F)], {"sizes": (4, 6), "scales": (2.0,)}, r"resize: sizes .* one value per dim"),
+    ([((2, 3), F)], {"sizes": (4, 6), "scales": (2, 2), "mode": "area"}, r"resize: mode must be one of"),
+    ([((2, 3), I)], {"sizes": (4, 6), "scales": (2, 2), "mode": "linear"}, r"linear mode needs a float input"),
+    ([((2, 100), F)], {"sizes": (2, 1), "scales": (1, 0.01), "mode": "cubic", "antialias": 1},
+     r"resize: 400 taps per output element"),
+])
+def test_resize_bad_input_raises_op_error(specs, attrs, message):
+    with pytest.raises(OpError, match=message):
+        call("resize", *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)

@@ -1,0 +1,490 @@
+"""Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types),
+each a composition of existing relayish ops: one nn.dense projects the inputs of every time step at once, then the
+recurrence is unrolled statically over the (static) sequence length, one nn.dense of the hidden state plus the
+gate math per step; the per-step outputs are concatenated.
+
+Semantics are the ONNX schema's (which onnx's reference implementation only partly follows: it ignores the
+activations, clip and sequence_lens attributes/inputs; onnxruntime implements them):
+- activations: per direction, f (RNN), f, g (GRU) or f, g, h (LSTM); activation_alpha/activation_beta are
+  consumed in order by the activations that take them (Affine, LeakyRelu, ThresholdedRelu, ScaledTanh,
+  HardSigmoid, Elu), the others taking none, as onnxruntime does.
+- clip bounds the input of the gate activations (f, g; not LSTM's h(C), as onnxruntime) to [-clip, clip].
+- sequence_lens: a batch's steps at and past its length output zeros and leave its state unchanged, so Y_h (and
+  Y_c) is the state after its last valid step (the first such step, reversed), zero for a length of 0 (as
+  onnxruntime). Applied with selects on a per-batch mask when the lengths are a run-time input or shorter than
+  the sequence; run-time lengths outside [0, seq_length] act as clamped to it (no memory is indexed by them).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from relayish import Constant, Expr, const
+from relayish.types import is_float
+
+from .onnx_ops import _binary, _reshape, _shape, _transpose, converter
+from .onnx_ops_tensor import fold
+from .onnx_values import ConversionError
+
+# activation name (lower case) -> (number of alpha values, number of beta values, default alpha, default beta)
+_ACTIVATION_ARGS = {"relu": (0, 0), "tanh": (0, 0), "sigmoid": (0, 0), "softsign": (0, 0), "softplus": (0, 0),
+                    "affine": (1, 1), "leakyrelu": (1, 0), "thresholdedrelu": (1, 0), "scaledtanh": (1, 1),
+                    "hardsigmoid": (1, 1), "elu": (1, 0)}
+_ACTIVATION_DEFAULTS = {"leakyrelu": (0.01, None), "thresholdedrelu": (1.0, None), "hardsigmoid": (0.2, 0.5),
+                        "elu": (1.0, None)}
+
+
+def _activation(name: str, alpha: float | None, beta: float | None) -> Callable[[Expr], Expr]:
+    """The activation function `name` (any case) with its alpha/beta, as a builder of relayish expressions."""
+    kind = name.lower()
+    default_alpha, default_beta = _ACTIVATION_DEFAULTS.get(kind, (None, None))
+    alpha = default_alpha if alpha is None else alpha
+    beta = default_beta if beta is None else beta
+    if kind in ("affine", "scaledtanh") and (alpha is None or beta is None):
+        raise ConversionError(f"activation {name} needs its alpha and beta in activation_alpha/activation_beta")
+
+    def scaled(x: Expr, factor: float) -> Expr:
+        return _binary("multiply", x, const(factor, x.type.dtype))
+
+    builders = {
+        "relu": lambda x: fold("nn.relu", x),
+        "tanh": lambda x: fold("tanh", x),
+        "sigmoid": lambda x: fold("sigmoid", x),
+        "softsign": lambda x: fold("nn.softsign", x),
+        "softplus": lambda x: fold("nn.softplus", x),
+        "affine": lambda x: _binary("add", scaled(x, alpha), const(beta, x.type.dtype)),
+        "leakyrelu": lambda x: fold("nn.leaky_relu", x, alpha=alpha),
+        "thresholdedrelu": lambda x: fold("nn.thresholded_relu", x, alpha=alpha),
+        "scaledtanh": lambda x: scaled(fold("tanh", scaled(x, beta)), alpha),
+        "hardsigmoid": lambda x: fold("hard_sigmoid", x, alpha=alpha, beta=beta),
+        "elu": lambda x: fold("nn.elu", x, alpha=alpha),
+    }
+    return builders[kind]
+
+
+def _activations(names, alphas, betas, defaults: tuple[str, ...], num_directions: int) -> list[list[Callable]]:
+    """Per direction, the list of its activation functions (len(defaults) of them)."""
+    per_dir = len(defaults)
+    names = tuple(defaults) * num_directions if names is None else tuple(names)
+    if len(names) != per_dir * num_directions:
+        raise ConversionError(f"activations must list {per_dir} function(s) per direction ({num_directions} "
+                              f"direction(s)), got {list(names)}")
+    unknown = [n for n in names if n.lower() not in _ACTIVATION_ARGS]
+    if unknown:
+        raise ConversionError(f"unsupported activation(s) {unknown}; supported: Relu, Tanh, Sigmoid, Affine, "
+                              f"LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign, Softplus")
+    alphas, betas = list(alphas or ()), list(betas or ())
+    funcs = []
+    for name in names:
+        n_alpha, n_beta = _ACTIVATION_ARGS[name.lower()]
+        alpha = float(alphas.pop(0)) if n_alpha and alphas else None
+        beta = float(betas.pop(0)) if n_beta and betas else None
+        funcs.append(_activation(name, alpha, beta))
+    return [funcs[d * per_dir:(d + 1) * per_dir] for d in range(num_directions)]
+
+
+# ---- checks of the inputs ----
+
+def _num_directions(direction: str) -> int:
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise ConversionError(f"direction must be 'forward', 'reverse' or 'bidirectional', got {direction!r}")
+    return 2 if direction == "bidirectional" else 1
+
+
+def _check_tensor(t: Expr | None, name: str, shape: tuple, dtype: str):
+    if t is not None and (_shape(t) != shape or t.type.dtype != dtype):
+        raise ConversionError(f"input {name} must be {shape} of {dtype}, got {_shape(t)} of {t.type.dtype}")
+
+
+def _zeros(shape, dtype) -> Constant:
+    return Constant(np.zeros(shape, dtype=np.dtype(dtype)))
+
+
+class _Spec:
+    """The checked inputs of a recurrent node, in the layout-0 ([seq, batch, ...]) form."""
+
+    def __init__(self, x, w, r, b, sequence_lens, initial, *, gates, direction, hidden_size, layout, clip):
+        if layout not in (0, 1):
+            raise ConversionError(f"attribute layout must be 0 or 1, got {layout}")
+        if len(_shape(x)) != 3:
+            raise ConversionError(f"input X must be 3-D, got shape {_shape(x)}")
+        dtype = x.type.dtype
+        if not is_float(dtype) or dtype in ("float16", "bfloat16"):
+            raise ConversionError(f"input X must be float32 or float64, got {dtype}")
+        if layout:
+            x = _transpose(x, (1, 0, 2))
+        self.seq, self.batch, inputs = _shape(x)
+        self.dirs = _num_directions(direction)
+        if len(_shape(r)) != 3:
+            raise ConversionError(f"input R must be 3-D [num_directions, {gates} * hidden_size, hidden_size], got "
+                                  f"shape {_shape(r)}")
+        hidden = _shape(r)[2]
+        if hidden_size is not None and hidden_size != hidden:
+            raise ConversionError(f"attribute hidden_size={hidden_size} does not match R's shape {_shape(r)}")
+        self.hidden, self.dtype, self.x = hidden, dtype, x
+        _check_tensor(w, "W", (self.dirs, gates * hidden, inputs), dtype)
+        _check_tensor(r, "R", (self.dirs, gates * hidden, hidden), dtype)
+        _check_tensor(b, "B", (self.dirs, 2 * gates * hidden), dtype)
+        self.w, self.r = w, r
+        self.b = _zeros((self.dirs, 2 * gates * hidden), dtype) if b is None else b
+        if clip is not None and not clip > 0:
+            raise ConversionError(f"attribute clip must be positive, got {clip}")
+        self.clip = clip
+        self.initial = []
+        for name, state in initial:
+            if state is not None:
+                if layout:
+                    _check_tensor(state, name, (self.batch, self.dirs, hidden), dtype)
+                    state = _transpose(state, (1, 0, 2))
+                _check_tensor(state, name, (self.dirs, self.batch, hidden), dtype)
+            self.initial.append(_zeros((self.dirs, self.batch, hidden), dtype) if state is None else state)
+        self.masks = self._masks(sequence_lens)
+        self.layout = layout
+
+    def _masks(self, lens: Expr | None) -> list[Expr] | None:
+        """Per time step, a [batch, 1] bool 'step is within this batch's length', or None if every step is."""
+        if lens is None:
+            return None
+        if _shape(lens) != (self.batch,) or lens.type.dtype != "int32":
+            raise ConversionError(f"input sequence_lens must be int32 [batch={self.batch}], got {_shape(lens)} of "
+                                  f"{lens.type.dtype}")
+        if isinstance(lens, Constant):
+            values = lens.data
+            if ((values < 0) | (values > self.seq)).any():
+                raise ConversionError(f"sequence_lens {values.tolist()} must lie in [0, seq_length={self.seq}]")
+            if (values == self.seq).all():
+                return None
+        column = _reshape(lens, (self.batch, 1))
+        # a batch of length 0 has zero final states, not its initial ones (as onnxruntime; ONNX does not say)
+        self.nonempty = fold("less", const(0, "int32"), column)
+        return [fold("less", const(t, "int32"), column) for t in range(self.seq)]
+
+    def clipped(self, x: Expr) -> Expr:
+        return x if self.clip is None else fold("clip", x, a_min=-float(self.clip), a_max=float(self.clip))
+
+    def take(self, t: Expr, d: int) -> Expr:
+        """Direction d's slice of a [num_directions, ...] tensor, without that axis."""
+        return _reshape(fold("strided_slice", t, begin=(d,), end=(d + 1,), axes=(0,)), _shape(t)[1:])
+
+
+def _cols(x: Expr, begin: int, end: int) -> Expr:
+    """Columns [begin, end) of a 2-D tensor."""
+    return fold("strided_slice", x, begin=(begin,), end=(end,), axes=(1,))
+
+
+def _rows(x: Expr, begin: int, end: int) -> Expr:
+    return fold("strided_slice", x, begin=(begin,), end=(end,), axes=(0,))
+
+
+def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None) -> list[Expr]:
+    """x_t @ w^T + bias for every step t at once (one nn.dense), as a list of [batch, units] per step."""
+    seq, batch, inputs = _shape(spec.x)
+    units = _shape(w)[0]
+    proj = fold("nn.dense", _reshape(spec.x, (seq * batch, inputs)), w)
+    if bias is not None:
+        proj = _binary("add", proj, _reshape(bias, (1, units)))
+    proj = _reshape(proj, (seq, batch, units))
+    return [_reshape(fold("strided_slice", proj, begin=(t,), end=(t + 1,), axes=(0,)), (batch, units))
+            for t in range(seq)]
+
+
+def _unroll(spec: _Spec, reverse: bool, step, states: list[Expr]):
+    """Run `step(t, states) -> (new states)` over the time steps (in reverse if asked), the first state being the
+    output. Returns (the output per time step in time order, the final states)."""
+    order = range(spec.seq - 1, -1, -1) if reverse else range(spec.seq)
+    outputs: dict[int, Expr] = {}
+    for t in order:
+        new = step(t, states)
+        if spec.masks is not None:
+            mask = spec.masks[t]
+            new = [fold("where", mask, n, s) for n, s in zip(new, states)]
+            outputs[t] = fold("where", mask, new[0], const(0.0, spec.dtype))
+        else:
+            outputs[t] = new[0]
+        states = list(new)
+    if spec.masks is not None:
+        states = [fold("where", spec.nonempty, s, const(0.0, spec.dtype)) for s in states]
+    return [outputs[t] for t in range(spec.seq)], states
+
+
+def _outputs(spec: _Spec, per_direction: list[tuple[list[Expr], list[Expr]]]) -> tuple[Expr, ...]:
+    """(Y, Y_h[, Y_c]) in the node's layout from each direction's per-step outputs and final states."""
+    b, h = spec.batch, spec.hidden
+    ys = [fold("concatenate", *[_reshape(y, (1, 1, b, h)) for y in steps], axis=0) for steps, _ in per_direction]
+    y = ys[0] if len(ys) == 1 else fold("concatenate", *ys, axis=1)
+    finals = []
+    for i in range(len(per_direction[0][1])):
+        parts = [_reshape(states[i], (1, b, h)) for _, states in per_direction]
+        finals.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0))
+    if spec.layout:
+        y = _transpose(y, (2, 0, 1, 3))
+        finals = [_transpose(f, (1, 0, 2)) for f in finals]
+    return (y, *finals)
+
+
+def _directions(direction: str) -> list[bool]:
+    """Per direction index, whether it runs in reverse."""
+    return {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction]
+
+
+# ---- RNN ----
+
+def _rnn(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_beta, activations, clip, direction,
+         hidden_size, layout):
+    spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h)], gates=1, direction=direction,
+                 hidden_size=hidden_size, layout=layout, clip=clip)
+    funcs = _activations(activations, activation_alpha, activation_beta, ("Tanh",), spec.dirs)
+    h = spec.hidden
+    results = []
+    for d, reverse in enumerate(_directions(direction)):
+        bias = spec.take(spec.b, d)
+        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, h), _rows(bias, h, 2 * h)))
+        rd, (f,) = spec.take(r, d), funcs[d]
+
+        def step(t, states, xs=xs, rd=rd, f=f):
+            return [f(spec.clipped(_binary("add", xs[t], fold("nn.dense", states[0], rd))))]
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
+    return _outputs(spec, results)
+
+
+@converter("RNN", since=7)
+def rnn_v7(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+           activations=None, clip=None, direction="forward", hidden_size=None):
+    return _rnn(x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+                activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                hidden_size=hidden_size, layout=0)
+
+
+@converter("RNN", since=14)
+def rnn_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+            activations=None, clip=None, direction="forward", hidden_size=None, layout=0):
+    return _rnn(x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+                activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                hidden_size=hidden_size, layout=layout)
+
+
+# ---- GRU ----
+
+def _gru(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_beta, activations, clip, direction,
+         hidden_size, layout, linear_before_reset):
+    """Gates z, r, h (in that order in W, R and B): z = f(Xz + Hz), r = f(Xr + Hr),
+    h = g(Xh + (r * H) @ Rh^T + Rbh), or with linear_before_reset g(Xh + r * (H @ Rh^T + Rbh));
+    H' = (1 - z) * h + z * H."""
+    if linear_before_reset not in (0, 1):
+        raise ConversionError(f"attribute linear_before_reset must be 0 or 1, got {linear_before_reset}")
+    spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h)], gates=3, direction=direction,
+                 hidden_size=hidden_size, layout=layout, clip=clip)
+    funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), spec.dirs)
+    h, one = spec.hidden, const(1.0, spec.dtype)
+    results = []
+    for d, reverse in enumerate(_directions(direction)):
+        bias = spec.take(spec.b, d)
+        wb, rb = _rows(bias, 0, 3 * h), _rows(bias, 3 * h, 6 * h)
+        # z and r take both biases with the input projection; h's recurrent bias Rbh stays with the recurrence
+        zr_bias = _binary("add", _rows(wb, 0, 2 * h), _rows(rb, 0, 2 * h))
+        xs = _project_inputs(spec, spec.take(w, d), fold("concatenate", zr_bias, _rows(wb, 2 * h, 3 * h), axis=0))
+        rd, rbh, (f, g) = spec.take(r, d), _reshape(_rows(rb, 2 * h, 3 * h), (1, h)), funcs[d]
+
+        def step(t, states, xs=xs, rd=rd, rbh=rbh, f=f, g=g):
+            hprev = states[0]
+            if linear_before_reset:
+                rec = fold("nn.dense", hprev, rd)
+                rec_zr, rec_h = _cols(rec, 0, 2 * h), _binary("add", _cols(rec, 2 * h, 3 * h), rbh)
+            else:
+                rec_zr = fold("nn.dense", hprev, _rows(rd, 0, 2 * h))
+            zr = f(spec.clipped(_binary("add", _cols(xs[t], 0, 2 * h), rec_zr)))
+            z, reset = _cols(zr, 0, h), _cols(zr, h, 2 * h)
+            if linear_before_reset:
+                rec_h = _binary("multiply", reset, rec_h)
+            else:
+                rec_h = _binary("add", fold("nn.dense", _binary("multiply", reset, hprev), _rows(rd, 2 * h, 3 * h)),
+                                rbh)
+            cand = g(spec.clipped(_binary("add", _cols(xs[t], 2 * h, 3 * h), rec_h)))
+            return [_binary("add", _binary("multiply", _binary("subtract", one, z), cand),
+                            _binary("multiply", z, hprev))]
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
+    return _outputs(spec, results)
+
+
+@converter("GRU", since=7)
+def gru_v7(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+           activations=None, clip=None, direction="forward", hidden_size=None, linear_before_reset=0):
+    return _gru(x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+                activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                hidden_size=hidden_size, layout=0, linear_before_reset=linear_before_reset)
+
+
+@converter("GRU", since=14)
+def gru_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+            activations=None, clip=None, direction="forward", hidden_size=None, layout=0, linear_before_reset=0):
+    return _gru(x, w, r, b, sequence_lens, initial_h, activation_alpha=activation_alpha,
+                activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                hidden_size=hidden_size, layout=layout, linear_before_reset=linear_before_reset)
+
+
+# ---- LSTM ----
+
+def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha, activation_beta, activations,
+          clip, direction, hidden_size, input_forget, layout):
+    """Gates i, o, f, c (in that order in W, R and B; peepholes P in the order i, o, f):
+    i = f(Xi + Hi + Pi * C), f = f(Xf + Hf + Pf * C) (or 1 - i with input_forget), c = g(Xc + Hc),
+    C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C')."""
+    if input_forget not in (0, 1):
+        raise ConversionError(f"attribute input_forget must be 0 or 1, got {input_forget}")
+    spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h), ("initial_c", initial_c)], gates=4,
+                 direction=direction, hidden_size=hidden_size, layout=layout, clip=clip)
+    funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), spec.dirs)
+    h, one = spec.hidden, const(1.0, spec.dtype)
+    _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
+    results = []
+    for d, reverse in enumerate(_directions(direction)):
+        bias = spec.take(spec.b, d)
+        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, 4 * h), _rows(bias, 4 * h, 8 * h)))
+        rd, (f, g, hact) = spec.take(r, d), funcs[d]
+        peep = None if p is None else [_reshape(_rows(spec.take(p, d), k * h, (k + 1) * h), (1, h))
+                                       for k in range(3)]
+
+        def step(t, states, xs=xs, rd=rd, peep=peep, f=f, g=g, hact=hact):
+            hprev, cprev = states
+            gates = _binary("add", xs[t], fold("nn.dense", hprev, rd))
+            pre_i, pre_o, pre_f, pre_c = (_cols(gates, k * h, (k + 1) * h) for k in range(4))
+            if peep is not None:
+                pre_i = _binary("add", pre_i, _binary("multiply", peep[0], cprev))
+                pre_f = _binary("add", pre_f, _binary("multiply", peep[2], cprev))
+            i = f(spec.clipped(pre_i))
+            forget = _binary("subtract", one, i) if input_forget else f(spec.clipped(pre_f))
+            cell = _binary("add", _binary("multiply", forget, cprev),
+                           _binary("multiply", i, g(spec.clipped(pre_c))))
+            if peep is not None:
+                pre_o = _binary("add", pre_o, _binary("multiply", peep[1], cell))
+            o = f(spec.clipped(pre_o))
+            return [_binary("multiply", o, hact(cell)), cell]
+        results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d),
+                                                        spec.take(spec.initial[1], d)]))
+    return _outputs(spec, results)
+
+
+@converter("LSTM", since=7)
+def lstm_v7(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, activation_alpha=None,
+            activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None,
+            input_forget=0):
+    return _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
+                 activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                 hidden_size=hidden_size, input_forget=input_forget, layout=0)
+
+
+@converter("LSTM", since=14)
+def lstm_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, activation_alpha=None,
+             activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None,
+             input_forget=0, layout=0):
+    return _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
+                 activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
+                 hidden_size=hidden_size, input_forget=input_forget, layout=layout)
+
+
+# ---- Scan ----
+
+def _scan_axes(values, count: int, ranks: list[int], what: str) -> list[int]:
+    """Per tensor, its normalized axis from an ONNX axes attribute (default 0 for each)."""
+    values = [0] * count if values is None else list(values)
+    if len(values) != count:
+        raise ConversionError(f"attribute {what} must have {count} value(s), got {values}")
+    for axis, rank in zip(values, ranks):
+        if not -rank <= axis < rank:
+            raise ConversionError(f"attribute {what}: axis {axis} out of range for rank {rank}")
+    return [a % r for a, r in zip(values, ranks)]
+
+
+def _directions_attr(values, count: int, what: str) -> list[int]:
+    values = [0] * count if values is None else list(values)
+    if len(values) != count or any(v not in (0, 1) for v in values):
+        raise ConversionError(f"attribute {what} must have {count} value(s) of 0 (forward) or 1 (reverse), got "
+                              f"{values}")
+    return values
+
+
+def _scan(states, scanned, body, scope, in_axes, in_dirs, out_axes, out_dirs) -> tuple[Expr, ...]:
+    """Unrolled over the scan axis: step t slices every scan input at t (or from the end, reversed), converts the
+    body on (states, slices), carries its first N outputs as the states and stacks the others along their scan
+    output axes (reversed ones in reverse). Returns the final states, then the stacked scan outputs."""
+    m = len(scanned)
+    in_axes = _scan_axes(in_axes, m, [len(_shape(x)) for x in scanned], "scan_input_axes")
+    in_dirs = _directions_attr(in_dirs, m, "scan_input_directions")
+    lengths = {_shape(x)[a] for x, a in zip(scanned, in_axes)}
+    if len(lengths) != 1:
+        raise ConversionError(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
+    length = lengths.pop()
+    k = len(body.output) - len(states)
+    if k < 0:
+        raise ConversionError(f"the body has {len(body.output)} outputs, fewer than the {len(states)} states")
+    steps: list[list[Expr]] = [[] for _ in range(k)]
+    for t in range(length):
+        slices = []
+        for x, axis, reverse in zip(scanned, in_axes, in_dirs):
+            at = length - 1 - t if reverse else t
+            part = fold("strided_slice", x, begin=(at,), end=(at + 1,), axes=(axis,))
+            slices.append(_reshape(part, _shape(x)[:axis] + _shape(x)[axis + 1:]))
+        outs = scope.convert(body, list(states) + slices)
+        for i, (old, new) in enumerate(zip(states, outs)):
+            if _shape(old) != _shape(new) or old.type.dtype != new.type.dtype:
+                raise ConversionError(f"state {i}: the body turns {_shape(old)} {old.type.dtype} into "
+                                      f"{_shape(new)} {new.type.dtype}; a state must keep its shape and dtype")
+        states = list(outs[:len(states)])
+        for i, y in enumerate(outs[len(states):]):
+            steps[i].append(y)
+    if k and length == 0:
+        raise ConversionError("a scan of length 0 has empty scan outputs: zero-size tensors are not supported")
+    out_axes = _scan_axes(out_axes, k, [len(_shape(s[0])) + 1 for s in steps], "scan_output_axes")
+    out_dirs = _directions_attr(out_dirs, k, "scan_output_directions")
+    stacked = []
+    for parts, axis, reverse in zip(steps, out_axes, out_dirs):
+        parts = [_reshape(p, _shape(p)[:axis] + (1,) + _shape(p)[axis:]) for p in (parts[::-1] if reverse else parts)]
+        stacked.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=axis))
+    return (*states, *stacked)
+
+
+def _stack(parts: list[Expr]) -> Expr:
+    """[x0, x1, ...] of one shape -> one tensor with a new leading axis."""
+    parts = [_reshape(p, (1,) + _shape(p)) for p in parts]
+    return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
+
+
+@converter("Scan", since=8)
+def scan_v8(sequence_lens=None, *inputs, body, num_scan_inputs, directions=None, _scope=None):
+    """Scan-8: states [batch, ...] and scan inputs [batch, seq, ...]; each batch element is scanned on its own
+    (over axis 1) and the results stacked on the batch axis. sequence_lens must be omitted or a constant of the
+    full length (shorter sequences would need per-batch lengths the static unroll does not have)."""
+    m = num_scan_inputs
+    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
+        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs after "
+                              f"sequence_lens, none omitted")
+    batch = {_shape(x)[0] if _shape(x) else None for x in inputs}
+    if len(batch) != 1 or None in batch:
+        raise ConversionError(f"every state and scan input must have one leading batch axis, got shapes "
+                              f"{[_shape(x) for x in inputs]}")
+    batch = batch.pop()
+    if any(len(_shape(x)) < 2 for x in inputs[-m:]):
+        raise ConversionError("scan inputs must be [batch, sequence, ...]")
+    if sequence_lens is not None:
+        full = _shape(inputs[-1])[1]
+        if not isinstance(sequence_lens, Constant) or not (sequence_lens.data == full).all():
+            raise ConversionError(f"sequence_lens must be omitted or a constant equal to the sequence length {full}: "
+                                  f"shorter sequences are not supported")
+    per_batch = []
+    for b in range(batch):
+        items = [_reshape(fold("strided_slice", x, begin=(b,), end=(b + 1,), axes=(0,)), _shape(x)[1:])
+                 for x in inputs]
+        per_batch.append(_scan(items[:-m], items[-m:], body, _scope, None, directions, None, None))
+    return tuple(_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0])))
+
+
+@converter("Scan", since=9)
+def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
+         scan_output_directions=None, _scope=None):
+    """inputs: the N initial states, then the num_scan_inputs scan inputs (see _scan)."""
+    m = num_scan_inputs
+    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
+        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs, none omitted")
+    return _scan(list(inputs[:-m]), list(inputs[-m:]), body, _scope, scan_input_axes, scan_input_directions,
+                 scan_output_axes, scan_output_directions)

@@ -1,0 +1,614 @@
+"""Converters of the signal and sampling ops, each a composition of existing relayish ops:
+- HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix: every input is a constant, so the result is folded at
+  import to a Constant (a size computed at run time is compiled per value, compiler/specialize.py);
+- DFT and STFT: a DFT is linear, so along its axis it is one matmul with a constant [L * c, K * c'] matrix (c, c':
+  1 for real, 2 for complex as a trailing dim) built at import from numpy's fft of the basis vectors; STFT frames
+  the signal with a constant take, applies the window, then the same matrix;
+- AffineGrid: the constant base grid [P, r + 1] times theta transposed (nn.matmul);
+- GridSample: per output position and tap, index and weight arithmetic in float32 on the run-time grid, then
+  gather_elements over the flattened spatial dims. Every index is made finite (NaN -> 0) and clipped into its axis
+  before the cast to an integer, and gather_elements clamps again, so no grid value (NaN, inf, huge) can make a
+  read leave the data;
+- Col2Im: a constant take of the (block element, pixel) table, masked, summed over the block elements;
+- RoiAlign: the sample positions and bilinear weights per roi and axis from the run-time
+  rois, indices clipped the same way, a take of each roi's image (the batch index is clamped) and gather_elements
+  (sampling_ratio 0, a sample count per roi, needs constant rois).
+
+The numerics follow onnx's reference implementations (onnx/reference/ops/op_grid_sample.py etc.), which generated
+the conformance cases.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from relayish import Constant, Expr, call, const
+from relayish.types import DTYPES
+
+from .onnx_ops import _axis, _binary, _reshape, _shape, _transpose, converter
+from .onnx_ops_attention import _cast
+from .onnx_ops_quant import _elem_type_name
+from .onnx_ops_tensor import fold
+from .onnx_values import ConversionError, constant_value, int_list_input, scalar_input
+
+MAX_MATRIX_ELEMENTS = 1 << 24  # a DFT matrix of 128 MB in float64 is far beyond real uses
+FLOAT_INPUTS = ("float32",)
+
+
+def _expect_float32(x: Expr, what: str):
+    if x.type.dtype not in FLOAT_INPUTS:
+        raise ConversionError(f"input {what} must be float32, got {x.type.dtype} (other types are not supported)")
+
+
+def _output_dtype(output_datatype: int) -> str:
+    dtype = _elem_type_name(output_datatype, "attribute output_datatype")
+    if dtype not in DTYPES:
+        raise ConversionError(f"attribute output_datatype names {dtype}, which relayish does not support")
+    return dtype
+
+
+def _int_scalar(x: Expr, what: str) -> int:
+    value = constant_value(x, what)
+    if value.size != 1 or value.dtype.kind not in "iu":
+        raise ConversionError(f"input {what!r} must be an integer scalar, got {value.dtype} of shape {value.shape}")
+    return int(value.reshape(-1)[0])
+
+
+# ---- window functions: folded at import ----
+
+def _window(size, periodic, output_datatype, coefficients) -> Constant:
+    """sum_k a_k cos(2 pi k n / N) for n < size, N = size (periodic) or size - 1 (symmetric)."""
+    n = _int_scalar(size, "size")
+    if n < 1:
+        raise ConversionError(f"input 'size' must be >= 1, got {n}")
+    if n > MAX_MATRIX_ELEMENTS:
+        raise ConversionError(f"input 'size' {n} is larger than the {MAX_MATRIX_ELEMENTS} supported")
+    if periodic not in (0, 1):
+        raise ConversionError(f"attribute periodic must be 0 or 1, got {periodic}")
+    denom = n if periodic else n - 1
+    i = np.arange(n, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # size 1, symmetric: 0 / 0 as the reference computes
+        value = sum(a * np.cos(2 * np.pi * k * i / denom) for k, a in enumerate(coefficients))
+    return Constant(value.astype(_output_dtype(output_datatype)))
+
+
+@converter("HannWindow", since=17)
+def hann_window(size, *, output_datatype=1, periodic=1):
+    return _window(size, periodic, output_datatype, (0.5, -0.5))
+
+
+@converter("HammingWindow", since=17)
+def hamming_window(size, *, output_datatype=1, periodic=1):
+    return _window(size, periodic, output_datatype, (25 / 46, -21 / 46))
+
+
+@converter("BlackmanWindow", since=17)
+def blackman_window(size, *, output_datatype=1, periodic=1):
+    return _window(size, periodic, output_datatype, (0.42, -0.5, 0.08))
+
+
+@converter("MelWeightMatrix", since=17)
+def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, upper_edge_hertz, *,
+                      output_datatype=1):
+    """Triangular filters between mel-spaced frequency bins (the reference's integer bin arithmetic)."""
+    mels, length = _int_scalar(num_mel_bins, "num_mel_bins"), _int_scalar(dft_length, "dft_length")
+    rate = _int_scalar(sample_rate, "sample_rate")
+    low, high = scalar_input(lower_edge_hertz, "lower_edge_hertz"), scalar_input(upper_edge_hertz,
+                                                                                  "upper_edge_hertz")
+    if mels < 1 or length < 1 or rate < 1 or not 0 <= low < high:
+        raise ConversionError(f"MelWeightMatrix needs num_mel_bins, dft_length, sample_rate >= 1 and 0 <= "
+                              f"lower_edge_hertz < upper_edge_hertz, got {mels}, {length}, {rate}, {low}, {high}")
+    spectrogram_bins = length // 2 + 1
+    checked = spectrogram_bins * mels
+    if checked > MAX_MATRIX_ELEMENTS:
+        raise ConversionError(f"MelWeightMatrix of {spectrogram_bins} x {mels} is larger than supported")
+    low_mel = 2595 * np.log1p(low / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(high / 700) / np.log(10)
+    bins = np.arange(mels + 2) * ((high_mel - low_mel) / (mels + 2)) + low_mel
+    bins = (((length + 1) * (700 * np.expm1(bins / 2595 * np.log(10)))) // rate).astype(np.int64)
+    if bins[-1] >= spectrogram_bins:
+        raise ConversionError(f"upper_edge_hertz {high} lies beyond the Nyquist frequency of sample_rate {rate}")
+    out = np.zeros((spectrogram_bins, mels))
+    for i in range(mels):
+        left, center, right = (int(b) for b in bins[i:i + 3])
+        if center == left:
+            out[center, i] = 1
+        else:
+            for j in range(left, center + 1):
+                out[j, i] = (j - left) / (center - left)
+        for j in range(center, right):
+            out[j, i] = (right - j) / (right - center)
+    return Constant(out.astype(_output_dtype(output_datatype)))
+
+
+# ---- DFT and STFT: matmul with a constant matrix ----
+
+def dft_matrix(length: int, channels: int, n: int, inverse: bool, onesided: bool) -> np.ndarray:
+    """[length * channels, K * c'] float64: row-major (sample, re/im) in -> row-major (bin, re/im) out, where the
+    input holds `length` samples (truncated or zero-padded to n, as numpy's fft does). Forward onesided keeps
+    n // 2 + 1 bins; inverse onesided is numpy's irfft (real output, c' = 1)."""
+    basis = np.eye(length * channels).reshape(length * channels, length, channels)
+    signal = basis[..., 0] + (1j * basis[..., 1] if channels == 2 else 0)
+    if inverse and onesided:
+        return np.fft.irfft(signal, n=n, axis=1)
+    spectrum = np.fft.ifft(signal, n=n, axis=1) if inverse else np.fft.fft(signal, n=n, axis=1)
+    if onesided:
+        spectrum = spectrum[:, :n // 2 + 1]
+    return np.stack([spectrum.real, spectrum.imag], axis=-1).reshape(length * channels, -1)
+
+
+def _matmul64(x: Expr, matrix: Constant) -> Expr:
+    """x @ matrix in float64, rounded once to x's float32: the reference transforms in float64 too, and near-zero
+    outputs (the imaginary part of an inverse of a real signal's spectrum) must stay within 1e-7 of 0."""
+    return _cast(call("nn.matmul", _cast(x, "float64"), matrix), x.type.dtype)
+
+
+def _check_matrix(rows: int, n: int, what: str):
+    if n < 1:
+        raise ConversionError(f"dft_length must be >= 1, got {n}")
+    if rows * 2 * n > MAX_MATRIX_ELEMENTS:
+        raise ConversionError(f"{what}: a DFT of {rows} inputs to {n} points needs a {rows} x {2 * n} matrix, more "
+                              f"than the {MAX_MATRIX_ELEMENTS} elements supported")
+
+
+def _dft(x, dft_length, axis, inverse, onesided):
+    _expect_float32(x, "input")
+    shape = _shape(x)
+    if len(shape) < 2 or shape[-1] not in (1, 2):
+        raise ConversionError(f"input must have a trailing dim of 1 (real) or 2 (complex), got shape {shape}")
+    if inverse not in (0, 1) or onesided not in (0, 1):
+        raise ConversionError(f"attributes inverse and onesided must be 0 or 1, got {inverse} and {onesided}")
+    inverse, onesided = bool(inverse), bool(onesided)
+    axis = _axis(axis, len(shape))
+    if axis == len(shape) - 1:
+        raise ConversionError(f"axis {axis} is the trailing re/im dim; it must be a signal dim")
+    length, channels = shape[axis], shape[-1]
+    if dft_length is None:
+        n = 2 * (length - 1) if inverse and onesided else length
+    else:
+        n = _int_scalar(dft_length, "dft_length")
+    if inverse and not onesided:
+        # the matrix computes it exactly (float64), but onnx's reference transforms float32 signals in complex64,
+        # so an output that is exactly 0 comes out as ~2e-7 there, beyond the conformance tolerance (1e-7 absolute);
+        # refused rather than answered differently from the reference (onnxruntime's differs too)
+        raise ConversionError("an inverse DFT with a complex output (inverse=1, onesided=0) is not supported: its "
+                              "near-zero outputs cannot match onnx's complex64 reference within 1e-7")
+    if onesided and not inverse and channels == 2:
+        raise ConversionError("onesided output is defined for a real input only, got a complex input")
+    _check_matrix(length * channels, n, "DFT")
+    matrix = Constant(dft_matrix(length, channels, n, inverse, onesided))
+    # the signal axis and the re/im dim last, flattened together: (..., L * c) @ M -> (..., K, c')
+    rest = [d for d in range(len(shape) - 1) if d != axis]
+    perm = rest + [axis, len(shape) - 1]
+    moved = _transpose(x, perm)
+    lead = tuple(shape[d] for d in rest)
+    y = _matmul64(_reshape(moved, lead + (length * channels,)), matrix)
+    out_channels = 1 if inverse and onesided else 2
+    y = _reshape(y, lead + (_shape(matrix)[1] // out_channels, out_channels))
+    return _transpose(y, [perm.index(d) for d in range(len(shape))])
+
+
+@converter("DFT", since=17)
+def dft_v17(x, dft_length=None, *, axis=1, inverse=0, onesided=0):
+    return _dft(x, dft_length, axis, inverse, onesided)
+
+
+@converter("DFT", since=20)
+def dft_v20(x, dft_length=None, axis=None, *, inverse=0, onesided=0):
+    return _dft(x, dft_length, -2 if axis is None else _int_scalar(axis, "axis"), inverse, onesided)
+
+
+@converter("STFT", since=17)
+def stft(signal, frame_step, window=None, frame_length=None, *, onesided=1):
+    """[batch, length, c] -> [batch, frames, bins, 2]: frames of frame_length samples every frame_step, times the
+    window, each through the DFT of frame_length points."""
+    _expect_float32(signal, "signal")
+    shape = _shape(signal)
+    if len(shape) != 3 or shape[-1] not in (1, 2):
+        raise ConversionError(f"signal must be [batch, length, 1 or 2], got shape {shape}")
+    step = _int_scalar(frame_step, "frame_step")
+    width = _shape(window)[0] if window is not None else None
+    if window is not None and len(_shape(window)) != 1:
+        raise ConversionError(f"window must be 1-D, got shape {_shape(window)}")
+    n = _int_scalar(frame_length, "frame_length") if frame_length is not None else width or shape[1]
+    width = width or n
+    if width != n:
+        raise ConversionError(f"the window has {width} samples but frame_length is {n}")
+    if step < 1 or not 1 <= n <= shape[1]:
+        raise ConversionError(f"frame_step must be >= 1 and frame_length in [1, {shape[1]}], got {step} and {n}")
+    if onesided not in (0, 1):
+        raise ConversionError(f"attribute onesided must be 0 or 1, got {onesided}")
+    if onesided and shape[-1] == 2:
+        raise ConversionError("onesided output is defined for a real signal only, got a complex signal")
+    frames = 1 + (shape[1] - n) // step
+    channels = shape[-1]
+    _check_matrix(n * channels, n, "STFT")
+    starts = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(n, dtype=np.int64)
+    framed = fold("take", signal, Constant(starts), axis=1)  # [batch, frames, n, c]
+    if window is not None:
+        _expect_float32(window, "window")
+        framed = _binary("multiply", framed, _reshape(window, (n, 1)))
+    matrix = Constant(dft_matrix(n, channels, n, False, bool(onesided)))
+    y = _matmul64(_reshape(framed, (shape[0], frames, n * channels)), matrix)
+    return _reshape(y, (shape[0], frames, _shape(matrix)[1] // 2, 2))
+
+
+# ---- AffineGrid ----
+
+def _base_coords(extent: int, align_corners: bool) -> np.ndarray:
+    """Normalized coordinates in [-1, 1] of `extent` positions (pixel centers, or corners if align_corners)."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, extent) if extent > 1 else np.array([-1.0])
+    return (2 * np.arange(extent) + 1) / extent - 1
+
+
+@converter("AffineGrid", since=20)
+def affine_grid(theta, size, *, align_corners=0):
+    _expect_float32(theta, "theta")
+    dims = int_list_input(size, "size")
+    if len(dims) not in (4, 5) or any(d < 1 for d in dims):
+        raise ConversionError(f"size must be (N, C, H, W) or (N, C, D, H, W) of positive dims, got {dims}")
+    if align_corners not in (0, 1):
+        raise ConversionError(f"attribute align_corners must be 0 or 1, got {align_corners}")
+    spatial = dims[2:]
+    r = len(spatial)
+    if _shape(theta) != (dims[0], r, r + 1):
+        raise ConversionError(f"theta must have shape {(dims[0], r, r + 1)} for size {dims}, got {_shape(theta)}")
+    points = math.prod(spatial)
+    if points * (r + 1) > MAX_MATRIX_ELEMENTS:
+        raise ConversionError(f"size {dims} makes a grid larger than supported")
+    axes = np.meshgrid(*[_base_coords(d, bool(align_corners)) for d in spatial], indexing="ij")
+    # homogeneous coordinates (x, y[, z], 1): x runs along the last spatial dim
+    base = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(points)], axis=1)
+    y = call("nn.matmul", Constant(base.astype(np.float32)), _transpose(theta, (0, 2, 1)))  # [N, P, r]
+    return _reshape(y, (dims[0],) + tuple(spatial) + (r,))
+
+
+# ---- GridSample ----
+
+CUBIC_A = -0.75  # Keys' cubic convolution coefficient, as PyTorch and the reference use
+
+
+class _Grid:
+    """float32 arithmetic on [N, Q] coordinate tensors (one per spatial dim of the data)."""
+
+    @staticmethod
+    def f(value: float) -> Constant:
+        return const(float(value), "float32")
+
+    @staticmethod
+    def op(name: str, a: Expr, b) -> Expr:
+        return fold(name, a, b if isinstance(b, Expr) else _Grid.f(b))  # fold: comparisons of constants are bool
+
+    @staticmethod
+    def where(cond: Expr, a, b) -> Expr:
+        a = a if isinstance(a, Expr) else _Grid.f(a)
+        b = b if isinstance(b, Expr) else _Grid.f(b)
+        return fold("where", cond, a, b)
+
+
+def _reflect(x: Expr, lo: float, hi: float) -> Expr:
+    """x mirrored at lo and hi until it lies in [lo, hi] (the reference's _gs_reflect)."""
+    g = _Grid
+    if hi == lo:
+        return g.op("multiply", x, 0.0)  # one position (align_corners): every coordinate reflects onto it
+    below, above = g.op("less", x, lo), g.op("greater", x, hi)
+    dx = g.where(below, g.op("subtract", g.f(lo), x), g.op("subtract", x, hi))
+    n = fold("floor", g.op("divide", dx, hi - lo))
+    r = g.op("subtract", dx, g.op("multiply", n, hi - lo))
+    odd = g.op("equal", g.op("subtract", n, g.op("multiply", fold("floor", g.op("multiply", n, 0.5)), 2.0)), 1.0)
+    from_lo = fold("logical_xor", below, odd)
+    mirrored = g.where(from_lo, g.op("add", r, lo), g.op("subtract", g.f(hi), r))
+    return g.where(fold("logical_or", below, above), mirrored, x)
+
+
+def _safe_index(i: Expr, extent: int) -> Expr:
+    """A float index -> int64 in [0, extent): NaN -> 0, then clipped (inf too) before the cast, so that the cast
+    is always defined and the read always in bounds."""
+    finite = _Grid.where(fold("isnan", i), 0.0, i)
+    return fold("cast", fold("clip", finite, a_min=0.0, a_max=float(extent - 1)), dtype="int64")
+
+
+def _tap(i: Expr, extent: int, padding_mode: str, lo: float, hi: float):
+    """(validity or None, int64 index) of the integer-valued float tap i under the padding mode."""
+    g = _Grid
+    if padding_mode == "zeros":
+        return fold("logical_and", g.op("greater_equal", i, 0.0), g.op("less", i, float(extent))), \
+            _safe_index(i, extent)
+    if padding_mode == "border":
+        return None, _safe_index(i, extent)
+    return None, _safe_index(fold("floor", _reflect(i, lo, hi)), extent)  # reflection (floor = int() here)
+
+
+def _cubic_coeffs(t: Expr) -> list[Expr]:
+    g, a = _Grid, CUBIC_A
+
+    def outer(s):  # ((a s - 5a) s + 8a) s - 4a for s in [1, 2]
+        return g.op("subtract", g.op("multiply", g.op("add", g.op("multiply", g.op("subtract", g.op(
+            "multiply", s, a), 5 * a), s), 8 * a), s), 4 * a)
+
+    def inner(s):  # ((a + 2) s - (a + 3)) s s + 1 for s in [0, 1]
+        return g.op("add", g.op("multiply", g.op("multiply", g.op("subtract", g.op("multiply", s, a + 2), a + 3),
+                                                 s), s), 1.0)
+    one_minus = g.op("subtract", g.f(1.0), t)
+    return [outer(g.op("add", t, 1.0)), inner(t), inner(one_minus), outer(g.op("subtract", g.f(2.0), t))]
+
+
+def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims):
+    _expect_float32(x, "X")
+    _expect_float32(grid, "grid")
+    xs, gs = _shape(x), _shape(grid)
+    r = len(xs) - 2
+    if not 1 <= r <= max_dims:
+        raise ConversionError(f"input X must have {max_dims}-D spatial dims at most (N, C, ...), got shape {xs}")
+    if len(gs) != r + 2 or gs[0] != xs[0] or gs[-1] != r:
+        raise ConversionError(f"grid must have shape (N={xs[0]}, ..., {r}) with {r} output dims for X {xs}, got "
+                              f"{gs}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ConversionError(f"attribute padding_mode must be zeros, border or reflection, got {padding_mode!r}")
+    if align_corners not in (0, 1):
+        raise ConversionError(f"attribute align_corners must be 0 or 1, got {align_corners}")
+    if mode == "cubic" and r != 2:
+        raise ConversionError(f"cubic mode is supported for 4-D inputs (2 spatial dims) only, got {r}")
+    g, (n, c), spatial, out = _Grid, xs[:2], xs[2:], gs[1:-1]
+    q = math.prod(out)
+    flat_grid = _reshape(grid, (n, q, r))
+    coords, taps = [], []  # per spatial dim: float coordinate; list of (weight or None, validity, index)
+    for k, extent in enumerate(spatial):
+        lo, hi = (0.0, extent - 1.0) if align_corners else (-0.5, extent - 0.5)
+        # the grid's last dim lists (x, y[, z]): x is the last spatial dim
+        comp = _reshape(fold("strided_slice", flat_grid, begin=(r - 1 - k,), end=(r - k,), axes=(2,)), (n, q))
+        if align_corners:
+            pos = g.op("multiply", g.op("divide", g.op("add", comp, 1.0), 2.0), extent - 1.0)
+        else:
+            pos = g.op("divide", g.op("subtract", g.op("multiply", g.op("add", comp, 1.0), float(extent)), 1.0), 2.0)
+        if mode == "nearest":
+            pos = fold("round", pos)  # ties to even, as PyTorch
+        # linear and nearest bring the coordinate inside first; cubic only its taps (PyTorch's and onnxruntime's
+        # bicubic; onnx's reference clamps the coordinate too, which differs near the border)
+        if padding_mode == "border" and mode != "cubic":
+            outside = fold("logical_or", g.op("less", pos, lo), g.op("greater", pos, hi))
+            pos = g.where(outside, fold("clip", pos, a_min=0.0, a_max=extent - 1.0), pos)
+        elif padding_mode == "reflection" and mode != "cubic":
+            pos = _reflect(pos, lo, hi)
+        if mode == "nearest":
+            trunc = g.where(g.op("less", pos, 0.0), fold("ceil", pos), fold("floor", pos))
+            taps.append([(None,) + _tap(trunc, extent, padding_mode, lo, hi)])
+            continue
+        base = fold("floor", pos)
+        t = g.op("subtract", pos, base)
+        if mode == "linear":
+            weights, offsets = [g.op("subtract", g.f(1.0), t), t], (0, 1)
+        else:
+            weights, offsets = _cubic_coeffs(t), (-1, 0, 1, 2)
+        taps.append([(w,) + _tap(g.op("add", base, float(o)), extent, padding_mode, lo, hi)
+                     for w, o in zip(weights, offsets)])
+    data = _reshape(x, (n, c, math.prod(spatial)))
+    strides = [math.prod(spatial[k + 1:]) for k in range(r)]
+
+    def expand(e: Expr) -> Expr:
+        return _reshape(e, (n, 1, q))
+
+    def interpolate(k: int, chosen: list) -> Expr:
+        """The interpolation over dims k.. with taps `chosen` on the dims before (the reference's recursion)."""
+        if k == r:
+            index = None
+            for (_, _, idx), stride in zip(chosen, strides):
+                term = idx if stride == 1 else _binary("multiply", idx, const(stride, "int64"))
+                index = term if index is None else _binary("add", index, term)
+            index = fold("broadcast_to", expand(index), shape=(n, c, q))
+            value = fold("gather_elements", data, index, axis=2)
+            valid = [v for _, v, _ in chosen if v is not None]
+            if valid:
+                ok = valid[0]
+                for v in valid[1:]:
+                    ok = fold("logical_and", ok, v)
+                value = fold("where", expand(ok), value, g.f(0.0))
+            return value
+        total = None
+        for tap in taps[k]:
+            inner = interpolate(k + 1, chosen + [tap])
+            if tap[0] is not None:
+                inner = _binary("multiply", expand(tap[0]), inner)
+            total = inner if total is None else _binary("add", total, inner)
+        return total
+    return _reshape(interpolate(0, []), (n, c) + tuple(out))
+
+
+GRID_MODES_16 = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
+GRID_MODES_20 = {"linear": "linear", "nearest": "nearest", "cubic": "cubic"}
+
+
+def _grid_mode(mode: str, table: dict) -> str:
+    if mode not in table:
+        raise ConversionError(f"attribute mode must be one of {', '.join(table)} at this opset, got {mode!r}")
+    return table[mode]
+
+
+@converter("GridSample", since=16)
+def grid_sample_v16(x, grid, *, mode="bilinear", padding_mode="zeros", align_corners=0):
+    return _grid_sample(x, grid, _grid_mode(mode, GRID_MODES_16), padding_mode, align_corners, 2)
+
+
+@converter("GridSample", since=20)
+def grid_sample_v20(x, grid, *, mode="linear", padding_mode="zeros", align_corners=0):
+    return _grid_sample(x, grid, _grid_mode(mode, GRID_MODES_20), padding_mode, align_corners, 3)
+
+
+# ---- Col2Im ----
+
+MAX_COL2IM_TAPS = 1 << 24  # block elements x output pixels: the size of the constant index table
+
+
+def col2im_table(image, block, dilations, pads, strides) -> tuple[np.ndarray, np.ndarray, int]:
+    """(index [K, P] into the flattened (block element, block position) input dim, mask [K, P], L): output pixel
+    p receives block element k of the block at index[k, p] where mask[k, p]. K = prod(block), P = prod(image)."""
+    r = len(image)
+    positions = [(image[d] + pads[d] + pads[r + d] - (dilations[d] * (block[d] - 1) + 1)) // strides[d] + 1
+                 for d in range(r)]
+    if any(n < 1 for n in positions):
+        raise ConversionError(f"blocks {block} (dilations {dilations}) do not fit image {image} padded by {pads}")
+    k_count, p_count, l_count = math.prod(block), math.prod(image), math.prod(positions)
+    if k_count * p_count > MAX_COL2IM_TAPS:
+        raise ConversionError(f"Col2Im of {k_count} block elements over {p_count} pixels is larger than supported")
+    index = np.zeros((k_count, p_count), np.int64)
+    mask = np.zeros((k_count, p_count), bool)
+    for k, offset in enumerate(np.ndindex(*block)):
+        for l, at in enumerate(np.ndindex(*positions)):
+            pixel = [at[d] * strides[d] - pads[d] + offset[d] * dilations[d] for d in range(r)]
+            if all(0 <= pixel[d] < image[d] for d in range(r)):
+                p = int(np.ravel_multi_index(pixel, image))
+                index[k, p], mask[k, p] = k * l_count + l, True
+    return index, mask, l_count
+
+
+@converter("Col2Im", since=18)
+def col2im(x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """[N, C * prod(block), L] -> [N, C, *image]: every pixel sums the block elements that cover it (a constant
+    take of [K, P] positions, masked, summed over K)."""
+    _expect_float32(x, "input")
+    image, block = int_list_input(image_shape, "image_shape"), int_list_input(block_shape, "block_shape")
+    r = len(image)
+    dilations = tuple(dilations) if dilations is not None else (1,) * r
+    strides = tuple(strides) if strides is not None else (1,) * r
+    pads = tuple(pads) if pads is not None else (0,) * (2 * r)
+    if len(block) != r or len(dilations) != r or len(strides) != r or len(pads) != 2 * r:
+        raise ConversionError(f"image_shape {image}, block_shape {block}, dilations {dilations}, strides {strides} "
+                              f"need one value per spatial dim (pads two)")
+    if any(v < 1 for v in image + block + dilations + strides) or any(p < 0 for p in pads):
+        raise ConversionError("image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0")
+    shape = _shape(x)
+    k_count = math.prod(block)
+    index, mask, l_count = col2im_table(image, block, dilations, pads, strides)
+    if len(shape) != 3 or shape[1] % k_count or shape[2] != l_count:
+        raise ConversionError(f"input must be [N, C * {k_count}, {l_count}] for these blocks, got shape {shape}")
+    n, c = shape[0], shape[1] // k_count
+    taken = fold("take", _reshape(x, (n, c, k_count * l_count)), Constant(index), axis=2)  # [N, C, K, P]
+    summed = fold("sum", fold("where", Constant(mask), taken, const(0.0, "float32")), axes=(2,), keepdims=False)
+    return _reshape(summed, (n, c) + tuple(image))
+
+
+# ---- RoiAlign ----
+
+def _roi_axis(rois: Expr, lo_col: int, extent: int, bins: int, samples: int, scale: float, half_pixel: bool):
+    """Per roi and (bin, sample) along one axis: (in range, low index, high index, weight of low, weight of high),
+    each [R, bins * samples], as the reference's pre_calc_for_bilinear_interpolate."""
+    g, r = _Grid, _shape(rois)[0]
+    offset = 0.5 if half_pixel else 0.0
+
+    def column(j):
+        return g.op("subtract", g.op("multiply", fold("strided_slice", rois, begin=(j,), end=(j + 1,), axes=(1,)),
+                                     scale), offset)  # [R, 1]
+    start = column(lo_col)
+    size = g.op("subtract", column(lo_col + 2), start)
+    if not half_pixel:
+        size = fold("maximum", size, g.f(1.0))
+    bin_size = g.op("divide", size, float(bins))
+    which = np.repeat(np.arange(bins, dtype=np.float32), samples).reshape(1, -1)
+    within = np.tile((np.arange(samples, dtype=np.float32) + 0.5), bins).reshape(1, -1)
+    pos = g.op("add", g.op("add", start, _binary("multiply", Constant(which), bin_size)),
+               g.op("divide", _binary("multiply", Constant(within), bin_size), float(samples)))  # [R, B * S]
+    inside = fold("logical_not", fold("logical_or", g.op("less", pos, -1.0), g.op("greater", pos, float(extent))))
+    pos = fold("maximum", pos, g.f(0.0))
+    low = fold("floor", pos)
+    at_end = g.op("greater_equal", low, extent - 1.0)
+    low = g.where(at_end, extent - 1.0, low)
+    high = g.where(at_end, extent - 1.0, g.op("add", low, 1.0))
+    pos = g.where(at_end, low, pos)
+    frac = g.op("subtract", pos, low)
+    assert _shape(frac) == (r, bins * samples)
+    return inside, _safe_index(low, extent), _safe_index(high, extent), g.op("subtract", g.f(1.0), frac), frac
+
+
+def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale,
+               half_pixel):
+    _expect_float32(x, "X")
+    _expect_float32(rois, "rois")
+    xs, rs, bs = _shape(x), _shape(rois), _shape(batch_indices)
+    if len(xs) != 4 or len(rs) != 2 or rs[1] != 4 or bs != (rs[0],):
+        raise ConversionError(f"X must be [N, C, H, W], rois [R, 4] and batch_indices [R], got {xs}, {rs}, {bs}")
+    if batch_indices.type.dtype != "int64":
+        raise ConversionError(f"batch_indices must be int64, got {batch_indices.type.dtype}")
+    if mode not in ("avg", "max"):
+        raise ConversionError(f"attribute mode must be avg or max, got {mode!r}")
+    if output_height < 1 or output_width < 1:
+        raise ConversionError(f"output_height and output_width must be >= 1, got {output_height}, {output_width}")
+    if sampling_ratio < 0:
+        raise ConversionError(f"sampling_ratio must be >= 0, got {sampling_ratio}")
+    bins = (output_height, output_width)
+    if sampling_ratio > 0:
+        return _roi_align_grid(x, rois, batch_indices, mode, bins, (sampling_ratio, sampling_ratio), spatial_scale,
+                               half_pixel)
+    if not isinstance(rois, Constant):
+        raise ConversionError("sampling_ratio 0 (an adaptive number of samples per bin, ceil(roi size / output "
+                              "size)) is not supported with run-time rois: the sample count would depend on them")
+    # constant rois: each roi with its own sample grid (the reference's arithmetic), the results concatenated
+    parts = []
+    for i, roi in enumerate(rois.data):
+        size = roi.astype(np.float32) * np.float32(spatial_scale)
+        extent = (size[3] - size[1], size[2] - size[0])
+        if not half_pixel:
+            extent = tuple(max(e, 1.0) for e in extent)
+        grid = tuple(int(np.ceil(e / b)) for e, b in zip(extent, bins))
+        one = Constant(rois.data[i:i + 1])
+        index = fold("strided_slice", batch_indices, begin=(i,), end=(i + 1,), axes=(0,))
+        if min(grid) < 1:  # an empty roi has no samples: the reference leaves 0
+            parts.append(Constant(np.zeros((1, xs[1]) + bins, np.float32)))
+        else:
+            parts.append(_roi_align_grid(x, one, index, mode, bins, grid, spatial_scale, half_pixel))
+    return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
+
+
+def _roi_align_grid(x, rois, batch_indices, mode, bins, samples, spatial_scale, half_pixel):
+    """RoiAlign with samples = (sy, sx) sample points per bin along each axis for every roi."""
+    (n, c, h, w), r = _shape(x), _shape(rois)[0]
+    (oh, ow), (sy, sx) = bins, samples
+    q = oh * sy * ow * sx
+    if r * q > MAX_MATRIX_ELEMENTS:
+        raise ConversionError("RoiAlign: rois x output bins x samples is larger than supported")
+    ys = _roi_axis(rois, 1, h, oh, sy, spatial_scale, half_pixel)
+    xs_ = _roi_axis(rois, 0, w, ow, sx, spatial_scale, half_pixel)
+    # the images of the rois, [R, C, H * W] (take clamps a batch index out of range)
+    images = fold("take", _reshape(x, (n, c, h * w)), batch_indices, axis=0)
+
+    def outer(a: Expr, b: Expr, op: str) -> Expr:  # [R, Y] (op) [R, X] -> [R, 1, Y * X]
+        rows, cols = _shape(a)[1], _shape(b)[1]
+        return _reshape(fold(op, _reshape(a, (r, rows, 1)), _reshape(b, (r, 1, cols))), (r, 1, rows * cols))
+
+    inside = outer(ys[0], xs_[0], "logical_and")
+    terms = []
+    for yi, yw in ((ys[1], ys[3]), (ys[2], ys[4])):
+        for xi, xw in ((xs_[1], xs_[3]), (xs_[2], xs_[4])):
+            index = outer(_binary("multiply", yi, const(w, "int64")), xi, "add")
+            value = fold("gather_elements", images, fold("broadcast_to", index, shape=(r, c, q)), axis=2)
+            weight = _Grid.where(inside, outer(yw, xw, "multiply"), 0.0)
+            terms.append(_binary("multiply", weight, value))
+    if mode == "avg":
+        total = terms[0]
+        for t in terms[1:]:
+            total = _binary("add", total, t)
+        pooled = fold("sum", _reshape(total, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
+        return _binary("divide", pooled, _Grid.f(float(sy * sx)))
+    best = terms[0]
+    for t in terms[1:]:
+        best = fold("maximum", best, t)
+    return fold("max", _reshape(best, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
+
+
+@converter("RoiAlign", since=10)
+def roi_align_v10(x, rois, batch_indices, *, mode="avg", output_height=1, output_width=1, sampling_ratio=0,
+                  spatial_scale=1.0):
+    return _roi_align(x, rois, batch_indices, mode=mode, output_height=output_height, output_width=output_width,
+                      sampling_ratio=sampling_ratio, spatial_scale=spatial_scale, half_pixel=False)
+
+
+@converter("RoiAlign", since=16)
+def roi_align_v16(x, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+                  output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+    if coordinate_transformation_mode not in ("half_pixel", "output_half_pixel"):
+        raise ConversionError(f"attribute coordinate_transformation_mode must be half_pixel or output_half_pixel, "
+                              f"got {coordinate_transformation_mode!r}")
+    return _roi_align(x, rois, batch_indices, mode=mode, output_height=output_height, output_width=output_width,
+                      sampling_ratio=sampling_ratio, spatial_scale=spatial_scale,
+                      half_pixel=coordinate_transformation_mode == "half_pixel")
