@@ -4,5 +4,6 @@ from . import onnx_ops_attention  # noqa: F401  (Attention, RMSNormalization, Ro
 from .onnx import OnnxImportError, describe_model, from_onnx, load_model
 from . import onnx_ops_movement  # noqa: F401  (Pad, Gather/Scatter Elements and ND, OneHot, Tile...)
 from . import onnx_ops_quant  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
+from . import onnx_ops_convnd  # noqa: F401  (Conv and pools of every rank, ConvTranspose, normalizations)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]

@@ -623,3 +623,21 @@ def test_movement_references_refuse_indices_out_of_range():
         get_op("gather_elements").ref(np.zeros((3, 2)), np.array([[3, 0]]), axis=0)
     with pytest.raises(IndexError, match=r"scatter_nd: index -3 out of range \[-2, 2\) of dim 0"):
         get_op("scatter_nd").ref(np.zeros((2, 2)), np.array([[-3]]), np.zeros((1, 2)), reduction="none")
+
+# ---- convolution and pooling of every rank (conf-convnd): 3-D windows over NCDHW
+
+CONVND = [
+    ("nn.conv3d", [(1, 2, 5, 6, 4), (3, 2, 2, 3, 2)], {}),
+    ("nn.conv3d", [(1, 4, 6, 5, 7), (6, 2, 3, 2, 2)], {"strides": (2, 1, 2), "padding": (1, 0, 2, 0, 1, 1),
+                                                      "dilation": (1, 2, 1), "groups": 2}),
+    ("nn.max_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 2, 3), "strides": (2, 2, 3),
+                                          "padding": (1, 0, 1, 1, 1, 2), "dilation": (1, 2, 1), "ceil_mode": True}),
+    ("nn.avg_pool3d", [(1, 2, 6, 7, 8)], {"pool_size": (2, 3, 2), "strides": (2, 2, 2)}),
+    ("nn.avg_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 3, 2), "strides": (2, 1, 3), "padding": (1, 1, 0, 1, 2, 1),
+                                          "dilation": (2, 1, 2), "ceil_mode": True, "count_include_pad": True}),
+]
+
+
+@pytest.mark.parametrize("op,shapes,attrs", CONVND, ids=lambda v: str(v))
+def test_convnd_op(op, shapes, attrs):
+    check_op(op, shapes, attrs)

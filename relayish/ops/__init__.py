@@ -9,3 +9,4 @@ from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, red
                transformer, winograd)
 from . import elemwise_tail  # noqa: F401  (trigonometry, isnan / isinf, bitwise ops)
 from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_hot)
+from . import convnd  # noqa: F401  (3-D conv and pooling, NCDHW)

@@ -1,0 +1,231 @@
+"""3-D convolution and pooling: NCDHW data, OIDHW weights, a direct compute (1-D windows are 2-D ones of height 1,
+done in the frontend; 2-D ones live in nn.py).
+
+`padding` is 6 ints in ONNX's order: (front, top, left, back, bottom, right), the begins of (D, H, W) then their
+ends. Output sizes and the avg-pool tap counts follow nn.py's 2-D rules axis by axis.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import te
+from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
+from ..types import TensorType
+from .common import expect_float, expect_ndim, int_tuple, pad_stage, same_dtype
+from .nn import _conv_out, _tap_count, pool_out_size
+
+SPATIAL = ("depth", "height", "width")
+
+
+def _window_attrs(op: str, attrs: dict) -> dict:
+    out = dict(attrs)
+    for name in ("strides", "dilation"):
+        out[name] = int_tuple(op, attrs, name, 3, minimum=1)
+    out["padding"] = int_tuple(op, attrs, "padding", 6, minimum=0)
+    return out
+
+
+def _padded(x: np.ndarray, padding, fill) -> np.ndarray:
+    begin, end = padding[:3], padding[3:]
+    return np.pad(x, ((0, 0), (0, 0)) + tuple(zip(begin, end)), constant_values=fill)
+
+# ---------------------------------------------------------------------------------------------- conv3d
+
+
+def _conv3d_normalize(attrs, arg_types):
+    attrs = _window_attrs("nn.conv3d", attrs)
+    attrs["groups"] = int(attrs["groups"])
+    return attrs
+
+
+def _conv3d_infer(arg_types, attrs):
+    op = "nn.conv3d"
+    x, w = arg_types
+    expect_ndim(op, x, 5, "data")
+    expect_ndim(op, w, 5, "weight")
+    dtype = same_dtype(op, arg_types)
+    expect_float(op, x, "data")
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    g = attrs.groups
+    if g < 1 or c % g or o % g:
+        raise OpError(f"{op}: groups={g} must divide data channels {c} and weight output channels {o}")
+    if cg * g != c:
+        raise OpError(f"{op}: weight has {cg} input channels per group but data has {c} channels (groups={g})")
+    p = attrs.padding
+    return TensorType((n, o) + tuple(_conv_out(op, SPATIAL[i], x.shape[2 + i], w.shape[2 + i], attrs.strides[i],
+                                               attrs.dilation[i], p[i] + p[3 + i]) for i in range(3)), dtype)
+
+
+def _conv3d_ref(x, w, strides, padding, dilation, groups):
+    """Per kernel tap, one batched matmul of the grouped weights with the strided input patch."""
+    n = x.shape[0]
+    o, cg, kd, kh, kw = w.shape
+    xp = _padded(x, padding, 0)
+    out_sp = tuple((xp.shape[2 + i] - (w.shape[2 + i] - 1) * dilation[i] - 1) // strides[i] + 1 for i in range(3))
+    wg = w.reshape(groups, o // groups, cg, kd, kh, kw)
+    out = np.zeros((n, groups, o // groups, math.prod(out_sp)), dtype=np.float64)
+    for tap in np.ndindex(kd, kh, kw):
+        sl = tuple(slice(t * d, t * d + (e - 1) * s + 1, s) for t, d, e, s in zip(tap, dilation, out_sp, strides))
+        patch = xp[(slice(None), slice(None)) + sl]
+        out += wg[(Ellipsis,) + tap].astype(np.float64) @ patch.reshape(n, groups, cg, -1)
+    return out.reshape((n, o) + out_sp).astype(x.dtype)
+
+
+CONV3D_TAG = stage_tag("conv3d", buffered_padding=True)  # each padded voxel is read KD*KH*KW*O times
+
+
+def _conv3d_compute(inputs, attrs, out_type):
+    x, w = inputs
+    o, cg, kd, kh, kw = w.shape
+    (sd, sh, sw), (dd, dh, dw), p = attrs.strides, attrs.dilation, attrs.padding
+    data = x
+    if any(p):
+        shape = x.shape[:2] + tuple(x.shape[2 + i] + p[i] + p[3 + i] for i in range(3))
+        data = pad_stage(x, {2: p[0], 3: p[1], 4: p[2]}, shape, 0.0, name="pad")
+    rz, ry, rx = te.reduce_axis(kd, "rz"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    rc = te.reduce_axis(cg, "rc") if cg > 1 else None
+    axes = [a for a in (rc, rz, ry, rx) if a is not None]
+    per_group = o // attrs.groups
+
+    def body(n, oc, z, y, xx):
+        ic = rc.var if rc is not None else 0
+        channel = ic if attrs.groups == 1 else (oc // per_group) * cg + ic
+        read = data[n, channel, z * sd + rz.var * dd, y * sh + ry.var * dh, xx * sw + rx.var * dw]
+        return te.sum(read * w[oc, ic, rz.var, ry.var, rx.var], axes)
+    return te.compute(out_type.shape, body, name="conv3d", tag=CONV3D_TAG)
+
+
+def _conv3d_flops(arg_types, attrs, out_type):
+    return 2.0 * out_type.size * math.prod(arg_types[1].shape[1:])
+
+
+register_op("nn.conv3d", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv", infer=_conv3d_infer,
+            ref=_conv3d_ref, compute=_conv3d_compute, flops=_conv3d_flops, normalize=_conv3d_normalize,
+            attrs={"strides": (1, 1, 1), "padding": (0,) * 6, "dilation": (1, 1, 1), "groups": 1},
+            doc="3-D convolution, NCDHW data, OIDHW weight, padding (front, top, left, back, bottom, right); "
+                "grouped through groups.")
+
+# ---------------------------------------------------------------------------------------------- pooling
+
+
+def _pool3d_normalize(op):
+    def normalize(attrs, arg_types):
+        attrs = _window_attrs(op, attrs)
+        attrs["pool_size"] = int_tuple(op, attrs, "pool_size", 3, minimum=1)
+        attrs["ceil_mode"] = bool(attrs["ceil_mode"])
+        if "count_include_pad" in attrs:
+            attrs["count_include_pad"] = bool(attrs["count_include_pad"])
+        return attrs
+    return normalize
+
+
+def _pool3d_out_shape(x_shape, pool_size, strides, padding, dilation, ceil_mode):
+    return tuple(x_shape[:2]) + tuple(
+        pool_out_size(x_shape[2 + i], pool_size[i], strides[i], dilation[i], padding[i], padding[3 + i], ceil_mode)
+        for i in range(3))
+
+
+def _pool3d_infer(op):
+    def infer(arg_types, attrs):
+        x, = arg_types
+        expect_ndim(op, x, 5, "data")
+        expect_float(op, x, "data")
+        k, d, p = attrs.pool_size, attrs.dilation, attrs.padding
+        for i in range(3):
+            if max(p[i], p[3 + i]) >= k[i]:  # onnxruntime's rule; it keeps every window overlapping the input
+                raise OpError(f"{op}: padding {p} must be smaller than pool_size {k}")
+            if x.shape[2 + i] + p[i] + p[3 + i] < (k[i] - 1) * d[i] + 1:
+                raise OpError(f"{op}: padded input {SPATIAL[i]} {x.shape[2 + i] + p[i] + p[3 + i]} is smaller "
+                              f"than the dilated pool {SPATIAL[i]} {(k[i] - 1) * d[i] + 1}")
+        return TensorType(_pool3d_out_shape(x.shape, k, attrs.strides, p, d, attrs.ceil_mode), x.dtype)
+    return infer
+
+
+def _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, fill):
+    """Array (N, C, OD, OH, OW, KD*KH*KW) of every window tap; positions outside the input read `fill`."""
+    need = [(o - 1) * s + (k - 1) * d + 1 for o, k, s, d in zip(out_shape[2:], pool_size, strides, dilation)]
+    xp = np.full(x.shape[:2] + tuple(max(need[i], padding[i] + x.shape[2 + i]) for i in range(3)), fill, x.dtype)
+    xp[(slice(None), slice(None)) + tuple(slice(padding[i], padding[i] + x.shape[2 + i]) for i in range(3))] = x
+    taps = [xp[(slice(None), slice(None)) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for t, d, o, s in
+                                                  zip(tap, dilation, out_shape[2:], strides))]
+            for tap in np.ndindex(*pool_size)]
+    return np.stack(taps, axis=-1)
+
+
+def _max_pool3d_ref(x, pool_size, strides, padding, dilation, ceil_mode):
+    out_shape = _pool3d_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
+    return _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, -np.inf).max(axis=-1)
+
+
+def _avg_pool3d_ref(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad):
+    """As nn.avg_pool2d: the sum over the taps counted (inside the input, or inside input + explicit padding)."""
+    out_shape = _pool3d_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
+    total = _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, 0).sum(axis=-1, dtype=np.float64)
+    counted = np.zeros((1, 1) + tuple(x.shape[2 + i] + padding[i] + padding[3 + i] for i in range(3)), x.dtype)
+    if count_include_pad:
+        counted[:] = 1
+    else:
+        counted[(0, 0) + tuple(slice(padding[i], padding[i] + x.shape[2 + i]) for i in range(3))] = 1
+    count = _pool3d_taps(counted, out_shape, pool_size, strides, dilation, (0,) * 6, 0).sum(axis=-1)
+    return (total / count).astype(x.dtype)
+
+
+def _pool3d_input(x, attrs, out_type, value):
+    """x padded for the windows (explicit padding plus any ceil_mode overhang), or x itself if none is needed."""
+    p = attrs.padding
+    need = tuple((o - 1) * s + (k - 1) * d + 1 for o, k, s, d in
+                 zip(out_type.shape[2:], attrs.pool_size, attrs.strides, attrs.dilation))
+    if not any(p[:3]) and all(n <= e for n, e in zip(need, x.shape[2:])):
+        return x
+    return pad_stage(x, {2: p[0], 3: p[1], 4: p[2]}, x.shape[:2] + need, value, name="pad")
+
+
+def _window_reduce3d(data, attrs, out_type, reducer, name):
+    (kd, kh, kw), (sd, sh, sw), (dd, dh, dw) = attrs.pool_size, attrs.strides, attrs.dilation
+    rz, ry, rx = te.reduce_axis(kd, "rz"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    return te.compute(out_type.shape,
+                      lambda n, c, z, y, x: reducer(data[n, c, z * sd + rz.var * dd, y * sh + ry.var * dh,
+                                                         x * sw + rx.var * dw], [rz, ry, rx]),
+                      name=name, tag="pool")
+
+
+def _max_pool3d_compute(inputs, attrs, out_type):
+    data = _pool3d_input(inputs[0], attrs, out_type, -math.inf)
+    return _window_reduce3d(data, attrs, out_type, te.max_reduce, "max_pool3d")
+
+
+def _avg_pool3d_compute(inputs, attrs, out_type):
+    x, = inputs
+    total = _window_reduce3d(_pool3d_input(x, attrs, out_type, 0.0), attrs, out_type, te.sum, "avg_pool3d_sum")
+    k, s, d, p = attrs.pool_size, attrs.strides, attrs.dilation, attrs.padding
+    bounds = [(0, x.shape[2 + i] + p[i] + p[3 + i]) if attrs.count_include_pad else (p[i], p[i] + x.shape[2 + i])
+              for i in range(3)]
+
+    def count(*pos):
+        taps = _tap_count(pos[0] * s[0], k[0], d[0], *bounds[0])
+        for i in (1, 2):
+            taps = taps * _tap_count(pos[i] * s[i], k[i], d[i], *bounds[i])
+        return taps
+    return te.compute(out_type.shape,
+                      lambda n, c, z, y, xx: total[n, c, z, y, xx] / te.cast(x.dtype, count(z, y, xx)),
+                      name="avg_pool3d", tag="pool")
+
+
+def _pool3d_flops(arg_types, attrs, out_type):
+    return float(out_type.size * math.prod(attrs.pool_size))
+
+
+_POOL3D_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1, 1), "padding": (0,) * 6, "dilation": (1, 1, 1),
+                 "ceil_mode": False}
+register_op("nn.max_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
+            infer=_pool3d_infer("nn.max_pool3d"), ref=_max_pool3d_ref, compute=_max_pool3d_compute,
+            flops=_pool3d_flops, normalize=_pool3d_normalize("nn.max_pool3d"), attrs=_POOL3D_ATTRS,
+            doc="3-D max pooling over NCDHW (ONNX MaxPool); padded and overhanging taps are -inf.")
+register_op("nn.avg_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
+            infer=_pool3d_infer("nn.avg_pool3d"), ref=_avg_pool3d_ref, compute=_avg_pool3d_compute,
+            flops=_pool3d_flops, normalize=_pool3d_normalize("nn.avg_pool3d"),
+            attrs=dict(_POOL3D_ATTRS, count_include_pad=False),
+            doc="3-D average pooling over NCDHW (ONNX AveragePool).")
