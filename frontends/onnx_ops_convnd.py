@@ -170,3 +170,74 @@ def global_avg_pool(x):
 @converter("GlobalMaxPool")
 def global_max_pool(x):
     return _global_pool("GlobalMaxPool", "max", x, onnx_ops.global_max_pool)
+
+
+def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape, pads, strides):
+    """ConvTranspose's (pad_begin, output_size) per spatial axis, as onnxruntime computes them. The full output
+    of an axis is (in - 1) * stride + (k - 1) * dilation + 1 + output_padding; pads (or auto_pad, or output_shape)
+    cut it at the front and the back. An output_shape longer than the full output extends it with zeros."""
+    rank = len(_shape(x)) - 2
+    in_sp, kernel = _shape(x)[2:], _shape(w)[2:]
+
+    def per_axis(values, name, default):
+        values = tuple(values) if values is not None else (default,) * rank
+        if len(values) != rank:
+            raise ConversionError(f"attribute {name} {values} must have {rank} values for input shape {_shape(x)}")
+        return values
+    strides, dilations = per_axis(strides, "strides", 1), per_axis(dilations, "dilations", 1)
+    output_padding = per_axis(output_padding, "output_padding", 0)
+    if any(v < 1 for v in strides + dilations) or any(v < 0 for v in output_padding):
+        raise ConversionError(f"strides {strides} and dilations {dilations} must be >= 1, output_padding "
+                              f"{output_padding} >= 0")
+    full = [(i - 1) * s + (k - 1) * d + 1 + a for i, s, k, d, a in zip(in_sp, strides, kernel, dilations,
+                                                                       output_padding)]
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ConversionError(f"unknown auto_pad {auto_pad!r}")
+    if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if output_shape is not None:
+            output_shape = tuple(output_shape)
+            if len(output_shape) == rank + 2:  # (N, C, spatial...) also seen in models
+                output_shape = output_shape[2:]
+            output_shape = per_axis(output_shape, "output_shape", 0)
+        else:
+            output_shape = tuple(i * s for i, s in zip(in_sp, strides))
+            if any(f < o for f, o in zip(full, output_shape)):  # onnxruntime then returns the full output instead
+                raise ConversionError(f"auto_pad={auto_pad} with a full output {tuple(full)} smaller than input "
+                                      f"* strides {output_shape} (a kernel shorter than the stride) is not supported")
+        if any(o < 1 for o in output_shape):
+            raise ConversionError(f"output_shape {output_shape} must be positive")
+        # the spec and onnxruntime: the odd padding element goes at the back for SAME_UPPER, else at the front;
+        # an output_shape beyond the full output extends it with zeros at the back
+        totals = [max(f - o, 0) for f, o in zip(full, output_shape)]
+        pad_begin = tuple(t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals)
+        return strides, dilations, pad_begin, output_shape
+    pads = tuple(pads) if pads is not None and auto_pad == "NOTSET" else (0,) * (2 * rank)
+    if len(pads) != 2 * rank or any(p < 0 for p in pads):
+        raise ConversionError(f"pads {pads} must be {2 * rank} values >= 0 for input shape {_shape(x)}")
+    output_size = tuple(f - pads[a] - pads[rank + a] for a, f in enumerate(full))
+    if any(o < 1 for o in output_size):
+        raise ConversionError(f"pads {pads} leave no output (full output {tuple(full)})")
+    return strides, dilations, pads[:rank], output_size
+
+
+@converter("ConvTranspose")
+def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   output_padding=None, output_shape=None, pads=None, strides=None):
+    rank = _spatial_rank(x, "ConvTranspose")
+    if len(_shape(w)) != rank + 2:
+        raise ConversionError(f"weight shape {_shape(w)} does not match a {rank}-D transposed convolution of "
+                              f"input shape {_shape(x)}")
+    if kernel_shape is not None and tuple(kernel_shape) != _shape(w)[2:]:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {_shape(w)}")
+    if math.prod(_shape(w)[2:]) > onnx_ops.MAX_WINDOW_TAPS:
+        raise ConversionError(f"kernel {_shape(w)[2:]} has more than {onnx_ops.MAX_WINDOW_TAPS} taps")
+    strides, dilations, pad_begin, output_size = _transpose_geometry(x, w, auto_pad, dilations, output_padding,
+                                                                     output_shape, pads, strides)
+    y = call("nn.conv_transpose", x, w, strides=strides, dilation=dilations, pad_begin=pad_begin,
+             output_size=output_size, groups=group)
+    if b is None:
+        return y
+    channels = _shape(y)[1]
+    if _shape(b) != (channels,):
+        raise ConversionError(f"bias shape {_shape(b)} does not match {channels} output channels")
+    return _binary("add", y, _reshape(b, (channels,) + (1,) * rank))

@@ -159,6 +159,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
+    # ---- convolution and pooling of every rank, normalizations (conf-convnd)
+    "ConvTranspose": (1, 11, 22),  # 11: doc (output_shape/auto_pad rules, as onnxruntime's); 22: types
 }
 
 

@@ -71,7 +71,27 @@ POOLS = [
     ("GlobalMaxPool", {"x": ((2, 3, 4, 5, 6), F)}, {}, 22, {}),
 ]
 
-CASES = CONV_1D + CONV_3D + POOLS
+CONV_TRANSPOSE = [
+    ("ConvTranspose", {"x": ((1, 2, 4, 5), F)}, {}, 11, {"w": w(2, 3, 3, 3)}),
+    ("ConvTranspose", {"x": ((2, 4, 4, 3), F)}, {"strides": [2, 3], "pads": [1, 0, 2, 1], "dilations": [2, 1],
+                                                "group": 2, "output_padding": [1, 2]}, 11,
+     {"w": w(4, 3, 3, 2), "b": w(6)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, 11, {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [2, 2], "auto_pad": "SAME_LOWER"}, 11, {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [2, 3], "output_shape": [6, 10]}, 11,
+     {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [2, 3], "output_shape": [6, 10],
+                                                "auto_pad": "SAME_UPPER"}, 11, {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [3, 2], "output_shape": [10, 8]}, 11,
+     {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4), F)}, {"strides": [2, 2], "auto_pad": "VALID"}, 22, {"w": w(2, 2, 3, 3)}),
+    ("ConvTranspose", {"x": ((1, 3, 7), F)}, {"strides": [3], "pads": [1, 2], "dilations": [2], "group": 3}, 11,
+     {"w": w(3, 2, 3), "b": w(6)}),
+    ("ConvTranspose", {"x": ((1, 2, 3, 4, 3), F)}, {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1]}, 11,
+     {"w": w(2, 3, 3, 2, 2)}),
+]
+
+CASES = CONV_1D + CONV_3D + POOLS + CONV_TRANSPOSE
 
 
 def case_id(case):
@@ -115,6 +135,13 @@ def test_three_way(case):
      "padded input width 4 is smaller than the dilated pool width 6"),
     ("AveragePool", {"x": ((1, 2, 4), F)}, {"kernel_shape": [2], "strides": [1, 1]}, {},
      "a 1-D window takes 1 value per attribute"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {"pads": [1, 1]}, {"w": w(2, 2, 3, 3)}, "must be 4 values >= 0"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {"pads": [3, 3, 3, 3]}, {"w": w(2, 2, 3, 3)}, "leave no output"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {"strides": [3, 3], "auto_pad": "SAME_UPPER"},
+     {"w": w(2, 2, 1, 1)}, "a kernel shorter than the stride"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {"group": 3}, {"w": w(2, 2, 3, 3)}, "groups=3 must divide"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {"strides": [1]}, {"w": w(2, 2, 3, 3)}, "must have 2 values"),
+    ("ConvTranspose", {"x": ((1, 2, 4, 4), F)}, {}, {"w": w(2, 2, 3, 3), "b": w(3)}, "does not match 2 output"),
 ])
 def test_bad_nodes_are_refused_clearly(op, inputs, attrs, consts, message):
     with pytest.raises(OnnxImportError, match=message):

@@ -635,6 +635,12 @@ CONVND = [
     ("nn.avg_pool3d", [(1, 2, 6, 7, 8)], {"pool_size": (2, 3, 2), "strides": (2, 2, 2)}),
     ("nn.avg_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 3, 2), "strides": (2, 1, 3), "padding": (1, 1, 0, 1, 2, 1),
                                           "dilation": (2, 1, 2), "ceil_mode": True, "count_include_pad": True}),
+    ("nn.conv_transpose", [(1, 4, 3, 4), (4, 3, 3, 2)], {"strides": (2, 3), "dilation": (1, 2), "pad_begin": (1, 0),
+                                                        "output_size": (7, 12), "groups": 2}),
+    ("nn.conv_transpose", [(2, 2, 5), (2, 3, 3)], {"strides": (2,), "dilation": (1,), "pad_begin": (0,),
+                                                  "output_size": (13,)}),
+    ("nn.conv_transpose", [(1, 2, 3, 2, 3), (2, 2, 2, 2, 3)], {"strides": (1, 2, 2), "dilation": (2, 1, 1),
+                                                              "pad_begin": (1, 0, 2), "output_size": (4, 4, 6)}),
 ]
 
 

@@ -229,3 +229,92 @@ register_op("nn.avg_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_
             flops=_pool3d_flops, normalize=_pool3d_normalize("nn.avg_pool3d"),
             attrs=dict(_POOL3D_ATTRS, count_include_pad=False),
             doc="3-D average pooling over NCDHW (ONNX AveragePool).")
+
+# ---------------------------------------------------------------------------------------------- conv_transpose
+
+
+def _conv_transpose_normalize(attrs, arg_types):
+    op = "nn.conv_transpose"
+    rank = len(arg_types[0].shape) - 2
+    out = dict(attrs)
+    for name, minimum in (("strides", 1), ("dilation", 1), ("pad_begin", 0), ("output_size", 1)):
+        out[name] = int_tuple(op, attrs, name, rank, minimum=minimum)
+    out["groups"] = int(attrs["groups"])
+    return out
+
+
+def _conv_transpose_infer(arg_types, attrs):
+    op = "nn.conv_transpose"
+    x, w = arg_types
+    if len(x.shape) not in (3, 4, 5):
+        raise OpError(f"{op}: data must be 3-D, 4-D or 5-D (N, C, spatial...), got shape {x.shape}")
+    expect_ndim(op, w, len(x.shape), "weight")
+    dtype = same_dtype(op, arg_types)
+    expect_float(op, x, "data")
+    n, c = x.shape[:2]
+    g = attrs.groups
+    if g < 1 or c % g or w.shape[0] != c:
+        raise OpError(f"{op}: weight {w.shape} must have the data's {c} input channels first, and groups={g} "
+                      f"must divide them")
+    return TensorType((n, w.shape[1] * g) + attrs.output_size, dtype)
+
+
+def _conv_transpose_ref(x, w, strides, dilation, pad_begin, output_size, groups):
+    """Scatter every input position through every kernel tap into the full (unpadded) output, then take the
+    window [pad_begin, pad_begin + output_size) of it; positions past the full output are 0."""
+    n, c = x.shape[:2]
+    cg, mg = c // groups, w.shape[1]
+    in_sp, kernel = x.shape[2:], w.shape[2:]
+    full_sp = tuple((i - 1) * s + (k - 1) * d + 1 for i, s, k, d in zip(in_sp, strides, kernel, dilation))
+    full = np.zeros((n, groups, mg) + full_sp, np.float64)
+    xg = x.reshape((n, groups, cg, -1)).astype(np.float64)
+    wg = w.reshape((groups, cg, mg) + kernel).astype(np.float64)
+    for tap in np.ndindex(*kernel):
+        contrib = np.einsum("ngcp,gcm->ngmp", xg, wg[(slice(None),) * 3 + tap]).reshape((n, groups, mg) + in_sp)
+        sl = tuple(slice(t * d, t * d + (i - 1) * s + 1, s) for t, d, i, s in zip(tap, dilation, in_sp, strides))
+        full[(slice(None),) * 3 + sl] += contrib
+    out = np.zeros((n, groups, mg) + tuple(output_size), np.float64)
+    src = tuple(slice(min(p, f), min(p + o, f)) for p, o, f in zip(pad_begin, output_size, full_sp))
+    dst = tuple(slice(0, s.stop - s.start) for s in src)
+    out[(slice(None),) * 3 + dst] = full[(slice(None),) * 3 + src]
+    return out.reshape((n, groups * mg) + tuple(output_size)).astype(x.dtype)
+
+
+def _conv_transpose_compute(inputs, attrs, out_type):
+    """out[n, m, o...] = sum over the group's input channels and the kernel taps k of x[n, c, i...] * w[c, m', k...]
+    where o + pad_begin - k * dilation = i * stride with 0 <= i < in; reads are clamped into x (selected away)."""
+    x, w = inputs
+    rank = len(x.shape) - 2
+    cg, mg = x.shape[1] // attrs.groups, w.shape[1]
+    kernel, in_sp = w.shape[2:], x.shape[2:]
+    rc = te.reduce_axis(cg, "rc")
+    taps = [te.reduce_axis(k, f"rk{a}") for a, k in enumerate(kernel)]
+
+    def body(n, m, *pos):
+        channel = rc.var if attrs.groups == 1 else (m // mg) * cg + rc.var
+        conds, idx = [], []
+        for a in range(rank):
+            s = attrs.strides[a]
+            t = pos[a] + attrs.pad_begin[a] - taps[a].var * attrs.dilation[a]
+            conds += [t >= 0, t <= (in_sp[a] - 1) * s]
+            if s > 1:
+                conds.append(te.eq(t % s, 0))
+            idx.append(te.min_(te.max_(t // s if s > 1 else t, 0), in_sp[a] - 1))
+        wm = m % mg if attrs.groups > 1 else m
+        product = x[(n, channel) + tuple(idx)] * w[(channel, wm) + tuple(tp.var for tp in taps)]
+        return te.sum(te.select(te.all_of(*conds), product, te.const(0.0, x.dtype)), [rc] + taps)
+    return te.compute(out_type.shape, body, name="conv_transpose", tag="conv_transpose")
+
+
+def _conv_transpose_flops(arg_types, attrs, out_type):
+    return 2.0 * arg_types[0].size * math.prod(arg_types[1].shape[1:])
+
+
+register_op("nn.conv_transpose", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv",
+            infer=_conv_transpose_infer, ref=_conv_transpose_ref, compute=_conv_transpose_compute,
+            flops=_conv_transpose_flops, normalize=_conv_transpose_normalize,
+            attrs={"strides": REQUIRED, "dilation": REQUIRED, "pad_begin": REQUIRED, "output_size": REQUIRED,
+                   "groups": 1},
+            doc="Transposed convolution of 1, 2 or 3 spatial dims (ONNX ConvTranspose), data (N, C, ...), weight "
+                "(C, M/groups, k...): output positions o read input i where o + pad_begin = i*stride + k*dilation; "
+                "output_size (per spatial dim) may cut the full output or extend it with zeros.")
