@@ -1,5 +1,7 @@
-"""Converters of the convolution and pooling windows of every spatial rank: Conv, MaxPool, AveragePool,
-GlobalAveragePool, GlobalMaxPool.
+"""Converters of the convolution and pooling windows of every spatial rank: Conv, ConvTranspose, MaxPool,
+AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, GlobalLpPool, MaxUnpool; and the normalizations over
+channels and groups written with existing ops: InstanceNormalization, GroupNormalization,
+MeanVarianceNormalization, LpNormalization.
 
 - 2-D (a 4-D NCHW input): the 2-D converters of frontends/onnx_ops.py, unchanged (NCHWc, Winograd downstream).
 - 1-D (a 3-D NCL input): the same 2-D ops on a (N, C, 1, L) view: kernel (1, k), strides (1, s), dilations
@@ -10,11 +12,14 @@ from __future__ import annotations
 
 import math
 
-from relayish import Expr, call
+import numpy as np
+
+from relayish import Constant, Expr, call, const
 
 from . import onnx_ops
-from .onnx_ops import _binary, _flag, _reshape, _shape, converter
-from .onnx_values import ConversionError
+from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, converter
+from .onnx_ops_tensor import fold
+from .onnx_values import ConversionError, int_list_input
 
 
 def _spatial_rank(x: Expr, op: str) -> int:
@@ -241,3 +246,189 @@ def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, 
     if _shape(b) != (channels,):
         raise ConversionError(f"bias shape {_shape(b)} does not match {channels} output channels")
     return _binary("add", y, _reshape(b, (channels,) + (1,) * rank))
+
+
+# ---- Lp pools and norms: sum of |x|^p, then its p-th root
+
+
+def _abs_power(x: Expr, p) -> Expr:
+    if p == 1:
+        return fold("abs", x)
+    if p == 2:
+        return _binary("multiply", x, x)
+    return fold("power", fold("abs", x), const(float(p), x.type.dtype))
+
+
+def _root(x: Expr, p) -> Expr:
+    if p == 1:
+        return x
+    if p == 2:
+        return fold("sqrt", x)
+    return fold("power", x, const(1.0 / float(p), x.type.dtype))
+
+
+def _check_p(p, x: Expr):
+    if not p > 0:
+        raise ConversionError(f"attribute p must be positive, got {p}")
+    if x.type.dtype != "float32":
+        raise ConversionError(f"a {x.type.dtype} input is not supported (float32 only)")
+
+
+def _lp_pool(x, kernel_shape, auto_pad, ceil_mode, dilations, p, pads, strides):
+    """The window sums of |x|^p are a depthwise convolution with a kernel of ones (zero padding adds nothing);
+    ceil_mode becomes extra padding at the end, as many positions as the last window needs."""
+    rank = _spatial_rank(x, "LpPool")
+    _check_p(p, x)
+    if len(kernel_shape) != rank:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
+                              f"{_shape(x)}")
+    if _flag(ceil_mode, "ceil_mode") and auto_pad == "NOTSET":
+        from relayish.ops.nn import pool_out_size
+        strides_ = tuple(strides) if strides is not None else (1,) * rank
+        dil = tuple(dilations) if dilations is not None else (1,) * rank
+        pads = list(pads) if pads is not None else [0] * (2 * rank)
+        if len(pads) != 2 * rank or len(strides_) != rank or len(dil) != rank:
+            raise ConversionError(f"pads {tuple(pads)}, strides {strides_}, dilations {dil} do not fit a {rank}-D "
+                                  f"window")
+        for a in range(rank):
+            size, k, s, d = _shape(x)[2 + a], kernel_shape[a], strides_[a], dil[a]
+            out = pool_out_size(size, k, s, d, pads[a], pads[rank + a], True)
+            pads[rank + a] = max(pads[rank + a], (out - 1) * s + (k - 1) * d + 1 - size - pads[a])
+    channels = _shape(x)[1]
+    ones = Constant(np.ones((channels, 1) + tuple(kernel_shape), np.float32))
+    total = conv(_abs_power(x, p), ones, auto_pad=auto_pad, dilations=dilations, group=channels,
+                 kernel_shape=kernel_shape, pads=pads, strides=strides)
+    return _root(total, p)
+
+
+@converter("LpPool")
+def lp_pool_v1(x, *, kernel_shape, auto_pad="NOTSET", p=2.0, pads=None, strides=None):
+    return _lp_pool(x, kernel_shape, auto_pad, 0, None, p, pads, strides)
+
+
+@converter("LpPool", since=18)
+def lp_pool_v18(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2, pads=None, strides=None):
+    return _lp_pool(x, kernel_shape, auto_pad, ceil_mode, dilations, p, pads, strides)
+
+
+@converter("GlobalLpPool")
+def global_lp_pool(x, *, p=2.0):
+    rank = len(_shape(x)) - 2
+    if rank < 1:
+        raise ConversionError(f"GlobalLpPool takes an (N, C, spatial...) input, got shape {_shape(x)}")
+    _check_p(p, x)
+    return _root(fold("sum", _abs_power(x, p), axes=tuple(range(2, rank + 2)), keepdims=True), p)
+
+
+@converter("LpNormalization")
+def lp_normalization(x, *, axis=-1, p=2):
+    if p not in (1, 2):
+        raise ConversionError(f"attribute p must be 1 or 2, got {p}")
+    _check_p(p, x)
+    axis = _axis(axis, len(_shape(x)))
+    norm = _root(fold("sum", _abs_power(x, p), axes=(axis,), keepdims=True), p)
+    one = const(1.0, x.type.dtype)  # a zero norm means a zero x there: 0 / 1 gives the 0 ONNX wants
+    return _binary("divide", x, fold("where", _binary("equal", norm, const(0.0, x.type.dtype)), one, norm))
+
+
+# ---- normalizations over channels and groups
+
+
+def _per_channel(v: Expr, ndim: int) -> Expr:
+    """A (C,) vector shaped to broadcast over (N, C, spatial...) of ndim dims."""
+    return _reshape(v, (_shape(v)[0],) + (1,) * (ndim - 2))
+
+
+def _normalize_rows(x: Expr, rows: tuple[int, ...], epsilon: float) -> Expr:
+    """x viewed as rows (N, G, rest) normalized over `rest` (mean 0, variance 1), in x's shape."""
+    flat = _reshape(x, rows + (int(np.prod(_shape(x))) // int(np.prod(rows)),))
+    one = Constant(np.ones((1,), np.float32))
+    zero = Constant(np.zeros((1,), np.float32))
+    return _reshape(fold("nn.layer_norm", flat, one, zero, axis=len(rows), epsilon=float(epsilon)), _shape(x))
+
+
+def _expect_float32(x: Expr, op: str):
+    if x.type.dtype != "float32":
+        raise ConversionError(f"{op} of a {x.type.dtype} tensor is not supported (float32 only)")
+
+
+@converter("InstanceNormalization")
+def instance_norm(x, scale, b, *, epsilon=1e-5):
+    shape = _shape(x)
+    if len(shape) < 2 or _shape(scale) != (shape[1],) or _shape(b) != (shape[1],):
+        raise ConversionError(f"input (N, C, ...) {shape} needs scale and B of shape (C,), got {_shape(scale)} "
+                              f"and {_shape(b)}")
+    _expect_float32(x, "InstanceNormalization")
+    y = _normalize_rows(x, shape[:2], epsilon)
+    return _binary("add", _binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(b, len(shape)))
+
+
+@converter("GroupNormalization", since=21)
+def group_norm(x, scale, bias, *, num_groups, epsilon=1e-5, stash_type=1):
+    """Opset 21's form (per-channel scale and bias). Opset 18's per-group form is deprecated: onnx's checker
+    refuses models that use it, so it has no converter."""
+    if stash_type != 1:
+        raise ConversionError(f"stash_type={stash_type}: only 1 (float32 statistics) is supported")
+    shape = _shape(x)
+    if len(shape) < 2:
+        raise ConversionError(f"input must be (N, C, ...), got shape {shape}")
+    _expect_float32(x, "GroupNormalization")
+    n, c = shape[:2]
+    if num_groups < 1 or c % num_groups:
+        raise ConversionError(f"num_groups={num_groups} must divide the {c} channels")
+    if _shape(scale) != (c,) or _shape(bias) != (c,):
+        raise ConversionError(f"scale and bias must have shape {(c,)}, got {_shape(scale)} and {_shape(bias)}")
+    y = _normalize_rows(x, (n, num_groups), epsilon)
+    return _binary("add", _binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(bias, len(shape)))
+
+
+@converter("MeanVarianceNormalization", since=9)
+def mean_variance_normalization(x, *, axes=(0, 2, 3)):
+    """(x - mean) / (sqrt(variance) + 1e-9) over axes (ONNX's function body; the variance as the mean of the
+    squared deviations)."""
+    _expect_float32(x, "MeanVarianceNormalization")
+    ndim = len(_shape(x))
+    axes = tuple(sorted({_axis(a, ndim) for a in axes}))
+    mean = fold("mean", x, axes=axes, keepdims=True)
+    diff = _binary("subtract", x, mean)
+    std = fold("sqrt", fold("mean", _binary("multiply", diff, diff), axes=axes, keepdims=True))
+    return _binary("divide", diff, _binary("add", std, const(1e-9, x.type.dtype)))
+
+
+# ---- MaxUnpool: the values scattered to their flat indices into zeros
+
+
+@converter("MaxUnpool", since=9)
+def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    shape = _shape(x)
+    rank = len(shape) - 2
+    if rank < 1 or len(kernel_shape) != rank:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not fit input shape {shape}")
+    if _shape(indices) != shape:
+        raise ConversionError(f"indices shape {_shape(indices)} must equal the input shape {shape}")
+    if indices.type.dtype != "int64":
+        raise ConversionError(f"indices must be int64, got {indices.type.dtype}")
+    strides = tuple(strides) if strides is not None else (1,) * rank
+    pads = tuple(pads) if pads is not None else (0,) * (2 * rank)
+    if len(strides) != rank or len(pads) != 2 * rank:
+        raise ConversionError(f"strides {strides} and pads {pads} do not fit a {rank}-D window")
+    out = shape[:2] + tuple((shape[2 + a] - 1) * strides[a] + kernel_shape[a] - pads[a] - pads[rank + a]
+                            for a in range(rank))
+    if output_shape is not None:
+        given = int_list_input(output_shape, "output_shape")
+        if given != out:  # onnx's test pads the default output (indices keep their (y, x)); onnxruntime
+            # scatters the flat indices into the larger shape: they disagree, so neither is assumed
+            raise ConversionError(f"output_shape {given} other than the default {out} is not supported (onnx's "
+                                  f"reference and onnxruntime place the values differently)")
+    if any(v < 1 for v in out):
+        raise ConversionError(f"the output shape {out} is empty")
+    total = int(np.prod(out))
+    if isinstance(indices, Constant):  # run-time indices are checked by the runtime (as ScatterElements')
+        bad = indices.data[(indices.data < 0) | (indices.data >= total)]
+        if bad.size:
+            raise ConversionError(f"indices hold {int(bad.flat[0])}, outside [0, {total}) of the output {out}")
+    zeros = Constant(np.zeros((total,), np.dtype(x.type.dtype)))
+    size = (int(np.prod(shape)),)
+    flat = fold("scatter_elements", zeros, _reshape(indices, size), _reshape(x, size), axis=0,
+                reduction="none")
+    return _reshape(flat, out)

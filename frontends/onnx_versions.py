@@ -161,6 +161,14 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
     # ---- convolution and pooling of every rank, normalizations (conf-convnd)
     "ConvTranspose": (1, 11, 22),  # 11: doc (output_shape/auto_pad rules, as onnxruntime's); 22: types
+    "LpPool": (2, 11, 18, 22),  # 2: p an int; 11: auto_pad/pads doc; 18: ceil_mode, dilations; 22: types
+    "GlobalLpPool": (2, 22),  # 2: p an int; 22: types
+    "LpNormalization": (1, 22),  # 22: types (a zero norm gives 0, as onnx's test)
+    "InstanceNormalization": (6, 22),  # 6: consumed_inputs gone; 22: types
+    "GroupNormalization": (18, 21),  # 18: deprecated (onnx's checker refuses it: no converter); 21: scale/bias per
+    #   channel, stash_type (only 1)
+    "MeanVarianceNormalization": (9, 13),  # 13: bfloat16 (refused: float32 only)
+    "MaxUnpool": (9, 11, 22),  # 11: output_shape input doc (only the default shape accepted); 22: types
 }
 
 

@@ -8,6 +8,7 @@ A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initia
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 from compiler import compile_model
@@ -91,7 +92,29 @@ CONV_TRANSPOSE = [
      {"w": w(2, 3, 3, 2, 2)}),
 ]
 
-CASES = CONV_1D + CONV_3D + POOLS + CONV_TRANSPOSE
+LP_AND_NORMS = [
+    ("LpPool", {"x": ((1, 3, 7, 8), F)}, {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, 11, {}),
+    ("LpPool", {"x": ((1, 2, 9), F)}, {"kernel_shape": [3], "p": 1, "strides": [2]}, 18, {}),
+    ("LpPool", {"x": ((1, 2, 7, 8), F)}, {"kernel_shape": [3, 3], "p": 3, "dilations": [2, 1], "ceil_mode": 1,
+                                         "strides": [2, 2]}, 18, {}),
+    ("LpPool", {"x": ((1, 2, 6, 7), F)}, {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]}, 18, {}),
+    ("LpPool", {"x": ((1, 2, 4, 5, 6), F)}, {"kernel_shape": [2, 2, 3], "strides": [1, 2, 2]}, 18, {}),
+    ("GlobalLpPool", {"x": ((2, 3, 4, 5), F)}, {}, 11, {}),
+    ("GlobalLpPool", {"x": ((2, 3, 7), F)}, {"p": 1}, 11, {}),
+    ("GlobalLpPool", {"x": ((1, 2, 3, 4, 2), F)}, {"p": 3}, 18, {}),
+    ("LpNormalization", {"x": ((3, 4, 5), F)}, {"axis": 1}, 11, {}),
+    ("LpNormalization", {"x": ((3, 4, 5), F)}, {"axis": -1, "p": 1}, 11, {}),
+    ("InstanceNormalization", {"x": ((2, 3, 4, 5), F)}, {"epsilon": 1e-3}, 11, {"s": w(3), "b": w(3, seed=2)}),
+    ("InstanceNormalization", {"x": ((2, 3, 7), F)}, {}, 22, {"s": w(3), "b": w(3, seed=2)}),
+    ("InstanceNormalization", {"x": ((1, 2, 3, 4, 2), F)}, {}, 11, {"s": w(2), "b": w(2, seed=2)}),
+    ("GroupNormalization", {"x": ((2, 6, 3, 4), F)}, {"num_groups": 2, "epsilon": 1e-2}, 21,
+     {"s": w(6), "b": w(6, seed=2)}),
+    ("GroupNormalization", {"x": ((1, 4, 5), F)}, {"num_groups": 4}, 21, {"s": w(4), "b": w(4, seed=2)}),
+    ("MeanVarianceNormalization", {"x": ((2, 3, 4, 5), F)}, {}, 13, {}),
+    ("MeanVarianceNormalization", {"x": ((2, 3, 4, 5), F)}, {"axes": [1, -1]}, 9, {}),
+]
+
+CASES = CONV_1D + CONV_3D + POOLS + CONV_TRANSPOSE + LP_AND_NORMS
 
 
 def case_id(case):
@@ -106,6 +129,9 @@ def check_three_way(case, seed=0):
     rng = np.random.default_rng(seed)
     feeds = {n: rng.standard_normal(s).astype(d) for n, (s, d) in case[1].items()}
     interp, = evaluate(from_onnx(model), feeds)
+    out = model.graph.output[0].type.tensor_type
+    if not out.elem_type:  # onnx's shape inference leaves function ops' outputs untyped (GroupNormalization)
+        out.elem_type = onnx.TensorProto.FLOAT
     ref, = run_ort(model, feeds)
     ours, = compile_model(model).run(None, feeds)
     assert ours.dtype == ref.dtype, f"dtype {ours.dtype} != onnxruntime's {ref.dtype}"
@@ -146,3 +172,60 @@ def test_three_way(case):
 def test_bad_nodes_are_refused_clearly(op, inputs, attrs, consts, message):
     with pytest.raises(OnnxImportError, match=message):
         from_onnx(make_model(op, inputs, attrs, 12 if op == "MaxPool" else 11, consts))
+
+
+@pytest.mark.parametrize("op,inputs,attrs,consts,opset,message", [
+    ("LpPool", {"x": ((1, 2, 4, 4), F)}, {"kernel_shape": [2, 2], "p": 0}, {}, 18, "p must be positive"),
+    ("LpPool", {"x": ((1, 2, 4, 4), F)}, {"kernel_shape": [2]}, {}, 18, "does not have 2 values"),
+    ("LpNormalization", {"x": ((2, 3), F)}, {"p": 3}, {}, 11, "p must be 1 or 2"),
+    ("LpNormalization", {"x": ((2, 3), F)}, {"axis": 2}, {}, 11, "axis 2 out of range"),
+    ("InstanceNormalization", {"x": ((1, 3, 4), F)}, {}, {"s": w(2), "b": w(3)}, 11, "needs scale and B of shape"),
+    ("GroupNormalization", {"x": ((1, 6, 4), F)}, {"num_groups": 4}, {"s": w(6), "b": w(6)}, 21,
+     "num_groups=4 must divide the 6 channels"),
+    ("GroupNormalization", {"x": ((1, 6, 4), F)}, {"num_groups": 3}, {"s": w(3), "b": w(3)}, 21,
+     r"scale and bias must have shape \(6,\)"),
+    ("MaxUnpool", {"x": ((1, 1, 2, 2), F)}, {"kernel_shape": [2, 2], "strides": [2, 2]},
+     {"i": np.zeros((1, 1, 2, 2), np.int64), "s": np.array([1, 1, 5, 5], np.int64)}, 11,
+     r"output_shape \(1, 1, 5, 5\) other than the default \(1, 1, 4, 4\)"),
+    ("MaxUnpool", {"x": ((1, 1, 2, 2), F)}, {"kernel_shape": [2, 2], "strides": [2, 2]},
+     {"i": np.array([[[[0, 1], [2, 16]]]], np.int64)}, 11, "index 16 out of range|indices hold 16"),
+    ("MaxUnpool", {"x": ((1, 1, 2, 2), F)}, {"kernel_shape": [2, 2]}, {"i": np.zeros((1, 1, 2, 3), np.int64)}, 11,
+     "indices shape"),
+])
+def test_bad_lp_norm_unpool_nodes_are_refused_clearly(op, inputs, attrs, consts, opset, message):
+    with pytest.raises(OnnxImportError, match=message):
+        from_onnx(make_model(op, inputs, attrs, opset, consts))
+
+
+def unpool_model(indices_at_run_time: bool):
+    inputs = {"x": ((1, 2, 2, 3), F)}
+    consts = {}
+    idx = np.array([[[[0, 3, 5], [14, 12, 16]], [[24, 26, 29], [38, 34, 35]]]], np.int64)  # flat into (1, 2, 4, 5)
+    if indices_at_run_time:
+        inputs["i"] = ((1, 2, 2, 3), "int64")
+    else:
+        consts["i"] = idx
+    return make_model("MaxUnpool", inputs, {"kernel_shape": [2, 3], "strides": [2, 1]}, 11, consts), idx
+
+
+@pytest.mark.parametrize("at_run_time", [False, True])
+def test_max_unpool_three_way(at_run_time):
+    model, idx = unpool_model(at_run_time)
+    feeds = {"x": np.random.default_rng(0).standard_normal((1, 2, 2, 3)).astype(np.float32)}
+    if at_run_time:
+        feeds["i"] = idx
+    interp, = evaluate(from_onnx(model), feeds)
+    ref, = run_ort(model, feeds)
+    ours, = compile_model(model).run(None, feeds)
+    assert ours.shape == (1, 2, 4, 5)
+    np.testing.assert_array_equal(ours, ref)
+    np.testing.assert_array_equal(ours, interp)
+
+
+def test_max_unpool_run_time_indices_out_of_range_are_refused():
+    model, idx = unpool_model(True)
+    sess = compile_model(model)
+    idx = idx.copy()
+    idx[0, 1, 1, 2] = 40
+    with pytest.raises(ValueError, match="40"):
+        sess.run(None, {"x": np.zeros((1, 2, 2, 3), np.float32), "i": idx})
