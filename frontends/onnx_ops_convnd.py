@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from relayish import Constant, Expr, call, const
+from relayish.ops.nn import pool_out_size
 
 from . import onnx_ops
 from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, converter
@@ -283,7 +284,6 @@ def _lp_pool(x, kernel_shape, auto_pad, ceil_mode, dilations, p, pads, strides):
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
                               f"{_shape(x)}")
     if _flag(ceil_mode, "ceil_mode") and auto_pad == "NOTSET":
-        from relayish.ops.nn import pool_out_size
         strides_ = tuple(strides) if strides is not None else (1,) * rank
         dil = tuple(dilations) if dilations is not None else (1,) * rank
         pads = list(pads) if pads is not None else [0] * (2 * rank)
