@@ -126,6 +126,8 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
     if len(kernel_shape) != rank:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
                               f"{_shape(x)}")
+    if op == "MaxPool" and not x.type.dtype.startswith(("float", "bfloat")):
+        return _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs)
     if rank == 2:
         return pool_2d(x, kernel_shape, strides, dilations, pads)
     if rank == 1:
@@ -134,6 +136,23 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
     name = "nn.max_pool3d" if op == "MaxPool" else "nn.avg_pool3d"
     return call(name, x, pool_size=tuple(kernel_shape),
                 **_window_3d(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
+
+
+def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs):
+    """MaxPool of an integer tensor of any rank: the 3-D op (the 2-D ones compute on floats) over a view with
+    leading spatial dims of 1 (windows of 1 there: no padding in any auto_pad mode)."""
+    shape = _shape(x)
+    extra = 5 - len(shape)
+    if pads is not None and len(pads) != 2 * (len(shape) - 2):
+        raise ConversionError(f"pads {tuple(pads)} must have {2 * (len(shape) - 2)} values for input shape {shape}")
+    lift = lambda values, fill: None if values is None else (fill,) * extra + tuple(values)  # noqa: E731
+    if pads is not None:
+        half = len(pads) // 2
+        pads = lift(pads[:half], 0) + lift(pads[half:], 0)
+    x5 = _reshape(x, shape[:2] + (1,) * extra + shape[2:])
+    y = call("nn.max_pool3d", x5, pool_size=lift(kernel_shape, 1),
+             **_window_3d(x5, lift(kernel_shape, 1), lift(strides, 1), lift(dilations, 1), auto_pad, pads), **attrs)
+    return _reshape(y, shape[:2] + _shape(y)[2 + extra:])
 
 
 @converter("MaxPool")

@@ -647,3 +647,8 @@ CONVND = [
 @pytest.mark.parametrize("op,shapes,attrs", CONVND, ids=lambda v: str(v))
 def test_convnd_op(op, shapes, attrs):
     check_op(op, shapes, attrs)
+
+
+def test_integer_max_pool3d():
+    check_typed("nn.max_pool3d", [((1, 2, 3, 5, 6), I)], {"pool_size": (1, 2, 3), "padding": (0, 1, 1, 0, 1, 2),
+                                                          "strides": (1, 2, 2), "ceil_mode": True})

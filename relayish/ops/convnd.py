@@ -132,7 +132,8 @@ def _pool3d_infer(op):
     def infer(arg_types, attrs):
         x, = arg_types
         expect_ndim(op, x, 5, "data")
-        expect_float(op, x, "data")
+        if op != "nn.max_pool3d" or x.dtype == "bool":
+            expect_float(op, x, "data")
         k, d, p = attrs.pool_size, attrs.dilation, attrs.padding
         for i in range(3):
             if max(p[i], p[3 + i]) >= k[i]:  # onnxruntime's rule; it keeps every window overlapping the input
@@ -155,9 +156,15 @@ def _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, fill):
     return np.stack(taps, axis=-1)
 
 
+def _lowest(dtype):
+    """The fill of padded max-pool taps: -inf, or the smallest integer of an integer dtype."""
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
 def _max_pool3d_ref(x, pool_size, strides, padding, dilation, ceil_mode):
     out_shape = _pool3d_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
-    return _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, -np.inf).max(axis=-1)
+    return _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, _lowest(x.dtype)).max(axis=-1)
 
 
 def _avg_pool3d_ref(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad):
@@ -193,7 +200,7 @@ def _window_reduce3d(data, attrs, out_type, reducer, name):
 
 
 def _max_pool3d_compute(inputs, attrs, out_type):
-    data = _pool3d_input(inputs[0], attrs, out_type, -math.inf)
+    data = _pool3d_input(inputs[0], attrs, out_type, _lowest(inputs[0].dtype))
     return _window_reduce3d(data, attrs, out_type, te.max_reduce, "max_pool3d")
 
 
@@ -223,7 +230,8 @@ _POOL3D_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1, 1), "padding": (0,) * 
 register_op("nn.max_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool3d_infer("nn.max_pool3d"), ref=_max_pool3d_ref, compute=_max_pool3d_compute,
             flops=_pool3d_flops, normalize=_pool3d_normalize("nn.max_pool3d"), attrs=_POOL3D_ATTRS,
-            doc="3-D max pooling over NCDHW (ONNX MaxPool); padded and overhanging taps are -inf.")
+            doc="3-D max pooling over NCDHW (ONNX MaxPool), float or integer; padded and overhanging taps are "
+                "-inf (the smallest integer).")
 register_op("nn.avg_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool3d_infer("nn.avg_pool3d"), ref=_avg_pool3d_ref, compute=_avg_pool3d_compute,
             flops=_pool3d_flops, normalize=_pool3d_normalize("nn.avg_pool3d"),
