@@ -138,9 +138,9 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
                 **_window_3d(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
 
 
-def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs):
-    """MaxPool of an integer tensor of any rank: the 3-D op (the 2-D ones compute on floats) over a view with
-    leading spatial dims of 1 (windows of 1 there: no padding in any auto_pad mode)."""
+def _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads):
+    """x of any spatial rank as a 5-D view with leading spatial dims of 1 (windows of 1 there: no padding in any
+    auto_pad mode), and the 3-D window attrs over it."""
     shape = _shape(x)
     extra = 5 - len(shape)
     if pads is not None and len(pads) != 2 * (len(shape) - 2):
@@ -150,19 +150,39 @@ def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **att
         half = len(pads) // 2
         pads = lift(pads[:half], 0) + lift(pads[half:], 0)
     x5 = _reshape(x, shape[:2] + (1,) * extra + shape[2:])
-    y = call("nn.max_pool3d", x5, pool_size=lift(kernel_shape, 1),
-             **_window_3d(x5, lift(kernel_shape, 1), lift(strides, 1), lift(dilations, 1), auto_pad, pads), **attrs)
-    return _reshape(y, shape[:2] + _shape(y)[2 + extra:])
+    return x5, dict(pool_size=lift(kernel_shape, 1), **_window_3d(x5, lift(kernel_shape, 1), lift(strides, 1),
+                                                                  lift(dilations, 1), auto_pad, pads))
+
+
+def _from_3d(y, like):
+    return _reshape(y, _shape(like)[:2] + _shape(y)[7 - len(_shape(like)):])
+
+
+def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs):
+    """MaxPool of an integer tensor of any rank: the 3-D op (the 2-D ones compute on floats)."""
+    x5, window = _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads)
+    return _from_3d(call("nn.max_pool3d", x5, **window, **attrs), x)
 
 
 @converter("MaxPool")
 def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
-             strides=None):
+             strides=None, _outputs=1):
+    """Y as 2-D, 1-D or 3-D pooling; the Indices output (opset 8), when the node has it, from
+    nn.max_pool3d_argmax over a 5-D view."""
     def pool_2d(x4, k, s, d, p):
         return onnx_ops.max_pool(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=d, pads=p,
                                  storage_order=storage_order, strides=s)
-    return _pool("MaxPool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
-                 ceil_mode=_flag(ceil_mode, "ceil_mode"))
+    y = _pool("MaxPool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
+              ceil_mode=_flag(ceil_mode, "ceil_mode"))
+    if _outputs < 2:
+        return y
+    order = _flag(storage_order, "storage_order")
+    if order and len(_shape(x)) == 5:
+        raise ConversionError("storage_order=1 (column-major Indices) of a 3-D MaxPool is not supported")
+    x5, window = _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads)
+    indices = call("nn.max_pool3d_argmax", x5, ceil_mode=_flag(ceil_mode, "ceil_mode"), storage_order=int(order),
+                   **window)
+    return y, _from_3d(indices, x)
 
 
 @converter("AveragePool")

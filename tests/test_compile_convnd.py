@@ -17,7 +17,7 @@ from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
 from relayish.interp import evaluate
 from test_compile_movement import make_model
-from test_frontend import assert_close, run_ort
+from test_frontend import assert_close, run_ort, with_output_shapes
 
 F = "float32"
 
@@ -245,3 +245,41 @@ def test_max_unpool_run_time_indices_out_of_range_are_refused():
     idx[0, 1, 1, 2] = 40
     with pytest.raises(ValueError, match="40"):
         sess.run(None, {"x": np.zeros((1, 2, 2, 3), np.float32), "i": idx})
+
+
+@pytest.mark.parametrize("shape,attrs,dtype", [
+    ((1, 2, 7, 8), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, F),
+    ((2, 3, 6, 5), {"kernel_shape": [2, 3], "strides": [2, 1], "storage_order": 1, "ceil_mode": 1}, F),
+    ((1, 2, 11), {"kernel_shape": [3], "strides": [2], "dilations": [2], "pads": [2, 1]}, F),
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 2, 2], "auto_pad": "SAME_UPPER"}, F),
+    ((1, 2, 5, 6), {"kernel_shape": [2, 2], "strides": [2, 2]}, "int8"),
+], ids=str)
+def test_max_pool_indices_three_way(shape, attrs, dtype):
+    node = onnx.helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = onnx.helper.make_graph(
+        [node], "t", [onnx.helper.make_tensor_value_info("x", elem, shape)],
+        [onnx.helper.make_tensor_value_info("y", elem, None),
+         onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, None)])
+    model = with_output_shapes(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 12)]))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype) if dtype == F else rng.integers(-128, 128, shape).astype(dtype)
+    if dtype != F:
+        x.flat[::3] = x.flat[0]  # ties: the first largest element wins
+    feeds = {"x": x}
+    interp = evaluate(from_onnx(model), feeds)
+    ref = run_ort(model, feeds)
+    ours = compile_model(model).run(None, feeds)
+    for got, want, other in zip(ours, ref, interp):
+        np.testing.assert_array_equal(got, want, err_msg="vs onnxruntime")
+        np.testing.assert_array_equal(got, other, err_msg="vs interpreter")
+
+
+def test_max_pool_3d_column_major_indices_are_refused():
+    node = onnx.helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], storage_order=1)
+    graph = onnx.helper.make_graph([node], "t", [onnx.helper.make_tensor_value_info("x", 1, (1, 1, 4, 4, 4))],
+                                   [onnx.helper.make_tensor_value_info("y", 1, None),
+                                    onnx.helper.make_tensor_value_info("i", 7, None)])
+    with pytest.raises(OnnxImportError, match="storage_order=1 .* of a 3-D MaxPool is not supported"):
+        from_onnx(with_output_shapes(onnx.helper.make_model(graph,
+                                                            opset_imports=[onnx.helper.make_opsetid("", 12)])))

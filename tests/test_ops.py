@@ -652,3 +652,11 @@ def test_convnd_op(op, shapes, attrs):
 def test_integer_max_pool3d():
     check_typed("nn.max_pool3d", [((1, 2, 3, 5, 6), I)], {"pool_size": (1, 2, 3), "padding": (0, 1, 1, 0, 1, 2),
                                                           "strides": (1, 2, 2), "ceil_mode": True})
+
+
+def test_max_pool3d_argmax():
+    window = {"pool_size": (2, 2, 3), "padding": (1, 1, 1, 0, 1, 2), "strides": (1, 2, 2), "ceil_mode": True}
+    check_op("nn.max_pool3d_argmax", [(2, 3, 3, 5, 6)], window)
+    check_op("nn.max_pool3d_argmax", [(1, 2, 1, 5, 6)], {"pool_size": (1, 3, 3), "padding": (0, 1, 1, 0, 1, 1),
+                                                         "storage_order": 1})
+    check_typed("nn.max_pool3d_argmax", [((1, 2, 3, 5, 6), I)], window)  # ints in [-3, 3]: many ties

@@ -132,7 +132,7 @@ def _pool3d_infer(op):
     def infer(arg_types, attrs):
         x, = arg_types
         expect_ndim(op, x, 5, "data")
-        if op != "nn.max_pool3d" or x.dtype == "bool":
+        if op not in ("nn.max_pool3d", "nn.max_pool3d_argmax") or x.dtype == "bool":
             expect_float(op, x, "data")
         k, d, p = attrs.pool_size, attrs.dilation, attrs.padding
         for i in range(3):
@@ -326,3 +326,70 @@ register_op("nn.conv_transpose", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE,
             doc="Transposed convolution of 1, 2 or 3 spatial dims (ONNX ConvTranspose), data (N, C, ...), weight "
                 "(C, M/groups, k...): output positions o read input i where o + pad_begin = i*stride + k*dilation; "
                 "output_size (per spatial dim) may cut the full output or extend it with zeros.")
+
+# ---------------------------------------------------------------------------------------------- max pool indices
+
+
+def _argmax_normalize(attrs, arg_types):
+    attrs = _pool3d_normalize("nn.max_pool3d_argmax")(attrs, arg_types)
+    if attrs["storage_order"] not in (0, 1):
+        raise OpError(f"nn.max_pool3d_argmax: storage_order must be 0 or 1, got {attrs['storage_order']}")
+    return attrs
+
+
+def _argmax_infer(arg_types, attrs):
+    out = _pool3d_infer("nn.max_pool3d_argmax")(arg_types, attrs)
+    return TensorType(out.shape, "int64")
+
+
+def _argmax_ref(x, pool_size, strides, padding, dilation, ceil_mode, storage_order):
+    """The flat index into x (N, C, D, H, W) of each window's first largest tap (taps in row-major order); with
+    storage_order 1 the (H, W) part of the index counts column-major (h + w * H), as ONNX's MaxPool."""
+    n, c, d, h, w = x.shape
+    out_shape = _pool3d_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
+    taps = _pool3d_taps(x, out_shape, pool_size, strides, dilation, padding, _lowest(x.dtype))
+    where = np.arange(d * h * w, dtype=np.int64).reshape(1, 1, d, h, w)
+    spatial = _pool3d_taps(where, out_shape, pool_size, strides, dilation, padding, -1)
+    valid = spatial >= 0
+    best = np.where(valid, taps, _lowest(x.dtype)).max(axis=-1, keepdims=True)
+    first = np.argmax(valid & (taps == best), axis=-1)[..., None]
+    s = np.take_along_axis(np.broadcast_to(spatial, taps.shape), first, axis=-1)[..., 0]
+    if storage_order:
+        s = (s // (h * w)) * (h * w) + (s % w) * h + (s // w) % h
+    base = (np.arange(n, dtype=np.int64)[:, None] * c + np.arange(c)).reshape(n, c, 1, 1, 1) * (d * h * w)
+    return base + s
+
+
+def _argmax_compute(inputs, attrs, out_type):
+    x, = inputs
+    n_, c_, d_, h_, w_ = x.shape
+    best = _max_pool3d_compute(inputs, attrs, TensorType(out_type.shape, x.dtype))
+    (kd, kh, kw), s, dl, p = attrs.pool_size, attrs.strides, attrs.dilation, attrs.padding
+    rz, ry, rx = te.reduce_axis(kd, "rz"), te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    never = te.const(2**62, "int64")
+
+    def first(n, c, z, y, xx):
+        pos = [z * s[0] + rz.var * dl[0] - p[0], y * s[1] + ry.var * dl[1] - p[1], xx * s[2] + rx.var * dl[2] - p[2]]
+        conds = []
+        for q, extent in zip(pos, (d_, h_, w_)):
+            conds += [q >= 0, q < extent]
+        clamped = [te.min_(te.max_(q, 0), e - 1) for q, e in zip(pos, (d_, h_, w_))]
+        hit = te.all_of(*conds, te.eq(x[(n, c) + tuple(clamped)], best[n, c, z, y, xx]))
+        flat = te.cast("int64", (clamped[0] * h_ + clamped[1]) * w_ + clamped[2])
+        return te.min_reduce(te.select(hit, flat, never), [rz, ry, rx])
+    spatial = te.compute(out_type.shape, first, name="max_pool_argmax_first", tag="pool")
+    plane = h_ * w_
+
+    def index(n, c, z, y, xx):
+        sp = spatial[n, c, z, y, xx]
+        if attrs.storage_order:
+            sp = (sp // plane) * plane + (sp % w_) * h_ + (sp // w_) % h_
+        return te.cast("int64", n * c_ + c) * (d_ * plane) + sp
+    return te.compute(out_type.shape, index, name="max_pool_argmax", tag="pool")
+
+
+register_op("nn.max_pool3d_argmax", inputs=1, pattern=Pattern.OPAQUE, op_class="pool", infer=_argmax_infer,
+            ref=_argmax_ref, compute=_argmax_compute, flops=_pool3d_flops, normalize=_argmax_normalize,
+            attrs=dict(_POOL3D_ATTRS, storage_order=0),
+            doc="MaxPool's Indices output over NCDHW: the flat index (int64) of each window's first largest "
+                "element; storage_order 1 counts (H, W) column-major.")
