@@ -24,7 +24,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "AveragePool": (7, 10, 11, 19, 22),  # 7: count_include_pad; 10: ceil_mode; 11: doc (dilated output size,
     #   auto_pad with ceil); 19: dilations; 22: types + "windows starting in the right padding are dropped"
     #   (relayish.ops.nn.pool_out_size already does)
-    "MaxPool": (1, 8, 10, 11, 12, 22),  # 8: storage_order + Indices output (refused if used); 10: ceil_mode,
+    "MaxPool": (1, 8, 10, 11, 12, 22),  # 8: storage_order + Indices output (handled, conf-convnd); 10: ceil_mode,
     #   dilations; 11: doc; 12: int8/uint8; 22: as AveragePool-22
     "GlobalAveragePool": (1, 22),  # 22: types
     "GlobalMaxPool": (1, 22),  # 22: types
