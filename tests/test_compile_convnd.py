@@ -283,3 +283,46 @@ def test_max_pool_3d_column_major_indices_are_refused():
     with pytest.raises(OnnxImportError, match="storage_order=1 .* of a 3-D MaxPool is not supported"):
         from_onnx(with_output_shapes(onnx.helper.make_model(graph,
                                                             opset_imports=[onnx.helper.make_opsetid("", 12)])))
+
+
+# ---- the new stages under random schedules: every sketch and annotation the tuner may try computes the same
+
+@pytest.mark.parametrize("op,shapes,dtype,attrs", [
+    ("nn.conv3d", [(1, 4, 4, 5, 6), (4, 2, 2, 3, 2)], F, {"padding": (1, 0, 1, 0, 1, 1), "groups": 2}),
+    ("nn.max_pool3d", [(1, 2, 5, 6, 7)], F, {"pool_size": (2, 3, 2), "strides": (2, 2, 2), "ceil_mode": True}),
+    ("nn.avg_pool3d", [(1, 2, 5, 6, 7)], F, {"pool_size": (2, 3, 2), "padding": (1, 1, 0, 1, 1, 1),
+                                            "ceil_mode": True}),
+    ("nn.conv_transpose", [(1, 4, 3, 4), (4, 3, 3, 3)], F, {"strides": (2, 2), "dilation": (1, 2),
+                                                           "pad_begin": (1, 0), "output_size": (6, 9),
+                                                           "groups": 2}),
+    ("nn.max_pool3d_argmax", [(1, 2, 1, 6, 7)], "int64", {"pool_size": (1, 3, 2), "strides": (1, 2, 2),
+                                                         "padding": (0, 1, 0, 0, 1, 1), "storage_order": 1}),
+], ids=str)
+def test_random_schedules_keep_results(op, shapes, dtype, attrs):
+    import random
+
+    from compiler.lower import lower
+    from compiler.task import Task
+    from loop_eval import run_primfunc
+    from relayish import TensorType, Var, call, get_op, te
+    from relayish.interp import evaluate_one
+    from tuning.annotate import concretize, random_programs
+    from tuning.sketch import generate_sketches
+
+    dtypes = [dtype] + [F] * (len(shapes) - 1)
+    node = call(op, *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(zip(shapes, dtypes))], **attrs)
+    placeholders = [te.placeholder(s, d, name=f"x{k}") for k, (s, d) in enumerate(zip(shapes, dtypes))]
+    out = get_op(op).compute(placeholders, node.attrs, node.type)
+    task = Task("test", op, None, placeholders, [out], 1.0)
+    rng = np.random.default_rng(4)
+    data = [(rng.integers(-2, 3, s) if d == "int64" else rng.standard_normal(s)).astype(d)
+            for s, d in zip(shapes, dtypes)]
+    want = evaluate_one(node, data)
+    sketches, init = generate_sketches(task), task.initial_state()
+    for prog, _ in random_programs(sketches, init, 6, random.Random(0)):
+        func = lower(concretize(sketches[prog.sketch_id], prog, init).apply(init))
+        n_in = len(data)
+        bufs = [a.copy() for a in data] + [np.zeros(want.shape, want.dtype)] + \
+            [np.zeros(int(np.prod(p.shape)), p.dtype) for p in func.params[n_in + 1:]]
+        run_primfunc(func, bufs)
+        np.testing.assert_allclose(bufs[n_in], want, rtol=1e-4, atol=1e-5)
