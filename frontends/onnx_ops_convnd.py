@@ -265,6 +265,32 @@ def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape,
     return strides, dilations, pads[:rank], output_size
 
 
+def _conv_transpose_as_conv2d(x, w: np.ndarray, groups, strides, dilations, pad_begin, output_size) -> Expr:
+    """A 1-D or 2-D ConvTranspose with constant weights as the fast 2-D convolution: the input with stride - 1
+    zeros after each element, padded by (k - 1) * dilation - pad_begin in front (negative: cropped) and to the
+    length the output needs at the back, convolved with the kernel flipped and its channel axes swapped per
+    group. out[o] = sum_k x_up[o + pad_begin - k * d] * w[k] = sum_k' x_pad[o + k' * d] * w[K - 1 - k']."""
+    rank = len(_shape(x)) - 2
+    if rank == 1:  # (N, C, L) as (N, C, 1, L)
+        x, w = _to_2d(x), w.reshape(w.shape[:2] + (1,) + w.shape[2:])
+        strides, dilations, output_size = ((1,) + tuple(v) for v in (strides, dilations, output_size))
+        pad_begin = (0,) + tuple(pad_begin)
+        return _from_2d(_conv_transpose_as_conv2d(x, w, groups, strides, dilations, pad_begin, output_size))
+    n, c, h, wd = _shape(x)
+    (sh, sw), kernel = strides, w.shape[2:]
+    if sh > 1 or sw > 1:
+        x = call("pad", _reshape(x, (n, c, h, 1, wd, 1)), pads=(0,) * 9 + (sh - 1, 0, sw - 1))
+        x = _reshape(x, (n, c, h * sh, wd * sw))
+    front = [(k - 1) * d - p for k, d, p in zip(kernel, dilations, pad_begin)]
+    back = [o + (k - 1) * d - f - u for o, k, d, f, u in zip(output_size, kernel, dilations, front, _shape(x)[2:])]
+    if any(front) or any(back):
+        x = call("pad", x, pads=(0, 0, front[0], front[1], 0, 0, back[0], back[1]))
+    mg = w.shape[1]
+    flipped = w.reshape((groups, c // groups, mg) + kernel).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
+    weight = Constant(np.ascontiguousarray(flipped.reshape((groups * mg, c // groups) + kernel)))
+    return call("nn.conv2d", x, weight, groups=groups, dilation=tuple(dilations))
+
+
 @converter("ConvTranspose")
 def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None):
@@ -278,8 +304,12 @@ def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, 
         raise ConversionError(f"kernel {_shape(w)[2:]} has more than {onnx_ops.MAX_WINDOW_TAPS} taps")
     strides, dilations, pad_begin, output_size = _transpose_geometry(x, w, auto_pad, dilations, output_padding,
                                                                      output_shape, pads, strides)
-    y = call("nn.conv_transpose", x, w, strides=strides, dilation=dilations, pad_begin=pad_begin,
-             output_size=output_size, groups=group)
+    fits = group >= 1 and _shape(x)[1] % group == 0 and _shape(w)[0] == _shape(x)[1]  # else the op says why
+    if rank <= 2 and isinstance(w, Constant) and x.type.dtype == "float32" and fits:
+        y = _conv_transpose_as_conv2d(x, w.data, group, strides, dilations, pad_begin, output_size)
+    else:
+        y = call("nn.conv_transpose", x, w, strides=strides, dilation=dilations, pad_begin=pad_begin,
+                 output_size=output_size, groups=group)
     if b is None:
         return y
     channels = _shape(y)[1]

@@ -100,6 +100,11 @@ CONV_TRANSPOSE = [
      {"w": w(3, 2, 3), "b": w(6)}),
     ("ConvTranspose", {"x": ((1, 2, 3, 4, 3), F)}, {"strides": [2, 1, 2], "pads": [1, 0, 0, 0, 1, 1]}, 11,
      {"w": w(2, 3, 3, 2, 2)}),
+    ("ConvTranspose", {"x": ((1, 2, 5, 5), F)}, {"strides": [3, 3], "pads": [2, 3, 2, 1]}, 11,
+     {"w": w(2, 2, 2, 2)}),  # pads beyond (k - 1) * dilation: the 2-D convolution's input is cropped in front
+    ("ConvTranspose", {"x": ((1, 4, 3, 4), F), "w": ((4, 3, 3, 2), F)}, {"strides": [2, 3], "group": 2,
+                                                                      "pads": [1, 0, 0, 1]}, 11, {}),  # the direct op
+    ("ConvTranspose", {"x": ((1, 2, 6), F), "w": ((2, 3, 3), F)}, {"strides": [2], "output_shape": [14]}, 11, {}),
 ]
 
 LP_AND_NORMS = [
