@@ -35,6 +35,12 @@ CONV_1D = [
      {"w": w(3, 1, 4)}),
 ]
 
+CONV_RUN_TIME_WEIGHTS = [
+    ("Conv", {"x": ((1, 4, 9), F), "w": ((6, 2, 3), F)}, {"group": 2, "pads": [1, 2], "strides": [2]}, 11, {}),
+    ("Conv", {"x": ((1, 2, 4, 5, 4), F), "w": ((3, 2, 2, 2, 3), F), "b": ((3,), F)}, {"dilations": [1, 2, 1]}, 11,
+     {}),
+]
+
 CONV_3D = [
     ("Conv", {"x": ((1, 2, 5, 6, 7), F)}, {}, 11, {"w": w(3, 2, 3, 2, 3)}),
     ("Conv", {"x": ((2, 4, 6, 5, 7), F)}, {"strides": [2, 1, 2], "pads": [1, 0, 2, 0, 1, 1],
@@ -129,7 +135,7 @@ LP_AND_NORMS = [
     ("MeanVarianceNormalization", {"x": ((2, 3, 4, 5), F)}, {"axes": [1, -1]}, 9, {}),
 ]
 
-CASES = CONV_1D + CONV_3D + POOLS + CONV_TRANSPOSE + LP_AND_NORMS
+CASES = CONV_1D + CONV_RUN_TIME_WEIGHTS + CONV_3D + POOLS + CONV_TRANSPOSE + LP_AND_NORMS
 
 
 def case_id(case):
