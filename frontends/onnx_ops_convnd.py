@@ -283,12 +283,13 @@ def _conv_transpose_as_conv2d(x, w: np.ndarray, groups, strides, dilations, pad_
         x = _reshape(x, (n, c, h * sh, wd * sw))
     front = [(k - 1) * d - p for k, d, p in zip(kernel, dilations, pad_begin)]
     back = [o + (k - 1) * d - f - u for o, k, d, f, u in zip(output_size, kernel, dilations, front, _shape(x)[2:])]
-    if any(front) or any(back):
-        x = call("pad", x, pads=(0, 0, front[0], front[1], 0, 0, back[0], back[1]))
+    if min(front + back) < 0:  # crop; the convolution pads (its padding is >= 0)
+        x = call("pad", x, pads=(0, 0, min(front[0], 0), min(front[1], 0), 0, 0, min(back[0], 0), min(back[1], 0)))
     mg = w.shape[1]
     flipped = w.reshape((groups, c // groups, mg) + kernel).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]
     weight = Constant(np.ascontiguousarray(flipped.reshape((groups * mg, c // groups) + kernel)))
-    return call("nn.conv2d", x, weight, groups=groups, dilation=tuple(dilations))
+    padding = (max(front[0], 0), max(front[1], 0), max(back[0], 0), max(back[1], 0))
+    return call("nn.conv2d", x, weight, groups=groups, dilation=tuple(dilations), padding=padding)
 
 
 @converter("ConvTranspose")
