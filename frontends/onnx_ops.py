@@ -281,7 +281,7 @@ def mean(*inputs):
 
 # ---- nn ----
 
-@converter("Conv")
+# ONNX Conv: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
 def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     _expect_spatial_2d(x, "Conv")
     kernel = _shape(w)[2:]
@@ -304,7 +304,7 @@ def batch_norm(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1,
     return call("nn.batch_norm", x, scale, b, mean, var, axis=1, epsilon=epsilon)
 
 
-@converter("MaxPool")
+# ONNX MaxPool: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
 def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
              strides=None):
     _expect_spatial_2d(x, "MaxPool")
@@ -312,7 +312,7 @@ def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None,
                 **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
 
 
-@converter("AveragePool")
+# ONNX AveragePool: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
 def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, pads=None,
              strides=None):
     _expect_spatial_2d(x, "AveragePool")
@@ -321,13 +321,13 @@ def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_p
                 **_window(x, kernel_shape, strides, dilations, auto_pad, pads))
 
 
-@converter("GlobalAveragePool")
+# ONNX GlobalAveragePool: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
 def global_avg_pool(x):
     _expect_spatial_2d(x, "GlobalAveragePool")
     return call("nn.global_avg_pool2d", x)
 
 
-@converter("GlobalMaxPool")
+# ONNX GlobalMaxPool: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
 def global_max_pool(x):
     _expect_spatial_2d(x, "GlobalMaxPool")
     return call("nn.max_pool2d", x, pool_size=_shape(x)[2:])

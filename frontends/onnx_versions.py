@@ -24,7 +24,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "AveragePool": (7, 10, 11, 19, 22),  # 7: count_include_pad; 10: ceil_mode; 11: doc (dilated output size,
     #   auto_pad with ceil); 19: dilations; 22: types + "windows starting in the right padding are dropped"
     #   (relayish.ops.nn.pool_out_size already does)
-    "MaxPool": (1, 8, 10, 11, 12, 22),  # 8: storage_order + Indices output (refused if used); 10: ceil_mode,
+    "MaxPool": (1, 8, 10, 11, 12, 22),  # 8: storage_order + Indices output (handled, conf-convnd); 10: ceil_mode,
     #   dilations; 11: doc; 12: int8/uint8; 22: as AveragePool-22
     "GlobalAveragePool": (1, 22),  # 22: types
     "GlobalMaxPool": (1, 22),  # 22: types
@@ -202,6 +202,16 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Scan": (8, 9, 11, 16, 19, 21, 23, 24, 25),  # 8: batch axis, sequence_lens (only the full length); 9: no
     # batch axis, scan axes and directions per input and output; 11:
     # negative axes; 16: bfloat16; 19, 21, 23, 24, 25: more element types (float8, int4, float4, ...) only
+    # ---- convolution and pooling of every rank, normalizations (conf-convnd)
+    "ConvTranspose": (1, 11, 22),  # 11: doc (output_shape/auto_pad rules, as onnxruntime's); 22: types
+    "LpPool": (2, 11, 18, 22),  # 2: p an int; 11: auto_pad/pads doc; 18: ceil_mode, dilations; 22: types
+    "GlobalLpPool": (2, 22),  # 2: p an int; 22: types
+    "LpNormalization": (1, 22),  # 22: types (a zero norm gives 0, as onnx's test)
+    "InstanceNormalization": (6, 22),  # 6: consumed_inputs gone; 22: types
+    "GroupNormalization": (18, 21),  # 18: deprecated (onnx's checker refuses it: no converter); 21: scale/bias per
+    #   channel, stash_type (only 1)
+    "MeanVarianceNormalization": (9, 13),  # 13: bfloat16 (refused: float32 only)
+    "MaxUnpool": (9, 11, 22),  # 11: output_shape input doc (only the default shape accepted); 22: types
 }
 
 

@@ -662,3 +662,39 @@ def test_resize_op(op, specs, attrs):
 def test_resize_bad_input_raises_op_error(specs, attrs, message):
     with pytest.raises(OpError, match=message):
         call("resize", *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)
+# ---- convolution and pooling of every rank (conf-convnd): 3-D windows over NCDHW
+
+CONVND = [
+    ("nn.conv3d", [(1, 2, 5, 6, 4), (3, 2, 2, 3, 2)], {}),
+    ("nn.conv3d", [(1, 4, 6, 5, 7), (6, 2, 3, 2, 2)], {"strides": (2, 1, 2), "padding": (1, 0, 2, 0, 1, 1),
+                                                      "dilation": (1, 2, 1), "groups": 2}),
+    ("nn.max_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 2, 3), "strides": (2, 2, 3),
+                                          "padding": (1, 0, 1, 1, 1, 2), "dilation": (1, 2, 1), "ceil_mode": True}),
+    ("nn.avg_pool3d", [(1, 2, 6, 7, 8)], {"pool_size": (2, 3, 2), "strides": (2, 2, 2)}),
+    ("nn.avg_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 3, 2), "strides": (2, 1, 3), "padding": (1, 1, 0, 1, 2, 1),
+                                          "dilation": (2, 1, 2), "ceil_mode": True, "count_include_pad": True}),
+    ("nn.conv_transpose", [(1, 4, 3, 4), (4, 3, 3, 2)], {"strides": (2, 3), "dilation": (1, 2), "pad_begin": (1, 0),
+                                                        "output_size": (7, 12), "groups": 2}),
+    ("nn.conv_transpose", [(2, 2, 5), (2, 3, 3)], {"strides": (2,), "dilation": (1,), "pad_begin": (0,),
+                                                  "output_size": (13,)}),
+    ("nn.conv_transpose", [(1, 2, 3, 2, 3), (2, 2, 2, 2, 3)], {"strides": (1, 2, 2), "dilation": (2, 1, 1),
+                                                              "pad_begin": (1, 0, 2), "output_size": (4, 4, 6)}),
+]
+
+
+@pytest.mark.parametrize("op,shapes,attrs", CONVND, ids=lambda v: str(v))
+def test_convnd_op(op, shapes, attrs):
+    check_op(op, shapes, attrs)
+
+
+def test_integer_max_pool3d():
+    check_typed("nn.max_pool3d", [((1, 2, 3, 5, 6), I)], {"pool_size": (1, 2, 3), "padding": (0, 1, 1, 0, 1, 2),
+                                                          "strides": (1, 2, 2), "ceil_mode": True})
+
+
+def test_max_pool3d_argmax():
+    window = {"pool_size": (2, 2, 3), "padding": (1, 1, 1, 0, 1, 2), "strides": (1, 2, 2), "ceil_mode": True}
+    check_op("nn.max_pool3d_argmax", [(2, 3, 3, 5, 6)], window)
+    check_op("nn.max_pool3d_argmax", [(1, 2, 1, 5, 6)], {"pool_size": (1, 3, 3), "padding": (0, 1, 1, 0, 1, 1),
+                                                         "storage_order": 1})
+    check_typed("nn.max_pool3d_argmax", [((1, 2, 3, 5, 6), I)], window)  # ints in [-3, 3]: many ties

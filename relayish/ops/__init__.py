@@ -10,3 +10,4 @@ from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, red
 from . import elemwise_tail  # noqa: F401  (trigonometry, isnan / isinf, bitwise ops)
 from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_hot)
 from . import resize  # noqa: F401  (resize: nearest, linear, cubic interpolation)
+from . import convnd  # noqa: F401  (3-D conv and pooling, NCDHW)
