@@ -155,10 +155,10 @@ class _Lowering:
         attach_plan = self._plan_attached(st, body_now, leaf_var, ext)
         flat = simplify(buf.flat_index(store_idx), self.var_extent)
         value = self.resolve(body_now)
-        if isinstance(body, te.Reduce):
+        if isinstance(body, te.Reduce) and body.axes:
             update = Store(buf, flat, _combine(body.combiner, Load(buf, flat), value))
             init = Store(buf, flat, te.reduce_identity(body.combiner, body.dtype))
-        else:
+        else:  # (a reduction over no axes is its body: nothing to accumulate, nothing to initialize)
             update, init = Store(buf, flat, value), None
         loops = [(it, leaf_var[it.name], ext[it.name]) for it in st.leaves]
         emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan)

@@ -235,3 +235,14 @@ def test_cache_write_after_a_compute_at_into_the_stage_is_rejected():
     s0 = initial_state([D], [A, B])
     with pytest.raises(ScheduleError, match="CacheWrite must come before those compute_at steps"):
         Schedule((ComputeAt("C", "D", "j"), CacheWrite("D"))).apply(s0)
+
+
+def test_a_reduction_over_no_axes_is_its_body():
+    # nothing to accumulate: the value is stored as it is (an accumulator never initialized would add to whatever
+    # the buffer held, e.g. the previous run's result)
+    A = te.placeholder((3, 4), name="A")
+    S = te.compute((3, 4), lambda i, j: te.sum(A[i, j] * 2.0, ()), name="S")
+    a, = data((3, 4))
+    out = np.full((3, 4), 5.0, np.float32)
+    run_primfunc(lower(initial_state([S], [A])), [a, out])
+    np.testing.assert_allclose(out, a * 2)
