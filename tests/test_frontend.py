@@ -471,7 +471,7 @@ def test_unsupported_ops_are_listed_in_one_error():
     nodes = [helper.make_node("Bernoulli", ["x"], ["h"], name="bernoulli_a"),
              helper.make_node("Relu", ["h"], ["r"], name="relu"),
              helper.make_node("Bernoulli", ["r"], ["h2"], name="bernoulli_b"),
-             helper.make_node("Det", ["h2"], ["d"], name="det"),
+             helper.make_node("Multinomial", ["h2"], ["d"], name="multinomial"),
              helper.make_node("MyOp", ["d"], ["y"], name="custom", domain="com.example")]
     graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 3))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
@@ -482,7 +482,7 @@ def test_unsupported_ops_are_listed_in_one_error():
     msg = str(info.value)
     assert "3 unsupported op type(s)" in msg
     assert "Bernoulli (ai.onnx v17): 2 node(s), first 'bernoulli_a'" in msg
-    assert "Det (ai.onnx v17): 1 node(s), first 'det'" in msg
+    assert "Multinomial (ai.onnx v17): 1 node(s), first 'multinomial'" in msg
     assert "MyOp (com.example v2): 1 node(s), first 'custom'" in msg
     assert "Relu" not in msg and "bernoulli_b" not in msg
 
