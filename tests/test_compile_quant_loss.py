@@ -257,3 +257,31 @@ def test_ignored_index_holds_only_if_every_gather_masks_it():
     assert input_index_bounds(from_onnx(masked)) == {"t": (-3, 3)}
     assert input_index_ignored(from_onnx(both)) == {}  # Gather would read a -1 as the last row: no exception
     assert input_index_bounds(from_onnx(both)) == {"t": (-3, 3)}
+
+
+def test_a_qdq_convolution_matches_onnxruntime_with_its_weights_dequantized_at_compile_time():
+    # the QDQ form quantization tools export: activations quantized and dequantized around a float Conv whose
+    # int8 weights are dequantized per output channel; the weight's DequantizeLinear folds away at compile time
+    w8 = R.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8)
+    w_scale = (R.random(8).astype(np.float32) + 0.5) * np.float32(0.01)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w8", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("Conv", ["xd", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("xs", np.float32(0.02)), ("xz", np.uint8(128)), ("w8", w8), ("ws", w_scale), ("wz", np.zeros(8, np.int8)),
+        ("b", R.standard_normal(8).astype(np.float32)), ("ys", np.float32(0.05)), ("yz", np.uint8(0))]]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TP.FLOAT, (1, 4, 10, 10))],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, (1, 8, 10, 10))], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = R.standard_normal((1, 4, 10, 10)).astype(np.float32)
+    module = compile_model(model)
+    ours, = module.run(None, {"x": x})
+    ref, = run_ort(model, {"x": x})
+    # a value on a rounding tie of the output quantizer may land one step apart (float32 vs float64 arithmetic)
+    assert np.mean(np.abs(ours - ref) > 1e-6) < 0.01 and np.max(np.abs(ours - ref)) <= 0.05 + 1e-6
+    conv, = [k["ops"] for k in module.kernels if any(op.startswith("nn.conv2d") for op in k["ops"])]
+    assert not {"cast", "subtract", "multiply"} & set(conv), conv  # no weight dequantization left at run time
