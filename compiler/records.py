@@ -298,6 +298,23 @@ def _check_costs(costs, error) -> None:
         raise ValueError(f"error must be a string, got {type(error).__name__}")
 
 
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (persistent in the file; readers never block the writer). Switching needs a
+    moment of exclusive access, for which SQLite does not wait on its busy handler: when another process holds the
+    file (two tuning runs starting on one database), retry until BUSY_TIMEOUT_S. A file already in WAL mode (every
+    file but a new one) needs no switch at all."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class RecordStore(RecordsConnection):
     """Read-write access to a records database (created if missing). `run_id` tags what this store adds."""
 
@@ -309,7 +326,7 @@ class RecordStore(RecordsConnection):
         if tables and "records" not in tables:  # some other SQLite file: do not add our table to it
             self._conn.close()
             raise RecordsError(f"{self.path} is an SQLite database without a 'records' table, not tuning records")
-        self._conn.execute("PRAGMA journal_mode = WAL")  # persistent in the file; readers never block the writer
+        _use_wal(self._conn)
         self._conn.executescript(f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
 
     # ---- writing ---------------------------------------------------------------------------------------------

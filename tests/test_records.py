@@ -329,3 +329,34 @@ def test_remeasure_rounds_let_a_quiet_reading_of_the_default_win(tmp_path, monke
         assert calls[0] == [sched(4).to_json(), sched(8).to_json(), default.to_json()]
         assert calls[1] == calls[0][::-1]  # alternate the order: no program is always measured first
         assert store.best(CONV.key, target=HOST).to_json() == default.to_json()
+
+
+def test_switching_to_wal_waits_for_another_process_instead_of_failing():
+    # SQLite does not wait on its busy handler to change the journal mode: a second tuning run opening a new
+    # database while the first one sets it up saw "database is locked" at once (seen in CI); it is retried now
+    from compiler.records import _use_wal
+
+    class Busy:
+        def __init__(self, failures):
+            self.failures, self.calls = failures, []
+
+        def execute(self, sql):
+            self.calls.append(sql)
+            if sql == "PRAGMA journal_mode = WAL" and self.failures:
+                self.failures -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self
+
+        def fetchone(self):
+            return ("delete",)
+
+    conn = Busy(failures=3)
+    _use_wal(conn)
+    assert conn.calls.count("PRAGMA journal_mode = WAL") == 4
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        class Broken(Busy):
+            def execute(self, sql):
+                if sql == "PRAGMA journal_mode = WAL":
+                    raise sqlite3.OperationalError("disk I/O error")  # not a lock: raised at once
+                return self
+        _use_wal(Broken(0))
