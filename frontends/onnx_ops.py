@@ -127,20 +127,21 @@ def _expect_spatial_2d(x: Expr, op: str):
         raise ConversionError(f"only 2-D {op} (a 4-D NCHW input) is supported, got input shape {_shape(x)}")
 
 
-def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple[int, int, int, int]:
-    """ONNX auto_pad/pads -> relayish (top, left, bottom, right). ONNX pads are (x1_begin, x2_begin, x1_end,
-    x2_end), the same order. SAME_*: output = ceil(in / stride), the odd pad element at the end (UPPER) or the
-    beginning (LOWER)."""
+def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple[int, ...]:
+    """ONNX auto_pad/pads -> relayish (begins of every spatial axis, then their ends: top, left, bottom, right in
+    2-D), the order of ONNX pads. SAME_*: output = ceil(in / stride), the odd pad element at the end (UPPER) or
+    the beginning (LOWER)."""
+    rank = len(in_sizes)
     if auto_pad != "NOTSET" and pads is not None:
         raise ConversionError(f"auto_pad={auto_pad} together with explicit pads {tuple(pads)}: ONNX allows "
                               f"one or the other")
     if auto_pad == "NOTSET":
-        pads = tuple(pads) if pads is not None else (0, 0, 0, 0)
-        if len(pads) != 4:
-            raise ConversionError(f"pads must have 4 values for a 2-D window, got {pads}")
+        pads = tuple(pads) if pads is not None else (0,) * (2 * rank)
+        if len(pads) != 2 * rank:
+            raise ConversionError(f"pads must have {2 * rank} values for a {rank}-D window, got {pads}")
         return pads
     if auto_pad == "VALID":
-        return (0, 0, 0, 0)
+        return (0,) * (2 * rank)
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise ConversionError(f"unknown auto_pad {auto_pad!r}")
     begin, end = [], []
@@ -149,19 +150,20 @@ def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple
         small, big = total // 2, total - total // 2
         begin.append(small if auto_pad == "SAME_UPPER" else big)
         end.append(big if auto_pad == "SAME_UPPER" else small)
-    return (begin[0], begin[1], end[0], end[1])
+    return tuple(begin + end)
 
 
 MAX_WINDOW_TAPS = 1 << 24  # a 4096 x 4096 window; real models' windows are far smaller
 
 
 def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
-    """The shared attrs of conv and pooling windows over a 4-D input."""
-    strides = tuple(strides) if strides is not None else (1, 1)
-    dilations = tuple(dilations) if dilations is not None else (1, 1)
-    if len(kernel_shape) != 2 or len(strides) != 2 or len(dilations) != 2:
-        raise ConversionError(f"kernel_shape, strides and dilations must have 2 values, got "
-                              f"{tuple(kernel_shape)}, {strides}, {dilations}")
+    """The shared attrs of conv and pooling windows over x's spatial axes (2 of a 4-D input, 3 of a 5-D one)."""
+    rank = len(_shape(x)) - 2
+    strides = tuple(strides) if strides is not None else (1,) * rank
+    dilations = tuple(dilations) if dilations is not None else (1,) * rank
+    if len(kernel_shape) != rank or len(strides) != rank or len(dilations) != rank:
+        raise ConversionError(f"kernel_shape, strides and dilations must have {rank} values for a {rank}-D window, "
+                              f"got {tuple(kernel_shape)}, {strides}, {dilations}")
     for name, values in (("kernel_shape", kernel_shape), ("strides", strides), ("dilations", dilations),
                          ("pads", pads or ())):
         if any(abs(v) >= 2**31 for v in values):

@@ -18,7 +18,7 @@ from relayish import Constant, Expr, call, const
 from relayish.ops.nn import pool_out_size
 
 from . import onnx_ops
-from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, converter
+from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _window, converter
 from .onnx_ops_tensor import fold
 from .onnx_values import ConversionError, int_list_input
 
@@ -57,43 +57,6 @@ def _window_1d_as_2d(kernel_shape, strides, dilations, pads):
     return lift(kernel_shape, 1), lift(strides, 1), lift(dilations, 1), pads
 
 
-def _window_3d(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
-    """The attrs of a 3-D window: strides, dilation and padding (front, top, left, back, bottom, right)."""
-    strides = tuple(strides) if strides is not None else (1, 1, 1)
-    dilations = tuple(dilations) if dilations is not None else (1, 1, 1)
-    if len(kernel_shape) != 3 or len(strides) != 3 or len(dilations) != 3:
-        raise ConversionError(f"kernel_shape, strides and dilations must have 3 values for a 3-D window, got "
-                              f"{tuple(kernel_shape)}, {strides}, {dilations}")
-    for name, values in (("kernel_shape", kernel_shape), ("strides", strides), ("dilations", dilations),
-                         ("pads", pads or ())):
-        if any(abs(v) >= 2**31 for v in values):
-            raise ConversionError(f"attribute {name} {tuple(values)} has a value beyond the int32 range")
-    taps = math.prod(max(int(k), 1) for k in kernel_shape)
-    if taps > onnx_ops.MAX_WINDOW_TAPS:
-        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} is a window of {taps} taps; at most "
-                              f"{onnx_ops.MAX_WINDOW_TAPS} (2^24) are supported")
-    if auto_pad != "NOTSET" and pads is not None:
-        raise ConversionError(f"auto_pad={auto_pad} together with explicit pads {tuple(pads)}: ONNX allows "
-                              f"one or the other")
-    if auto_pad == "NOTSET":
-        padding = tuple(pads) if pads is not None else (0,) * 6
-        if len(padding) != 6:
-            raise ConversionError(f"pads must have 6 values for a 3-D window, got {padding}")
-    elif auto_pad == "VALID":
-        padding = (0,) * 6
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for size, k, s, d in zip(_shape(x)[2:], kernel_shape, strides, dilations):
-            total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, big = total // 2, total - total // 2
-            begin.append(small if auto_pad == "SAME_UPPER" else big)
-            end.append(big if auto_pad == "SAME_UPPER" else small)
-        padding = tuple(begin + end)
-    else:
-        raise ConversionError(f"unknown auto_pad {auto_pad!r}")
-    return dict(strides=strides, dilation=dilations, padding=padding)
-
-
 @converter("Conv")
 def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     rank = _spatial_rank(x, "Conv")
@@ -112,7 +75,7 @@ def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
         y = onnx_ops.conv(_to_2d(x), w2, b, auto_pad=auto_pad, dilations=dilations, group=group,
                           kernel_shape=kernel_2d, pads=pads, strides=strides)
         return _from_2d(y)
-    y = call("nn.conv3d", x, w, groups=group, **_window_3d(x, kernel, strides, dilations, auto_pad, pads))
+    y = call("nn.conv3d", x, w, groups=group, **_window(x, kernel, strides, dilations, auto_pad, pads))
     if b is None:
         return y
     if _shape(b) != (_shape(w)[0],):
@@ -135,7 +98,7 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
         return _from_2d(pool_2d(_to_2d(x), kernel_shape, strides, dilations, pads))
     name = "nn.max_pool3d" if op == "MaxPool" else "nn.avg_pool3d"
     return call(name, x, pool_size=tuple(kernel_shape),
-                **_window_3d(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
+                **_window(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
 
 
 def _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads):
@@ -150,7 +113,7 @@ def _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads):
         half = len(pads) // 2
         pads = lift(pads[:half], 0) + lift(pads[half:], 0)
     x5 = _reshape(x, shape[:2] + (1,) * extra + shape[2:])
-    return x5, dict(pool_size=lift(kernel_shape, 1), **_window_3d(x5, lift(kernel_shape, 1), lift(strides, 1),
+    return x5, dict(pool_size=lift(kernel_shape, 1), **_window(x5, lift(kernel_shape, 1), lift(strides, 1),
                                                                   lift(dilations, 1), auto_pad, pads))
 
 

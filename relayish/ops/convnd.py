@@ -14,17 +14,9 @@ from .. import te
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from ..types import TensorType
 from .common import expect_float, expect_ndim, int_tuple, pad_stage, same_dtype
-from .nn import _conv_out, _tap_count, pool_out_size
+from .nn import _conv_out, _pool_normalize, _tap_count, _window_attrs, pool_out_size
 
 SPATIAL = ("depth", "height", "width")
-
-
-def _window_attrs(op: str, attrs: dict) -> dict:
-    out = dict(attrs)
-    for name in ("strides", "dilation"):
-        out[name] = int_tuple(op, attrs, name, 3, minimum=1)
-    out["padding"] = int_tuple(op, attrs, "padding", 6, minimum=0)
-    return out
 
 
 def _padded(x: np.ndarray, padding, fill) -> np.ndarray:
@@ -35,7 +27,7 @@ def _padded(x: np.ndarray, padding, fill) -> np.ndarray:
 
 
 def _conv3d_normalize(attrs, arg_types):
-    attrs = _window_attrs("nn.conv3d", attrs)
+    attrs = _window_attrs("nn.conv3d", attrs, rank=3)
     attrs["groups"] = int(attrs["groups"])
     return attrs
 
@@ -109,17 +101,6 @@ register_op("nn.conv3d", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_clas
                 "grouped through groups.")
 
 # ---------------------------------------------------------------------------------------------- pooling
-
-
-def _pool3d_normalize(op):
-    def normalize(attrs, arg_types):
-        attrs = _window_attrs(op, attrs)
-        attrs["pool_size"] = int_tuple(op, attrs, "pool_size", 3, minimum=1)
-        attrs["ceil_mode"] = bool(attrs["ceil_mode"])
-        if "count_include_pad" in attrs:
-            attrs["count_include_pad"] = bool(attrs["count_include_pad"])
-        return attrs
-    return normalize
 
 
 def _pool3d_out_shape(x_shape, pool_size, strides, padding, dilation, ceil_mode):
@@ -229,12 +210,12 @@ _POOL3D_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1, 1), "padding": (0,) * 
                  "ceil_mode": False}
 register_op("nn.max_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool3d_infer("nn.max_pool3d"), ref=_max_pool3d_ref, compute=_max_pool3d_compute,
-            flops=_pool3d_flops, normalize=_pool3d_normalize("nn.max_pool3d"), attrs=_POOL3D_ATTRS,
+            flops=_pool3d_flops, normalize=_pool_normalize("nn.max_pool3d", 3), attrs=_POOL3D_ATTRS,
             doc="3-D max pooling over NCDHW (ONNX MaxPool), float or integer; padded and overhanging taps are "
                 "-inf (the smallest integer).")
 register_op("nn.avg_pool3d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool3d_infer("nn.avg_pool3d"), ref=_avg_pool3d_ref, compute=_avg_pool3d_compute,
-            flops=_pool3d_flops, normalize=_pool3d_normalize("nn.avg_pool3d"),
+            flops=_pool3d_flops, normalize=_pool_normalize("nn.avg_pool3d", 3),
             attrs=dict(_POOL3D_ATTRS, count_include_pad=False),
             doc="3-D average pooling over NCDHW (ONNX AveragePool).")
 
@@ -331,7 +312,7 @@ register_op("nn.conv_transpose", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE,
 
 
 def _argmax_normalize(attrs, arg_types):
-    attrs = _pool3d_normalize("nn.max_pool3d_argmax")(attrs, arg_types)
+    attrs = _pool_normalize("nn.max_pool3d_argmax", 3)(attrs, arg_types)
     if attrs["storage_order"] not in (0, 1):
         raise OpError(f"nn.max_pool3d_argmax: storage_order must be 0 or 1, got {attrs['storage_order']}")
     return attrs

@@ -19,12 +19,13 @@ from .rows import ROW_TAG, row_lanes, row_reduce
 
 # ---------------------------------------------------------------------------------------------- conv2d
 
-def _window_attrs(op: str, attrs: dict, names=("strides", "dilation")) -> dict:
-    """Validate/normalize the 2-int window attributes and the 4-int padding into int tuples."""
+def _window_attrs(op: str, attrs: dict, names=("strides", "dilation"), rank: int = 2) -> dict:
+    """Validate/normalize the window attributes (`rank` ints each) and the padding (2 x rank ints: the begins of
+    every spatial axis, then their ends) into int tuples."""
     out = dict(attrs)
     for name in names:
-        out[name] = int_tuple(op, attrs, name, 2, minimum=1)
-    out["padding"] = int_tuple(op, attrs, "padding", 4, minimum=0)
+        out[name] = int_tuple(op, attrs, name, rank, minimum=1)
+    out["padding"] = int_tuple(op, attrs, "padding", 2 * rank, minimum=0)
     return out
 
 
@@ -153,10 +154,10 @@ def _blocked_ref(ref):
     return wrapped
 
 
-def _pool_normalize(op):
+def _pool_normalize(op, rank: int = 2):
     def normalize(attrs, arg_types):
-        attrs = _window_attrs(op, attrs)
-        attrs["pool_size"] = int_tuple(op, attrs, "pool_size", 2, minimum=1)
+        attrs = _window_attrs(op, attrs, rank=rank)
+        attrs["pool_size"] = int_tuple(op, attrs, "pool_size", rank, minimum=1)
         attrs["ceil_mode"] = bool(attrs["ceil_mode"])
         if "count_include_pad" in attrs:
             attrs["count_include_pad"] = bool(attrs["count_include_pad"])
