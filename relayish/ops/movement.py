@@ -22,6 +22,7 @@ from .. import te
 from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements
+from .nn import _axis_normalize
 from .tensor import INDEX_DTYPES, clamped_index
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -147,14 +148,6 @@ register_op("pad", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer
                 "reflect, edge, wrap (numpy's np.pad modes reflect, edge, wrap)")
 
 # ---------------------------------------------------------------------------------------------- gather_elements
-
-
-def _axis_normalize(op):
-    def normalize(attrs, arg_types):
-        attrs = dict(attrs)
-        attrs["axis"] = normalize_axis(op, attrs["axis"], arg_types[0].ndim)
-        return attrs
-    return normalize
 
 
 def _same_rank_not_larger(op, data, indices, axis):
