@@ -166,6 +166,46 @@ def shuffle_unit(channels=48, groups=3, size=6):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def padded_head(channels=200, size=7):
+    """Two convolutions of `channels` outputs (not a multiple of 16, so padded to whole 16-channel blocks), each
+    + bias, the first + relu, added, divided by a per-channel constant, max-pooled; read by a third convolution
+    (which must see the cropped channels only) and by a global average pool (SqueezeNet's classifier)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    inits = {"w0": (channels, 32, 1, 1), "b0": (channels,), "w1": (channels, 32, 3, 3), "b1": (channels,),
+             "d": (channels, 1, 1), "w2": (16, channels, 1, 1)}
+    inits = {k: rng.standard_normal(s).astype(np.float32) for k, s in inits.items()}
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w0", "b0"], ["a"]), node("Relu", ["a"], ["r"]),
+             node("Conv", ["x", "w1", "b1"], ["b"], pads=[1, 1, 1, 1]), node("Add", ["r", "b"], ["s"]),
+             node("Div", ["s", "d"], ["t"]), node("MaxPool", ["t"], ["p"], kernel_shape=[2, 2]),
+             node("Conv", ["p", "w2"], ["y"]), node("GlobalAveragePool", ["p"], ["g"])]
+    out = size - 1
+    graph = helper.make_graph(nodes, "padded", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 32, size, size))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 16, out, out)),
+                               helper.make_tensor_value_info("g", TensorProto.FLOAT, (1, channels, 1, 1))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
+def test_padded_convolutions(layout):
+    check3(padded_head(), layout=layout)
+
+
+def test_wide_convolutions_are_padded_to_whole_vectors():
+    """200 output channels take 13 blocks of 16 (208 channels) instead of 25 blocks of 8; the relu, residual add,
+    per-channel division and pool run on the padded blocks, and the padding is cropped where a value goes back
+    to NCHW: before the third convolution, and after the global pool. A narrow convolution (24 channels) keeps its 8-channel blocks."""
+    fused = run_pipeline(from_onnx(padded_head()), PassContext(winograd=False))
+    convs = [k for k in extract_tasks(fused) if k.ops[0] == "nn.conv2d_nchwc"]
+    assert sorted(k.outputs[0].shape[1:] for k in convs)[-2:] == [(13, 7, 7, 16), (13, 7, 7, 16)]
+    ops = summarize(fused)["ops"]
+    assert ops["strided_slice"] == 2 and "nn.conv2d" not in ops and "divide" in ops
+    narrow = run_pipeline(from_onnx(padded_head(channels=24)), PassContext(winograd=False))
+    assert "strided_slice" not in summarize(narrow)["ops"]
+
+
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_shuffle_unit(layout):
     check3(shuffle_unit(), layout=layout)

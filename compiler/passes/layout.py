@@ -32,6 +32,23 @@ def channel_block(channels: int, vector_width: int) -> int:
     return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
 
 
+PAD_MIN_CHANNELS = 128  # pad the outputs of convolutions at least this wide ...
+PAD_MAX_WASTE = 1 / 16  # ... when the padding adds at most this fraction of work
+
+
+def padded_channels(node: Call, vector_width: int) -> int:
+    """The output channels an ungrouped, direct NCHW conv2d computes: its own count, or that count rounded up to
+    whole vectors when it is not a multiple of vector_width (SqueezeNet's 1,000-class convolution would take
+    8-channel blocks at half the FMA width; as 1,008 zero-weight-padded channels it takes 16-channel blocks, and
+    a crop (strided_slice over the channels) after its transform back to NCHW drops the padding). Only wide
+    convolutions, where the waste is small; a narrow one keeps its smaller block."""
+    oc = node.args[1].type.shape[0]
+    padded = -(-oc // vector_width) * vector_width
+    if node.attrs.groups != 1 or oc < PAD_MIN_CHANNELS or padded == oc or (padded - oc) > PAD_MAX_WASTE * oc:
+        return oc
+    return padded
+
+
 def group_block(per_group: int, channels: int, vector_width: int) -> int:
     """The channel block of a grouped convolution's input or output: channel_block(channels), the block the
     tensor has wherever it is produced or read, narrowed to divide the channels per group, so that every block
@@ -41,6 +58,11 @@ def group_block(per_group: int, channels: int, vector_width: int) -> int:
 
 def _lt(x, src, dst):
     return Call("layout_transform", (x,), {"src_layout": src, "dst_layout": dst})
+
+
+def _crop(x, channels: int):
+    """The first `channels` channels of an NCHW x: drops the padding of a padded convolution's output."""
+    return Call("strided_slice", (x,), {"begin": (0,), "end": (channels,), "strides": (1,), "axes": (1,)})
 
 
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the products save
@@ -119,16 +141,20 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             conv = Call("nn.depthwise_conv2d_nchwc", (lt_once(x, "NCHW", f"NCHW{b}c"), _lt(w, "OIHW", f"OIHW{b}o")),
                         window(node))
             return _lt(conv, f"NCHW{b}c", "NCHW")
-        ib, ob = group_block(cg, cg * groups, vector_width), group_block(oc // groups, oc, vector_width)
+        m = tile_of(node)
+        padded = oc if m else padded_channels(node, vector_width)
+        if padded != oc:
+            w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
+        ib, ob = group_block(cg, cg * groups, vector_width), group_block(padded // groups, padded, vector_width)
         data = lt_once(x, "NCHW", f"NCHW{ib}c")
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
-        m = tile_of(node)
         if m:
             weight = Call("nn.winograd_weight_transform", (weight,), {"tile_size": m})
             conv = Call("nn.conv2d_winograd_nchwc", (data, weight), {"tile_size": m, "padding": node.attrs.padding})
         else:
             conv = Call("nn.conv2d_nchwc", (data, weight), dict(window(node), groups=groups))
-        return _lt(conv, f"NCHW{ob}c", "NCHW")
+        out = _lt(conv, f"NCHW{ob}c", "NCHW")
+        return out if padded == oc else _crop(out, oc)
 
     def dense_to_pack(node: Call, x: Expr, w: Constant):
         nb = channel_block(w.type.shape[0], vector_width)
@@ -143,6 +169,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
         #                     (w constant, any groups; conv2d_winograd_nchwc if winograd_tile says so)
+        # conv2d(x, w) -> crop(lt(conv2d_nchwc(.., w padded to P outputs), NCHW{o}c->NCHW), C)
+        #                     (P = padded_channels: C not a multiple of the vector width, wide enough)
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
         # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant)
         (Pat("nn.dense", (ANY, CONST)), dense_to_pack),
@@ -201,6 +229,34 @@ def FROM_BLOCKED(node) -> LayoutTransform | None:  # noqa: N802
     """Matches a layout_transform from a blocked layout back to NCHW."""
     lt = LT(node)
     return lt if lt is not None and lt.dst == "NCHW" and lt.src != "NCHW" else None
+
+
+class Crop(NamedTuple):
+    """A matched crop(lt(value, B->NCHW), channels): a padded convolution's output, or a value computed from it."""
+    lt: LayoutTransform
+    channels: int
+
+
+def CROPPED(node) -> Crop | None:  # noqa: N802
+    """Matches strided_slice(lt(y, B->NCHW), channels 0..C) of a 4-D value: what `_crop` builds."""
+    if not (isinstance(node, Call) and node.op == "strided_slice" and tuple(node.attrs.axes) == (1,)
+            and tuple(node.attrs.begin) == (0,) and tuple(node.attrs.strides) == (1,) and node.type.ndim == 4):
+        return None
+    lt = FROM_BLOCKED(node.args[0])
+    return None if lt is None else Crop(lt, node.type.shape[1])
+
+
+def _pad_channel_constant(c: Constant, channels: int, padded: int, ndim: int) -> Constant | None:
+    """A per-channel constant broadcast against an NCHW tensor of `channels` channels, extended to `padded`
+    channels by repeating its last value (any finite value will do: the padded channels are cropped away; zeros
+    could make a division give Inf there)."""
+    data = c.data
+    if data.size == 1 or data.ndim > ndim:
+        return c if data.size == 1 else None
+    full = data.reshape((1,) * (ndim - data.ndim) + data.shape)
+    if full.shape[1] != channels or any(d != 1 for i, d in enumerate(full.shape) if i != 1):
+        return None
+    return Constant(np.pad(full, [(0, padded - channels if i == 1 else 0) for i in range(ndim)], mode="edge"))
 
 
 def _blocked_constant(c: Constant, blocked: str, ndim: int) -> Constant | None:
@@ -267,6 +323,33 @@ def _concat_blocked(node: Call, vector_width: int):
     return _lt(Call("nn.concat_blocked", tuple(lt.value for lt in inputs), {"block": block}), f"NCHW{block}c", "NCHW")
 
 
+def _crop_through_unary(node: Call, crop: Crop):
+    return _crop(_through_unary(node, crop.lt), crop.channels)
+
+
+def _crop_through_binary(node: Call, ca: Crop, cb: Crop):
+    if ca.channels != cb.channels or ca.lt.value.type != cb.lt.value.type or ca.lt.src != cb.lt.src:
+        return None
+    return _crop(_lt(node.replace(args=(ca.lt.value, cb.lt.value)), ca.lt.src, ca.lt.dst), ca.channels)
+
+
+def _crop_through_binary_constant(node: Call, crop: Crop, c: Constant, const_first: bool):
+    """op(crop(lt(a)), c) -> crop(lt(op(a, c'))), c per channel: padded, then blocked like a."""
+    if node.type.shape != node.args[1 if const_first else 0].type.shape:
+        return None
+    padded = _pad_channel_constant(c, crop.channels, crop.lt.value.type.shape[1] * crop.lt.value.type.shape[-1], 4)
+    blocked = None if padded is None else _blocked_constant(padded, crop.lt.src, 4)
+    if blocked is None:
+        return None
+    args = (blocked, crop.lt.value) if const_first else (crop.lt.value, blocked)
+    return _crop(_lt(node.replace(args=args), crop.lt.src, crop.lt.dst), crop.channels)
+
+
+def _crop_through_pool(node: Call, crop: Crop):
+    pooled = _pool_blocked(node, crop.lt)
+    return None if pooled is None else _crop(pooled, crop.channels)
+
+
 def _is(pattern: Pattern):
     return lambda opdef: opdef.pattern == pattern
 
@@ -286,6 +369,16 @@ PROPAGATE_RULES = table_rules([
      lambda node, c, lt: _through_binary_constant(node, lt, c, const_first=True)),
     # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)             (ops that run in the blocked layout)
     (Pat(lambda opdef: opdef.blocked_layout, (FROM_BLOCKED,)), _pool_blocked),
+    # The same four rows over crop(lt(y, B->NCHW), C), the output of a padded convolution (padded_channels): the
+    # ops run on the padded channels and the crop moves with the transform. A convolution reading a crop keeps
+    # the crop and its own transform (the padded channels hold no zeros after a bias or an activation).
+    (Pat(_is(Pattern.ELEMWISE), (CROPPED,)), _crop_through_unary),
+    (Pat(_is(Pattern.BROADCAST), (CROPPED, CROPPED)), _crop_through_binary),
+    (Pat(_is(Pattern.BROADCAST), (CROPPED, CONST)),
+     lambda node, crop, c: _crop_through_binary_constant(node, crop, c, const_first=False)),
+    (Pat(_is(Pattern.BROADCAST), (CONST, CROPPED)),
+     lambda node, c, crop: _crop_through_binary_constant(node, crop, c, const_first=True)),
+    (Pat(lambda opdef: opdef.blocked_layout, (CROPPED,)), _crop_through_pool),
 ])
 
 
