@@ -110,15 +110,17 @@ def test_compile_model_applies_the_best_record_of_any_strategy(tmp_path, model_p
 def test_tune_compare_writes_plot_curves_and_table(tmp_path, model_path):
     out = str(tmp_path / "cmp")
     logs = []
-    runs = tune_compare(model_path, ["autotvm-grid", "metaschedule-replay"], trials=16, out_dir=out,
+    names = ["autotvm-grid", "metaschedule-replay", "ansor"]
+    runs = tune_compare(model_path, names, trials=16, out_dir=out,
                         params={"batch_size": 3, "num_measure_number": 1, "num_measure_repeat": 1},
                         log=logs.append)
-    assert [r.name for r in runs] == ["autotvm-grid", "metaschedule-replay"]
+    assert [r.name for r in runs] == names
     for r in runs:
         assert r.trials == 16 and np.isfinite(r.final)
         assert [c[0] for c in r.curve] == sorted(c[0] for c in r.curve)
+        assert sum(line.startswith(f"[{r.name}] trials ") for line in logs) == len(r.curve)  # a line per round
         with RecordStore(r.records) as store:
-            assert store.count() == r.trials - r.failed
+            assert sum(rec.ok for rec in store.records()) == r.trials - r.failed
     table = open(os.path.join(out, "compare.txt")).read()
     assert table == format_table(runs) + "\n" and "metaschedule-replay" in table
     assert os.path.exists(os.path.join(out, "compare.csv"))

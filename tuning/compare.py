@@ -108,12 +108,23 @@ def _run_ansor(tasks, trials, db, p, log) -> StrategyRun:
     with RecordStore(db) as store:
         tuner = Tuner(tasks, store, host_target(), params, log)
         try:
-            run.curve = run_rounds(tuner, budget, log)
+            run.curve = run_rounds(tuner, budget, log, progress=_RoundLog("ansor", trials, log))
         finally:
             tuner.close()
         run.failed = sum(1 for r in store.records(target=host_target()) if not r.ok)
     run.trials, run.seconds = tuner.trials, budget.elapsed()
     return run
+
+
+class _RoundLog:
+    """run_rounds' progress as the other strategies report it: one line per round."""
+
+    def __init__(self, name: str, trials: int, log):
+        self.name, self.trials, self.log = name, trials, log
+
+    def update(self, trials, elapsed, est_now, est_start, task, task_best, errors):
+        self.log(f"[{self.name}] trials {trials}/{self.trials}  {elapsed:5.0f}s  est. latency {est_now * 1e3:.3f} ms"
+                 f"  | {task.name[:40]}")
 
 
 # ---------------------------------------------------------------------------------------------- adapters
