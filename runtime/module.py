@@ -22,6 +22,7 @@ import shutil
 import tempfile
 import time
 import weakref
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -351,6 +352,23 @@ class Module:
             self.run(None, feed)
             times.append(time.perf_counter_ns() - start)
         return summarize_times(times)
+
+    @contextmanager
+    def bound_run(self, inputs: dict | None = None):
+        """`with module.bound_run(feed) as call: call()`: `call()` is the one native call of `run` on a workspace,
+        inputs and outputs bound once when the block is entered (the inputs checked as `run` checks them): `run`
+        without its Python work, for measuring that work (bench/dispatch.py). The workspace is held until the
+        block exits; the outputs (overwritten by every call) are `call.outputs`."""
+        checked = check_feed(self._inputs, self.random_inputs() if inputs is None else inputs)  # kept alive
+        with self._workspaces.slot() as slot:
+            self._bind_inputs(checked, slot.in_ptrs)
+            outputs = self._bind_outputs(slot.out_ptrs)
+            native, args = self._lib.relayish_run, (slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr)
+
+            def call():
+                native(*args)
+            call.outputs = dict(zip(self.output_names, outputs))
+            yield call
 
     def profile(self, repeat: int = 20, inputs: dict | None = None) -> list[dict]:
         """Per-kernel median times over `repeat` profiled runs (after one warm-up run); see profiling.profile_rows."""
