@@ -135,13 +135,13 @@ def test_pool_blocks_at_its_limit_and_reuses_slots():
     with pool.slot() as a, pool.slot() as b:
         assert a is not b and a.workspace_ptr != b.workspace_ptr and a.workspace_ptr % 64 == 0
         got = []
-        waiter = threading.Thread(target=lambda: got.append(pool._acquire()))
+        waiter = threading.Thread(target=lambda: got.append(pool.acquire()))
         waiter.start()
         waiter.join(0.2)
         assert waiter.is_alive() and not got  # a third call waits: the limit is 2
     waiter.join(5)
     assert got and got[0] in (a, b) and pool.created == 2  # it got a released slot, nothing new was allocated
-    pool._release(got[0])
+    pool.release(got[0])
 
 
 def test_lowering_the_limit_frees_slots():
