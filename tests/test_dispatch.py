@@ -3,6 +3,9 @@ and a tiny measurement gives positive times (no timing is asserted: this machine
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -47,3 +50,33 @@ def test_measure_dispatch_gives_positive_times():
         assert r["ort_run_us"] > 0 and math.isfinite(r["run_python_us"])
     assert result["sizes"]["small"]["parallel"] and not result["sizes"]["tiny"]["parallel"]
     assert "us/kernel" in format_dispatch(result)
+
+
+def _running_threads() -> list[str]:
+    """Threads of this process other than the calling one that are running or runnable (a spinning pool worker
+    is; one asleep on its futex is not)."""
+    me, running = threading.get_native_id(), []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        if int(task) != me and state == "R":
+            running.append(task)
+    return running
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
+def test_pool_sleeps_soon_after_a_run():
+    """The executor's last call lets the workers linger (threadpool.LINGER_CYCLES, ~0.1 ms), not spin on: they
+    are asleep well within a second after the run."""
+    module = compile_model(chain_model(3, SIZES["small"]), opt_level=OPT_LEVEL)
+    module.num_threads = 2
+    x = np.ones(SIZES["small"], np.float32)
+    for _ in range(20):
+        module.run(None, {"x": x})
+    deadline = time.monotonic() + 2.0
+    while _running_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _running_threads()
