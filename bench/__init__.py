@@ -5,6 +5,8 @@
     python -m bench.bandwidth                     bandwidth.py: read bandwidth per working-set size
     python -m bench.kernel_bench                  kernel_bench.py: ResNet-18's kernels, hand / default / onnxruntime
     python -m bench.cost_data                     cost_data.py: measured programs to judge the cost model on
+    python -m bench.dispatch                      dispatch.py: the cost of one kernel call and of run()'s Python
+                                                  work, against onnxruntime's cost per op
 
 hand_schedules.py holds the hand-written schedules the kernel benchmark measures the defaults against, and
 native.py the library of loose kernels they are timed in. This package uses the compiler, the runtime and the

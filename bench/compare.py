@@ -15,8 +15,9 @@ from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
 from runtime.timing import BLOCK_RUNS, IDLE_GAP_S, TIMING_MODES, describe_timing, time_engines
 
 
-def make_ort_session(onnx_path: str, threads: int):
-    """An onnxruntime CPU session that uses `threads` threads for one op and runs ops one at a time."""
+def make_ort_session(onnx_path, threads: int):
+    """An onnxruntime CPU session that uses `threads` threads for one op and runs ops one at a time. onnx_path: a
+    model file, or a serialized model (bytes)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -25,9 +26,11 @@ def make_ort_session(onnx_path: str, threads: int):
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     try:
-        return ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        model = onnx_path if isinstance(onnx_path, bytes) else str(onnx_path)
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own RuntimeError subclasses; the cause is the model file
-        raise ValueError(f"onnxruntime cannot load {onnx_path}: {str(e).splitlines()[0] if str(e) else e!r}") from e
+        where = "the given model" if isinstance(onnx_path, bytes) else onnx_path
+        raise ValueError(f"onnxruntime cannot load {where}: {str(e).splitlines()[0] if str(e) else e!r}") from e
 
 
 def ort_feed(session, inputs: dict) -> dict:

@@ -5,6 +5,7 @@ buffer handed to a compiled library comes from `aligned_empty` (or has been chec
 """
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
@@ -25,6 +26,15 @@ def aligned_empty(shape, dtype, align: int = ALIGNMENT) -> np.ndarray:
     offset = (-raw.ctypes.data) % align
     # The ndarray constructor keeps the exact offset even for zero-size arrays (slicing would not).
     return np.ndarray(shape, dtype=dtype, buffer=raw, offset=offset)
+
+
+def data_address(array: np.ndarray) -> int:
+    """The address of the array's data: `array.ctypes.data`, in a quarter of its time for a writable C-contiguous
+    array (the hot path of Module.run: ctypes reads the pointer through the buffer protocol)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError, BufferError):  # read-only, not contiguous or empty
+        return array.ctypes.data
 
 
 def is_aligned(array: np.ndarray, align: int = ALIGNMENT) -> bool:

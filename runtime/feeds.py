@@ -2,7 +2,8 @@
 
 A wrong shape or dtype reaching native code is a silent out-of-bounds read, not an exception, so every input is
 checked against its TensorSpec here. The rule: an array of the right dtype and shape is used as is, or copied when
-only its memory layout is off (not C-contiguous, not 64-byte aligned, other byte order: copying changes no value);
+only its memory layout is off (not C-contiguous, not 64-byte aligned, other byte order: copying changes no value;
+the binding in Module copies the first two into its workspace slot's aligned buffers);
 anything else is a ValueError naming the input, what was expected and what was given. Values are never cast
 (float64 -> float32 would silently change results). Inputs are only read by the native code, so read-only arrays
 are fine.
@@ -13,7 +14,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from .aligned import ALIGNMENT, as_aligned
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -37,9 +37,13 @@ def _expected(spec) -> str:
     return f"a numpy.ndarray of shape {spec.shape} and dtype {spec.dtype}"
 
 
-def check_input(spec, value) -> tuple[np.ndarray, int]:
-    """(array, its data address): `value` itself if it is an aligned C-contiguous array of `spec`'s shape and
-    dtype, an aligned copy if only its layout is off; a ValueError naming the input otherwise."""
+def check_input(spec, value) -> np.ndarray:
+    """`value` itself if it is an array of `spec`'s shape and dtype (a copy in native byte order if it is in the
+    other one); a ValueError naming the input otherwise. Its memory layout is the binding's concern
+    (Module._bind_inputs copies a misaligned or non-contiguous array into aligned memory)."""
+    if type(value) is np.ndarray and value.dtype is spec.dtype and value.shape == spec.shape \
+            and spec.index_bounds is None:  # the usual case, decided in a few attribute reads: run's hot path
+        return value
     if not isinstance(value, np.ndarray):
         convertible = isinstance(value, (list, tuple, np.generic))
         hint = f" (convert it with np.asarray(value, dtype={_spelled(spec.dtype)}))" if convertible else ""
@@ -59,11 +63,7 @@ def check_input(spec, value) -> tuple[np.ndarray, int]:
         raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
     if getattr(spec, "index_bounds", None) is not None:
         _check_index_values(spec, value)
-    address = value.ctypes.data
-    if address % ALIGNMENT or not value.flags.c_contiguous:
-        value = as_aligned(value)
-        address = value.ctypes.data
-    return value, address
+    return value
 
 
 def _check_index_values(spec, value: np.ndarray) -> None:
@@ -92,18 +92,22 @@ def _check_index_bounds(spec, value: np.ndarray) -> None:
                          f"indexes a table of {high} entries (ids must be < {high})")
 
 
-def check_feed(specs, input_feed) -> list[tuple[np.ndarray, int]]:
+def check_feed(specs, input_feed) -> list[np.ndarray]:
     """check_input for every spec, in ABI order; the feed must name each input exactly once."""
-    if not isinstance(input_feed, Mapping):
+    if type(input_feed) is not dict and not isinstance(input_feed, Mapping):
         raise ValueError(f"input_feed must be a dict of input name -> numpy array, got {type(input_feed).__name__}")
-    names = [s.name for s in specs]
-    unknown = [k for k in input_feed if k not in names]
-    missing = [n for n in names if n not in input_feed]
-    if unknown or missing:
+    try:
+        values = [input_feed[spec.name] for spec in specs]
+    except KeyError:
+        values = None
+    if values is None or len(input_feed) != len(specs):
+        names = [s.name for s in specs]
+        unknown = [k for k in input_feed if k not in names]
+        missing = [n for n in names if n not in input_feed]
         parts = ([f"unknown input(s) {', '.join(map(repr, unknown))}"] if unknown else []) + \
                 ([f"missing input(s) {', '.join(map(repr, missing))}"] if missing else [])
         raise ValueError(f"{'; '.join(parts)} (the model's inputs are {', '.join(map(repr, names))})")
-    return [check_input(spec, input_feed[spec.name]) for spec in specs]
+    return [check_input(spec, value) for spec, value in zip(specs, values)]
 
 
 def output_indices(output_names, index: dict[str, int]) -> list[int]:

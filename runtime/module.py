@@ -22,11 +22,12 @@ import shutil
 import tempfile
 import time
 import weakref
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
 
-from .aligned import ALIGNMENT, aligned_empty, as_aligned, packed_offsets
+from .aligned import ALIGNMENT, aligned_empty, as_aligned, data_address, packed_offsets
 from .feeds import check_feed, numpy_dtype, output_indices, pick_outputs
 from .integrity import (check_hash_entry, check_memory, content_hashes, physical_memory_bytes, verify_fields,
                         verify_file)
@@ -36,11 +37,11 @@ from .session import PROVIDER, check_run_options, model_metadata, node_args, tag
 from .target import check_target
 from .workspaces import WorkspacePool
 
-_PTRS = ctypes.POINTER(ctypes.c_void_p)
+_PTR = ctypes.c_void_p  # the pointer tables too: run passes their addresses as ints, the cheapest conversion
 # symbol -> (restype, argtypes) of the ABI above.
 _ABI = {
-    "relayish_run": (None, [_PTRS, _PTRS, ctypes.c_void_p, ctypes.c_void_p]),
-    "relayish_run_profiled": (None, [_PTRS, _PTRS, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]),
+    "relayish_run": (None, [_PTR, _PTR, _PTR, _PTR]),
+    "relayish_run_profiled": (None, [_PTR, _PTR, _PTR, _PTR, ctypes.POINTER(ctypes.c_int64)]),
     "relayish_set_num_threads": (None, [ctypes.c_int32]),
     "relayish_get_num_threads": (ctypes.c_int32, []),
 }
@@ -181,6 +182,7 @@ class Module:
                         for t in meta["inputs"]]
         self._outputs = [TensorSpec(t["name"], tuple(t["shape"]), numpy_dtype(t["dtype"])) for t in meta["outputs"]]
         self._output_index = {t.name: i for i, t in enumerate(self._outputs)}
+        self._all_outputs = list(range(len(self._outputs)))  # output_indices(None, ...), kept: run's hot path
         self._inputs = [s._replace(index_ignored=t["index_ignored"]) if "index_ignored" in t else s
                         for s, t in zip(self._inputs, meta["inputs"])]  # a loss's ignore_index (runtime/feeds.py)
         source, described = f"the metadata of {lib_path}", meta.get("source_model") or {}
@@ -195,6 +197,7 @@ class Module:
         self._out_offsets, self._out_block_bytes = packed_offsets(  # the outputs of one call share one block
             math.prod(t.shape) * t.dtype.itemsize for t in self._outputs)
         self._params_ptr = self._params.ctypes.data
+        self._native_run = self._lib.relayish_run
         self.num_threads = default_num_threads()
 
     def _init_params(self, params: np.ndarray | None) -> np.ndarray:
@@ -294,7 +297,7 @@ class Module:
     def _bind_outputs(self, out_ptrs) -> list[np.ndarray]:
         """Fresh output arrays, all in one new aligned block, and `out_ptrs` (a slot's) pointed at them."""
         raw = np.empty(self._out_block_bytes + ALIGNMENT, dtype=np.uint8)  # aligned_empty, inlined: hot path
-        address = raw.ctypes.data
+        address = data_address(raw)
         start = -address % ALIGNMENT
         outputs = []
         for i, (spec, offset) in enumerate(zip(self._outputs, self._out_offsets)):
@@ -303,8 +306,14 @@ class Module:
         return outputs
 
     @staticmethod
-    def _bind_inputs(checked, in_ptrs) -> None:
-        for i, (_, address) in enumerate(checked):
+    def _bind_inputs(arrays, slot) -> None:
+        """Point the slot's input table at the checked arrays; one that is misaligned or not C-contiguous is first
+        copied into the slot's aligned buffer for it (copying changes no value)."""
+        in_ptrs = slot.in_ptrs
+        for i, value in enumerate(arrays):
+            address = data_address(value)
+            if address % ALIGNMENT or not value.flags.c_contiguous:
+                address = slot.stage_input(i, value)
             in_ptrs[i] = address
 
     def run(self, output_names: list[str] | None, input_feed: dict, run_options=None) -> list[np.ndarray]:
@@ -314,17 +323,21 @@ class Module:
         the call raise RunTerminated before it runs, its logid prefixes error messages."""
         tag = check_run_options(run_options)
         try:
-            wanted = output_indices(output_names, self._output_index)
-            checked = check_feed(self._inputs, input_feed)  # the arrays stay alive until the call returns
+            wanted = self._all_outputs if output_names is None else output_indices(output_names, self._output_index)
+            arrays = check_feed(self._inputs, input_feed)  # they stay alive until the call returns
         except ValueError as e:
             raise tagged(e, tag) from None
-        with self._workspaces.slot() as slot:
+        workspaces = self._workspaces
+        slot = workspaces.acquire()
+        try:
             if run_options is not None:  # set while this call waited for a workspace
                 check_run_options(run_options)
-            self._bind_inputs(checked, slot.in_ptrs)
+            self._bind_inputs(arrays, slot)
             outputs = self._bind_outputs(slot.out_ptrs)
-            self._lib.relayish_run(slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr)
-        return pick_outputs(outputs, wanted)
+            self._native_run(slot.in_ptrs_address, slot.out_ptrs_address, self._params_ptr, slot.workspace_ptr)
+        finally:
+            workspaces.release(slot)
+        return outputs if wanted is self._all_outputs else pick_outputs(outputs, wanted)
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Reproducible inputs: floats ~ N(0, 1); integers in {0, 1} (valid as indices into any non-empty axis)."""
@@ -352,15 +365,33 @@ class Module:
             times.append(time.perf_counter_ns() - start)
         return summarize_times(times)
 
+    @contextmanager
+    def bound_run(self, inputs: dict | None = None):
+        """`with module.bound_run(feed) as call: call()`: `call()` is the one native call of `run` on a workspace,
+        inputs and outputs bound once when the block is entered (the inputs checked as `run` checks them): `run`
+        without its Python work, for measuring that work (bench/dispatch.py). The workspace is held until the
+        block exits; the outputs (overwritten by every call) are `call.outputs`."""
+        arrays = check_feed(self._inputs, self.random_inputs() if inputs is None else inputs)  # kept alive
+        with self._workspaces.slot() as slot:
+            self._bind_inputs(arrays, slot)
+            outputs = self._bind_outputs(slot.out_ptrs)
+            native, args = self._native_run, (slot.in_ptrs_address, slot.out_ptrs_address, self._params_ptr,
+                                            slot.workspace_ptr)
+
+            def call():
+                native(*args)
+            call.outputs = dict(zip(self.output_names, outputs))
+            yield call
+
     def profile(self, repeat: int = 20, inputs: dict | None = None) -> list[dict]:
         """Per-kernel median times over `repeat` profiled runs (after one warm-up run); see profiling.profile_rows."""
         if repeat < 1:
             raise ValueError(f"profile needs repeat >= 1, got {repeat}")
-        checked = check_feed(self._inputs, self.random_inputs() if inputs is None else inputs)  # kept alive
+        arrays = check_feed(self._inputs, self.random_inputs() if inputs is None else inputs)  # kept alive
         counters = (ctypes.c_int64 * max(len(self.kernels), 1))()
         samples = np.zeros((repeat, len(self.kernels)), dtype=np.int64)
         with self._workspaces.slot() as slot:
-            self._bind_inputs(checked, slot.in_ptrs)
+            self._bind_inputs(arrays, slot)
             outputs = self._bind_outputs(slot.out_ptrs)  # noqa: F841 - kept alive during the calls
             args = (slot.in_ptrs, slot.out_ptrs, self._params_ptr, slot.workspace_ptr, counters)
             self._lib.relayish_run_profiled(*args)  # warm-up

@@ -14,18 +14,36 @@ import threading
 import weakref
 from contextlib import contextmanager
 
+import numpy as np
+
 from .aligned import aligned_empty
 
 
 class Slot:
-    """What one native call owns while it runs: an aligned workspace and the input/output pointer arrays."""
-    __slots__ = ("workspace", "workspace_ptr", "in_ptrs", "out_ptrs")
+    """What one native call owns while it runs: an aligned workspace, the input/output pointer arrays (and their
+    addresses, the native call's arguments), and an aligned copy of each input that was passed misaligned or
+    non-contiguous (made on first need, then reused: a served model's inputs come the same way every call)."""
+    __slots__ = ("workspace", "workspace_ptr", "in_ptrs", "out_ptrs", "in_ptrs_address", "out_ptrs_address",
+                 "staged")
 
     def __init__(self, workspace_bytes: int, n_inputs: int, n_outputs: int):
         self.workspace = aligned_empty(workspace_bytes, "uint8")
         self.workspace_ptr = self.workspace.ctypes.data
         self.in_ptrs = (ctypes.c_void_p * n_inputs)()
         self.out_ptrs = (ctypes.c_void_p * n_outputs)()
+        self.in_ptrs_address = ctypes.addressof(self.in_ptrs)
+        self.out_ptrs_address = ctypes.addressof(self.out_ptrs)
+        self.staged: list = [None] * n_inputs  # per input: (aligned array, its address) once needed
+
+    def stage_input(self, i: int, value: np.ndarray) -> int:
+        """Copy `value` (input i, shape and dtype checked) into this slot's aligned buffer for input i; its
+        address."""
+        staged = self.staged[i]
+        if staged is None:
+            buf = aligned_empty(value.shape, value.dtype)
+            staged = self.staged[i] = (buf, buf.ctypes.data)
+        np.copyto(staged[0], value)
+        return staged[1]
 
 
 class WorkspacePool:
@@ -71,13 +89,14 @@ class WorkspacePool:
     @contextmanager
     def slot(self):
         """Hold a slot for the duration of the `with` block."""
-        s = self._acquire()
+        s = self.acquire()
         try:
             yield s
         finally:
-            self._release(s)
+            self.release(s)
 
-    def _acquire(self) -> Slot:
+    def acquire(self) -> Slot:
+        """A slot for one call, waiting while `limit` are held; give it back with release() (in a finally)."""
         with self._cond:
             while not self._free and self._created >= self._limit:
                 self._cond.wait()
@@ -92,7 +111,7 @@ class WorkspacePool:
                 self._cond.notify()
             raise
 
-    def _release(self, s: Slot) -> None:
+    def release(self, s: Slot) -> None:
         with self._cond:
             if self._created > self._limit:
                 self._created -= 1

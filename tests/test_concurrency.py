@@ -83,8 +83,17 @@ def run_threads(target, n: int) -> None:
         raise errors[0]
 
 
-def check_concurrent_runs(sess, n_threads: int = N_THREADS, n_runs: int = N_RUNS) -> None:
-    inputs = feeds(sess, n_threads * n_runs)
+def misaligned(a: np.ndarray) -> np.ndarray:
+    """a's values at an address 4 bytes past a 64-byte boundary: run copies them into its slot's aligned buffer."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64 + 4
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def check_concurrent_runs(sess, n_threads: int = N_THREADS, n_runs: int = N_RUNS, layout=lambda a: a) -> None:
+    inputs = [{k: layout(v) for k, v in f.items()} for f in feeds(sess, n_threads * n_runs)]
     want = [sess.run(None, f) for f in inputs]  # single-threaded references
 
     def worker(t):
@@ -105,6 +114,11 @@ def test_concurrent_runs_give_the_single_threaded_results(sess, max_runs):
         assert 1 <= sess._workspaces.created <= max_runs
     finally:
         sess.max_concurrent_runs = default
+
+
+def test_concurrent_runs_of_misaligned_inputs(sess):
+    """Each call's misaligned inputs are copied into its own slot's buffers, reused from call to call."""
+    check_concurrent_runs(sess, layout=misaligned)
 
 
 def test_profile_concurrent_with_run(sess):
@@ -135,13 +149,13 @@ def test_pool_blocks_at_its_limit_and_reuses_slots():
     with pool.slot() as a, pool.slot() as b:
         assert a is not b and a.workspace_ptr != b.workspace_ptr and a.workspace_ptr % 64 == 0
         got = []
-        waiter = threading.Thread(target=lambda: got.append(pool._acquire()))
+        waiter = threading.Thread(target=lambda: got.append(pool.acquire()))
         waiter.start()
         waiter.join(0.2)
         assert waiter.is_alive() and not got  # a third call waits: the limit is 2
     waiter.join(5)
     assert got and got[0] in (a, b) and pool.created == 2  # it got a released slot, nothing new was allocated
-    pool._release(got[0])
+    pool.release(got[0])
 
 
 def test_lowering_the_limit_frees_slots():

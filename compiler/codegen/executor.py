@@ -5,8 +5,8 @@ Emitted into the same module as the kernels:
     void relayish_run(i8** inputs, i8** outputs, i8* params, i8* workspace)
     void relayish_run_profiled(i8** inputs, i8** outputs, i8* params, i8* workspace, i64* ns)
 
-relayish_run calls every kernel of the plan in order, then relayish_pool_idle() so that the pool's workers stop
-spinning as soon as the model is done. relayish_run_profiled does the same and also writes the elapsed wall time of
+relayish_run calls every kernel of the plan in order, then relayish_pool_linger() so that the pool's workers stop
+spinning soon after the model is done (threadpool.LINGER_CYCLES: a run that follows at once finds them awake). relayish_run_profiled does the same and also writes the elapsed wall time of
 call k (clock_gettime(CLOCK_MONOTONIC), in nanoseconds) into ns[k].
 """
 from __future__ import annotations
@@ -85,14 +85,14 @@ def _emit_calls(b: ir.IRBuilder, module: ir.Module, plan: ExecutorPlan, args, on
 
 def emit_executor(module: ir.Module, plan: ExecutorPlan) -> None:
     """Define relayish_run and relayish_run_profiled for `plan` in `module` (its kernels must be there)."""
-    idle = threadpool.declare_api(module)["relayish_pool_idle"]
+    linger = threadpool.declare_api(module)["relayish_pool_linger"]
     ptr_args = [I8P.as_pointer(), I8P.as_pointer(), I8P, I8P]
 
     fn = ir.Function(module, ir.FunctionType(VOID, ptr_args), "relayish_run")
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     _emit_calls(b, module, plan, fn.args)
-    b.call(idle, [])
+    b.call(linger, [])
     b.ret_void()
 
     fn = ir.Function(module, ir.FunctionType(VOID, ptr_args + [I64.as_pointer()]), "relayish_run_profiled")
@@ -115,5 +115,5 @@ def emit_executor(module: ir.Module, plan: ExecutorPlan) -> None:
         b.store(b.sub(now(), t0), b.gep(ns_out, [I64(k)], inbounds=True))
 
     _emit_calls(b, module, plan, fn.args[:4], on_call=timed)
-    b.call(idle, [])
+    b.call(linger, [])
     b.ret_void()

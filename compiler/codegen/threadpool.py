@@ -5,16 +5,23 @@ Exported C API (all in the module, so a compiled model needs no runtime library 
     void relayish_parallel_for(void (*fn)(i8* closure, i32 task, i32 ntasks), i8* closure, i32 ntasks)
     void relayish_set_num_threads(i32 n)    n < 1 is taken as 1; 1 = the caller runs everything
     i32  relayish_get_num_threads(void)     default sysconf(_SC_NPROCESSORS_ONLN), read at first use
-    void relayish_pool_idle(void)           workers stop spinning and sleep now (call at the end of a run)
+    void relayish_pool_idle(void)           workers stop spinning and sleep now
+    void relayish_pool_linger(void)         workers spin LINGER_CYCLES more, then sleep (the end of a run)
 
 Jobs. Workers are pthreads created lazily by the first parallel call that needs them. A job is published by
-writing its fields and then bumping the generation counter `gen` (seq_cst). The caller is participant 0; with
+writing its fields and then bumping the generation counter `gen` (seq_cst). The job's fields, `gen` and the idle
+state share one cache line (the `job` struct), so a spinning worker takes one cache miss per job, not one per
+field. The caller is participant 0; with
 P = min(threads, ntasks) participants, participant p runs tasks p, p + P, p + 2P, ... Every started worker checks in
 to `done` after each generation, participating or not, and the caller waits for all check-ins: so no worker still
 reads a job's fields when the next job is published (which is what makes the plain job fields safe).
 
 Waiting. A worker waits for a new generation by spinning with `pause` for SPIN_CYCLES of the cycle counter, then
-sleeps on the futex `gen`; relayish_pool_idle makes it sleep at once. A sleeper counts itself in `sleepers` before
+sleeps on the futex `gen`. `idle_at` says which: 0 while a run goes on; relayish_pool_linger (the executor's last
+call) sets it to the cycle counter, and workers then spin until LINGER_CYCLES after it, so that a model called
+back to back (a served model, a benchmark) finds them awake instead of paying a futex wake-up per run (~20 us on
+this KVM guest) and the pool still stops spinning soon after a run; relayish_pool_idle sets it to a time long past
+(workers sleep at once). A sleeper counts itself in `sleepers` before
 its last look at `gen`, and the caller issues FUTEX_WAKE only when that count is non-zero: a hot pool makes no
 system call per job. Spinners (workers and the waiting caller) call sched_yield every YIELD_CYCLES, in case the
 kernel put two of them on one core.
@@ -42,6 +49,8 @@ TASK_FN_TYPE = ir.FunctionType(VOID, [I8P, I32, I32])
 TASK_FN_PTR = TASK_FN_TYPE.as_pointer()
 
 SPIN_CYCLES = 1 << 21  # cycle-counter ticks a worker spins before sleeping (~0.8 ms at 2.6 GHz)
+LINGER_CYCLES = 1 << 18  # ... after the end of a run (~0.1 ms): the Python work between two runs is ~6 us
+IDLE_NOW = 1  # idle_at of relayish_pool_idle: a cycle count long past
 YIELD_CYCLES = 1 << 15  # a spinner calls sched_yield this often (~12 us)
 SC_NPROCESSORS_ONLN = 84
 MAX_THREADS = 256
@@ -58,7 +67,11 @@ API = {
     "relayish_set_num_threads": ir.FunctionType(VOID, [I32]),
     "relayish_get_num_threads": ir.FunctionType(I32, []),
     "relayish_pool_idle": ir.FunctionType(VOID, []),
+    "relayish_pool_linger": ir.FunctionType(VOID, []),
 }
+# The job's cache line: generation, task count, participants, function, closure, idle state (module doc).
+JOB_FIELDS = ("gen", "ntasks", "parts", "pad", "fn", "closure", "idle_at")
+JOB_TYPE = ir.LiteralStructType([I32, I32, I32, I32, TASK_FN_PTR, I8P, I64])
 
 
 def _get_or_declare(module: ir.Module, name: str, fnty: ir.FunctionType) -> ir.Function:
@@ -99,10 +112,11 @@ class _Pool:
         self.api = declare_api(module)
         g = self.global_
         self.nthreads, self.nworkers, self.busy = g("nthreads", I32), g("nworkers", I32), g("busy", I32)
-        self.gen, self.done = g("gen", I32), g("done", I32)
-        self.sleepers, self.idle = g("sleepers", I32), g("idle", I32)
-        self.job_fn, self.job_closure = g("job_fn", TASK_FN_PTR), g("job_closure", I8P)
-        self.job_ntasks, self.job_parts, self.atfork_done = g("job_ntasks", I32), g("job_parts", I32), g("atfork", I32)
+        job = g("job", JOB_TYPE)
+        field = {name: job.gep([I32(0), I32(k)]) for k, name in enumerate(JOB_FIELDS)}
+        self.gen, self.job_ntasks, self.job_parts = field["gen"], field["ntasks"], field["parts"]
+        self.job_fn, self.job_closure, self.idle_at = field["fn"], field["closure"], field["idle_at"]
+        self.done, self.sleepers, self.atfork_done = g("done", I32), g("sleepers", I32), g("atfork", I32)
         self.worker_cpu = g("worker_cpu", ir.ArrayType(I32, MAX_THREADS + 1))  # by worker index (1-based)
         self.pin_epoch, self.caller_cpu = g("pin_epoch", I32), g("caller_cpu", I32)
         self.syscall = _get_or_declare(module, "syscall", ir.FunctionType(I64, [I64], var_arg=True))
@@ -206,7 +220,11 @@ class _Pool:
 
     def emit_idle(self):
         fn, b = self.function("relayish_pool_idle", API["relayish_pool_idle"], exported=True)
-        b.store_atomic(I32(1), self.idle, "monotonic", 4)
+        b.store_atomic(I64(IDLE_NOW), self.idle_at, "monotonic", 8)
+        b.ret_void()
+
+        fn, b = self.function("relayish_pool_linger", API["relayish_pool_linger"], exported=True)
+        b.store_atomic(b.or_(self.cycles(b), I64(1)), self.idle_at, "monotonic", 8)  # never 0 (= running)
         b.ret_void()
 
     def emit_atfork_child(self):
@@ -278,8 +296,10 @@ class _Pool:
 
         b.position_at_end(check)
         now = self.cycles(b)
+        idle_at = b.load_atomic(self.idle_at, "monotonic", 8)
+        lingering = b.icmp_unsigned("<", b.sub(now, idle_at), I64(LINGER_CYCLES))  # wraps (sleep) if not yet
         keep = b.and_(b.icmp_unsigned("<", b.sub(now, since), I64(SPIN_CYCLES)),
-                      b.icmp_signed("==", b.load_atomic(self.idle, "monotonic", 4), I32(0)))
+                      b.or_(b.icmp_unsigned("==", idle_at, I64(0)), lingering))
         b.cbranch(keep, spin, sleep)
 
         b.position_at_end(spin)
@@ -399,7 +419,8 @@ class _Pool:
         for gv, v in ((self.job_fn, task), (self.job_closure, closure), (self.job_ntasks, ntasks),
                       (self.job_parts, parts), (self.done, I32(0))):
             b.store(v, gv)
-        b.store_atomic(I32(0), self.idle, "monotonic", 4)
+        with b.if_then(b.icmp_unsigned("!=", b.load_atomic(self.idle_at, "monotonic", 8), I64(0)), likely=False):
+            b.store_atomic(I64(0), self.idle_at, "monotonic", 8)  # the first job of a run: workers spin again
         b.atomic_rmw("add", self.gen, I32(1), "seq_cst")
         with b.if_then(b.icmp_signed("!=", b.load_atomic(self.sleepers, "seq_cst", 4), I32(0)), likely=False):
             self.futex(b, self.gen, FUTEX_WAKE_PRIVATE, I32(2**31 - 1))
