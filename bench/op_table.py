@@ -1,6 +1,6 @@
 """Kernel table by op class: a representative kernel of each class, ours against onnxruntime, judged on a roofline.
 
-    python -m bench.op_table [--only CLASS] [--threads 2] [--repeat 25] [--warmup 3] [--no-peak] [--no-bandwidth]
+    python -m bench.op_table [--only CLASS ...] [--threads 2] [--repeat 25] [--warmup 3] [--no-peak] [--no-bandwidth]
                              [--max-busy 0.1] [--list]
 
 One row per kernel of CASES: depthwise, grouped, strided or large-kernel and first (3-channel) convolutions, 1x1
@@ -183,9 +183,9 @@ CASES = [
 ]
 
 
-def select(cases: list, only: str = "") -> list:
-    """The cases whose 'class shape source' contains `only` (all if empty)."""
-    return [c for c in cases if only in f"{c.op_class} {c.shape()} {c.source}"]
+def select(cases: list, only=()) -> list:
+    """The cases whose 'class kernel source' contains one of the texts `only` (all if none)."""
+    return [c for c in cases if not only or any(t in f"{c.op_class} {c.shape()} {c.source}" for t in only)]
 
 
 def normal(rng, std: float, shape) -> np.ndarray:
@@ -277,27 +277,31 @@ def roof_bound(ai: float, peak: float | None, bandwidth: float | None) -> str:
 
 # ---------------------------------------------------------------------------------------------- the table
 
-COLUMNS = (f"{'class':<13} {'kernel':<28} {'source':<28} {'GFLOP':>7} {'AI':>6} {'GB/s':>6} {'roof':>6} {'bound':>5}"
-           f" {'ours':>7} {'%roof':>6} {'ort':>7} {'%roof':>6} {'t ours/ort':>10}")
+COLUMNS = [("class", "", -13), ("kernel", "", -28), ("source", "", -28), ("GFLOP", "", 7), ("AI", "FLOP/B", 6),
+           ("GB/s", "read", 6), ("roof", "GFLOP/s", 7), ("bound", "", 5), ("ours", "GFLOP/s", 7), ("%roof", "", 6),
+           ("ort", "GFLOP/s", 7), ("%roof", "", 6), ("ours/ort", "time", 8)]
+"""(name, unit, width): a negative width is left-aligned."""
+
+
+def table_line(cells: list[str]) -> str:
+    return " ".join(f"{c:<{-w}}" if w < 0 else f"{c:>{w}}" for c, (_, _, w) in zip(cells, COLUMNS, strict=True))
 
 
 def header() -> str:
-    return COLUMNS + "\n" + (f"{'':<71}{'(FLOP/byte, read GB/s, roof GFLOP/s)':>37}"
-                             f"{'(GFLOP/s, % of roof; ratio of times)':>46}")
+    return table_line([name for name, _, _ in COLUMNS]) + "\n" + table_line([unit for _, unit, _ in COLUMNS])
 
 
 def format_row(row: dict) -> str:
-    def optional(value, fmt, width):
-        return format(value, fmt) if value is not None else f"{'-':>{width}}"
+    def optional(value, fmt):
+        return "-" if value is None else format(value, fmt)
 
     def engine(label):
         r = row[label]
-        pct = f"{100 * r['roof']:5.1f}%" if r["roof"] is not None else f"{'-':>6}"
-        return f"{r['gflops']:7.1f} {pct}"
+        return [f"{r['gflops']:.1f}", optional(r["roof"] and 100 * r["roof"], ".1f")]
 
-    return (f"{row['class']:<13} {row['shape']:<28} {row['source']:<28} {row['flops'] / 1e9:7.3f} {row['ai']:6.2f} "
-            f"{optional(row['bandwidth'], '6.1f', 6)} {optional(row['roof'], '6.1f', 6)} {row['bound']:>5} "
-            f"{engine('ours')} {engine('ort')} {row['ours']['ms'] / row['ort']['ms']:10.2f}")
+    return table_line([row["class"], row["shape"], row["source"], f"{row['flops'] / 1e9:.3f}", f"{row['ai']:.2f}",
+                       optional(row["bandwidth"], ".1f"), optional(row["roof"], ".1f"), row["bound"],
+                       *engine("ours"), *engine("ort"), f"{row['ours']['ms'] / row['ort']['ms']:.2f}"])
 
 
 def list_cases(cases: list) -> str:
@@ -310,8 +314,9 @@ def list_cases(cases: list) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.op_table", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="", help=f"rows whose 'class kernel source' contains this text; classes: "
-                                                   f"{', '.join(CLASSES)}")
+    parser.add_argument("--only", action="append", default=[],
+                        help=f"rows whose 'class kernel source' contains this text (repeatable); classes: "
+                             f"{', '.join(CLASSES)}")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=25, help="timed samples per engine (median reported)")
     parser.add_argument("--warmup", type=int, default=3)
@@ -325,7 +330,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     cases = select(CASES, args.only)
     if not cases:
-        parser.error(f"no row matches --only {args.only!r}")
+        parser.error(f"no row matches --only {' / '.join(args.only)}")
     if args.list:
         print(list_cases(cases))
         return 0

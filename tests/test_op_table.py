@@ -47,7 +47,9 @@ def has_case(**fields) -> bool:
 
 def test_every_class_has_rows():
     assert {c.op_class for c in CASES} == set(CLASSES)
-    assert select(CASES, "depthwise") == [c for c in CASES if c.op_class == "depthwise"]
+    assert select(CASES, ["depthwise"]) == [c for c in CASES if c.op_class == "depthwise"]
+    assert [c.source for c in select(CASES, ["fc6", "P @ V"])] == ["AlexNet fc6", "BERT P @ V"]
+    assert select(CASES, []) == CASES
 
 
 @pytest.mark.parametrize("fields", [
@@ -124,11 +126,11 @@ def test_roof_bound():
 
 
 def test_row_format_lines_up_with_the_header():
-    engine = {"ms": 2.0, "gflops": 50.0, "peak": 0.1, "roof": 0.5}
+    ours = {"ms": 2.0, "gflops": 50.0, "peak": 0.1, "roof": 0.5}
     row = {"class": "dense", "shape": "4096->4096 batch 1", "source": "AlexNet fc7", "flops": 2 * 4096 * 4096,
-           "ai": 0.5, "bandwidth": 20.0, "roof": 10.0, "bound": "mem", "ours": engine,
-           "ort": {**engine, "ms": 4.0}}
+           "ai": 0.5, "bandwidth": 200.0, "roof": 100.0, "bound": "mem", "ours": ours,
+           "ort": {"ms": 4.0, "gflops": 25.0, "peak": 0.05, "roof": 0.25}}
     line = format_row(row)
-    assert len(line) == len(header().splitlines()[0])
-    assert line.split()[-1] == "0.50"  # ours takes half onnxruntime's time
-    assert np.isclose(float(line.split()[-5].rstrip("%")), 50.0)
+    names, units = header().splitlines()
+    assert len(line) == len(names) == len(units)
+    assert line.split()[-5:] == ["50.0", "50.0", "25.0", "25.0", "0.50"]  # GFLOP/s and % of roof; half the time
