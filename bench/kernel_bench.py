@@ -203,11 +203,12 @@ def onnx_equivalent(task: Task, inputs: list[np.ndarray]):
 
 
 class OrtKernel:
-    """An onnxruntime session on the task's ONNX equivalent, inputs and output bound once (I/O binding)."""
+    """An onnxruntime session on an ONNX model, inputs and output bound once (I/O binding); `output()` is its
+    output through `convert` (e.g. back to our layout)."""
 
-    def __init__(self, task: Task, inputs: list[np.ndarray], threads: int):
+    def __init__(self, model, feed: dict[str, np.ndarray], threads: int, convert=None):
         import onnxruntime as ort
-        model, feed, self.convert = onnx_equivalent(task, inputs)
+        self.convert = convert or (lambda y: y)
         options = ort.SessionOptions()
         # With all cores, onnxruntime's own default (0) pins its threads one per physical core; an explicit 2
         # leaves them unpinned, and on this VM Linux then often stacks both on one core (half speed in about a
@@ -231,44 +232,77 @@ class OrtKernel:
 
 # ---------------------------------------------------------------------------------------------- one task
 
-def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width: int = 16, gap_s: float = GAP_S,
-               peak: float | None = None, bandwidth: float | None = None) -> dict:
-    """Build, check and time the hand, default and onnxruntime versions of one task. `peak` (GFLOP/s) and
-    `bandwidth` (GB/s at the task's working-set size) give each engine's fraction of the peak and of the roof."""
+def default_kernel(task: Task, vector_width: int, name: str = "k_default"):
+    """The task's kernel (PrimFunc) under the default schedule compile_model gives it without records."""
     state = task.initial_state()
-    hand = hand_schedule(task, vector_width)
-    funcs = {"default": lower(default_schedule(state, vector_width).apply(state), "k_default")}
-    if hand is not None:
-        funcs["hand"] = lower(hand.apply(state), "k_hand")
+    return lower(default_schedule(state, vector_width).apply(state), name)
+
+
+def native_engines(funcs: dict, inputs: list[np.ndarray], threads: int) -> tuple[list[Engine], dict]:
+    """{label: PrimFunc} built into one library (one thread pool), each an Engine on its own aligned copy of the
+    inputs, run once: (engines, {label: output}). The pool goes idle after each sample."""
     lib = NativeKernels(list(funcs.values()))
     lib.set_threads(threads)
-    inputs = random_inputs(task)
-    ref = reference(task, inputs)
-    engines, errors = [], {}
+    engines, outputs = [], {}
     for label, func in funcs.items():
         args = lib.arguments(func.name, inputs)
         call = lib.caller(func.name, args)
         call()
-        errors[label] = relative_error(args[func.attrs["num_inputs"]], ref)
+        outputs[label] = args[func.attrs["num_inputs"]]
         engines.append(Engine(label, call, burst_calls(call, BURST_S, MIN_BURST_CALLS), lib.idle))
-    ort_kernel = OrtKernel(task, inputs, threads)
-    errors["ort"] = relative_error(ort_kernel.output(), ref)
-    engines.append(Engine("ort", ort_kernel, burst_calls(ort_kernel, BURST_S, MIN_BURST_CALLS)))
+    return engines, outputs
+
+
+def ort_engine(kernel: OrtKernel, label: str = "ort") -> Engine:
+    return Engine(label, kernel, burst_calls(kernel, BURST_S, MIN_BURST_CALLS))
+
+
+def checked_errors(what: str, results: dict) -> dict:
+    """{label: relative error} of {label: (output, reference)}; AssertionError naming `what` if any exceeds the
+    fp32 tolerance: a wrong kernel is never timed."""
+    errors = {label: relative_error(out, ref) for label, (out, ref) in results.items()}
     bad = {k: v for k, v in errors.items() if not v <= DEFAULT_TOLERANCE}
     if bad:
-        raise AssertionError(f"{describe(task)}: outputs differ from the reference: {bad}")
+        raise AssertionError(f"{what}: outputs differ from the reference: {bad}")
+    return errors
+
+
+def timed_figures(engines: list[Engine], flops: float, ai: float, repeat: int, warmup: int, gap_s: float = GAP_S,
+                  peak: float | None = None, bandwidth: float | None = None) -> dict:
+    """Time the engines alternately (time_alternating) and judge them: {"ai", "bandwidth", "roof", "retaken",
+    "noisy", "samples", label: {"ms", "gflops", "peak", "roof"}} with "peak"/"roof" as fractions (None unknown)."""
     stats: dict = {}
     medians = time_alternating(engines, repeat, warmup, gap_s, MAX_RETAKES, stats)
-    times = {label: s["median_ms"] / 1e3 for label, s in medians.items()}
-    ai = arithmetic_intensity(task)
     roof = roofline(ai, peak, bandwidth)
-    row = {"task": describe(task), "flops": task.flops, "weight": task.weight, "errors": errors,
-           "retaken": stats["retaken"], "noisy": stats["noisy"], "samples": repeat * len(engines),
-           "ai": ai, "bandwidth": bandwidth, "roof": roof}
-    for label, seconds in times.items():
-        gflops = task.flops / seconds / 1e9
-        row[label] = {"ms": seconds * 1e3, "gflops": gflops, "peak": gflops / peak if peak else None,
-                      "roof": gflops / roof if roof else None}
+    figures = {"ai": ai, "bandwidth": bandwidth, "roof": roof, "retaken": stats["retaken"], "noisy": stats["noisy"],
+               "samples": repeat * len(engines)}
+    for label, s in medians.items():
+        seconds = s["median_ms"] / 1e3
+        gflops = flops / seconds / 1e9
+        figures[label] = {"ms": seconds * 1e3, "gflops": gflops, "peak": gflops / peak if peak else None,
+                          "roof": gflops / roof if roof else None}
+    return figures
+
+
+def bench_task(task: Task, threads: int, repeat: int, warmup: int, vector_width: int = 16, gap_s: float = GAP_S,
+               peak: float | None = None, bandwidth: float | None = None) -> dict:
+    """Build, check and time the hand, default and onnxruntime versions of one task. `peak` (GFLOP/s) and
+    `bandwidth` (GB/s at the task's working-set size) give each engine's fraction of the peak and of the roof."""
+    funcs = {"default": default_kernel(task, vector_width)}
+    hand = hand_schedule(task, vector_width)
+    if hand is not None:
+        state = task.initial_state()
+        funcs["hand"] = lower(hand.apply(state), "k_hand")
+    inputs = random_inputs(task)
+    ref = reference(task, inputs)
+    engines, outputs = native_engines(funcs, inputs, threads)
+    model, feed, convert = onnx_equivalent(task, inputs)
+    ort_kernel = OrtKernel(model, feed, threads, convert)
+    engines.append(ort_engine(ort_kernel))
+    outputs["ort"] = ort_kernel.output()
+    errors = checked_errors(describe(task), {label: (out, ref) for label, out in outputs.items()})
+    row = {"task": describe(task), "flops": task.flops, "weight": task.weight, "errors": errors}
+    row.update(timed_figures(engines, task.flops, arithmetic_intensity(task), repeat, warmup, gap_s, peak, bandwidth))
     return row
 
 
@@ -377,6 +411,18 @@ def working_set_bandwidth(nbytes: int, threads: int) -> float:
     return measure_bandwidth(round_to_granule(nbytes, threads), threads)
 
 
+def machine_peak(threads: int, measure: bool = True, max_busy: float | None = None) -> float | None:
+    """The fp32 FMA peak of `threads` threads (None unless `measure`), measured once the machine is quiet enough
+    (max_busy), after printing the CPU, thread count and load average on one line."""
+    info = cpu_info()
+    if max_busy is not None:
+        wait_until_quiet(max_busy)
+    peak = measure_peak(threads) if measure else None
+    print(f"cpu {info['cpu']}, threads {threads}, load average {os.getloadavg()[0]:.2f}"
+          + (f", measured fp32 FMA peak {peak:.1f} GFLOP/s" if peak else ""), flush=True)
+    return peak
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.kernel_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=os.path.join(os.path.dirname(__file__), "..", "models", "resnet18.onnx"))
@@ -395,12 +441,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.repeat < 20:
         parser.error("--repeat must be >= 20 (medians of fewer samples are too noisy to compare)")
-    info = cpu_info()
-    if args.max_busy is not None:
-        wait_until_quiet(args.max_busy)
-    peak = None if args.no_peak else measure_peak(args.threads)
-    print(f"cpu {info['cpu']}, threads {args.threads}, load average {os.getloadavg()[0]:.2f}"
-          + (f", measured fp32 FMA peak {peak:.1f} GFLOP/s" if peak else ""))
+    peak = machine_peak(args.threads, not args.no_peak, args.max_busy)
     tasks = [t for t in benchmark_tasks(args.model) if args.only in describe(t)]
     model = None
     if args.in_model:
