@@ -353,6 +353,7 @@ class ComputeOp(Operation):
     body: PrimExpr  # may be a Reduce at the top
     dtype: str
     tag: str = ""
+    _inputs: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (body, input_tensors)
 
     @property
     def reduce_axes(self) -> tuple:
@@ -364,12 +365,17 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list["Tensor"]:
-        out, seen = [], set()
-        for e in walk(self.body):
-            if isinstance(e, TensorRead) and id(e.tensor) not in seen:
-                seen.add(id(e.tensor))
-                out.append(e.tensor)
-        return out
+        """The tensors the body reads, in first-read order. Walked once per op (a Winograd transform's body has
+        thousands of nodes and schedules ask for every stage's producers and consumers often): an op is never
+        changed once built (a schedule step replaces a stage's op)."""
+        if self._inputs is None or self._inputs[0] is not self.body:
+            out, seen = [], set()
+            for e in walk(self.body):
+                if isinstance(e, TensorRead) and id(e.tensor) not in seen:
+                    seen.add(id(e.tensor))
+                    out.append(e.tensor)
+            self._inputs = (self.body, tuple(out))
+        return list(self._inputs[1])
 
 
 @dataclass(eq=False)
