@@ -25,7 +25,7 @@ from relayish import Call, IRModule, Tuple
 from . import cache as cache_module
 from .algorithms import choose_from_records
 from .backend import Products, run_backend, stderr_log
-from .codegen import host_target, vector_width
+from .codegen import host_target, prestart_workers, vector_width
 from .index_bounds import input_index_bounds, input_index_ignored
 from .passes import PassContext, run_pipeline
 from .specialize import ValueSpecializedSession
@@ -57,6 +57,7 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
         else None
     module = cache_module.load(key) if key else None
     if module is None:
+        prestart_workers()  # the codegen workers start up while the model is imported and the passes run
         try:
             mod = from_onnx(model, input_shapes=input_shapes, strict=strict, input_values=input_values)
         except OnnxImportError as e:
@@ -108,6 +109,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     if layout not in ("NCHWc", "NCHW"):
         raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
     t_start = time.perf_counter() if t_start is None else t_start
+    prestart_workers()
     timings: dict[str, float] = {}
     ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
     bounds = input_index_bounds(mod)

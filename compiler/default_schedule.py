@@ -292,9 +292,10 @@ def branch_axes(st: Stage) -> list[int]:
 @functools.lru_cache(maxsize=256)
 def _branch_axes_of(op: te.ComputeOp) -> tuple[int, ...]:  # (ops are hashed by identity; the tuner asks often)
     body = op.body.body if isinstance(op.body, te.Reduce) else op.body
-    indexing = {v for r in te.walk(body) if isinstance(r, te.TensorRead)
-                for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)}
-    used = {v for v in te.walk(body) if isinstance(v, te.Var)}
+    nodes = list(te.walk(body))
+    indexing = {v for i in {i for r in nodes if isinstance(r, te.TensorRead) for i in r.indices}
+                for v in te.walk(i) if isinstance(v, te.Var)}
+    used = {v for v in nodes if isinstance(v, te.Var)}
     return tuple(k for k, ax in enumerate(op.axes)
                  if ax.var in used and ax.var not in indexing and ax.extent <= MAX_BRANCH_AXIS)
 
@@ -319,12 +320,13 @@ def contiguous_last(st: Stage, lane: int) -> bool:
     split = outer * lane + inner if ax.extent > lane else inner
     ranges = {outer: -(-ax.extent // lane), inner: lane}
     body = st.op.body.body if isinstance(st.op.body, te.Reduce) else st.op.body
-    for r in te.walk(body):
-        if isinstance(r, te.TensorRead):
-            for d, idx in enumerate(r.indices):
-                idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
-                if inner in variables(idx) and (d != len(r.indices) - 1 or coefficient(idx, inner) != 1):
-                    return False
+    # each distinct (index, is it the last dimension) once: a Winograd transform repeats its reads in every branch
+    indices = {(idx, d == len(r.indices) - 1) for r in te.walk(body) if isinstance(r, te.TensorRead)
+               for d, idx in enumerate(r.indices)}
+    for idx, last in indices:
+        idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
+        if inner in variables(idx) and (not last or coefficient(idx, inner) != 1):
+            return False
     return True
 
 

@@ -353,6 +353,7 @@ class ComputeOp(Operation):
     body: PrimExpr  # may be a Reduce at the top
     dtype: str
     tag: str = ""
+    _inputs: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (body, input_tensors)
 
     @property
     def reduce_axes(self) -> tuple:
@@ -364,12 +365,17 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list["Tensor"]:
-        out, seen = [], set()
-        for e in walk(self.body):
-            if isinstance(e, TensorRead) and id(e.tensor) not in seen:
-                seen.add(id(e.tensor))
-                out.append(e.tensor)
-        return out
+        """The tensors the body reads, in first-read order. Walked once per op (a Winograd transform's body has
+        thousands of nodes and schedules ask for every stage's producers and consumers often): an op is never
+        changed once built (a schedule step replaces a stage's op)."""
+        if self._inputs is None or self._inputs[0] is not self.body:
+            out, seen = [], set()
+            for e in walk(self.body):
+                if isinstance(e, TensorRead) and id(e.tensor) not in seen:
+                    seen.add(id(e.tensor))
+                    out.append(e.tensor)
+            self._inputs = (self.body, tuple(out))
+        return list(self._inputs[1])
 
 
 @dataclass(eq=False)
@@ -503,27 +509,41 @@ def walk(e: PrimExpr):
 
 
 def substitute(e: PrimExpr, fn: Callable) -> PrimExpr:
-    """Rebuild e bottom-up; fn(node) returns a replacement or None to keep (with rebuilt children)."""
+    """Rebuild e bottom-up; fn(node) returns a replacement or None to keep (with rebuilt children). A node whose
+    children all come back unchanged is kept as it is, not rebuilt (the same expression: the builders would fold
+    nothing new), so a pass that changes a few leaves of a large tree allocates only their paths."""
     got = fn(e)
     if got is not None:
         return got
     if isinstance(e, BinOp):
-        return binop(e.op, substitute(e.a, fn), substitute(e.b, fn))
+        a, b = substitute(e.a, fn), substitute(e.b, fn)
+        return e if a is e.a and b is e.b else binop(e.op, a, b)
     if isinstance(e, Cmp):
-        return Cmp(e.op, substitute(e.a, fn), substitute(e.b, fn))
+        a, b = substitute(e.a, fn), substitute(e.b, fn)
+        return e if a is e.a and b is e.b else Cmp(e.op, a, b)
     if isinstance(e, Logic):
-        return Logic(e.op, tuple(substitute(a, fn) for a in e.args))
+        args = tuple(substitute(a, fn) for a in e.args)
+        return e if _same(args, e.args) else Logic(e.op, args)
     if isinstance(e, Select):
-        return select(substitute(e.cond, fn), substitute(e.true_value, fn), substitute(e.false_value, fn))
+        c, t, f = substitute(e.cond, fn), substitute(e.true_value, fn), substitute(e.false_value, fn)
+        return e if c is e.cond and t is e.true_value and f is e.false_value else select(c, t, f)
     if isinstance(e, Cast):
-        return Cast(e.dtype, substitute(e.value, fn))
+        v = substitute(e.value, fn)
+        return e if v is e.value else Cast(e.dtype, v)
     if isinstance(e, Call):
-        return Call(e.name, tuple(substitute(a, fn) for a in e.args), e.dtype)
+        args = tuple(substitute(a, fn) for a in e.args)
+        return e if _same(args, e.args) else Call(e.name, args, e.dtype)
     if isinstance(e, TensorRead):
-        return TensorRead(e.tensor, tuple(substitute(i, fn) for i in e.indices))
+        indices = tuple(substitute(i, fn) for i in e.indices)
+        return e if _same(indices, e.indices) else TensorRead(e.tensor, indices)
     if isinstance(e, Reduce):
-        return Reduce(e.combiner, substitute(e.body, fn), e.axes)
+        body = substitute(e.body, fn)
+        return e if body is e.body else Reduce(e.combiner, body, e.axes)
     return e
+
+
+def _same(new: tuple, old: tuple) -> bool:
+    return all(a is b for a, b in zip(new, old))
 
 
 def substitute_vars(e: PrimExpr, mapping: dict) -> PrimExpr:

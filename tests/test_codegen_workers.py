@@ -65,3 +65,14 @@ def test_lost_worker_is_replaced_by_compiling_here():
     pool.idle.put(worker)
     assert workers.compile_texts([text], host_target(), 3, local, workers=1) == [b"local"]
     assert workers.compile_texts([text], host_target(), 3, local, workers=1)[0] != b"local"  # a new worker
+
+
+def test_prestart_starts_the_workers_once_and_they_serve_jobs():
+    workers.prestart(workers=3)
+    pool = workers._pool(3)
+    assert pool.started == 3 and pool.idle.qsize() == 3
+    workers.prestart(workers=3)  # started already: nothing more
+    assert pool.started == 3 and pool.idle.qsize() == 3
+    text = "define void @f() {\n  ret void\n}\n"
+    assert workers.compile_texts([text] * 4, host_target(), 3, lambda t: pytest.fail("no worker"), workers=3)[0]
+    workers.prestart(workers=0)  # no workers: a no-op

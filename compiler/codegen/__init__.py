@@ -5,6 +5,7 @@
     vectorize_report(PrimFunc) -> {loop var: None | why the vectorize loop runs serially}
     emit_object(funcs, plan, opt_level=3) -> bytes              link_shared(object or objects, path)
     emit_objects(funcs, plan, opt_level=3) -> [bytes]: one object per kernel, compiled in parallel (workers.py)
+    prestart_workers(): start those worker processes ahead of the first build (compile_model does, before the passes)
     build_library(funcs, plan, path, opt_level=3) -> path       last_build_stats() -> dict of phase seconds
     emit_llvm_ir(funcs, plan=None, optimized=False) -> str      emit_assembly(funcs, plan=None) -> str
 
@@ -18,9 +19,10 @@ from .analysis import vectorize_blocker, vectorize_report, walk_stmt
 from .llvm import emit_kernel
 from .microkernel import TASK_FN_TYPE, compile_ir, emit_fork_entry, ir_assembly, load_library, pool_module
 from .threadpool import emit_thread_pool
+from .workers import prestart as prestart_workers
 
 __all__ = ["BufferRef", "ExecutorPlan", "KernelCall", "TASK_FN_TYPE", "build_ir_module",
            "build_library", "compile_ir", "compile_module", "emit_assembly", "emit_executor", "emit_fork_entry",
            "emit_kernel", "emit_llvm_ir", "emit_object", "emit_objects", "emit_thread_pool", "host_target", "ir_assembly",
-           "last_build_stats", "link_shared", "load_library", "pool_module", "target_machine", "vector_width",
+           "last_build_stats", "link_shared", "load_library", "pool_module", "prestart_workers", "target_machine", "vector_width",
            "vectorize_blocker", "vectorize_report", "walk_stmt"]

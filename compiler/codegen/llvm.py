@@ -118,11 +118,30 @@ class _Kernel:
         self.func = func
         self.outlined = 0
         self._blockers: dict[int, str | None] = {}  # id(For) -> vectorize_blocker (an unrolled body repeats loops)
+        self._lane_offsets: dict[int, ir.Constant] = {}
+        self._coefficients: dict = {}  # (id(index), lane var) -> (index, its coefficient in the lane var)
 
     def vectorize_blocker(self, loop: For) -> str | None:
         if id(loop) not in self._blockers:
             self._blockers[id(loop)] = vectorize_blocker(loop)
         return self._blockers[id(loop)]
+
+    def lane_offsets(self, n: int) -> ir.Constant:
+        """The constant <0, 1, ..., n-1> (i32), made once per kernel (llvmlite builds a vector constant slowly)."""
+        if n not in self._lane_offsets:
+            self._lane_offsets[n] = ir.Constant(ir.VectorType(I32, n), list(range(n)))
+        return self._lane_offsets[n]
+
+    def coefficient(self, index, var: Var, lets: dict) -> int | None:
+        """arith.coefficient(index, var, lets), remembered per index expression while no let is bound (an unrolled
+        body emits the same loads and stores once per iteration)."""
+        if lets:
+            return coefficient(index, var, lets)
+        key = (id(index), var)
+        got = self._coefficients.get(key)
+        if got is None:
+            got = self._coefficients[key] = (index, coefficient(index, var))  # index kept: its id stays its own
+        return got[1]
 
 
 class _FunctionEmitter:
@@ -238,8 +257,7 @@ class _FunctionEmitter:
         n = s.extent.value
         start = self.expr(s.start)
         self.lanes, self.vec_var, self.lets = n, s.var, {}
-        self.env[s.var] = self.b.add(splat(self.b, start, n), ir.Constant(ir.VectorType(I32, n), list(range(n))),
-                                     flags=("nsw",))
+        self.env[s.var] = self.b.add(splat(self.b, start, n), self.k.lane_offsets(n), flags=("nsw",))
         self.stmt(s.body)
         del self.env[s.var]
         self.lanes, self.vec_var, self.lets = None, None, {}
@@ -291,7 +309,7 @@ class _FunctionEmitter:
             self.b.store(value, self.addr(ptr, index))
             return
         value = splat(self.b, value, self.lanes)
-        if coefficient(s.index, self.vec_var, self.lets) == 1:
+        if self.k.coefficient(s.index, self.vec_var, self.lets) == 1:
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
             self.b.store(value, vptr, align=_nbytes(value.type.element))
             return
@@ -327,7 +345,7 @@ class _FunctionEmitter:
         index = self.expr(e.index)
         if not is_vector(index):
             return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
-        coeff = coefficient(e.index, self.vec_var, self.lets)
+        coeff = self.k.coefficient(e.index, self.vec_var, self.lets)
         if coeff == 0:
             return self.from_memory(self.b.load(self.addr(ptr, self.b.extract_element(index, I32(0)))), e.buffer)
         elem = memory_type(e.buffer.dtype)

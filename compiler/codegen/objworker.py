@@ -91,4 +91,6 @@ def serve(stdin, stdout) -> None:
 
 
 if __name__ == "__main__":
+    llvm.initialize_native_target()  # while the parent still runs its passes (workers.prestart)
+    llvm.initialize_native_asmprinter()
     serve(sys.stdin.buffer, sys.stdout.buffer)
