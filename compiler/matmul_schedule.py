@@ -27,10 +27,10 @@ MIN_PARALLEL_TILES = 16  # prefer a smaller tile if the bigger one leaves fewer 
 
 def matmul_operands(anchor: Stage):
     """(a read, b read) of a matmul stage whose body is sum(a[.., m, k] * b[.., k, n]) (tag "matmul") or
-    sum(a[.., m, k] * w[n // nb, k, n % nb]) (tag "matmul_pack") with m, n its last two axes, else None (a 1-D
-    operand, or not a matmul)."""
+    sum(a[.., m, k] * w[n // nb, k, n % nb]) (tag "matmul_pack", or "dense_pack": the same form) with m, n its
+    last two axes, else None (a 1-D operand, or not a matmul)."""
     body = anchor.op.body
-    if anchor.op.tag not in ("matmul", "matmul_pack") or not isinstance(body, te.Reduce) or \
+    if anchor.op.tag not in ("matmul", "matmul_pack", "dense_pack") or not isinstance(body, te.Reduce) or \
             len(anchor.op.axes) < 2:
         return None
     reads = [r for r in te.walk(body.body) if isinstance(r, te.TensorRead)]
@@ -38,7 +38,7 @@ def matmul_operands(anchor: Stage):
         return None
     a, b = reads
     k, m, n = body.axes[-1].var, anchor.op.axes[-2].var, anchor.op.axes[-1].var
-    packed = anchor.op.tag == "matmul_pack"
+    packed = anchor.op.tag != "matmul"
     if a.indices[-2:] != (m, k) or (b.indices[1] is not k if packed else b.indices[-2:] != (k, n)):
         return None
     return a, b
@@ -72,12 +72,14 @@ def schedule_matmul(b, anchor: Stage, out: Stage | None, vector_width: int) -> b
     if matmul_operands(anchor) is None:
         return False
     shape = anchor.op.shape
+    if anchor.op.tag == "dense_pack" and shape[-2] == 1:
+        return False  # one row streams the weight once: the generic rule's wide row tile is the bandwidth-bound one
     if not anchor.is_output and (out is None or out.op.shape != shape):
         return False
     batch = 1
     for s in shape[:-2]:
         batch *= s
-    block = anchor.op.input_tensors[1].shape[-1] if anchor.op.tag == "matmul_pack" else None
+    block = None if anchor.op.tag == "matmul" else anchor.op.input_tensors[1].shape[-1]
     tile = matmul_tile(shape[-2], shape[-1], batch, vector_width, block)
     if tile is None:
         return False

@@ -157,7 +157,9 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         return out if padded == oc else _crop(out, oc)
 
     def dense_to_pack(node: Call, x: Expr, w: Constant):
-        nb = channel_block(w.type.shape[0], vector_width)
+        rows, n = x.type.shape[0], w.type.shape[0]
+        tile = matmul_tile(rows, n, 1, vector_width) if rows > 1 else None
+        nb = tile[1] * tile[2] if tile else channel_block(n, vector_width)  # rows > 1: the matmul tile's columns
         return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
     def matmul_to_pack(node: Call, x: Expr, w: Constant):
@@ -172,7 +174,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # conv2d(x, w) -> crop(lt(conv2d_nchwc(.., w padded to P outputs), NCHW{o}c->NCHW), C)
         #                     (P = padded_channels: C not a multiple of the vector width, wide enough)
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
-        # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant)
+        # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant; n: the channel block, or the
+        #                                                              matmul tile's columns when x has rows > 1)
         (Pat("nn.dense", (ANY, CONST)), dense_to_pack),
         # matmul(x[.., M, K], W[K, N]) -> matmul_pack(x, W as [N/nb, K, nb])     (W constant; nb: the tile's columns)
         (Pat("nn.matmul", (ANY, CONST)), matmul_to_pack),
