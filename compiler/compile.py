@@ -139,13 +139,14 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
 
 def _call_info(made: Products) -> list[dict]:
     """Per kernel call, in order: what the runtime's profile and summaries show, the call's task key and where
-    its schedule came from ("tuned" or "default"; tuning's in-model check compares them per task)."""
+    its schedule came from ("tuned" or "default"; tuning's in-model check compares them per task); in_place: a
+    concatenation whose inputs were written into its output, so it does not run (compiler/memory.py)."""
     info = []
-    for call, t in zip(made.task_calls.calls, made.task_calls.task_of):
+    for call, t, planned in zip(made.task_calls.calls, made.task_calls.task_of, made.memory.executor.calls):
         task = made.task_calls.tasks[t]
         info.append({"name": made.kernels[t].name, "ops": list(task.ops), "output_shape": list(call.type.shape),
                      "layout": _layout_of(call), "flops": int(task.flops), "task_key": task.key,
-                     "schedule": made.schedules[t].source})
+                     "schedule": made.schedules[t].source, **({"in_place": True} if planned.elided else {})})
     return info
 
 

@@ -7,6 +7,13 @@ Workspace values are allocated in execution order; a block is reused by a later 
 value has run (last use strictly before the new value's producer), so a kernel never writes over its own inputs.
 Best fit among free blocks; a block too small for any free request is never split (fragmentation is small for
 the straight-line graphs models are).
+
+Concatenation in place: when every input of a concatenation kernel is a contiguous slice of its output
+(in_place_concats: batch 1, the same channel block, 64-byte aligned offsets) and nothing stops it (an input is a
+graph input, output or weight, is concatenated twice or into another concatenation too), each input's producer
+writes straight into its slice of the output, and the concatenation's call is elided. Chains nest (DenseNet's
+block: every feature map is a slice of the block's last concatenation); the output's region then lives from the
+first member's producer to the last reader of any member.
 """
 from __future__ import annotations
 
@@ -84,6 +91,10 @@ def plan_memory(fused, task_calls: TaskCalls, kernels: list) -> MemoryPlan:
     planner = WorkspacePlanner()
     value_ref: dict[int, BufferRef] = {}
     executor = ExecutorPlan()
+    kinds = [task_calls.tasks[t].ops for t in task_calls.task_of]
+    in_place = in_place_concats(calls, kinds, set(out_index))
+    regions, spans = concat_regions(calls, in_place, last_use)
+    bases: dict[int, int] = {}  # root concatenation -> its region's offset
     for i, c in enumerate(calls):
         refs = []
         for a in c.args:
@@ -95,6 +106,11 @@ def plan_memory(fused, task_calls: TaskCalls, kernels: list) -> MemoryPlan:
                 refs.append(value_ref[id(a)])
         if id(c) in out_index:
             ref = BufferRef("output", out_index[id(c)])
+        elif id(c) in regions:  # a slice of a concatenation's output (see the module docstring)
+            root, offset = regions[id(c)]
+            if root not in bases:
+                bases[root] = planner.alloc(*spans[root])
+            ref = BufferRef("workspace", 0, bases[root] + offset)
         else:
             ref = BufferRef("workspace", 0, planner.alloc(nbytes(c.type), i, last_use[id(c)]))
         value_ref[id(c)] = ref
@@ -103,8 +119,88 @@ def plan_memory(fused, task_calls: TaskCalls, kernels: list) -> MemoryPlan:
         n_fixed = kernel.attrs["num_inputs"] + kernel.attrs["num_outputs"]
         for buf in kernel.params[n_fixed:]:
             refs.append(BufferRef("workspace", 0, planner.alloc(buf.size * numpy_dtype(buf.dtype).itemsize, i, i)))
-        executor.calls.append(KernelCall(kernel.name, refs))
+        executor.calls.append(KernelCall(kernel.name, refs, elided=id(c) in in_place))
     return MemoryPlan(executor, params, planner.size)
+
+
+CONCAT_OPS = ("nn.concat_blocked", "concatenate")
+
+
+def in_place_concats(calls: list[Call], ops: list, graph_outputs: set) -> dict[int, list[tuple[int, int]]]:
+    """The concatenation calls that can run in place: id(call) -> [(id(input value), byte offset in the output)].
+
+    calls[k] runs a kernel of ops[k]. A call qualifies when its kernel is one concatenation (nothing fused into
+    it), it is not a graph output, and each input is produced by an earlier call, is no graph output, occurs once
+    in it and in no other qualifying concatenation, and is a contiguous slice of the output at a 64-byte aligned
+    offset: every axis before the concatenated one has extent 1 (batch 1), and for a blocked concatenation the
+    input has the output's channel block."""
+    produced = {id(c) for c in calls}
+    claimed: set[int] = set()
+    out = {}
+    for c, kind in zip(calls, ops):
+        if len(kind) != 1 or kind[0] not in CONCAT_OPS or id(c) in graph_outputs:
+            continue
+        inputs = _concat_inputs(c)
+        if inputs is None:
+            continue
+        slices, offset, ok = [], 0, True
+        ids = [id(x) for x in inputs]
+        for v in inputs:
+            if id(v) not in produced or id(v) in graph_outputs or id(v) in claimed or ids.count(id(v)) > 1 or \
+                    offset % ALIGN or v.type.dtype != c.type.dtype or not _is_leading_slice(v.type, c):
+                ok = False
+                break
+            slices.append((id(v), offset))
+            offset += nbytes(v.type)
+        if ok and offset == nbytes(c.type):
+            claimed.update(i for i, _ in slices)
+            out[id(c)] = slices
+    return out
+
+
+def _concat_inputs(call: Call) -> list | None:
+    """The values a concatenation kernel's call concatenates, in order (the primitive function's body is the one
+    concatenation of its parameters)."""
+    fn = call.op
+    body = getattr(fn, "body", None)
+    if not isinstance(body, Call) or body.op not in CONCAT_OPS:
+        return None
+    arg_of = {id(p): a for p, a in zip(fn.params, call.args)}
+    if any(id(a) not in arg_of for a in body.args):
+        return None
+    return [arg_of[id(a)] for a in body.args]
+
+
+def _is_leading_slice(part, c: Call) -> bool:
+    """Whether `part` (an input of concatenation c) is stored as one contiguous run of c's output."""
+    fn_body = c.op.body
+    if fn_body.op == "nn.concat_blocked":
+        return part.shape[0] == 1 and part.shape[-1] == c.type.shape[-1]
+    axis = fn_body.attrs.axis % len(c.type.shape)
+    return all(d == 1 for d in c.type.shape[:axis])
+
+
+def concat_regions(calls: list[Call], in_place: dict, last_use: dict) -> tuple[dict, dict]:
+    """For the in-place concatenations: id(value) -> (id(root), byte offset in the root's output) for each
+    concatenation and each value written into one (root: the outermost concatenation of a nest), and per root
+    the planner's request (bytes, first call, last call) covering every member's producer and reader."""
+    parent = {v: (cat, off) for cat, slices in in_place.items() for v, off in slices}
+    index = {id(c): i for i, c in enumerate(calls)}
+
+    def resolve(v):
+        offset = 0
+        while v in parent:
+            v, off = parent[v]
+            offset += off
+        return v, offset
+
+    regions, spans = {}, {}
+    for v in list(parent) + list(in_place):
+        root, offset = resolve(v)
+        regions[v] = (root, offset)
+        size, first, last = spans.get(root, (nbytes(calls[index[root]].type), index[root], last_use[root]))
+        spans[root] = (size, min(first, index[v]), max(last, last_use[v]))
+    return regions, spans
 
 
 def pack_params(calls: list[Call]) -> tuple[np.ndarray, dict[int, int]]:

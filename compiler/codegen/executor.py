@@ -5,7 +5,7 @@ Emitted into the same module as the kernels:
     void relayish_run(i8** inputs, i8** outputs, i8* params, i8* workspace)
     void relayish_run_profiled(i8** inputs, i8** outputs, i8* params, i8* workspace, i64* ns)
 
-relayish_run calls every kernel of the plan in order, then relayish_pool_linger() so that the pool's workers stop
+relayish_run calls every kernel of the plan in order (but the elided ones: see compiler/memory.py), then relayish_pool_linger() so that the pool's workers stop
 spinning soon after the model is done (threadpool.LINGER_CYCLES: a run that follows at once finds them awake). relayish_run_profiled does the same and also writes the elapsed wall time of
 call k (clock_gettime(CLOCK_MONOTONIC), in nanoseconds) into ns[k].
 """
@@ -47,6 +47,7 @@ class BufferRef:
 class KernelCall:
     kernel: str
     args: list  # of BufferRef, one per PrimFunc param, in order
+    elided: bool = False  # its output is already in place (a concatenation whose inputs were written into it)
 
 
 @dataclass
@@ -65,6 +66,8 @@ def _arg_pointer(b: ir.IRBuilder, ref: BufferRef, inputs, outputs, params, works
 def _emit_calls(b: ir.IRBuilder, module: ir.Module, plan: ExecutorPlan, args, on_call=None):
     """Emit the calls of `plan`; on_call(k, emit) lets the caller wrap call k (used for timing)."""
     for k, call in enumerate(plan.calls):
+        if call.elided:  # nothing to run (its profile slot reads 0)
+            continue
         kernel = module.globals.get(call.kernel)
         if not isinstance(kernel, ir.Function):
             raise ValueError(f"executor: call {k} names kernel {call.kernel!r}, which is not in the module")
