@@ -47,7 +47,8 @@ from .tune import TUNE_PARAMS, Budget, Tuner, model_tasks, run_rounds
 STRATEGIES = ("autotvm-random", "autotvm-grid", "autotvm-ga", "autotvm-xgb", "ansor", "metaschedule",
               "metaschedule-replay")
 COMPARE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3,
-                  "timeout_s": 10.0, "build_workers": 2, "within": 0.05}
+                  "timeout_s": 10.0, "build_workers": 2, "within": 0.05,
+                  "cache_flush": True}  # every strategy times as tuning does: cold caches, as inside the model
 
 
 @dataclass
@@ -230,7 +231,8 @@ def _measure_items(task, items, store, pool, p) -> list[float]:
     """Measure the items' schedules (an item holding an error string is a failed trial) and store them."""
     schedules = [s for _, s in items if isinstance(s, Schedule)]
     results = iter(measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                           timeout_s=p["timeout_s"], executor=pool) if schedules else [])
+                           timeout_s=p["timeout_s"], executor=pool, flush_cache=p["cache_flush"])
+                   if schedules else [])
     costs, entries = [], []
     for _, s in items:
         if not isinstance(s, Schedule):
