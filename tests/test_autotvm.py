@@ -1,10 +1,13 @@
 """AutoTVM-style templates and tuners (tuning/autotvm): the space, the tuners on synthetic costs, diversity-aware
 selection against brute force, transfer learning, and templates on real tasks."""
 import itertools
+import math
 import random
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from compiler.schedule import ScheduleError
 from compiler.task import Task
@@ -141,3 +144,17 @@ def test_templates_match_their_tasks_and_instantiate():
             tuner.instantiate(i)
         except ScheduleError:
             pytest.fail(f"configuration {tuner.space.get(i)} does not instantiate")
+
+
+def test_transfer_bench_counts_trials_to_a_target_and_refuses_a_model_without_the_template(tmp_path):
+    """bench.transfer's measure of a run (trials until the best so far reaches the target) and its clear refusal
+    of a model with no task its template fits (the tool itself is run on real models for the README)."""
+    from bench.transfer import run, trials_to
+    assert trials_to([5.0, 3.0, 2.0, 2.0], 2.1) == 3 and trials_to([5.0, 3.0], 1.0) == math.inf
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 8))
+    path = str(tmp_path / "relu.onnx")
+    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                                opset_imports=[helper.make_opsetid("", 17)]), path)
+    with pytest.raises(SystemExit, match="no task of .* fits the AutoTVM template 'conv2d_nchwc'"):
+        run(str(tmp_path / "none.db"), path, "conv2d_nchwc", 2, 8, 4, 1, log=lambda msg: None)

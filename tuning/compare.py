@@ -3,10 +3,12 @@
     runs = tune_compare("model.onnx", ["autotvm-xgb", "ansor", "metaschedule"], trials=300, out_dir="cmp")
 
 Every strategy tunes the model's tasks from scratch (its own records database, out_dir/<strategy>.db) for
-`trials` measured programs, with Ansor's gradient task scheduler choosing the task of each round. Every
-strategy's first round of a task also measures the task's default schedule (as Ansor's Tuner does), so the
-curves start from the same estimate and every task has a cost. The estimate after each round is the weighted
-sum of the tasks' best costs (default for a task not improved). Strategies:
+`trials` measured programs, with Ansor's gradient task scheduler choosing the task of each round. The tasks'
+default schedules are measured once, before any strategy runs, and every strategy starts from those costs: the
+curves start from one estimate (trial 0), and a strategy is not credited or blamed for the noise of measuring
+the same default again at another time (on ResNet-18 that noise alone spread the strategies' final estimates
+by 8% when each measured the defaults itself). The estimate after each round is the weighted sum of the tasks'
+best costs (the default's for a task not improved). Strategies:
 
     ansor                 tuning/tune.py's Tuner as it is (sketches, evolution, XGBoost on program features)
     autotvm-random|grid|ga|xgb   the task's AutoTVM template and that tuner; a task without a template keeps
@@ -20,6 +22,7 @@ come within 5% of the best final latency of all strategies, failed programs).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -86,6 +89,8 @@ def tune_compare(model, strategies, trials: int, out_dir: str, input_shapes: dic
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     os.makedirs(out_dir, exist_ok=True)
     tasks = model_tasks(model, input_shapes, layout, winograd)
+    log(f"measuring the default schedules of {len(tasks)} tasks once, for every strategy")
+    defaults = default_costs(tasks, p)
     runs = []
     for name in strategies:
         db = os.path.join(out_dir, f"{name}.db")
@@ -93,7 +98,8 @@ def tune_compare(model, strategies, trials: int, out_dir: str, input_shapes: dic
             if os.path.exists(db + suffix):
                 os.remove(db + suffix)  # every strategy starts from nothing
         log(f"== {name}: {len(tasks)} tasks, {trials} trials, records in {db}")
-        run = _run_ansor(tasks, trials, db, p, log) if name == "ansor" else _run_generic(name, tasks, trials, db, p, log)
+        run = (_run_ansor if name == "ansor" else functools.partial(_run_generic, name))(tasks, trials, db, p, log,
+                                                                                          defaults)
         runs.append(run)
     table = format_table(runs, p["within"])
     log(table)
@@ -103,14 +109,30 @@ def tune_compare(model, strategies, trials: int, out_dir: str, input_shapes: dic
     return runs
 
 
-def _run_ansor(tasks, trials, db, p, log) -> StrategyRun:
+def default_costs(tasks, p) -> dict:
+    """Task key -> its default schedule's cost (s), measured as the strategies measure their programs."""
+    costs = {}
+    with WorkerPool(p["build_workers"]) as pool:
+        for task in tasks:
+            costs[task.key] = _measure_schedules(task, [default_schedule(task.initial_state(), vector_width())],
+                                                 pool, p)[0].cost
+    return costs
+
+
+def _estimate(tasks, best: dict) -> float:
+    return sum(t.weight * best.get(t.key, np.nan) for t in tasks)
+
+
+def _run_ansor(tasks, trials, db, p, log, defaults) -> StrategyRun:
     params = {**TUNE_PARAMS, **p, "final_remeasure": 0}
     run = StrategyRun("ansor", db)
     budget = Budget(trials, None, time.perf_counter())
     with RecordStore(db) as store:
         tuner = Tuner(tasks, store, host_target(), params, log)
+        tuner.assume_defaults(defaults)
         try:
-            run.curve = run_rounds(tuner, budget, log, progress=_RoundLog("ansor", trials, log))
+            run.curve = [(0, 0.0, _estimate(tasks, defaults))]
+            run.curve += run_rounds(tuner, budget, log, progress=_RoundLog("ansor", trials, log))
         finally:
             tuner.close()
         run.failed = sum(1 for r in store.records(target=host_target()) if not r.ok)
@@ -182,7 +204,7 @@ def _make_search(name: str, task, model, seed: int, db: str):
 
 # ---------------------------------------------------------------------------------------------- the driver
 
-def _run_generic(name, tasks, trials, db, p, log) -> StrategyRun:
+def _run_generic(name, tasks, trials, db, p, log, defaults) -> StrategyRun:
     """Rounds under the task scheduler, as tuning/tune.py's Tuner runs them, with the strategy's searches."""
     run = StrategyRun(name, db)
     rng = random.Random(p["seed"])
@@ -190,7 +212,8 @@ def _run_generic(name, tasks, trials, db, p, log) -> StrategyRun:
     scheduler = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks], [_group(t) for t in tasks],
                               rng=random.Random(p["seed"] + 1))
     searches: dict[int, object] = {}
-    best, default = {}, {}
+    best = dict(defaults)
+    run.curve.append((0, 0.0, _estimate(tasks, best)))
     t0 = time.perf_counter()
     with RecordStore(db) as store, WorkerPool(p["build_workers"]) as pool:
         while run.trials < trials:
@@ -199,28 +222,23 @@ def _run_generic(name, tasks, trials, db, p, log) -> StrategyRun:
                 log("every task stopped improving: done")
                 break
             task = tasks[i]
-            items = [] if task.key in default else [(None, default_schedule(task.initial_state(), vector_width()))]
-            want = min(p["batch_size"], trials - run.trials) - len(items)
-            if want > 0:
-                if i not in searches:
-                    searches[i] = _make_search(name, task, model, rng.randrange(2 ** 31), db)
-                if searches[i] is not None:
-                    items += searches[i].next_batch(want)
-            if not items:  # nothing (more) to try for this task: take it out of the rounds
-                scheduler.stale[i] = scheduler.params["patience"]
+            items = []
+            want = min(p["batch_size"], trials - run.trials)
+            if i not in searches:
+                searches[i] = _make_search(name, task, model, rng.randrange(2 ** 31), db)
+            if searches[i] is not None:
+                items += searches[i].next_batch(want)
+            if not items:  # nothing (more) to try for this task (no template, space exhausted): out of the rounds
+                scheduler.update(i, best[task.key])  # (its warm-up round: the default's cost)
+                scheduler.stop(i)
                 continue
             costs = _measure_items(task, items, store, pool, p)
             run.failed += sum(1 for c in costs if not np.isfinite(c))
-            for (meta, _), c in zip(items, costs):
-                if meta is None:
-                    default[task.key] = c
-                best[task.key] = min(best.get(task.key, np.inf), c)
-            searched = [(it, c) for it, c in zip(items, costs) if it[0] is not None]
-            if searched:
-                searches[i].update([it for it, _ in searched], [c for _, c in searched])
+            best[task.key] = min([best.get(task.key, np.inf)] + costs)
+            searches[i].update(items, costs)
             run.trials += len(items)
             scheduler.update(i, best[task.key])
-            est = sum(t.weight * best.get(t.key, np.nan) for t in tasks)
+            est = _estimate(tasks, best)
             run.curve.append((run.trials, time.perf_counter() - t0, est))
             log(f"[{name}] trials {run.trials}/{trials}  {time.perf_counter() - t0:5.0f}s  est. latency "
                 f"{est * 1e3:.3f} ms  | {task.name[:40]}")
@@ -228,12 +246,15 @@ def _run_generic(name, tasks, trials, db, p, log) -> StrategyRun:
     return run
 
 
+def _measure_schedules(task, schedules, pool, p):
+    return measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
+                   timeout_s=p["timeout_s"], executor=pool, flush_cache=p["cache_flush"])
+
+
 def _measure_items(task, items, store, pool, p) -> list[float]:
     """Measure the items' schedules (an item holding an error string is a failed trial) and store them."""
     schedules = [s for _, s in items if isinstance(s, Schedule)]
-    results = iter(measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
-                           timeout_s=p["timeout_s"], executor=pool, flush_cache=p["cache_flush"])
-                   if schedules else [])
+    results = iter(_measure_schedules(task, schedules, pool, p) if schedules else [])
     costs, entries = [], []
     for _, s in items:
         if not isinstance(s, Schedule):

@@ -129,6 +129,18 @@ class Tuner:
         self.own_pool = executor is None
         self.pool = WorkerPool(params.get("build_workers", 2)) if executor is None else executor
 
+    def assume_defaults(self, costs: dict) -> None:
+        """Take the default schedules' costs (task key -> s) as measured elsewhere (tune_compare measures them once
+        for every strategy): the first rounds then measure only searched programs. The search spaces and the cost
+        model learn them as if this session had measured them."""
+        for i, task in enumerate(self.tasks):
+            if task.key in costs and task.key not in self.default:
+                cost = costs[task.key]
+                self.default[task.key] = cost
+                self.best[task.key] = min(self.best.get(task.key, np.inf), cost)
+                self.spaces[i].record(self.defaults[task.key], cost, None)
+                self.model.update([(task, self.defaults[task.key], cost)])
+
     def round(self, max_trials: int | None = None) -> Round | None:
         """Tune the task the scheduler picks once: measure a batch of at most batch_size new programs (at most
         max_trials, except that a task's first round always measures its default schedule), store the results,

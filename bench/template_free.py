@@ -1,0 +1,126 @@
+"""Template-free tuning, judged as Ansor was: tune from the naive loop nests, compare with the hand-written schedules.
+
+    python -m bench.template_free models/resnet18.onnx --time-budget 900 --records naive.db --plot curve.png
+
+1. Every task's hand-written default schedule is measured once, as the tuner measures candidates (cold caches,
+   same number and repeat): the hand-written level of the tuner's estimate (sum over kernel calls of their cost).
+2. tune_model(start="naive") for the budget: each task starts from its plain loop nest (no default schedule is
+   measured or seeded), and the search has sketches, annotation, evolution and the cost model to find programs.
+   Its curve is the estimate after every round.
+3. End to end, in steady state (blocks of runs per engine, alternating with idle gaps, one process): the model
+   compiled with the hand-written defaults, with the naive loop nests, and with the records on the naive
+   defaults (compile_model(records=..., default_schedules="naive"), so that no hand-written schedule helps).
+   Printed: each median and tuned / hand-written (the goal: <= 1.1 within 15 minutes).
+
+The plot shows the estimate against tuning time, with the hand-written and naive estimates as lines.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from compiler import compile_model
+from compiler.codegen import vector_width
+from compiler.default_schedule import default_schedule
+from runtime.timing import Engine, describe_timing, time_blocks
+from tuning.measure import measure
+from tuning.report import require_matplotlib
+from tuning.tune import TUNE_PARAMS, model_tasks, tune_model
+
+
+def hand_written_costs(tasks, params=TUNE_PARAMS) -> dict:
+    """Task key -> the hand-written default schedule's cost (s), measured as the tuner measures a candidate."""
+    costs = {}
+    for task in tasks:
+        result, = measure(task, [default_schedule(task.initial_state(), vector_width())],
+                          number=params["num_measure_number"], repeat=params["num_measure_repeat"],
+                          timeout_s=params["timeout_s"], flush_cache=params["cache_flush"])
+        costs[task.key] = result.cost
+    return costs
+
+
+def estimate(tasks, costs: dict) -> float:
+    """Sum over kernel calls of their task's cost (s): the tuner's estimate of the model."""
+    return float(sum(t.weight * costs.get(t.key, np.nan) for t in tasks))
+
+
+def end_to_end(model, records: str, repeat: int) -> dict:
+    """Steady-state medians (ms) of the model with hand-written defaults, naive loop nests, and tuned from naive."""
+    modules = {"hand-written": compile_model(model),
+               "naive": compile_model(model, default_schedules="naive"),
+               "tuned from naive": compile_model(model, records=records, default_schedules="naive")}
+    feed = modules["hand-written"].random_inputs(0)
+    ref = modules["hand-written"].run(None, feed)
+    for name, m in modules.items():  # all three compute the model (the naive one slowly)
+        for a, b in zip(m.run(None, feed), ref):
+            if not np.allclose(a, b, rtol=1e-3, atol=1e-4 * float(np.abs(b).max())):
+                raise AssertionError(f"{name} disagrees with the hand-written build")
+    engines = [Engine(name, (lambda m=m: m.run(None, feed))) for name, m in modules.items()]
+    stats = time_blocks(engines, repeat, warmup=3)  # (describe_timing in main says so)
+    return {name: s["median_ms"] for name, s in stats.items()}
+
+
+def plot(curve, hand_ms: float, naive_ms: float, path: str, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 3.8), dpi=120)
+    pts = [(t, est * 1e3) for _, t, est in curve if np.isfinite(est)]
+    ax.plot([p[0] for p in pts], [p[1] for p in pts], drawstyle="steps-post", lw=1.3, label="tuned from naive (estimate)")
+    ax.axhline(hand_ms, color="tab:green", ls="--", lw=1, label=f"hand-written defaults ({hand_ms:.2f} ms)")
+    ax.axhline(1.1 * hand_ms, color="tab:green", ls=":", lw=1, label="1.1 x hand-written")
+    ax.set_yscale("log")
+    ax.set_xlabel("tuning time (s)")
+    ax.set_ylabel("estimated latency (ms, log)")
+    ax.set_title(f"{title}; naive loop nests: {naive_ms:.0f} ms", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv=None, params: dict | None = None) -> int:
+    """params: tune_model's (tests make the rounds small)."""
+    ap = argparse.ArgumentParser(prog="python -m bench.template_free", description=__doc__.split("\n\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--time-budget", type=float, default=900.0, help="seconds of tuning (default 900)")
+    ap.add_argument("--trials", type=int, default=None, help="or a number of measured programs")
+    ap.add_argument("--records", required=True, help="records database (a new file: the run starts from nothing)")
+    ap.add_argument("--repeat", type=int, default=30, help="timed runs per model end to end")
+    ap.add_argument("--plot", metavar="PNG")
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args(argv)
+    if args.plot:
+        require_matplotlib()  # now, not after the whole budget
+    tasks = model_tasks(args.model)
+    print(f"measuring the hand-written default of {len(tasks)} tasks", file=sys.stderr)
+    hand = hand_written_costs(tasks)
+    budget = {"trials": args.trials} if args.trials else {"time_budget_s": args.time_budget}
+    result = tune_model(args.model, args.records, start="naive", params=params, **budget)
+    naive_est = estimate(result.tasks, result.default)
+    hand_est, tuned_est = estimate(tasks, hand), estimate(result.tasks, result.best)
+    ms = end_to_end(args.model, args.records, args.repeat)
+    print(describe_timing("steady", args.repeat, 3))
+    print(f"estimate (sum of kernel costs): hand-written {hand_est * 1e3:.3f} ms, naive {naive_est * 1e3:.1f} ms, "
+          f"tuned from naive {tuned_est * 1e3:.3f} ms ({tuned_est / hand_est:.2f}x hand-written) after "
+          f"{result.trials} programs in {result.seconds:.0f} s")
+    print("end to end: " + ", ".join(f"{k} {v:.3f} ms" for k, v in ms.items())
+          + f"; tuned from naive / hand-written = {ms['tuned from naive'] / ms['hand-written']:.2f}")
+    if args.plot:
+        plot(result.curve, hand_est * 1e3, naive_est * 1e3, args.plot,
+             f"template-free tuning, {args.model.rsplit('/', 1)[-1]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"estimate_ms": {"hand-written": hand_est * 1e3, "naive": naive_est * 1e3,
+                                       "tuned": tuned_est * 1e3},
+                       "end_to_end_ms": ms, "trials": result.trials, "seconds": result.seconds,
+                       "curve": [[n, t, est * 1e3] for n, t, est in result.curve]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""bench.template_free on a tiny model: it measures the hand-written level, tunes from the naive loop nests and
+times the three builds end to end (no timing assertions: the tuned estimate includes the naive program's own
+measurement, so it cannot exceed the naive one)."""
+import importlib.util
+import json
+import math
+
+import onnx
+
+from bench.template_free import main
+from test_compare import conv_dense_model
+from tuning.tune import model_tasks
+
+
+def test_template_free_run_reports_all_three_builds(tmp_path):
+    model = str(tmp_path / "conv_dense.onnx")
+    onnx.save(conv_dense_model(), model)
+    out = tmp_path / "tf.json"
+    plot = importlib.util.find_spec("matplotlib") is not None  # an optional extra ('.[plot]')
+    trials = 2 * len(model_tasks(model))  # a round of 2 programs per task: the naive estimate is complete
+    assert main([model, "--trials", str(trials), "--records", str(tmp_path / "naive.db"), "--repeat", "3", "--json", str(out)]
+                + (["--plot", str(tmp_path / "tf.png")] if plot else []),
+                params={"batch_size": 2, "final_remeasure": 0}) == 0
+    report = json.loads(out.read_text())
+    assert set(report["end_to_end_ms"]) == {"hand-written", "naive", "tuned from naive"}
+    assert all(v > 0 and math.isfinite(v) for v in report["end_to_end_ms"].values())
+    est = report["estimate_ms"]
+    assert all(v > 0 and math.isfinite(v) for v in est.values())
+    assert est["tuned"] <= est["naive"] and 0 < report["trials"] <= trials and report["curve"]
+    assert not plot or (tmp_path / "tf.png").stat().st_size > 0
