@@ -405,6 +405,16 @@ def wait_until_quiet(max_busy: float, timeout_s: float = 600.0) -> float:
     return busy
 
 
+def machine_busy(max_busy: float | None) -> float:
+    """Before a row: wait until the machine is quiet enough (max_busy given), or just read how busy it is."""
+    return wait_until_quiet(max_busy) if max_busy is not None else busy_fraction()
+
+
+def sampling_notes(row: dict, busy: float) -> str:
+    """What a row's timing went through: the machine's load before it, samples retaken and kept though noisy."""
+    return f"  busy {100 * busy:3.0f}%, retaken {row['retaken']}, noisy {row['noisy']}/{row['samples']}"
+
+
 @functools.lru_cache(maxsize=None)
 def working_set_bandwidth(nbytes: int, threads: int) -> float:
     """Read GB/s of `threads` threads over a warm working set of about nbytes (measured once per size)."""
@@ -450,14 +460,13 @@ def main(argv=None) -> int:
         model = in_model_times(args.model, tasks, args.threads)
     print(header(model is not None))
     for task in tasks:
-        busy = wait_until_quiet(args.max_busy) if args.max_busy is not None else busy_fraction()
+        busy = machine_busy(args.max_busy)
         bandwidth = None if args.no_bandwidth else working_set_bandwidth(task_bytes(task), args.threads)
         row = bench_task(task, args.threads, args.repeat, args.warmup, cg_vector_width(), peak=peak,
                          bandwidth=bandwidth)
         if model is not None:
             row["model"] = {label: per[task.key] for label, per in model.items() if task.key in per}
-        print(format_row(row) + f"  busy {100 * busy:3.0f}%, retaken {row['retaken']}, noisy {row['noisy']}/"
-              f"{row['samples']}", flush=True)
+        print(format_row(row) + sampling_notes(row, busy), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -38,8 +38,8 @@ from compiler.task import Task
 from frontends import from_onnx
 from relayish.interp import evaluate
 
-from .kernel_bench import (GAP_S, OrtKernel, busy_fraction, checked_errors, default_kernel, machine_peak,
-                           native_engines, ort_engine, random_inputs, reference, timed_figures, wait_until_quiet,
+from .kernel_bench import (GAP_S, OrtKernel, checked_errors, default_kernel, machine_busy, machine_peak,
+                           native_engines, ort_engine, random_inputs, reference, sampling_notes, timed_figures,
                            working_set_bandwidth)
 
 OPSET = 17  # as the suite's models (PyTorch's export)
@@ -339,11 +339,10 @@ def main(argv=None) -> int:
     peak = machine_peak(args.threads, not args.no_peak, args.max_busy)
     print(header(), flush=True)
     for case in cases:
-        busy = wait_until_quiet(args.max_busy) if args.max_busy is not None else busy_fraction()
+        busy = machine_busy(args.max_busy)
         row = bench_case(case, args.threads, args.repeat, args.warmup, cg_vector_width(), peak=peak,
                          bandwidth=not args.no_bandwidth)
-        print(format_row(row) + f"  busy {100 * busy:3.0f}%, retaken {row['retaken']}, noisy {row['noisy']}/"
-              f"{row['samples']}", flush=True)
+        print(format_row(row) + sampling_notes(row, busy), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

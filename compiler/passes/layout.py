@@ -249,28 +249,34 @@ def CROPPED(node) -> Crop | None:  # noqa: N802
     return None if lt is None else Crop(lt, node.type.shape[1])
 
 
+def _per_channel(c: Constant, ndim: int) -> np.ndarray | None:
+    """A constant broadcast against an NCHW-like tensor of rank ndim, as an array of that rank with every axis but
+    the channels of extent 1; None if it varies along another axis or has more dims."""
+    data = c.data
+    if data.ndim > ndim:
+        return None
+    full = data.reshape((1,) * (ndim - data.ndim) + data.shape)
+    return None if any(d != 1 for i, d in enumerate(full.shape) if i != 1) else full
+
+
 def _pad_channel_constant(c: Constant, channels: int, padded: int, ndim: int) -> Constant | None:
     """A per-channel constant broadcast against an NCHW tensor of `channels` channels, extended to `padded`
     channels by repeating its last value (any finite value will do: the padded channels are cropped away; zeros
     could make a division give Inf there)."""
-    data = c.data
-    if data.size == 1 or data.ndim > ndim:
-        return c if data.size == 1 else None
-    full = data.reshape((1,) * (ndim - data.ndim) + data.shape)
-    if full.shape[1] != channels or any(d != 1 for i, d in enumerate(full.shape) if i != 1):
+    if c.data.size == 1:
+        return c
+    full = _per_channel(c, ndim)
+    if full is None or full.shape[1] != channels:
         return None
     return Constant(np.pad(full, [(0, padded - channels if i == 1 else 0) for i in range(ndim)], mode="edge"))
 
 
 def _blocked_constant(c: Constant, blocked: str, ndim: int) -> Constant | None:
     """A constant broadcast against an NCHW tensor, re-expressed against its blocked form, if per-channel."""
-    data = c.data
-    if data.size == 1:
-        return Constant(data.reshape(()))
-    if data.ndim > ndim:
-        return None
-    full = data.reshape((1,) * (ndim - data.ndim) + data.shape)
-    if any(d != 1 for i, d in enumerate(full.shape) if i != 1):
+    if c.data.size == 1:
+        return Constant(c.data.reshape(()))
+    full = _per_channel(c, ndim)
+    if full is None:
         return None
     block = next(f for a, f in parse_layout(blocked) if f)
     ch = full.shape[1]
@@ -331,21 +337,17 @@ def _crop_through_unary(node: Call, crop: Crop):
 
 
 def _crop_through_binary(node: Call, ca: Crop, cb: Crop):
-    if ca.channels != cb.channels or ca.lt.value.type != cb.lt.value.type or ca.lt.src != cb.lt.src:
+    if ca.channels != cb.channels or ca.lt.value.type != cb.lt.value.type:
         return None
-    return _crop(_lt(node.replace(args=(ca.lt.value, cb.lt.value)), ca.lt.src, ca.lt.dst), ca.channels)
+    moved = _through_binary(node, ca.lt, cb.lt)
+    return None if moved is None else _crop(moved, ca.channels)
 
 
 def _crop_through_binary_constant(node: Call, crop: Crop, c: Constant, const_first: bool):
-    """op(crop(lt(a)), c) -> crop(lt(op(a, c'))), c per channel: padded, then blocked like a."""
-    if node.type.shape != node.args[1 if const_first else 0].type.shape:
-        return None
+    """op(crop(lt(a)), c) -> crop(lt(op(a, c'))), c per channel: padded to a's channels, then as without a crop."""
     padded = _pad_channel_constant(c, crop.channels, crop.lt.value.type.shape[1] * crop.lt.value.type.shape[-1], 4)
-    blocked = None if padded is None else _blocked_constant(padded, crop.lt.src, 4)
-    if blocked is None:
-        return None
-    args = (blocked, crop.lt.value) if const_first else (crop.lt.value, blocked)
-    return _crop(_lt(node.replace(args=args), crop.lt.src, crop.lt.dst), crop.channels)
+    moved = None if padded is None else _through_binary_constant(node, crop.lt, padded, const_first)
+    return None if moved is None else _crop(moved, crop.channels)
 
 
 def _crop_through_pool(node: Call, crop: Crop):
@@ -372,7 +374,7 @@ PROPAGATE_RULES = table_rules([
      lambda node, c, lt: _through_binary_constant(node, lt, c, const_first=True)),
     # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)             (ops that run in the blocked layout)
     (Pat(lambda opdef: opdef.blocked_layout, (FROM_BLOCKED,)), _pool_blocked),
-    # The same four rows over crop(lt(y, B->NCHW), C), the output of a padded convolution (padded_channels): the
+    # The same five rows over crop(lt(y, B->NCHW), C), the output of a padded convolution (padded_channels): the
     # ops run on the padded channels and the crop moves with the transform. A convolution reading a crop keeps
     # the crop and its own transform (the padded channels hold no zeros after a bias or an activation).
     (Pat(_is(Pattern.ELEMWISE), (CROPPED,)), _crop_through_unary),
