@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.algorithms import estimated_latency
 from compiler.codegen import host_target, vector_width
 from compiler.default_schedule import default_schedule
 from compiler.records import RecordStore
@@ -120,7 +121,7 @@ def default_costs(tasks, p) -> dict:
 
 
 def _estimate(tasks, best: dict) -> float:
-    return sum(t.weight * best.get(t.key, np.nan) for t in tasks)
+    return estimated_latency(tasks, lambda t: best.get(t.key, np.nan))
 
 
 def _run_ansor(tasks, trials, db, p, log, defaults) -> StrategyRun:

@@ -133,13 +133,15 @@ class Tuner:
         """Take the default schedules' costs (task key -> s) as measured elsewhere (tune_compare measures them once
         for every strategy): the first rounds then measure only searched programs. The search spaces and the cost
         model learn them as if this session had measured them."""
+        learned = []
         for i, task in enumerate(self.tasks):
             if task.key in costs and task.key not in self.default:
                 cost = costs[task.key]
                 self.default[task.key] = cost
                 self.best[task.key] = min(self.best.get(task.key, np.inf), cost)
                 self.spaces[i].record(self.defaults[task.key], cost, None)
-                self.model.update([(task, self.defaults[task.key], cost)])
+                learned.append((task, self.defaults[task.key], cost))
+        self.model.update(learned)  # once: the model retrains on everything at each update
 
     def round(self, max_trials: int | None = None) -> Round | None:
         """Tune the task the scheduler picks once: measure a batch of at most batch_size new programs (at most
