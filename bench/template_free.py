@@ -25,6 +25,7 @@ import numpy as np
 from compiler import compile_model
 from compiler.codegen import vector_width
 from compiler.default_schedule import default_schedule
+from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
 from runtime.timing import Engine, describe_timing, time_blocks
 from tuning.measure import measure
 from tuning.report import require_matplotlib
@@ -56,8 +57,9 @@ def end_to_end(model, records: str, repeat: int) -> dict:
     ref = modules["hand-written"].run(None, feed)
     for name, m in modules.items():  # all three compute the model (the naive one slowly)
         for a, b in zip(m.run(None, feed), ref):
-            if not np.allclose(a, b, rtol=1e-3, atol=1e-4 * float(np.abs(b).max())):
-                raise AssertionError(f"{name} disagrees with the hand-written build")
+            if relative_error(a, b) > DEFAULT_TOLERANCE:
+                raise AssertionError(f"{name} disagrees with the hand-written build: max|diff| / max|ref| "
+                                     f"{relative_error(a, b):.2e} > {DEFAULT_TOLERANCE}")
     engines = [Engine(name, (lambda m=m: m.run(None, feed))) for name, m in modules.items()]
     stats = time_blocks(engines, repeat, warmup=3)  # (describe_timing in main says so)
     return {name: s["median_ms"] for name, s in stats.items()}
