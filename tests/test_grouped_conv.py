@@ -206,6 +206,72 @@ def test_wide_convolutions_are_padded_to_whole_vectors():
     assert "strided_slice" not in summarize(narrow)["ops"]
 
 
+def narrow_bottleneck(size=9):
+    """MobileNetV2's narrow stage: a 1x1 projection to 24 channels (+ bias), an expansion 24 -> 96 (+ bias,
+    relu6), a projection back to 24, the residual add of the two 24-channel values, then a 3x3 stride-2
+    convolution reading the sum. Only convolutions read the 24-channel values."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(2)
+    shapes = {"w0": (24, 32, 1, 1), "b0": (24,), "w1": (96, 24, 1, 1), "b1": (96,), "w2": (24, 96, 1, 1),
+              "b2": (24,), "w3": (32, 24, 3, 3), "lo": (), "hi": ()}
+    inits = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
+    inits["lo"], inits["hi"] = np.float32(0), np.float32(6)
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w0", "b0"], ["a"]), node("Conv", ["a", "w1", "b1"], ["c"]),
+             node("Clip", ["c", "lo", "hi"], ["d"]), node("Conv", ["d", "w2", "b2"], ["e"]),
+             node("Add", ["a", "e"], ["s"]),
+             node("Conv", ["s", "w3"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
+    out = (size + 1) // 2
+    graph = helper.make_graph(nodes, "narrow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 32, size, size))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 32, out, out))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
+def test_narrow_padded_convolutions(layout):
+    check3(narrow_bottleneck(), layout=layout)
+
+
+def test_narrow_convolutions_read_by_convolutions_are_padded():
+    """The 24-channel values take 2 blocks of 16 (32 channels, the last 8 zero-weight padding) instead of 3 blocks
+    of 8; the convolutions reading them take zero weights for the padding, so no crop and no transform is left
+    between the convolutions."""
+    fused = run_pipeline(from_onnx(narrow_bottleneck()), PassContext())
+    convs = sorted(k.outputs[0].shape[1:] for k in extract_tasks(fused) if k.ops[0] == "nn.conv2d_nchwc")
+    assert convs == [(2, 5, 5, 16), (2, 9, 9, 16), (2, 9, 9, 16), (6, 9, 9, 16)]
+    ops = summarize(fused)["ops"]
+    assert "strided_slice" not in ops and ops["layout_transform"] == 2  # the input in, the output out
+
+
+def sliced_conv_with_inf():
+    """A convolution of 32 channels whose last 8 overflow to Inf, a Slice keeping the first 24, and a
+    convolution reading them: the slice drops real channels (not padding), which must not be read, even with
+    zero weights (0 x Inf is NaN)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((32, 16, 1, 1)).astype(np.float32)
+    w0[24:] = 3e38
+    inits = {"w0": w0, "w1": rng.standard_normal((16, 24, 1, 1)).astype(np.float32),
+             "starts": np.array([0], np.int64), "ends": np.array([24], np.int64), "axes": np.array([1], np.int64)}
+    node = helper.make_node
+    nodes = [node("Conv", ["x", "w0"], ["a"]), node("Slice", ["a", "starts", "ends", "axes"], ["b"]),
+             node("Conv", ["b", "w1"], ["y"])]
+    graph = helper.make_graph(nodes, "sliced", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, 5, 5))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 16, 5, 5))],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_slice_of_real_channels_is_not_read_as_padding():
+    model = sliced_conv_with_inf()
+    x = np.abs(np.random.default_rng(5).standard_normal((1, 16, 5, 5))).astype(np.float32) + 1
+    ours, = compile_model(model).run(None, {"x": x})
+    ref, = session(model).run(None, {"x": x})
+    assert np.isfinite(ref).all() and np.isfinite(ours).all()
+    assert_close(ours, ref, "sliced conv vs onnxruntime")
+
+
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_shuffle_unit(layout):
     check3(shuffle_unit(), layout=layout)

@@ -10,11 +10,13 @@ layout_transform(x, src_layout=A, dst_layout=B).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from relayish import Call, Constant, Expr, IRModule
+from relayish import Call, Constant, Expr, IRModule, Tuple
+from relayish.expr import children, post_order
+from relayish.op import get_op
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
 from relayish.ops.matmul_pack import pack_weight
@@ -34,19 +36,56 @@ def channel_block(channels: int, vector_width: int) -> int:
 
 PAD_MIN_CHANNELS = 128  # pad the outputs of convolutions at least this wide ...
 PAD_MAX_WASTE = 1 / 16  # ... when the padding adds at most this fraction of work
+PAD_NARROW_MAX_WASTE = 1 / 3  # a narrower one, when only convolutions read it (MobileNetV2's 24 -> 32 channels)
 
 
-def padded_channels(node: Call, vector_width: int) -> int:
+def padded_channels(node: Call, vector_width: int, absorbed: bool = False) -> int:
     """The output channels an ungrouped, direct NCHW conv2d computes: its own count, or that count rounded up to
     whole vectors when it is not a multiple of vector_width (SqueezeNet's 1,000-class convolution would take
     8-channel blocks at half the FMA width; as 1,008 zero-weight-padded channels it takes 16-channel blocks, and
-    a crop (strided_slice over the channels) after its transform back to NCHW drops the padding). Only wide
-    convolutions, where the waste is small; a narrow one keeps its smaller block."""
+    a crop (strided_slice over the channels) after its transform back to NCHW drops the padding). Wide
+    convolutions are padded when the waste is small (PAD_MAX_WASTE). A narrow one (MobileNetV2's 144 -> 24
+    projections: 8-channel blocks at 40% of the FMA peak) only when `absorbed`: every use of its output ends in
+    convolutions that read the padded channels with zero weights (narrow_padding_sites, `_absorb_padding`), so
+    that no crop and no transform is left between them; the padding may then add up to PAD_NARROW_MAX_WASTE."""
     oc = node.args[1].type.shape[0]
     padded = -(-oc // vector_width) * vector_width
-    if node.attrs.groups != 1 or oc < PAD_MIN_CHANNELS or padded == oc or (padded - oc) > PAD_MAX_WASTE * oc:
+    if node.attrs.groups != 1 or padded == oc:
         return oc
-    return padded
+    if oc >= PAD_MIN_CHANNELS:
+        return padded if (padded - oc) <= PAD_MAX_WASTE * oc else oc
+    return padded if absorbed and (padded - oc) <= PAD_NARROW_MAX_WASTE * oc else oc
+
+
+def narrow_padding_sites(mod: IRModule, absorbs: Callable[[Call], bool]) -> set[int]:
+    """ids of the NCHW conv2d nodes of `mod` whose every use, through elementwise and same-shape broadcast ops,
+    ends as the data input of a convolution for which absorbs(conv) holds, and never in a graph output or
+    another op: their outputs may carry padded channels to their readers (padded_channels)."""
+    users: dict[int, list] = {}
+    for node in post_order(mod.main.body):
+        for k, arg in enumerate(children(node)):
+            users.setdefault(id(arg), []).append((node, k))
+    body = mod.main.body
+    outputs = {id(f) for f in body.fields} if isinstance(body, Tuple) else {id(body)}
+
+    known: dict[int, bool] = {}
+
+    def only_convs_read(node: Expr) -> bool:
+        if id(node) not in known:
+            known[id(node)] = id(node) not in outputs and bool(users.get(id(node))) and all(
+                read_by_convs(user, k, node) for user, k in users[id(node)])
+        return known[id(node)]
+
+    def read_by_convs(user: Expr, k: int, node: Expr) -> bool:
+        if not (isinstance(user, Call) and isinstance(user.op, str)):
+            return False
+        if user.op == "nn.conv2d" and k == 0:
+            return absorbs(user)
+        return get_op(user.op).pattern in (Pattern.ELEMWISE, Pattern.BROADCAST) and \
+            user.type.shape == node.type.shape and only_convs_read(user)
+
+    return {id(n) for n in post_order(body) if isinstance(n, Call) and n.op == "nn.conv2d"
+            and isinstance(n.args[1], Constant) and n.attrs.groups == 1 and only_convs_read(n)}
 
 
 def group_block(per_group: int, channels: int, vector_width: int) -> int:
@@ -115,6 +154,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     -> channel_shuffle, which runs in the blocked layout. algorithms: {conv_signature: tile} overrides
     winograd_tile for those convolutions (0 direct, or one of their winograd_tiles), when `winograd`."""
     algorithms = algorithms or {}
+    origin: dict[int, int] = {}  # rewritten node -> the node of `mod` it came from (rewrite fills it)
 
     def tile_of(node: Call) -> int:
         if not winograd:
@@ -142,7 +182,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
                         window(node))
             return _lt(conv, f"NCHW{b}c", "NCHW")
         m = tile_of(node)
-        padded = oc if m else padded_channels(node, vector_width)
+        padded = oc if m else padded_channels(node, vector_width, origin.get(id(node)) in narrow)
         if padded != oc:
             w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
         ib, ob = group_block(cg, cg * groups, vector_width), group_block(padded // groups, padded, vector_width)
@@ -166,6 +206,9 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         block = packed_matmul_block(node, vector_width)
         return None if block is None else Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))))
 
+    # outputs that may keep padded channels: only direct, ungrouped convolutions read them (_absorb_padding)
+    narrow = narrow_padding_sites(mod, lambda conv: conv.attrs.groups == 1 and isinstance(conv.args[1], Constant)
+                                  and not tile_of(conv))
     return rewrite(mod, table_rules([
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
@@ -181,7 +224,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         (Pat("nn.matmul", (ANY, CONST)), matmul_to_pack),
         # reshape(transpose(reshape(x, [N, g, C/g, H, W]), (0, 2, 1, 3, 4)), [N, C, H, W]) -> channel_shuffle(x, g)
         (Pat("reshape", (SHUFFLED,)), _channel_shuffle),
-    ]))
+    ]), origin)
 
 
 def packed_matmul_block(node: Call, vector_width: int) -> int | None:
@@ -247,6 +290,61 @@ def CROPPED(node) -> Crop | None:  # noqa: N802
         return None
     lt = FROM_BLOCKED(node.args[0])
     return None if lt is None else Crop(lt, node.type.shape[1])
+
+
+def CROPPED_FOR_BLOCKED(node) -> Crop | None:  # noqa: N802
+    """Matches lt(crop(lt(y, B->NCHW), C), NCHW->X): a cropped value transformed again for a blocked reader."""
+    lt = LT(node)
+    return None if lt is None or lt.src != "NCHW" else CROPPED(lt.value)
+
+
+def PACKED_WEIGHT(node) -> LayoutTransform | None:  # noqa: N802
+    """Matches lt(w, OIHW->OIHW{i}i{o}o) of a constant w."""
+    lt = LT(node)
+    return lt if lt is not None and lt.src == "OIHW" and isinstance(lt.value, Constant) else None
+
+
+def _padding_is_finite(y: Expr, channels: int) -> bool:
+    """Whether the channels of y past `channels` come from padding (padded_channels) and hold finite values when
+    the model's input does: y is a blocked convolution whose weights are zero past `channels` (it computes 0 plus
+    nothing there), or elementwise / broadcast ops over such values and finite constants (a bias padded by
+    repeating its last value, _pad_channel_constant). A crop that drops real channels (an ONNX Slice of a
+    convolution's output) is not padding: its channels may hold anything, and reading them with zero weights
+    would turn an Inf there into a NaN in every output."""
+    known: dict[int, bool] = {}  # a residual network reaches a value along many paths
+
+    def finite(node: Expr) -> bool:
+        if id(node) not in known:
+            known[id(node)] = False  # (a cycle cannot occur; this also bounds the work)
+            known[id(node)] = _finite_padding_step(node, channels, finite)
+        return known[id(node)]
+    return finite(y)
+
+
+def _finite_padding_step(node: Expr, channels: int, finite: Callable[[Expr], bool]) -> bool:
+    if isinstance(node, Constant):
+        return bool(np.isfinite(node.data).all())
+    if not isinstance(node, Call) or not isinstance(node.op, str):
+        return False
+    if node.op == "nn.conv2d_nchwc":
+        w = PACKED_WEIGHT(node.args[1])
+        return w is not None and node.attrs.groups == 1 and not np.any(w.value.data[channels:])
+    return get_op(node.op).pattern in (Pattern.ELEMWISE, Pattern.BROADCAST) and all(finite(a) for a in node.args)
+
+
+def _absorb_padding(node: Call, crop: Crop, weight: LayoutTransform):
+    """conv2d_nchwc(lt(crop(lt(y, B->NCHW), C), NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o))
+    -> conv2d_nchwc(y, lt(w', OIHW->OIHW{b}i{o}o)), w' = w with zero weights for y's padded channels (b: B's block):
+    the convolution reads the padded value as it is, and the padding adds nothing to its sums."""
+    y = crop.lt.value
+    if node.attrs.groups != 1 or not _padding_is_finite(y, crop.channels):
+        return None
+    block = parse_layout(crop.lt.src)[-1][1]
+    padded = y.type.shape[1] * y.type.shape[-1]
+    out_block = parse_layout(weight.dst)[-1][1]
+    w = weight.value.data
+    w = np.pad(w, ((0, 0), (0, padded - w.shape[1]), (0, 0), (0, 0)))
+    return node.replace(args=(y, _lt(Constant(w), "OIHW", f"OIHW{block}i{out_block}o")))
 
 
 def _per_channel(c: Constant, ndim: int) -> np.ndarray | None:
@@ -376,7 +474,7 @@ PROPAGATE_RULES = table_rules([
     (Pat(lambda opdef: opdef.blocked_layout, (FROM_BLOCKED,)), _pool_blocked),
     # The same five rows over crop(lt(y, B->NCHW), C), the output of a padded convolution (padded_channels): the
     # ops run on the padded channels and the crop moves with the transform. A convolution reading a crop keeps
-    # the crop and its own transform (the padded channels hold no zeros after a bias or an activation).
+    # the crop and its own transform, unless it reads it as below.
     (Pat(_is(Pattern.ELEMWISE), (CROPPED,)), _crop_through_unary),
     (Pat(_is(Pattern.BROADCAST), (CROPPED, CROPPED)), _crop_through_binary),
     (Pat(_is(Pattern.BROADCAST), (CROPPED, CONST)),
@@ -384,6 +482,9 @@ PROPAGATE_RULES = table_rules([
     (Pat(_is(Pattern.BROADCAST), (CONST, CROPPED)),
      lambda node, c, crop: _crop_through_binary_constant(node, crop, c, const_first=True)),
     (Pat(lambda opdef: opdef.blocked_layout, (CROPPED,)), _crop_through_pool),
+    # conv2d_nchwc(lt(crop(lt(y, B->NCHW), C), NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o))
+    #   -> conv2d_nchwc(y, lt(w zero-padded to y's channels, OIHW->OIHW{b}i{o}o))   (groups 1, y's padding finite)
+    (Pat("nn.conv2d_nchwc", (CROPPED_FOR_BLOCKED, PACKED_WEIGHT)), _absorb_padding),
 ])
 
 
