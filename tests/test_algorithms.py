@@ -10,14 +10,14 @@ from compiler import compile_model
 from compiler.algorithms import (alternative_of, choose_algorithms, conv_sites, estimated_latency,
                                  tasks_with_alternatives)
 from compiler.backend import untuned_schedule
-from compiler.codegen import host_target
+from compiler.codegen import host_target, vector_width
 from compiler.passes import PassContext, run_pipeline
 from compiler.records import RecordStore
 from compiler.task import Task, extract_tasks
 from frontends import from_onnx
 from relayish.interp import evaluate
 
-CTX = PassContext(vector_width=16)
+CTX = PassContext(vector_width=vector_width())  # the host's: compile_model's tasks must be these tasks
 
 
 def _model() -> onnx.ModelProto:

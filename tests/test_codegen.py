@@ -585,6 +585,9 @@ def test_concurrent_callers_are_safe(lib):
 
 
 def test_polynomial_tables_are_their_fits():
+    """The tables are the least-squares fits, up to the last bits that LAPACK's CPU-specific kernels change: the
+    top coefficient of LOG_P, a small contribution fitted on a short interval, moved by 1.4e-6 relative between
+    an Intel Xeon and a Zen 3 (the ops' ulp tests judge the polynomials themselves)."""
     from compiler.codegen import intrinsics
     for name, coeffs in intrinsics.fit_coefficients().items():
-        np.testing.assert_allclose(getattr(intrinsics, name), coeffs, rtol=1e-6, atol=1e-9, err_msg=name)
+        np.testing.assert_allclose(getattr(intrinsics, name), coeffs, rtol=1e-5, atol=1e-9, err_msg=name)
