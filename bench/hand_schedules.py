@@ -27,12 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler.default_schedule import ScheduleBuilder
+from compiler.registers import conv_tile_budget
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                                State)
 
-MAX_ACCUMULATORS = 28  # of 32 zmm registers: the rest hold the oc_tile weight vectors and a broadcast
 SHORT_ICI = 4  # an ici loop shorter than this is fully unrolled by LLVM, which then hoists its loads
-UNROLL_TILE_MAX = 16  # unroll the ici loop only for tiles of at most this many accumulators
 
 
 @dataclass(frozen=True)
@@ -68,15 +67,16 @@ def conv_tile(out_shape, in_block: int, vector_width: int = 16) -> ConvTile:
     """The tile for an NCHW{vw}c conv output (n, oc_blocks, oh, ow, vw) whose input has channel block in_block.
 
     Two oc blocks share every broadcast of the input (7 loads per 14 FMAs instead of 15); the widest column tile
-    that divides ow and keeps 2 x ow_tile <= MAX_ACCUMULATORS; ici unrolled by 4 when the tile is narrow (the loop
+    that divides ow and keeps 2 x ow_tile within the register file (conv_tile_budget: 28 of 32 zmm, 12 of 16 ymm); ici unrolled by 4 when the tile is narrow (the loop
     overhead of a 14-FMA body is not negligible at 7 columns; with 28 accumulators, unrolling makes LLVM rotate
     all of them through registers and spill one per iteration). A short ici loop (the 3 channels of an RGB
-    input) is fully unrolled by LLVM anyway: with 2 x 14 accumulators that spills, so the tile stays at 2 x 8."""
+    input) is fully unrolled by LLVM anyway: with a full file of accumulators that spills, so the tile stays at
+    the no-reuse budget (2 x 8 of 32 registers)."""
     n, ocb, oh, ow, _ = out_shape
     oc_tile = 2 if ocb % 2 == 0 else 1
-    widest = (MAX_ACCUMULATORS if in_block >= SHORT_ICI else 16) // oc_tile
+    widest = conv_tile_budget(vector_width, in_block >= SHORT_ICI) // oc_tile
     ow_tile = max(d for d in range(1, min(ow, widest) + 1) if ow % d == 0)
-    narrow = oc_tile * ow_tile <= UNROLL_TILE_MAX
+    narrow = oc_tile * ow_tile <= conv_tile_budget(vector_width, False)
     ici_unroll = 4 if in_block % 4 == 0 and in_block >= 8 and narrow else 1
     return ConvTile(oc_tile, ow_tile, ici_unroll)
 

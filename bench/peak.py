@@ -5,7 +5,7 @@
 The kernel keeps `chains` independent accumulators, each a native vector (<16 x float> with AVX-512), and runs
 `acc_k = fma(acc_k, x, y)` on all of them in a loop. One FMA's result is needed by the next FMA of its chain only,
 so with chains >= latency x FMA pipes (4 x 2 on Zen 4/5, 4 x 2 on Ice Lake) every pipe issues every cycle; the
-chains must also fit in the register file (32 zmm) or the loop spills. Nothing is fast-math: LLVM cannot fold or
+chains must also fit in the register file (32 zmm, 16 ymm) or the loop spills. Nothing is fast-math: LLVM cannot fold or
 reassociate the chains, and it keeps one `vfmadd` per FMA (checked by `peak_assembly`).
 
 With several threads the same loop runs once per thread as tasks of our own thread pool (relayish_parallel_for),
@@ -23,10 +23,16 @@ from llvmlite import ir
 
 from compiler.codegen import (TASK_FN_TYPE, emit_fork_entry, host_target, ir_assembly, load_library, pool_module,
                               vector_width)
+from compiler.registers import vector_registers
 from runtime.aligned import aligned_empty
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
-DEFAULT_CHAINS = 16  # 2x the 4-cycle latency x 2 pipes; 8 to 28 chains all measure within 5% on znver5
+
+def default_chains(lanes: int) -> int:
+    """Accumulator chains: >= the 4-cycle latency x 2 pipes, and within the register file with room for x and y
+    (16 of 32 zmm; 12 of 16 ymm: 16 chains spill there and read half the peak, measured on a Zen 3)."""
+    return min(16, vector_registers(lanes) - 4)
+
 ENTRY = "relayish_peak"  # void relayish_peak(i64 iters, float* buf, i32 ntasks)
 
 
@@ -81,9 +87,10 @@ def _peak_module(chains: int, lanes: int) -> ir.Module:
     return module
 
 
-def peak_assembly(chains: int = DEFAULT_CHAINS) -> str:
+def peak_assembly(chains: int | None = None) -> str:
     """Host assembly of the peak kernel (its loop should be `chains` vfmadd on registers, no memory operand)."""
-    return ir_assembly(_peak_module(chains, vector_width("float32")))
+    lanes = vector_width("float32")
+    return ir_assembly(_peak_module(default_chains(lanes) if chains is None else chains, lanes))
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,8 +101,10 @@ def _library(chains: int):
     return lib, lanes
 
 
-def measure_peak(threads: int = 1, chains: int = DEFAULT_CHAINS, seconds: float = 0.05, repeat: int = 7) -> float:
-    """fp32 FMA GFLOP/s of `threads` threads together (best of `repeat` runs of about `seconds` each)."""
+def measure_peak(threads: int = 1, chains: int | None = None, seconds: float = 0.05, repeat: int = 7) -> float:
+    """fp32 FMA GFLOP/s of `threads` threads together (best of `repeat` runs of about `seconds` each); chains:
+    default_chains of the host's vectors."""
+    chains = default_chains(vector_width("float32")) if chains is None else chains
     if threads < 1 or chains < 1:
         raise ValueError(f"measure_peak: threads and chains must be >= 1, got {threads}, {chains}")
     lib, lanes = _library(chains)
@@ -137,11 +146,13 @@ def cpu_info() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peak", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1 and all cores)")
-    parser.add_argument("--chains", type=int, default=DEFAULT_CHAINS, help="independent FMA chains (accumulators)")
+    parser.add_argument("--chains", type=int, default=None,
+                        help="independent FMA chains (accumulators; default: 16, 12 with 16 vector registers)")
     parser.add_argument("--seconds", type=float, default=0.05, help="length of one timed run")
     parser.add_argument("--asm", action="store_true", help="print the kernel's inner loop assembly")
     args = parser.parse_args(argv)
     info = cpu_info()
+    args.chains = default_chains(info["lanes"]) if args.chains is None else args.chains
     print(f"cpu {info['cpu']} ({info['model']}), {info['cores']} cores, fp32 lanes {info['lanes']}, "
           f"features {' '.join(info['features'])}")
     print(f"load average {os.getloadavg()[0]:.2f}")

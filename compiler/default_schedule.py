@@ -30,20 +30,22 @@ from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
 from .matmul_schedule import schedule_matmul
+from .registers import conv_tile_budget
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
-# Register tiles of reductions (measured on znver5, 32 zmm registers; see bench/kernel_bench.py):
-TILE_VECTORS = 16  # accumulator vectors of a tile whose every FMA loads its broadcast operand
-TILE_VECTORS_REUSE = 28  # ... of a tile that reuses each broadcast REUSE_FACTOR times (2 x 14 columns)
+# Register tiles of reductions: their accumulator budgets follow the target's register file
+# (compiler/registers.py: 28 or 16 vectors of 32 zmm, 12 or 8 of 16 ymm; see bench/kernel_bench.py)
 REUSE_FACTOR = 2  # blocks of the reuse axis per tile (conv: 2 output-channel blocks share each input pixel)
 MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)
-REDUCE_UNROLL = 4  # the innermost reduction loop of a tile of <= TILE_VECTORS accumulators is unrolled this much
-# (less loop overhead per FMA block; with 28 accumulators LLVM then rotates them all through registers and spills)
+REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within the no-reuse budget is unrolled this much
+# (less loop overhead per FMA block; with a full file of accumulators LLVM then rotates them all through
+# registers and spills)
 PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is needed for this many parallel tiles
+GUARDED_TILE_RATIO = 1.25  # a dividing column tile may cost this many times the tiles of the widest (_column_tile)
 
 
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
@@ -152,7 +154,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
     cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse,
-                        _tile_budget(anchor, reuse_axis) // vectors)
+                        _tile_budget(anchor, reuse_axis, vw) // vectors)
     b.add(Split(out.name, col, (cols,)))
     order = names[:tile_axis] + [f"{col}.0"]
     tile = [f"{col}.1", last]
@@ -166,7 +168,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     b.add(ComputeAt(anchor.name, out.name, _fused_name(order)))
     b.add(Annotate(out.name, f"{col}.1", "unroll"))
     b.add(Annotate(out.name, last, "vectorize"))
-    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= TILE_VECTORS)
+    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= conv_tile_budget(vw, False))
     b.scheduled.update((out.name, anchor.name))
 
 
@@ -189,12 +191,12 @@ def _anchor_loops(b: ScheduleBuilder, anchor: Stage, tile_axis: int, reuse_axis:
     b.add(Annotate(anchor.name, a_tile[-1], "vectorize"))
 
 
-def _tile_budget(anchor: Stage, reuse_axis: int | None) -> int:
-    """Accumulator vectors the register tile may use."""
-    budget = TILE_VECTORS_REUSE if reuse_axis is not None else TILE_VECTORS
+def _tile_budget(anchor: Stage, reuse_axis: int | None, vw: int) -> int:
+    """Accumulator vectors the register tile may use on a target of vw float32 lanes."""
+    budget = conv_tile_budget(vw, reuse_axis is not None)
     red = anchor.op.reduce_axes
     if red and red[-1].extent < MIN_REDUCE_LOOP:  # LLVM unrolls that loop fully and hoists its loads
-        budget = min(budget, TILE_VECTORS)
+        budget = min(budget, conv_tile_budget(vw, False))
     return budget
 
 
@@ -219,16 +221,24 @@ def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
 
 
 def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int) -> int:
-    """The largest divisor of the column extent <= at_most that still leaves PARALLEL_TILES parallel iterations
-    (if any divisor does), so that no thread idles while another finishes a last big chunk."""
+    """The column tile: the largest divisor of the column extent <= at_most that still leaves PARALLEL_TILES
+    parallel iterations (if any divisor does), so that no thread idles while another finishes a last big chunk.
+    A divisor that needs more than GUARDED_TILE_RATIO times the tiles of at_most columns loses to at_most
+    columns with a guarded last tile: 2 x 4 accumulators over 7 columns (4 + 3) ran 1.5x faster than the
+    divisor's 2 x 1, and 2 x 4 over 14 columns 1.4x faster than 2 x 2 (Zen 3, ResNet-18's 3x3 convolutions)."""
     extent = ext[names[tile_axis]]
     outer = 1
     for n in names[:tile_axis]:
         outer *= ext[n]
     outer //= reuse
-    divs = [d for d in range(1, min(extent, max(1, at_most)) + 1) if extent % d == 0]
+    at_most = min(extent, max(1, at_most))
+    divs = [d for d in range(1, at_most + 1) if extent % d == 0]
     enough = [d for d in divs if outer * (extent // d) >= PARALLEL_TILES]
-    return max(enough or divs[:1])
+    best = max(enough or divs[:1])
+    fewest = -(-extent // at_most)
+    if extent // best > GUARDED_TILE_RATIO * fewest and outer * fewest >= PARALLEL_TILES:
+        return at_most
+    return best
 
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:

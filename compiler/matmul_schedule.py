@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from relayish import te
 
+from .registers import matmul_accumulators, vector_registers
 from .schedule import Annotate, CacheWrite, ComputeAt, Fuse, Reorder, Split, Stage
 
 ROW_TILES = (8, 6, 4, 3, 2, 1)  # rows of a tile, preferred first among equal accumulator counts
 COL_VECTORS = (4, 3, 2, 1)  # vectors of columns per tile row
-MAX_ACCUMULATORS = 24  # of 32 zmm registers: the rest hold the COLS loaded vectors and the broadcast
 REDUCE_UNROLL = 4
 MIN_PARALLEL_TILES = 16  # prefer a smaller tile if the bigger one leaves fewer parallel iterations
 
@@ -54,8 +54,10 @@ def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None
     if lane is None:
         return None
     cols = COL_VECTORS if block is None else (block // lane,)
+    # r x c accumulators, c loaded column vectors and one broadcast must fit in the register file
+    most, regs = matmul_accumulators(vector_width), vector_registers(vector_width)
     options = [(r, c) for r in ROW_TILES for c in cols
-               if m % r == 0 and (n // lane) % c == 0 and r * c <= MAX_ACCUMULATORS]
+               if m % r == 0 and (n // lane) % c == 0 and r * c <= most and r * c + c + 1 <= regs]
     if not options:
         return None
 

@@ -1,0 +1,33 @@
+"""The vector register file that register tiles are sized for.
+
+A register tile keeps its accumulators in vector registers; the operands each FMA step loads (a few weight
+vectors, one broadcast) need registers too. A tile with more accumulators than the file holds spills on every
+reduction step and runs at a fraction of the FMA peak (measured on a Zen 3 with AVX2: ResNet-18's convolutions
+sized for 32 registers ran at ~40% of the peak on 16). The schedules only know the target's float32 lanes, and
+on x86-64 that decides the file: AVX-512 (16 lanes) has 32 zmm registers, AVX2/AVX/SSE (8 or 4 lanes) 16.
+"""
+from __future__ import annotations
+
+
+def vector_registers(vector_width: int) -> int:
+    """Vector registers of an x86-64 target whose float32 vectors have `vector_width` lanes."""
+    return 32 if vector_width >= 16 else 16
+
+
+def conv_tile_budget(vector_width: int, reuse: bool) -> int:
+    """Accumulator vectors of a convolution-like register tile. With 32 registers and a broadcast operand reused
+    across the tile's output-channel blocks (`reuse`), the rest of the file holds those blocks' weight vectors and
+    the broadcast: 28 (2 blocks x 14 columns); without reuse every FMA loads its broadcast and the loads need room
+    to be scheduled ahead: 16. With 16 registers, 8 either way: 2 blocks x 4 columns ran ResNet-18's 3x3
+    convolutions at 100-130 GFLOP/s on a Zen 3 (2 threads, peak ~190), 2 x 6 at 71-125 and 2 x 7 at 65-75
+    (LLVM keeps the unrolled reduction's weights and broadcasts live and spills)."""
+    regs = vector_registers(vector_width)
+    if regs < 32:
+        return regs // 2
+    return regs - 4 if reuse else regs // 2
+
+
+def matmul_accumulators(vector_width: int) -> int:
+    """Accumulator vectors of a matmul tile of rows x column vectors: 3/4 of the file, the rest holds the
+    column vectors loaded per step and the broadcast row element (24 of 32; 12 of 16: the 6 x 2 AVX2 kernel)."""
+    return vector_registers(vector_width) * 3 // 4
