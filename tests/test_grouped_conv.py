@@ -113,6 +113,21 @@ def test_grouped_conv2d_nchwc_matches_the_nchw_reference():
     np.testing.assert_allclose(to_nchw(ref), nchw, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_padding_is_buffered_at_stride_1_and_inline_when_strided(stride):
+    """A stride-1 window reads each padded pixel 9 times: its padding is its own stage (a buffer, no select in
+    the inner loop); a strided one reads it inline (test_conv_variant checks both three ways)."""
+    from compiler.default_schedule import keeps_buffer
+    x = Var("x", TensorType((1, 32, 9, 9)))
+    w = np.random.default_rng(3).standard_normal((32, 1, 3, 3)).astype(np.float32)
+    body = call("nn.relu", call("nn.conv2d", x, Constant(w), padding=(1, 1, 1, 1), groups=32, strides=(stride,) * 2))
+    fused = run_pipeline(IRModule(Function([x], body)), PassContext(vector_width=8))
+    task, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.depthwise_conv2d_nchwc"]
+    state = task.initial_state()
+    pad, = [st for st in state.stages if st.op.tag == "pad"]
+    assert keeps_buffer(state, pad) == (stride == 1)
+
+
 def test_depthwise_conv2d_nchwc_matches_the_nchw_reference():
     ref, (x, w) = _check_compute("nn.depthwise_conv2d_nchwc", [(1, 3, 7, 6, 8), (3, 1, 3, 3, 8)],
                                  strides=(2, 1), padding=(1, 1, 0, 2), dilation=(1, 2))

@@ -48,10 +48,14 @@ def _dw_ref(x, w, strides, padding, dilation):
     return out.astype(x.dtype)
 
 
-# Padding is inlined into a depthwise window (a select per 16-lane vector, its condition uniform across the
-# lanes): each padded pixel is read only KH*KW times, and a padded copy costs more memory traffic than it saves
-# (MobileNetV2's stride-2 112x112x96 depthwise: 270 -> 101 us, the model 1.17x -> 1.01x of onnxruntime, 2026-11-25)
-DEPTHWISE_TAG = stage_tag("depthwise_conv2d_nchwc", buffered_padding=False)
+# A strided depthwise window reads its padding inline (a select per vector, its condition uniform across the
+# lanes): each padded pixel is read only KH*KW / stride^2 times, and a padded copy of its large input costs more
+# memory traffic than it saves (MobileNetV2's stride-2 112x112x96 depthwise: 270 -> 101 us, Xeon, 2026-11-25; 30 ->
+# 23 GFLOP/s, Zen 3). A stride-1 window reads each pixel KH*KW times from a padded copy, with no select in its
+# inner loop: MobileNetV2's 3x3 144-channel 56x56 depthwise went 13 -> 40 GFLOP/s, the 960-channel 7x7 one
+# 35 -> 43 (Zen 3, 2026-11-27, python -m bench.op_table --only depthwise).
+DEPTHWISE_TAG = stage_tag("depthwise_conv2d_nchwc", buffered_padding=True)
+DEPTHWISE_STRIDED_TAG = stage_tag("depthwise_conv2d_nchwc_strided", buffered_padding=False)
 
 
 def _dw_compute(inputs, attrs, out_type):
@@ -68,7 +72,7 @@ def _dw_compute(inputs, attrs, out_type):
         out_type.shape,
         lambda a, c, y, xx, i: te.sum(data[a, c, y * sh + ry * dh, xx * sw + rx * dw, i] * w[c, 0, ry, rx, i],
                                       (ry, rx)),
-        name="depthwise_conv2d_nchwc", tag=DEPTHWISE_TAG)
+        name="depthwise_conv2d_nchwc", tag=DEPTHWISE_TAG if (sh, sw) == (1, 1) else DEPTHWISE_STRIDED_TAG)
 
 
 def _dw_flops(arg_types, attrs, out_type):
