@@ -221,6 +221,15 @@ def test_wide_convolutions_are_padded_to_whole_vectors():
     assert "strided_slice" not in summarize(narrow)["ops"]
 
 
+def test_an_odd_count_of_wide_blocks_is_padded_to_pairs():
+    """136 output channels on 8-lane vectors are 17 blocks: padded to 18 (144 channels, 6% more work) so that the
+    register tile can pair output blocks; the model still matches onnxruntime on the host's own vectors."""
+    fused = run_pipeline(from_onnx(padded_head(channels=136)), PassContext(winograd=False, vector_width=8))
+    convs = [k for k in extract_tasks(fused) if k.ops[0] == "nn.conv2d_nchwc"]
+    assert sorted(k.outputs[0].shape[1:] for k in convs)[-2:] == [(18, 7, 7, 8), (18, 7, 7, 8)]
+    check3(padded_head(channels=136))
+
+
 def narrow_bottleneck(size=9):
     """MobileNetV2's narrow stage: a 1x1 projection to 24 channels (+ bias), an expansion 24 -> 96 (+ bias,
     relu6), a projection back to 24, the residual add of the two 24-channel values, then a 3x3 stride-2
