@@ -37,6 +37,15 @@ def test_matmul_tile_divides_and_fills_registers():
     assert matmul_tile(12, 10, 1, 16) is None  # no vector divides the columns: the generic rule
 
 
+@pytest.mark.parametrize("vw", [8, 16])
+def test_matmul_tile_prefers_few_loads_per_fma(vw):
+    """Among tiles of the most accumulators, the one whose r broadcasts and c vector loads feed the r c FMAs
+    with the fewest loads: BERT's 128 x 256 output on 8 lanes takes 4 x 2 (6 loads per 8 FMAs), not 8 x 1 (9)."""
+    for m, n in ((128, 256), (128, 1024), (64, 4096)):
+        rows, cols, lane = matmul_tile(m, n, 1, vw)
+        assert (rows + cols) / (rows * cols) <= 0.75, (m, n, rows, cols)
+
+
 def test_projection_matmul_is_register_tiled_with_bias_and_gelu_in_the_tile():
     task = matmul_task((1, 128, 256), (256, 1024), gelu=True)
     assert task.ops == ["nn.matmul", "add", "nn.gelu"]
