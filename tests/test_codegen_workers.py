@@ -36,11 +36,31 @@ def _run(path):
 def test_split_build_runs_like_one_module(tmp_path, n_workers):
     stats = {}
     objects = emit_objects([k_scale(), k_add_one()], PLAN, stats=stats, n_workers=n_workers)
-    assert len(objects) == 3 and stats["objects"] == 3  # one per kernel + the pool and executor
+    assert len(objects) == 4 and stats["objects"] == 4  # one per kernel + the pool + the executor
     path = str(tmp_path / f"split{n_workers}.so")
     link_shared(objects, path)
     y, expected = _run(path)
     np.testing.assert_allclose(y, expected, rtol=1e-6)
+
+
+def test_an_object_compiled_before_is_not_compiled_again(tmp_path):
+    """The thread pool's module is the same text in every build, and so is a kernel built before: the second build
+    compiles only what changed (here: the executor of another plan), and its library still runs."""
+    from compiler.codegen import library
+    library._OBJECTS.clear()
+    first, second = {}, {}
+    emit_objects([k_scale(), k_add_one()], PLAN, stats=first, n_workers=0)
+    other = ExecutorPlan(PLAN.calls[:])  # the same calls: an executor text identical too
+    objects = emit_objects([k_scale(), k_add_one()], other, stats=second, n_workers=0)
+    assert first["objects_remembered"] == 0 and second["objects_remembered"] == 4
+    path = str(tmp_path / "again.so")
+    link_shared(objects, path)
+    y, expected = _run(path)
+    np.testing.assert_allclose(y, expected, rtol=1e-6)
+    third = {}  # another plan: its executor is new, the kernel and the pool are not
+    emit_objects([k_scale()], ExecutorPlan(PLAN.calls[:1]), stats=third, n_workers=0)
+    assert third["objects"] == 3 and third["objects_remembered"] == 2
+    library._OBJECTS.clear()
 
 
 def test_llvm_error_in_a_worker_is_raised_with_its_message():

@@ -5,13 +5,17 @@ optimizer is LLVM's new pass manager at O3 with loop and SLP vectorization on. F
 instructions codegen marks (`contract` on float + - *) may be fused. The object is linked with the system C compiler
 (`cc -shared`) against libc only (pthread_create, pthread_atfork, syscall, sysconf, clock_gettime).
 
-A model is built split (emit_objects): one LLVM module per kernel plus one for the pool and executor, optimized in
-parallel by worker processes (workers.py) and linked into one library; tools and tuning build one module
-(emit_object, build_library).
+A model is built split (emit_objects): one LLVM module per kernel, one for the thread pool and one for the
+executor, optimized in parallel by worker processes (workers.py) and linked into one library; tools and tuning
+build one module (emit_object, build_library). A module's object code is remembered by its IR text (the same text,
+target and opt level give the same object): the thread pool, identical in every model, and kernels shared with an
+earlier build of this process are compiled once.
 """
 from __future__ import annotations
 
+import collections
 import functools
+import hashlib
 import os
 import shutil
 import subprocess
@@ -99,19 +103,22 @@ def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "
 
 def _split_module_texts(funcs: list, plan: ExecutorPlan | None):
     """The IR texts of the split build, made one at a time: a module per kernel (it declares the pool functions it
-    calls), then the thread pool with the executor (it declares the kernels). Linked together they are the one
-    module of build_ir_module: kernels are external symbols, every other function is internal to its module."""
+    calls), the thread pool, then the executor (it declares the kernels and the pool functions). Linked together
+    they are the one module of build_ir_module: kernels and the pool's API are external symbols, every other
+    function is internal to its module."""
     for f in funcs:
         module = _empty_module(f.name)
         emit_kernel(module, f)
         yield str(module)
     module = _empty_module("relayish_pool")
     emit_thread_pool(module, _arch(), host_target()["features"])
+    yield str(module)
     if plan is not None:
+        module = _empty_module("relayish_executor")
         for f in funcs:
             declare_kernel(module, f)
         emit_executor(module, plan)
-    yield str(module)
+        yield str(module)
 
 
 def _compile_text_here(text: str, opt_level: int) -> bytes:
@@ -120,19 +127,55 @@ def _compile_text_here(text: str, opt_level: int) -> bytes:
         return objworker.compile_text(text, host_target(), opt_level)
 
 
+MAX_REMEMBERED_OBJECTS = 512  # object codes kept by IR text (a few KB each; kernels of big models up to ~100 KB)
+_OBJECTS: collections.OrderedDict = collections.OrderedDict()  # (text digest, opt level, target) -> object code
+_OBJECTS_LOCK = threading.Lock()
+
+
+def _object_key(text: str, opt_level: int) -> tuple:
+    t = host_target()
+    return hashlib.sha256(text.encode()).hexdigest(), opt_level, t["triple"], t["cpu"], t["features"]
+
+
 def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None,
                  n_workers: int | None = None) -> list[bytes]:
-    """funcs (+ executor for plan) -> host object codes to link together: one per kernel and one for the pool and
-    executor, optimized and compiled in parallel by codegen workers (workers.py) while this process emits the IR
-    of the next kernels. The same code as emit_object's single module, minus inlining across kernels (which are
-    noinline anyway). Fills stats["codegen_wall_s"]."""
+    """funcs (+ executor for plan) -> host object codes to link together: one per kernel, one for the pool and one
+    for the executor, optimized and compiled in parallel by codegen workers (workers.py) while this process
+    emits the IR of the next kernels; a text compiled before in this process is not compiled again. The same
+    code as emit_object's single module, minus inlining across kernels (which are noinline anyway). Fills
+    stats["codegen_wall_s"] and stats["objects_remembered"]."""
     _check_funcs(funcs)
     _init_llvm()
     stats = {} if stats is None else stats
     t0 = time.perf_counter()
-    objects = workers.compile_texts(_split_module_texts(funcs, plan), host_target(), opt_level,
-                                    lambda text: _compile_text_here(text, opt_level), n_workers)
-    stats.update(codegen_wall_s=time.perf_counter() - t0, kernels=len(funcs), objects=len(objects))
+    keys, known, missing = [], {}, []
+
+    def texts_to_compile():
+        for text in _split_module_texts(funcs, plan):
+            key = _object_key(text, opt_level)
+            keys.append(key)
+            if key in known or key in missing:
+                continue
+            with _OBJECTS_LOCK:
+                obj = _OBJECTS.get(key)
+                if obj is not None:
+                    _OBJECTS.move_to_end(key)
+            if obj is not None:
+                known[key] = obj
+            else:
+                missing.append(key)
+                yield text
+
+    compiled = workers.compile_texts(texts_to_compile(), host_target(), opt_level,
+                                     lambda text: _compile_text_here(text, opt_level), n_workers)
+    with _OBJECTS_LOCK:
+        for key, obj in zip(missing, compiled):
+            known[key] = _OBJECTS[key] = obj
+            while len(_OBJECTS) > MAX_REMEMBERED_OBJECTS:
+                _OBJECTS.popitem(last=False)
+    objects = [known[k] for k in keys]
+    stats.update(codegen_wall_s=time.perf_counter() - t0, kernels=len(funcs), objects=len(objects),
+                 objects_remembered=len(objects) - len(missing))
     return objects
 
 
