@@ -6,6 +6,11 @@ stages are substituted into their readers. A reduction becomes an init nest (pla
 loop, over the spatial loops inside it) and an update store in the innermost loop. Splits that do not divide get
 a guard at the innermost loop whose variable they use.
 
+A stage computed at another whose body selects on conditions of its indices (padding read inline: a depthwise
+window, a pool) is versioned at its attach point (`_tile_version`): when the outer loops' values make every such
+condition true for the whole tile, a copy of its nest without those selects (and without the clamps that keep
+their loads in bounds) runs; the border tiles run the nest with them.
+
 Kernel parameters: the task's inputs, then its outputs, then scratch buffers for intermediate stages at root
 (the graph executor places those in the workspace). `func.attrs` says how many of each.
 """
@@ -75,9 +80,10 @@ class _Lowering:
             return None
         return te.substitute(expr, fn)
 
-    def resolve(self, expr: te.PrimExpr, memo: dict | None = None) -> te.PrimExpr:
+    def resolve(self, expr: te.PrimExpr, memo: dict | None = None, guard: bool = True) -> te.PrimExpr:
         """Turn every TensorRead (after inlining) into a Load of the buffer that holds the tensor. memo: the
-        reads already resolved in this expression (a Winograd transform reads each element in many branches)."""
+        reads already resolved in this expression (a Winograd transform reads each element in many branches).
+        guard: clamp the loads in select branches (_guard_select_loads); off, the caller does it."""
         memo = {} if memo is None else memo
 
         def fn(node):
@@ -112,8 +118,8 @@ class _Lowering:
             if isinstance(node, te.Cmp) and node.a.dtype == "int32":  # (a Winograd tile position: y % m == k)
                 return te.Cmp(node.op, simplify(node.a, self.var_extent), simplify(node.b, self.var_extent))
             return None
-        loaded = te.substitute(self.expand_inline(expr), fn)
-        return _guard_select_loads(te.substitute(loaded, simplify_index), self.var_extent)
+        loaded = te.substitute(te.substitute(self.expand_inline(expr), fn), simplify_index)
+        return _guard_select_loads(loaded, self.var_extent) if guard else loaded
 
     # ------------------------------------------------------------------------------------------ nests
 
@@ -154,15 +160,24 @@ class _Lowering:
         body_now = te.substitute_vars(raw, mapping)  # in terms of this nest's loop variables
         attach_plan = self._plan_attached(st, body_now, leaf_var, ext)
         flat = simplify(buf.flat_index(store_idx), self.var_extent)
-        value = self.resolve(body_now)
-        if isinstance(body, te.Reduce) and body.axes:
-            update = Store(buf, flat, _combine(body.combiner, Load(buf, flat), value))
-            init = Store(buf, flat, te.reduce_identity(body.combiner, body.dtype))
-        else:  # (a reduction over no axes is its body: nothing to accumulate, nothing to initialize)
-            update, init = Store(buf, flat, value), None
+        unguarded = self.resolve(body_now, guard=False)
+
+        def updated(value):
+            value = _guard_select_loads(value, self.var_extent)
+            if isinstance(body, te.Reduce) and body.axes:
+                return Store(buf, flat, _combine(body.combiner, Load(buf, flat), value))
+            return Store(buf, flat, value)  # (a reduction over no axes is its body: nothing to accumulate)
+        init = Store(buf, flat, te.reduce_identity(body.combiner, body.dtype)) \
+            if isinstance(body, te.Reduce) and body.axes else None
         loops = [(it, leaf_var[it.name], ext[it.name]) for it in st.leaves]
         emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan)
-        return emit.nest(0, set(), update, init)
+        nest = emit.nest(0, set(), updated(unguarded), init)
+        inner = {v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)}
+        version = _tile_version(unguarded, inner) if region is not None else None
+        if version is None:
+            return nest
+        interior, without_selects = version
+        return IfThenElse(interior, emit.nest(0, set(), updated(without_selects), init), nest)
 
     def _plan_attached(self, st: Stage, body_now, leaf_var, ext) -> dict:
         """For each loop of st that has stages computed at it: [(stage, region, extents)], regions registered."""
@@ -335,6 +350,60 @@ def _guard_select_loads(expr, var_extent):
             return te.select(visit(e.cond, in_branch), visit(e.true_value, True), visit(e.false_value, True))
         return te.substitute(e, lambda m: visit(m, in_branch) if isinstance(m, (Load, te.Select)) else None)
     return visit(expr, False)
+
+
+def _tile_version(expr, inner: dict) -> tuple | None:
+    """(interior, expr'): `interior` is a condition on the variables outside `inner` (the loops of a tile: var ->
+    extent) under which some Select conditions of expr hold for every value of the inner variables, and expr' is
+    expr with those selects replaced by their true values. None when no such condition involves an outer
+    variable (nothing to version: a condition of the inner variables alone is left to the selects)."""
+    decided, interior = {}, []
+    for node in te.walk(expr):
+        if isinstance(node, te.Select) and node.cond not in decided:
+            holds = _holds_throughout(node.cond, inner)
+            decided[node.cond] = holds
+            if holds is not None and holds is not True and holds is not False:
+                interior.append(holds)
+    if not interior:
+        return None
+    true = {c for c, h in decided.items() if h is not None and h is not False}
+
+    def strip(e):
+        if isinstance(e, te.Select):
+            body = e.true_value if e.cond in true else None
+            return te.substitute(body, strip) if body is not None else None
+        return None
+    return te.all_of(*dict.fromkeys(interior)), te.substitute(expr, strip)
+
+
+def _holds_throughout(cond, inner: dict):
+    """When does `cond` hold for every value of the inner variables? True, False (never for all), a condition on
+    the other variables, or None (not decidable here: not a conjunction of integer comparisons affine in the inner
+    variables)."""
+    if isinstance(cond, te.Logic) and cond.op == "and":
+        parts = [_holds_throughout(a, inner) for a in cond.args]
+        if any(p is None for p in parts):
+            return None
+        if any(p is False for p in parts):
+            return False
+        rest = [p for p in parts if p is not True]
+        return te.all_of(*rest) if rest else True
+    if not (isinstance(cond, te.Cmp) and cond.op in ("<", "<=") and cond.a.dtype == "int32"):
+        return None
+    form = add_forms(affine_form(cond.a), affine_form(cond.b), -1)  # cond: a - b < 0 (or <= 0)
+    outer, most = {}, 0
+    for term, c in form.items():
+        if term in inner:
+            most += max(0, c * (inner[term] - 1))  # the inner variables at their worst for the condition
+        elif term == 1 or not (_vars_of(term) & inner.keys()):
+            outer[term] = c
+        else:
+            return None
+    worst = add_forms(outer, {1: most})
+    if set(worst) <= {1}:
+        value = worst.get(1, 0)
+        return value < 0 if cond.op == "<" else value <= 0
+    return te.Cmp(cond.op, form_expr(worst), te.IntImm(0))
 
 
 def _ident(name: str) -> str:

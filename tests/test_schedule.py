@@ -246,3 +246,63 @@ def test_a_reduction_over_no_axes_is_its_body():
     out = np.full((3, 4), 5.0, np.float32)
     run_primfunc(lower(initial_state([S], [A])), [a, out])
     np.testing.assert_allclose(out, a * 2)
+
+
+# ---------------------------------------------------------------------------------------------- tile versioning
+
+def test_a_condition_is_decided_for_a_whole_tile_from_the_outer_variables():
+    from compiler.lower import _holds_throughout
+    o, i = te.Var("o"), te.Var("i")
+    inner = {i: 4}
+    # 1 <= o + i for every i in [0, 4): 1 <= o;  o + i < 10 for every i: o + 3 < 10
+    both = te.all_of(te.Cmp("<=", te.IntImm(1), o + i), te.Cmp("<", o + i, te.IntImm(10)))
+    cond = _holds_throughout(both, inner)
+    values = {k: all(1 <= k + j < 10 for j in range(4)) for k in range(-3, 12)}
+    assert {k: bool(run_cond(cond, o, k)) for k in values} == values
+    assert _holds_throughout(te.Cmp("<", i, te.IntImm(4)), inner) is True  # the inner variables alone: decided
+    assert _holds_throughout(te.Cmp("<", i, te.IntImm(3)), inner) is False
+    assert _holds_throughout(te.Cmp("<", i * i, te.IntImm(3)), inner) is None  # not affine in i
+    assert _holds_throughout(te.Cmp("==", o + i, te.IntImm(3)), inner) is None
+
+
+def run_cond(cond, var, value):
+    """cond (and / < / <= of integer expressions) at var = value."""
+    from compiler.arith import simplify
+    if isinstance(cond, te.Logic):
+        return all(run_cond(a, var, value) for a in cond.args)
+    folded = simplify(te.substitute_vars(cond.a - cond.b, {var: te.IntImm(value)}), {})
+    return folded.value < 0 if cond.op == "<" else folded.value <= 0
+
+
+def test_inline_padding_is_versioned_per_tile_and_stays_correct():
+    """A strided depthwise convolution reads its padding inline and is computed at the tiles of its output: the
+    interior tiles run a copy of its nest without selects, the border ones the nest with them; the loop IR
+    (interpreted) and the compiled kernel both give the reference's result."""
+    from compiler.codegen.analysis import walk_stmt
+    from compiler.default_schedule import default_schedule
+    from compiler.loopir import IfThenElse
+    from compiler.passes import PassContext, run_pipeline
+    from compiler.task import extract_tasks
+    from relayish import Constant, Function, IRModule, TensorType, Var, call
+    from relayish.interp import evaluate
+    x = Var("x", TensorType((1, 16, 11, 13)))
+    w = np.random.default_rng(0).standard_normal((16, 1, 3, 3)).astype(np.float32)
+    body = call("nn.relu", call("nn.conv2d", x, Constant(w), padding=(1, 1, 1, 1), groups=16, strides=(2, 2)))
+    fused = run_pipeline(IRModule(Function([x], body)), PassContext(vector_width=8))
+    task, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.depthwise_conv2d_nchwc"]
+    state = default_schedule(task.initial_state(), 8).apply(task.initial_state())
+    func = lower(state)
+    versioned = [s for s in walk_stmt(func.body) if isinstance(s, IfThenElse) and s.else_case is not None]
+    assert versioned, str(func)
+    assert not any(isinstance(n, te.Select) for s in walk_stmt(versioned[0].then_case) for e in _exprs(s)
+                   for n in te.walk(e)), "the interior copy still selects"
+    inputs = [np.random.default_rng(1).standard_normal(p.type.shape).astype(np.float32) for p in task.func.params]
+    want = evaluate(task.func, inputs)[0]
+    arrays = inputs + [np.full(b.shape, np.nan, np.float32) for b in func.params[len(inputs):]]
+    run_primfunc(func, arrays)
+    np.testing.assert_allclose(arrays[len(inputs)], want, rtol=1e-5, atol=1e-5)
+
+
+def _exprs(stmt):
+    from compiler.codegen.analysis import stmt_exprs
+    return stmt_exprs(stmt)
