@@ -89,7 +89,7 @@ def add_tune_parser(sub) -> None:
                    help="skip timing the model untuned and tuned at the end (and the per-task verdicts)")
     p.add_argument("--algorithms", action="store_true",
                    help="also tune the other algorithms of each 3x3 convolution (direct, Winograd F(2x2), F(4x4)) "
-                   "and let the records choose among them")
+                   "and the other channel blocks (half and twice a vector), and let the records choose among them")
     dask = p.add_mutually_exclusive_group()
     dask.add_argument("--dask", metavar="ADDRESS", help="measure on the dask.distributed scheduler at ADDRESS")
     dask.add_argument("--dask-local", type=positive_int, metavar="N",

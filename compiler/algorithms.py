@@ -13,6 +13,15 @@ rule's choice: an algorithm is never picked over one that was not measured.
 
     ctx = choose_algorithms(mod, PassContext(), cost_of)    # cost_of(task_key) -> seconds or None
     fused = run_pipeline(mod, ctx)
+
+The channel block is a choice of the whole model: the widest block of its convolutions (PassContext.channel_block;
+the rule: one vector, vector_width) decides the layout of every activation between them, so a convolution's block
+is not its own (a different one costs layout transforms around it). `block_choices` are half a vector, one and
+two (8/16/32 lanes with AVX-512, 4/8/16 with AVX2), each where the channel counts allow (channel_block). The tuner
+tunes the tasks of every block's model (`tasks_with_alternatives(..., blocks=True)`, each task tagged with its
+calls in each block's model, Task.blocks); `choose_block` compiles with the block whose whole model costs least by
+the records (every task of it measured, the rule's among them), under the rule's algorithms; the algorithms are
+then chosen within that block.
 """
 from __future__ import annotations
 
@@ -103,6 +112,35 @@ def site_costs(tasks_by_tile: dict[int, list[Task]], cost_of: Callable[[str], fl
     return out
 
 
+def block_choices(vector_width: int) -> tuple[int, ...]:
+    """The widest channel blocks the tuner weighs: half a vector, one (the rule) and two."""
+    return tuple(b for b in (vector_width // 2, vector_width, 2 * vector_width) if b >= 4)
+
+
+def block_variants(mod: IRModule, ctx: PassContext) -> dict[int, PassContext]:
+    """block -> the context that compiles every convolution with at most that channel block (ctx itself for the
+    rule's block). Empty when the model has no convolution or keeps NCHW."""
+    if ctx.layout != "NCHWc" or not any(isinstance(n, Call) and n.op == "nn.conv2d" for n in post_order(mod.main.body)):
+        return {}
+    return {b: ctx if b == ctx.block else dataclasses.replace(ctx, channel_block=b)
+            for b in block_choices(ctx.vector_width)}
+
+
+def choose_block(mod: IRModule, ctx: PassContext, cost_of: Callable[[str], float | None]) -> PassContext:
+    """ctx with the channel block whose whole model (rule algorithms) costs least by cost_of, among the blocks
+    whose every task has a cost, if the rule's block has them all; else ctx."""
+    totals = {}
+    for b, c in block_variants(mod, ctx).items():
+        tasks = extract_task_calls(run_pipeline(mod, c)).tasks
+        costs = [cost_of(t.key) for t in tasks]
+        if all(x is not None for x in costs):
+            totals[b] = sum(x * t.weight for x, t in zip(costs, tasks))
+    if ctx.block not in totals:
+        return ctx
+    best = min(totals, key=lambda b: (totals[b], b != ctx.block))
+    return ctx if best == ctx.block else dataclasses.replace(ctx, channel_block=best)
+
+
 def choose_algorithms(mod: IRModule, ctx: PassContext, cost_of: Callable[[str], float | None]) -> PassContext:
     """ctx with, for every site whose rule choice and some other algorithm have costs, the cheapest algorithm."""
     sites = conv_sites(mod)
@@ -131,20 +169,30 @@ def record_cost_lookup(store) -> Callable[[str], float | None]:
 
 
 def choose_from_records(mod: IRModule, ctx: PassContext, records) -> PassContext:
-    """choose_algorithms by the best records of `records` (None, a records DB path or an open store)."""
-    if records is None or not conv_sites(mod):
+    """choose_block, then choose_algorithms, by the best records of `records` (None, a records DB path or an open
+    store)."""
+    if records is None or not (conv_sites(mod) or len(block_variants(mod, ctx)) > 1):
         return ctx
     with opened_records(records) as store:
-        return choose_algorithms(mod, ctx, record_cost_lookup(store))
+        cost_of = record_cost_lookup(store)
+        return choose_algorithms(mod, choose_block(mod, ctx, cost_of), cost_of)
 
 
-def tasks_with_alternatives(mod: IRModule, ctx: PassContext) -> list[Task]:
+def tasks_with_alternatives(mod: IRModule, ctx: PassContext, blocks: bool = False) -> list[Task]:
     """The model's tasks under the rule, plus every other algorithm's tasks of each site, each site task tagged
     with Task.alternative = (signature, tile, the rule's tile). Weights are calls in the model as compiled with
-    that algorithm (a site's alternatives are never summed together: see estimated_latency)."""
+    that algorithm (a site's alternatives are never summed together: see estimated_latency). blocks: also the
+    tasks of the model compiled with each other channel block (rule algorithms), every task tagged with its
+    calls per block (Task.blocks; the rule block's algorithm alternatives count at the rule block)."""
     rule = extract_task_calls(run_pipeline(mod, ctx)).tasks
     sites = conv_sites(mod)
     by_key = {t.key: t for t in rule}
+    if blocks:
+        for b, c in block_variants(mod, ctx).items():
+            for task in rule if b == ctx.block else extract_task_calls(run_pipeline(mod, c)).tasks:
+                calls = task.weight  # in the model of block b
+                task = by_key.setdefault(task.key, task)
+                task.blocks = (ctx.block, {**(task.blocks[1] if task.blocks else {}), b: calls})
     for m, tasks in variant_tasks(mod, ctx).items():
         for task in tasks:
             alt = alternative_of(task)
@@ -158,10 +206,27 @@ def tasks_with_alternatives(mod: IRModule, ctx: PassContext) -> list[Task]:
 def estimated_latency(tasks: list[Task], cost_of: Callable[[Task], float], which: str = "best") -> float:
     """sum of weight x cost over the tasks, where a site's alternatives count once: the cheapest algorithm
     (which="best") or the rule's (which="rule"). A cost may be NaN (unknown): an algorithm with an unknown task is
-    skipped by "best" unless every one is unknown."""
+    skipped by "best" unless every one is unknown. Tasks tagged with channel blocks (Task.blocks): the same sum for
+    the model of each block (its tasks, its calls; the algorithm sites count in the rule's block), and "best" is
+    the cheapest block whose every task is known (the rule's block if none is), "rule" the rule block's."""
+    tagged = [t for t in tasks if t.blocks]
+    if not tagged:
+        return _model_latency(tasks, cost_of, which, lambda t: t.weight)
+    rule = tagged[0].blocks[0]
+
+    def block_latency(b: int, which: str) -> float:
+        members = [t for t in tasks if (b in t.blocks[1] if t.blocks else b == rule)]
+        return _model_latency(members, cost_of, which, lambda t: t.blocks[1][b] if t.blocks else t.weight)
+    if which == "rule":
+        return block_latency(rule, "rule")
+    known = [e for e in (block_latency(b, "best") for b in sorted({b for t in tagged for b in t.blocks[1]})) if e == e]
+    return min(known) if known else block_latency(rule, "best")
+
+
+def _model_latency(tasks: list[Task], cost_of: Callable[[Task], float], which: str, weight) -> float:
     total, sites = 0.0, {}
     for t in tasks:
-        c = t.weight * cost_of(t)
+        c = weight(t) * cost_of(t)
         if t.alternative is None:
             total += c
         else:

@@ -30,6 +30,9 @@ class Task:
     # (conv site signature, its tile here, the rule's tile) when the task is one algorithm of a convolution with a
     # choice of algorithms and the tuner weighs them (compiler/algorithms.py), else None
     alternative: tuple | None = None
+    # (the rule's channel block, {channel block: calls in the model compiled with that widest block}) for each block
+    # whose model has this task, when the tuner weighs channel blocks (compiler/algorithms.py), else None
+    blocks: tuple | None = None
 
     def initial_state(self) -> State:
         return initial_state(self.outputs, self.inputs)

@@ -1,14 +1,16 @@
 """A convolution's algorithm as a decision of the search (compiler/algorithms.py, issue 13 item 3): sites, the
 tasks of every algorithm, the choice from records, the estimate that counts a site once, and compile_model
 following the records' choice with correct outputs."""
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
-from compiler.algorithms import (alternative_of, choose_algorithms, conv_sites, estimated_latency,
-                                 tasks_with_alternatives)
+from compiler.algorithms import (alternative_of, block_choices, block_variants, choose_algorithms, conv_sites,
+                                 estimated_latency, tasks_with_alternatives)
 from compiler.backend import untuned_schedule
 from compiler.codegen import host_target, vector_width
 from compiler.passes import PassContext, run_pipeline
@@ -109,3 +111,58 @@ def test_compile_model_follows_the_records_choice(tmp_path):
         ops = {op for k in module.kernels for op in k["ops"]}
         assert ("nn.conv2d_winograd_nchwc" in ops) == winograd_expected
         np.testing.assert_allclose(module.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------- channel blocks
+
+def _blocks_of(mod, block):
+    return {t.key for t in extract_tasks(run_pipeline(mod, dataclasses.replace(CTX, channel_block=block)))}
+
+
+def test_channel_blocks_are_model_variants_with_tagged_tasks():
+    """With blocks=True every task knows its calls in the model of each channel block (half, one and two
+    vectors); the tasks of a block are exactly that model's tasks, the rule's block being the vector width."""
+    mod = from_onnx(_model())
+    vw = CTX.vector_width
+    assert set(block_variants(mod, CTX)) == set(block_choices(vw)) == {vw // 2, vw, 2 * vw}
+    tasks = tasks_with_alternatives(mod, CTX, blocks=True)
+    tagged = [t for t in tasks if t.blocks]
+    assert tagged and all(t.blocks[0] == vw for t in tagged)
+    for b in block_choices(vw):
+        assert {t.key for t in tagged if b in t.blocks[1]} == _blocks_of(mod, b), b
+    assert _blocks_of(mod, vw) != _blocks_of(mod, 2 * vw)  # another layout: other kernels
+
+
+def test_estimate_takes_the_cheapest_block_whose_tasks_are_all_known():
+    def task(key, blocks, alt=None):
+        return Task(key, key, None, [], [], 1.0, 1, [], alt, blocks)
+    rule = 8
+    tasks = [task("shared", (rule, {4: 1, 8: 1, 16: 1})), task("r", (rule, {8: 2})),
+             task("w2", (rule, {8: 1}), ("s", 2, 2)), task("d", None, ("s", 0, 2)),  # a site inside the rule block
+             task("b16", (rule, {16: 1})), task("b4", (rule, {4: 3}))]
+    cost = {"shared": 1.0, "r": 1.0, "w2": 2.0, "d": 1.5, "b16": 5.0, "b4": float("nan")}
+    assert estimated_latency(tasks, lambda t: cost[t.key], "rule") == 1 + 2 + 2
+    assert estimated_latency(tasks, lambda t: cost[t.key]) == 1 + 2 + 1.5  # rule block, direct; 16: 6; 4: unknown
+    cost["b16"] = 1.0
+    assert estimated_latency(tasks, lambda t: cost[t.key]) == 2.0  # block 16 is cheapest now
+    assert estimated_latency(tasks, lambda t: cost[t.key], "rule") == 5.0
+
+
+def test_compile_model_follows_the_records_block(tmp_path):
+    """Records of every task of the rule's block and of two vectors, the latter cheaper: compile_model takes the
+    wider block (its convolutions' outputs are NCHW{2 vw}c) and still computes the model."""
+    model = _model()
+    mod = from_onnx(model)
+    vw = CTX.vector_width
+    wide = _blocks_of(mod, 2 * vw)
+    db = str(tmp_path / "records.db")
+    with RecordStore(db) as store:
+        for t in tasks_with_alternatives(mod, CTX, blocks=True):
+            if t.blocks and (vw in t.blocks[1] or 2 * vw in t.blocks[1]):
+                store.add(t, host_target(), untuned_schedule(t, vw), costs=[0.1 if t.key in wide else 1.0])
+    x = np.random.default_rng(1).standard_normal((1, 32, 16, 16)).astype(np.float32)
+    want = evaluate(mod, {"x": x})[0]
+    module = compile_model(model, records=db, cache=False)
+    conv_blocks = {k["output_shape"][-1] for k in module.kernels if k["ops"][0].startswith("nn.conv2d")}
+    assert conv_blocks == {2 * vw}, module.kernels
+    np.testing.assert_allclose(module.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)

@@ -74,17 +74,24 @@ def _model_list(models) -> list:
 def model_tasks(models, input_shapes=None, layout="NCHWc", winograd: bool = True, algorithms: bool = False
                 ) -> list[Task]:
     """The unique tasks of one or more ONNX models, weights summed over models. algorithms: also the tasks of
-    every other algorithm of each convolution that has a choice (compiler/algorithms.py), so that the search
-    weighs direct against Winograd F(2x2) and F(4x4)."""
+    every other algorithm of each convolution that has a choice, and of the model compiled with each other
+    channel block (compiler/algorithms.py), so that the search weighs direct against Winograd F(2x2) and F(4x4),
+    and channel blocks of half, one and two vectors (several models: their calls per block are summed)."""
     paths = _model_list(models)
     merged: dict[str, Task] = {}
     ctx = PassContext(layout=layout, vector_width=vector_width(), winograd=winograd)
     for path in paths:
         mod = from_onnx(str(path) if not hasattr(path, "graph") else path, input_shapes)
-        tasks = tasks_with_alternatives(mod, ctx) if algorithms else extract_tasks(run_pipeline(mod, ctx))
+        tasks = tasks_with_alternatives(mod, ctx, blocks=True) if algorithms else extract_tasks(run_pipeline(mod, ctx))
         for task in tasks:
             if task.key in merged:
                 merged[task.key].weight += task.weight
+                if task.blocks:
+                    old = merged[task.key].blocks
+                    calls = dict(old[1]) if old else {}
+                    for b, n in task.blocks[1].items():
+                        calls[b] = calls.get(b, 0) + n
+                    merged[task.key].blocks = (task.blocks[0], calls)
             else:
                 merged[task.key] = task
     return list(merged.values())
@@ -252,9 +259,10 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     a dask.distributed Client (tuning/dask_measure.py; records are still written here, by the driver).
     tasks: tune only the tasks select_tasks picks (e.g. "0,3-5" or "fused_conv2d*"); early_stopping: a task stops
     after this many programs without improvement. progress: a tqdm bar with an ETA (and messages) on stderr.
-    algorithms: tune every algorithm of each convolution that has a choice (direct, Winograd F(2x2), F(4x4)) as
-    alternative tasks; compile_model(records=...) then gives each convolution the algorithm its records say is
-    fastest (compiler/algorithms.py). Off: the rule's algorithm only."""
+    algorithms: tune every algorithm of each convolution that has a choice (direct, Winograd F(2x2), F(4x4)), and
+    the model's tasks under each channel block (half, one and two vectors), as
+    alternative tasks; compile_model(records=...) then takes the channel block, and gives each convolution the
+    algorithm, that its records say are fastest (compiler/algorithms.py). Off: the rule's algorithm and block."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     if curve_png and not curve_png.endswith(".csv"):

@@ -33,6 +33,11 @@ class PassContext:
     max_fused_ops: int = 32
     winograd: bool = True  # 3x3 stride-1 convolutions as Winograd F(m x m, 3 x 3) (see passes/layout.py)
     conv_algorithms: tuple = ()  # (conv_signature, tile) pairs overriding the rule (compiler/algorithms.py)
+    channel_block: int = 0  # the widest channel block of convolutions; 0: vector_width (compiler/algorithms.py)
+
+    @property
+    def block(self) -> int:
+        return self.channel_block or self.vector_width
 
 
 PIPELINE = [
@@ -43,9 +48,10 @@ PIPELINE = [
     Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
          "drop copies and same-shape reshapes, merge chained reshapes"),
     Pass("alter_layout",
-         lambda m, c: alter_layout(m, c.vector_width, c.winograd, dict(c.conv_algorithms)) if c.layout == "NCHWc"
+         lambda m, c: alter_layout(m, c.vector_width, c.winograd, dict(c.conv_algorithms), c.block)
+         if c.layout == "NCHWc"
          else m, 2, "conv2d -> NCHW{c}c conv2d_nchwc (or Winograd) between layout transforms; dense -> dense_pack"),
-    Pass("propagate_layout", lambda m, c: propagate_layout(m, c.vector_width) if c.layout == "NCHWc" else m, 2,
+    Pass("propagate_layout", lambda m, c: propagate_layout(m, c.block) if c.layout == "NCHWc" else m, 2,
          "push layout transforms through elementwise ops, pools, shuffles and concats; cancel inverse pairs"),
     Pass("fold_constants_2", lambda m, c: fold_constants(m), 0, "pre-transform constant weights"),
     Pass("fuse", lambda m, c: fuse_ops(m, c.max_fused_ops, fuse=c.opt_level >= 1), 0,

@@ -153,7 +153,7 @@ def winograd_tiles(node: Call) -> tuple[int, ...]:
 
 
 def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
-                 algorithms: dict | None = None) -> IRModule:
+                 algorithms: dict | None = None, block: int | None = None) -> IRModule:
     """conv2d (constant weight, any groups) -> a blocked convolution between layout transforms: depthwise
     (groups = channels = outputs) -> depthwise_conv2d_nchwc with the lanes on channels; else conv2d_nchwc with
     blocks that divide the channels per group (group_block), or, when `winograd` and `winograd_tile` say so,
@@ -161,8 +161,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     with the weight in blocks of output features; matmul with a constant 2-D weight -> matmul_pack with the
     weight in blocks of its register tile's columns. ShuffleNet's channel shuffle (reshape -> transpose -> reshape)
     -> channel_shuffle, which runs in the blocked layout. algorithms: {conv_signature: tile} overrides
-    winograd_tile for those convolutions (0 direct, or one of their winograd_tiles), when `winograd`."""
+    winograd_tile for those convolutions (0 direct, or one of their winograd_tiles), when `winograd`. block: the
+    widest channel block of convolutions (default: vector_width; compiler/algorithms.py may choose another)."""
     algorithms = algorithms or {}
+    block = block or vector_width
     origin: dict[int, int] = {}  # rewritten node -> the node of `mod` it came from (rewrite fills it)
 
     def tile_of(node: Call) -> int:
@@ -186,15 +188,15 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         oc, cg = w.type.shape[0], w.type.shape[1]
         groups = node.attrs.groups
         if groups == oc == cg * groups:  # depthwise
-            b = channel_block(oc, vector_width)
+            b = channel_block(oc, block)
             conv = Call("nn.depthwise_conv2d_nchwc", (lt_once(x, "NCHW", f"NCHW{b}c"), _lt(w, "OIHW", f"OIHW{b}o")),
                         window(node))
             return _lt(conv, f"NCHW{b}c", "NCHW")
         m = tile_of(node)
-        padded = oc if m else padded_channels(node, vector_width, origin.get(id(node)) in narrow)
+        padded = oc if m else padded_channels(node, block, origin.get(id(node)) in narrow)
         if padded != oc:
             w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
-        ib, ob = group_block(cg, cg * groups, vector_width), group_block(padded // groups, padded, vector_width)
+        ib, ob = group_block(cg, cg * groups, block), group_block(padded // groups, padded, block)
         data = lt_once(x, "NCHW", f"NCHW{ib}c")
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         if m:
@@ -500,7 +502,7 @@ PROPAGATE_RULES = table_rules([
 def propagate_layout(mod: IRModule, vector_width: int = 16) -> IRModule:
     """Push NCHW{c}c -> NCHW transforms towards the outputs through elementwise, broadcast, pooling, channel
     shuffle and channel concatenation ops, so that a transform meets its inverse before the next convolution and
-    both disappear."""
+    both disappear. vector_width: the widest channel block (alter_layout's `block`)."""
     return rewrite(mod, PROPAGATE_RULES + table_rules([
         # concatenate(lt(a, A->NCHW), lt(b, B->NCHW), ..., axis=1) -> lt(concat_blocked(a, b, ...), NCHW{c}c->NCHW)
         #                                                        (c = channel_block of the result, any A, B, ...)
