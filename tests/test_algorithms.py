@@ -166,3 +166,29 @@ def test_compile_model_follows_the_records_block(tmp_path):
     conv_blocks = {k["output_shape"][-1] for k in module.kernels if k["ops"][0].startswith("nn.conv2d")}
     assert conv_blocks == {2 * vw}, module.kernels
     np.testing.assert_allclose(module.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_model_weighs_channel_blocks_and_compile_model_applies_the_records(tmp_path):
+    """tune_model(algorithms=True) on a model of two 1x1 convolutions measures the tasks of every channel block's
+    model; its estimate is finite once each is measured, and the model compiled with the records (whatever
+    block they favour) computes the reference's result."""
+    from tuning.tune import tune_model
+    rng = np.random.default_rng(5)
+    w = [numpy_helper.from_array(rng.standard_normal((16, 16, 1, 1)).astype(np.float32) * 0.3, f"w{i}")
+         for i in range(2)]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Conv", ["b", "w1"], ["y"])]
+    graph = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 6, 6])], w)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path, db = str(tmp_path / "blocks.onnx"), str(tmp_path / "blocks.db")
+    onnx.save(model, path)
+    mod = from_onnx(model)
+    tasks = tasks_with_alternatives(mod, CTX, blocks=True)
+    assert {b for t in tasks if t.blocks for b in t.blocks[1]} == set(block_choices(CTX.vector_width))
+    result = tune_model(path, db, trials=len(tasks), algorithms=True, progress=False, check_model=False,
+                        params={"batch_size": 1, "final_remeasure": 0})
+    assert len(result.tasks) == len(tasks) and result.estimated_latency() == result.estimated_latency()  # not NaN
+    x = rng.standard_normal((1, 16, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(compile_model(path, records=db, cache=False).run(None, {"x": x})[0],
+                               evaluate(mod, {"x": x})[0], rtol=1e-4, atol=1e-4)
