@@ -33,6 +33,13 @@ class Task:
     # (the rule's channel block, {channel block: calls in the model compiled with that widest block}) for each block
     # whose model has this task, when the tuner weighs channel blocks (compiler/algorithms.py), else None
     blocks: tuple | None = None
+    # per function parameter: whether the call the task was built from passes a constant (a weight), None unknown
+    constant_inputs: tuple | None = None
+
+    def activation_inputs(self) -> tuple[int, ...]:
+        """Indices of the parameters a producer kernel writes just before the call in a model (not constants);
+        () when unknown."""
+        return tuple(i for i, c in enumerate(self.constant_inputs or ()) if not c)
 
     def initial_state(self) -> State:
         return initial_state(self.outputs, self.inputs)
@@ -73,6 +80,7 @@ def extract_task_calls(fused) -> TaskCalls:
         else:
             index[key] = len(tasks)
             tasks.append(build_task(c.op))
+            tasks[-1].constant_inputs = tuple(isinstance(a, Constant) for a in c.args)
         task_of.append(index[key])
     return TaskCalls(calls, tasks, task_of)
 

@@ -129,3 +129,31 @@ def test_cache_flush_times_each_call_alone_after_evicting_the_caches(conv_task, 
     default = default_schedule(conv_task.initial_state())
     results = measure(conv_task, [default], number=2, repeat=2, executor=pool, flush_cache=True)
     assert results[0].ok and len(results[0].costs) == 2, results[0].error
+
+
+def test_flushed_calls_read_the_activations_back_before_each_call(monkeypatch):
+    """In a model a kernel's activations were just written by its producer and its workspace used by the kernels
+    before it; only its weights come from memory: each flushed call reads the warm arrays back after the flush."""
+    import tuning.measure as measure_module
+    events = []
+
+    class Warm:
+        def sum(self):
+            events.append("warm")
+    monkeypatch.setattr(measure_module, "evict_caches", lambda: events.append("evict"))
+    measure_module._timed_calls(lambda: events.append("call"), [], number=2, repeat=1, flush=True,
+                                wake=lambda: events.append("wake"), warm=[Warm()])
+    assert events == ["evict", "warm", "wake", "call"] * 2
+
+
+def test_a_model_task_knows_which_inputs_are_weights():
+    from compiler.passes import PassContext, run_pipeline
+    from compiler.task import extract_tasks
+    from relayish import Constant, Function, IRModule, TensorType, Var, call
+    x = Var("x", TensorType((1, 16, 6, 6)))
+    w = Constant(np.ones((16, 16, 3, 3), np.float32))
+    fused = run_pipeline(IRModule(Function([x], call("nn.relu", call("nn.conv2d", x, w, padding=(1, 1, 1, 1))))),
+                         PassContext(vector_width=8, winograd=False))
+    conv, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.conv2d_nchwc"]
+    assert conv.constant_inputs[:2] == (False, True) and conv.activation_inputs()[0] == 0
+    assert 1 not in conv.activation_inputs()

@@ -75,13 +75,13 @@ def close_client(client) -> None:
 
 
 def _locked_run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
-                    want_outputs: bool, flush: bool):
+                    want_outputs: bool, flush: bool, warm: tuple = ()):
     """Worker: run the candidate holding this host's measurement lock (threads 0: the worker's own core count)."""
     from distributed import Lock
 
     with Lock(LOCK_PREFIX + socket.gethostname()):
         return _run_job(build, number, repeat, threads or default_num_threads(), seed, timeout_s, want_outputs,
-                        flush)
+                        flush, warm)
 
 
 def _died(what: str, e: BaseException) -> str:
@@ -113,7 +113,7 @@ def _run_all(client, fn, jobs: dict, what: str, done) -> None:
 
 
 def measure_on_dask(client, task, schedules, *, number, repeat, timeout_s, check, num_threads, seed, tolerance,
-                    flush_cache, on_result, faults) -> list[MeasureResult]:
+                    flush_cache, on_result, faults, warm=()) -> list[MeasureResult]:
     """tuning.measure.measure on a dask.distributed Client (see the module docstring); same arguments."""
     spec = TaskSpec.of(task)
     results: list = [None] * len(schedules)
@@ -135,6 +135,6 @@ def measure_on_dask(client, task, schedules, *, number, repeat, timeout_s, check
         results[i] = run_result(built[i], run, error, reference, tolerance)
         on_result(i, results[i])
 
-    _run_all(client, _locked_run_job, {i: (b, number, repeat, num_threads or 0, seed, timeout_s, check, flush_cache)
-                                       for i, b in sorted(built.items())}, "run", run_done)
+    _run_all(client, _locked_run_job, {i: (b, number, repeat, num_threads or 0, seed, timeout_s, check, flush_cache,
+                                           warm) for i, b in sorted(built.items())}, "run", run_done)
     return results
