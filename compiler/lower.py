@@ -379,7 +379,7 @@ def _tile_version(expr, inner: dict) -> tuple | None:
 def _holds_throughout(cond, inner: dict):
     """When does `cond` hold for every value of the inner variables? True, False (never for all), a condition on
     the other variables, or None (not decidable here: not a conjunction of integer comparisons affine in the inner
-    variables)."""
+    variables, or one that reads memory)."""
     if isinstance(cond, te.Logic) and cond.op == "and":
         parts = [_holds_throughout(a, inner) for a in cond.args]
         if any(p is None for p in parts):
@@ -393,6 +393,8 @@ def _holds_throughout(cond, inner: dict):
     form = add_forms(affine_form(cond.a), affine_form(cond.b), -1)  # cond: a - b < 0 (or <= 0)
     outer, most = {}, 0
     for term, c in form.items():
+        if term != 1 and any(isinstance(n, Load) for n in te.walk(term)):
+            return None  # a value read from memory (a scatter's index): its loop variables are hidden in the Load
         if term in inner:
             most += max(0, c * (inner[term] - 1))  # the inner variables at their worst for the condition
         elif term == 1 or not (_vars_of(term) & inner.keys()):

@@ -263,6 +263,9 @@ def test_a_condition_is_decided_for_a_whole_tile_from_the_outer_variables():
     assert _holds_throughout(te.Cmp("<", i, te.IntImm(3)), inner) is False
     assert _holds_throughout(te.Cmp("<", i * i, te.IntImm(3)), inner) is None  # not affine in i
     assert _holds_throughout(te.Cmp("==", o + i, te.IntImm(3)), inner) is None
+    from compiler.loopir import Buffer, Load  # a value read at an index of the inner loop: never hoisted
+    idx = Load(Buffer("idx", (4,), "int32"), i)
+    assert _holds_throughout(te.Cmp("<", idx, o), inner) is None
 
 
 def run_cond(cond, var, value):
