@@ -28,6 +28,7 @@ def conv_tile_budget(vector_width: int, reuse: bool) -> int:
 
 
 def matmul_accumulators(vector_width: int) -> int:
-    """Accumulator vectors of a matmul tile of rows x column vectors: 3/4 of the file, the rest holds the
-    column vectors loaded per step and the broadcast row element (24 of 32; 12 of 16: the 6 x 2 AVX2 kernel)."""
+    """Accumulator vectors of a matmul tile of rows x column vectors: at most 3/4 of the file, the rest holds the
+    column vectors loaded per step and the broadcast row element (24 of 32; 12 of 16: 4 x 3, or 4 x 2 when the
+    columns do not divide by 3; compiler/matmul_schedule.py chooses among them)."""
     return vector_registers(vector_width) * 3 // 4
