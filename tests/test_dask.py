@@ -16,7 +16,7 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install -e '.[dask]')")
 
 from compiler.default_schedule import default_schedule  # noqa: E402
-from tuning.dask_measure import close_client, local_cluster_client  # noqa: E402
+from tuning.dask_measure import _run_all, close_client, local_cluster_client  # noqa: E402
 from tuning.measure import measure  # noqa: E402
 from tuning.tune import model_tasks, tune_model  # noqa: E402
 
@@ -65,9 +65,13 @@ def test_tuning_goes_on_when_a_worker_is_killed_during_a_round(client, tmp_path)
                     started = conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] > 0
             except sqlite3.OperationalError:
                 started = False
-            if started:
-                for pid in client.run(os.getpid).values():  # a worker alive now (a slow build's watchdog may
-                    try:                                   # have ended another one)
+            if started:  # a worker process alive now (a slow build's watchdog may have ended another one), found
+                for nanny in list(client.cluster.workers.values()):  # without asking the cluster (no waiting)
+                    process = getattr(nanny, "process", None)
+                    pid = getattr(process, "pid", None)
+                    if pid is None:
+                        continue
+                    try:
                         os.kill(pid, signal.SIGKILL)
                         killed.append(pid)
                         break
@@ -79,9 +83,19 @@ def test_tuning_goes_on_when_a_worker_is_killed_during_a_round(client, tmp_path)
     killer.start()
     result = tune_model(path, db, trials=12, layout="NCHW", progress=False, check_model=False, executor=client,
                         params={"batch_size": 4, "final_remeasure": 0, "timeout_s": 6})
-    killer.join()
+    killer.join(timeout=60)
     assert killed and result.trials == 12
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 12
         ok = conn.execute("SELECT COUNT(*) FROM records WHERE error IS NULL").fetchone()[0]
     assert ok >= 6  # a killed worker costs at most the jobs it held
+
+
+def test_a_job_the_cluster_does_not_finish_in_time_is_an_error_not_a_hang(client):
+    outcomes = {}
+    t0 = time.monotonic()
+    _run_all(client, time.sleep, {0: (0.0,), 1: (8.0,)}, "run", lambda i, v, e: outcomes.setdefault(i, e),
+             patience_s=3.0, retry_patience_s=3.0)
+    assert time.monotonic() - t0 < 7.0
+    assert outcomes[0] is None
+    assert outcomes[1].startswith("run not done: the Dask cluster did not finish it within 3 s"), outcomes[1]

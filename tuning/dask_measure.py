@@ -14,19 +14,25 @@ dask's KilledWorker or a lost connection: the candidate gets that error and meas
 job may cause before it fails is the scheduler's `distributed.scheduler.allowed-failures`; `local_cluster_client`
 sets it to 0 (the first death is the candidate's error), a cluster of your own keeps its setting. A lock whose
 holder died is freed by the scheduler after its lease timeout (`distributed.scheduler.locks.lease-timeout`).
+Nothing waits on the cluster without a deadline: a stage of n jobs gets n x (timeout_s + GRACE_S) + CLUSTER_SLACK_S
+(every job one after another, each as long as its watchdog allows), a run waits for its host's lock no longer than
+that, and a job the cluster has not finished by then gets a "not done" error instead of hanging the tuner.
 
 The workers must import this project (the same version) and run one job per process (threads_per_worker=1):
 LLVM builds and the timed kernels must not share a process with another job.
 """
 from __future__ import annotations
 
+import math
 import socket
 
 from runtime import default_num_threads
 
-from .measure import (BuildOutput, MeasureResult, TaskSpec, _build_job, _run_job, reference_outputs, run_result)
+from .measure import (GRACE_S, BuildOutput, MeasureResult, RunOutput, TaskSpec, _build_job, _run_job,
+                      reference_outputs, run_result)
 
 LOCK_PREFIX = "relayish-measure-"
+CLUSTER_SLACK_S = 60.0  # beyond the jobs' own time: scheduling, moving libraries, restarting a dead worker
 LOCAL_CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,  # a worker that dies fails the job it ran: the candidate's error
     "distributed.scheduler.locks.lease-timeout": "5s",  # a dead run's host lock is freed within seconds
@@ -66,48 +72,73 @@ def connect_client(address: str):
         raise RuntimeError(f"cannot reach the Dask scheduler at {address}: {e}") from None
 
 
-def close_client(client) -> None:
-    """Close a client and, if it made one (local_cluster_client), its cluster."""
+def close_client(client, timeout_s: float = 30.0) -> None:
+    """Close a client and, if it made one (local_cluster_client), its cluster, each within timeout_s."""
     cluster = client.cluster
-    client.close()
+    client.close(timeout=timeout_s)
     if cluster is not None:
-        cluster.close()
+        cluster.close(timeout=timeout_s)
 
 
 def _locked_run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
-                    want_outputs: bool, flush: bool, warm: tuple = ()):
-    """Worker: run the candidate holding this host's measurement lock (threads 0: the worker's own core count)."""
+                    want_outputs: bool, flush: bool, warm: tuple = (), lock_wait_s: float = math.inf):
+    """Worker: run the candidate holding this host's measurement lock (threads 0: the worker's own core count),
+    waiting at most lock_wait_s for it."""
     from distributed import Lock
 
-    with Lock(LOCK_PREFIX + socket.gethostname()):
+    lock = Lock(LOCK_PREFIX + socket.gethostname())
+    if not lock.acquire(timeout=None if math.isinf(lock_wait_s) else lock_wait_s):
+        return RunOutput(None, None, f"run not done: this host's measurement lock stayed taken for {lock_wait_s:.0f} s",
+                         lock_wait_s)
+    try:
         return _run_job(build, number, repeat, threads or default_num_threads(), seed, timeout_s, want_outputs,
                         flush, warm)
+    finally:
+        lock.release()
 
 
 def _died(what: str, e: BaseException) -> str:
     return f"{what} failed: its Dask worker died or was lost ({type(e).__name__}: {e})"
 
 
-def _run_all(client, fn, jobs: dict, what: str, done) -> None:
+def _stage_patience(n_jobs: int, timeout_s: float) -> float:
+    """How long a stage of n_jobs may take: all of them one after another, each for as long as its watchdog
+    and the grace after it allow, plus CLUSTER_SLACK_S."""
+    return n_jobs * (timeout_s + GRACE_S) + CLUSTER_SLACK_S
+
+
+def _run_all(client, fn, jobs: dict, what: str, done, patience_s: float, retry_patience_s: float) -> None:
     """Submit fn(*jobs[i]) for every i at once; done(i, value, error) as each finishes. With allowed-failures 0
     the death of a worker fails every job it held: those are retried one at a time, so that only a job that
-    kills its worker again gets the error."""
+    kills its worker again gets the error. A job not finished within patience_s of the stage's start, or a retry
+    within retry_patience_s of its own, is cancelled and gets a "not done" error."""
     from distributed import as_completed
 
     futures = {client.submit(fn, *args, pure=False): i for i, args in jobs.items()}
-    lost = []
-    for future in as_completed(futures):
-        try:
-            value = future.result()
-        except Exception:  # KilledWorker, CommClosedError...: this job or another on its worker killed it
-            lost.append(futures[future])
-            continue
-        finally:
-            future.release()  # else the cluster keeps the result, and recomputes it if its worker dies
-        done(futures[future], value, None)
+    lost, finished = [], set()
+    try:
+        for future in as_completed(futures, timeout=patience_s):
+            finished.add(future)
+            try:
+                value = future.result()
+            except Exception:  # KilledWorker, CommClosedError...: this job or another on its worker killed it
+                lost.append(futures[future])
+                continue
+            finally:
+                future.release()  # else the cluster keeps the result, and recomputes it if its worker dies
+            done(futures[future], value, None)
+    except TimeoutError:
+        late = [f for f in futures if f not in finished]
+        client.cancel(late)
+        for f in late:
+            done(futures[f], None, f"{what} not done: the Dask cluster did not finish it within {patience_s:.0f} s")
     for i in sorted(lost):
+        future = client.submit(fn, *jobs[i], pure=False)
         try:
-            done(i, client.submit(fn, *jobs[i], pure=False).result(), None)
+            done(i, future.result(timeout=retry_patience_s), None)
+        except TimeoutError:
+            client.cancel([future])
+            done(i, None, f"{what} not done: the Dask cluster did not finish its retry in time")
         except Exception as e:
             done(i, None, _died(what, e))
 
@@ -128,13 +159,15 @@ def measure_on_dask(client, task, schedules, *, number, repeat, timeout_s, check
         on_result(i, results[i])
 
     _run_all(client, _build_job, {i: (spec, s.to_json(), timeout_s, faults.get(i)) for i, s in enumerate(schedules)},
-             "build", build_done)
+             "build", build_done, _stage_patience(len(schedules), timeout_s), _stage_patience(1, timeout_s))
     reference = reference_outputs(task, seed) if check and built else None
 
     def run_done(i, run, error):
         results[i] = run_result(built[i], run, error, reference, tolerance)
         on_result(i, results[i])
 
+    patience = _stage_patience(len(built), timeout_s)
     _run_all(client, _locked_run_job, {i: (b, number, repeat, num_threads or 0, seed, timeout_s, check, flush_cache,
-                                           warm) for i, b in sorted(built.items())}, "run", run_done)
+                                           warm, patience) for i, b in sorted(built.items())}, "run", run_done,
+             patience, _stage_patience(1, timeout_s))
     return results
