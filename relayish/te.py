@@ -500,10 +500,14 @@ def expr_children(e: PrimExpr) -> tuple:
 
 
 def walk(e: PrimExpr):
-    """Pre-order over an expression tree."""
-    stack = [e]
+    """Pre-order over an expression, each node once: a node shared by several parents (expressions are DAGs) is
+    visited at its first occurrence only, so a walk costs the DAG's size, not the size of its tree."""
+    stack, seen = [e], set()
     while stack:
         node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         yield node
         stack.extend(reversed(expr_children(node)))
 
@@ -511,33 +515,49 @@ def walk(e: PrimExpr):
 def substitute(e: PrimExpr, fn: Callable) -> PrimExpr:
     """Rebuild e bottom-up; fn(node) returns a replacement or None to keep (with rebuilt children). A node whose
     children all come back unchanged is kept as it is, not rebuilt (the same expression: the builders would fold
-    nothing new), so a pass that changes a few leaves of a large tree allocates only their paths."""
-    got = fn(e)
-    if got is not None:
-        return got
+    nothing new), so a pass that changes a few leaves of a large tree allocates only their paths. fn must be a
+    function of the node alone: a node shared by several parents (an expression is a DAG: an antialiased Resize
+    reuses each tap weight in every product) is visited once and its result shared, so the result stays a DAG of
+    the same size instead of growing into a tree."""
+    memo: dict = {}
+
+    def go(e):
+        hit = memo.get(id(e))
+        if hit is not None:
+            return hit[1]
+        out = fn(e)
+        if out is None:
+            out = _rebuilt(e, go)
+        memo[id(e)] = (e, out)  # (e kept alive: its id is not reused while the memo lives)
+        return out
+    return go(e)
+
+
+def _rebuilt(e: PrimExpr, go: Callable) -> PrimExpr:
+    """e with its children mapped by go (e itself when none changes)."""
     if isinstance(e, BinOp):
-        a, b = substitute(e.a, fn), substitute(e.b, fn)
+        a, b = go(e.a), go(e.b)
         return e if a is e.a and b is e.b else binop(e.op, a, b)
     if isinstance(e, Cmp):
-        a, b = substitute(e.a, fn), substitute(e.b, fn)
+        a, b = go(e.a), go(e.b)
         return e if a is e.a and b is e.b else Cmp(e.op, a, b)
     if isinstance(e, Logic):
-        args = tuple(substitute(a, fn) for a in e.args)
+        args = tuple(go(a) for a in e.args)
         return e if _same(args, e.args) else Logic(e.op, args)
     if isinstance(e, Select):
-        c, t, f = substitute(e.cond, fn), substitute(e.true_value, fn), substitute(e.false_value, fn)
+        c, t, f = go(e.cond), go(e.true_value), go(e.false_value)
         return e if c is e.cond and t is e.true_value and f is e.false_value else select(c, t, f)
     if isinstance(e, Cast):
-        v = substitute(e.value, fn)
+        v = go(e.value)
         return e if v is e.value else Cast(e.dtype, v)
     if isinstance(e, Call):
-        args = tuple(substitute(a, fn) for a in e.args)
+        args = tuple(go(a) for a in e.args)
         return e if _same(args, e.args) else Call(e.name, args, e.dtype)
     if isinstance(e, TensorRead):
-        indices = tuple(substitute(i, fn) for i in e.indices)
+        indices = tuple(go(i) for i in e.indices)
         return e if _same(indices, e.indices) else TensorRead(e.tensor, indices)
     if isinstance(e, Reduce):
-        body = substitute(e.body, fn)
+        body = go(e.body)
         return e if body is e.body else Reduce(e.combiner, body, e.axes)
     return e
 

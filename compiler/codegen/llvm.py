@@ -166,6 +166,10 @@ class _FunctionEmitter:
         # variables) -> value. A Winograd transform's unrolled body computes the same indices many times.
         self._int_values: dict = {}
         self._free_vars: dict = {}  # id(expr) -> (expr, its variables); expr kept so the id stays its own
+        # while one Store is emitted: id(expr) -> (expr, value). Its expression is straight-line code in one block
+        # under one binding of the variables, so a node shared by several parents (the expressions are DAGs) is
+        # emitted once; None outside a Store
+        self._shared: dict | None = None
 
     def finish(self):
         self.b.ret_void()
@@ -301,8 +305,12 @@ class _FunctionEmitter:
 
     def store(self, s: Store):
         ptr = self.buffer_ptr(s.buffer)
-        value = self.to_memory(self.expr(s.value), s.buffer)
-        index = self.expr(s.index)
+        self._shared = {}
+        try:
+            value = self.to_memory(self.expr(s.value), s.buffer)
+            index = self.expr(s.index)
+        finally:
+            self._shared = None
         if not self.lanes or not is_vector(index):
             if is_vector(value):  # every lane stores to one address: the last lane wins, as in serial order
                 value = self.b.extract_element(value, I32(self.lanes - 1))
@@ -362,6 +370,14 @@ class _FunctionEmitter:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e):
+        if self._shared is not None and isinstance(e, (Load, BinOp, Cmp, Logic, Select, Cast, Call)):
+            hit = self._shared.get(id(e))
+            if hit is None:
+                hit = self._shared[id(e)] = (e, self._expr(e))
+            return hit[1]
+        return self._expr(e)
+
+    def _expr(self, e):
         if isinstance(e, (int, float)):  # plain Python numbers are accepted where loop IR expects constants
             e = te.as_expr(e, "int32" if isinstance(e, int) else "float32")
         if isinstance(e, IntImm):
