@@ -144,6 +144,10 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
         at = names[-2] if len(names) >= 2 else names[-1]
         _parallelize(b, out, names[:names.index(at) + 1])
         b.add(ComputeAt(anchor.name, out.name, _fused_name(names[:names.index(at) + 1])))
+        if not lane and anchor.op.tag == "pool":
+            window = window_outside(anchor)
+            if window is not None:
+                b.add(window)
         b.scheduled.update((out.name, anchor.name))
         return
     # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
@@ -170,6 +174,19 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     b.add(Annotate(out.name, last, "vectorize"))
     _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= conv_tile_budget(vw, False))
     b.scheduled.update((out.name, anchor.name))
+
+
+def window_outside(anchor: Stage) -> Reorder | None:
+    """The step that moves an anchor's reduction loops outside its innermost spatial loop (None when it has no
+    reduction or one spatial loop). The default gives it to a pool whose row is not a vector (NCHW: its window
+    reads the row with a stride): each step of the window then updates every accumulator of the row once, instead
+    of chaining the window's updates through one accumulator in memory. AlexNet's NCHW 3x3/2 max pool over
+    96x54x54 on a Zen 3: 1055 -> ~380 us."""
+    a_sp = [i.name for i in anchor.leaves if i.kind == "spatial"]
+    a_red = [i.name for i in anchor.leaves if i.kind == "reduce"]
+    if not a_red or len(a_sp) < 2:
+        return None
+    return Reorder(anchor.name, tuple(a_sp[:-1] + a_red + a_sp[-1:]))
 
 
 def _anchor_loops(b: ScheduleBuilder, anchor: Stage, tile_axis: int, reuse_axis: int | None, unroll_reduce: bool):

@@ -28,7 +28,7 @@ def matmul_task(m, n, k, relu=True) -> Task:
 def test_matmul_relu_sketch_is_tiled_with_fused_consumer():
     sks = generate_sketches(matmul_task(16, 16, 16))
     assert sorted(" ".join(s.rules) for s in sks) == [
-        "at(C->D)", "register-tile(C->D)", "register-tile(C->D, lanes split)",
+        "at(C->D)", "at(C->D) window-outside(C)", "register-tile(C->D)", "register-tile(C->D, lanes split)",
         "register-tile(C->D, lanes split, reduction unrolled)", "register-tile(C->D, reduction unrolled)",
         "tile+fuse(C->D)"]
     sk = next(s for s in sks if s.rules == ["tile+fuse(C->D)"])
@@ -152,3 +152,24 @@ def test_row_stages_sketch_inlines_stages_read_once_and_keeps_the_rest_as_simple
     default = default_schedule(task.initial_state())
     prog = derive_program(sks, default, task.initial_state())
     assert prog is not None and concretize(sks[0], prog, task.initial_state()) == default
+
+
+def test_an_nchw_pool_runs_its_window_outside_its_row_and_the_space_contains_that():
+    """A max pool whose row is not a vector (NCHW, stride 2) updates a row of accumulators per window step
+    (default_schedule.window_outside); the sketches offer that form, and it computes the pool."""
+    x = te.placeholder((1, 4, 9, 9), name="x")
+    ry, rx = te.reduce_axis(3, "ry"), te.reduce_axis(3, "rx")
+    pool = te.compute((1, 4, 4, 4), lambda n, c, y, w: te.max_reduce(x[n, c, y * 2 + ry, w * 2 + rx], (ry, rx)),
+                      name="pool", tag="pool")
+    task = Task("pool", "pool", None, [x], [pool], 1.0)
+    state = task.initial_state()
+    schedule = default_schedule(state, 8)
+    scheduled = schedule.apply(state)
+    local = scheduled.stage("pool.local")
+    assert [i.kind for i in local.leaves][-3:] == ["reduce", "reduce", "spatial"]
+    assert derive_program(generate_sketches(task), schedule, state) is not None
+    data = np.random.default_rng(0).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    got = np.zeros((1, 4, 4, 4), np.float32)
+    run_primfunc(lower(scheduled, "k"), [data, got])
+    want = np.lib.stride_tricks.sliding_window_view(data, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(-1, -2))
+    np.testing.assert_array_equal(got, want)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
 from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, keeps_buffer
+from compiler.default_schedule import window_outside as window_outside_step
 from compiler.matmul_schedule import matmul_operands
 from compiler.task import Task
 from relayish import te
@@ -317,7 +318,7 @@ class RegisterTile(SketchRule):
         if out.name in s.simple_roots:
             s.simple_roots.remove(out.name)
         out = out.name
-        variants = [_plain_at(s.copy(), anchor, out)]
+        variants = [_plain_at(s.copy(), anchor, out), _plain_at(s.copy(), anchor, out, window_outside=True)]
         extent = s.state.stage(out).op.shape[-1]
         a_st = s.state.stage(anchor)
         red = [i.name for i in a_st.leaves if i.kind == "reduce"]
@@ -433,13 +434,21 @@ def _lane_variants(anchor: Stage, extent: int) -> list[bool]:
     return out
 
 
-def _plain_at(s: Sketch, anchor: str, out: str) -> Sketch:
-    """The anchor computed at the output's second-innermost loop, the loops outside it fused and parallel."""
+def _plain_at(s: Sketch, anchor: str, out: str, window_outside: bool = False) -> Sketch | None:
+    """The anchor computed at the output's second-innermost loop, the loops outside it fused and parallel; with
+    window_outside, its reductions moved outside its innermost spatial loop (the default of an NCHW pool; None
+    when the anchor has no reduction to move)."""
     names = [i.name for i in s.state.stage(out).leaves]
     outer = names[:-1] if len(names) >= 2 else names
     _parallel(s, out, outer)
     s.add(ComputeAt(anchor, out, "@".join(outer)))
     s.rules.append(f"at({anchor}->{out})")
+    if window_outside:
+        step = window_outside_step(s.state.stage(anchor))
+        if step is None:
+            return None
+        s.add(step)
+        s.rules.append(f"window-outside({anchor})")
     return s
 
 
