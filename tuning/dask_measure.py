@@ -23,7 +23,6 @@ LLVM builds and the timed kernels must not share a process with another job.
 """
 from __future__ import annotations
 
-import math
 import socket
 
 from runtime import default_num_threads
@@ -81,13 +80,13 @@ def close_client(client, timeout_s: float = 30.0) -> None:
 
 
 def _locked_run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
-                    want_outputs: bool, flush: bool, warm: tuple = (), lock_wait_s: float = math.inf):
+                    want_outputs: bool, flush: bool, warm: tuple, lock_wait_s: float):
     """Worker: run the candidate holding this host's measurement lock (threads 0: the worker's own core count),
     waiting at most lock_wait_s for it."""
     from distributed import Lock
 
     lock = Lock(LOCK_PREFIX + socket.gethostname())
-    if not lock.acquire(timeout=None if math.isinf(lock_wait_s) else lock_wait_s):
+    if not lock.acquire(timeout=lock_wait_s):
         return RunOutput(None, None, f"run not done: this host's measurement lock stayed taken for {lock_wait_s:.0f} s",
                          lock_wait_s)
     try:
