@@ -19,6 +19,8 @@ for affine expressions over distinct Vars and conservative otherwise.
 """
 from __future__ import annotations
 
+import math
+
 from relayish import te
 from relayish.te import BinOp, Cast, FloatImm, IntImm, PrimExpr, Select, Var
 
@@ -176,20 +178,49 @@ def _term_interval(t: PrimExpr, ranges: dict) -> tuple[int, int] | None:
 def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:
     """Canonical form of an int32 index (other dtypes are returned unchanged): affine terms collected (constant
     first), and (q*c + r) // c -> q, (q*c + r) % c -> r where the interval of r is provably inside [0, c) (the
-    splits and fuses of schedules create exactly these). The result takes the same values as e wherever every
+    splits and fuses of schedules create exactly these); more generally, for k dividing c, (q*k + r) // c ->
+    q // (c/k) and (q*k + r) % c -> (q % (c/k))*k + r when r is provably in [0, k) (a split j = 2*j0 + j1 read
+    as j // 16, the group of a grouped convolution's output block, becomes j0 // 8: both j1 read one input). The result takes the same values as e wherever every
     Var v in ranges is in 0 .. ranges[v]-1."""
     def fn(n):
         if isinstance(n, BinOp) and n.op in ("//", "%") and isinstance(n.b, IntImm) and n.b.value > 0:
-            c = n.b.value
             inner = simplify(n.a, ranges)
-            form = affine_form(inner)
-            q = {t: v // c for t, v in form.items() if v % c == 0}
-            r = {t: v for t, v in form.items() if v % c != 0}
-            rng = interval(form_expr(r), ranges)
-            if rng is not None and 0 <= rng[0] and rng[1] < c:
-                return form_expr(q) if n.op == "//" else form_expr(r)
-            return te.binop(n.op, inner, n.b)
+            split = _divisible_split(affine_form(inner), n.b.value, ranges)
+            if split is None:
+                return te.binop(n.op, inner, n.b)
+            k, q, r = split
+            c = n.b.value
+            if n.op == "//":
+                return form_expr(q) if k == c else te.binop("//", form_expr(q), IntImm(c // k))
+            return form_expr(r) if k == c else \
+                form_expr(add_forms({te.binop("%", form_expr(q), IntImm(c // k)): k}, r))
         return None
     if e.dtype != "int32":
         return e
     return form_expr(affine_form(te.substitute(e, fn)))
+
+
+def _divisible_split(form: dict, c: int, ranges: dict) -> tuple[int, dict, dict] | None:
+    """(k, q, r) with form = k*q + r, k > 1 dividing c and r provably in [0, k): r is the terms of smallest
+    coefficient (and the constant's remainder), and of the splits that qualify the one of largest k; None if none
+    does. k == c is the plain rule."""
+    terms = sorted((t for t in form if t != 1), key=lambda t: abs(form[t]))
+    const = form.get(1, 0)
+    best = None
+    for n_small in range(len(terms) + 1):
+        small, big = terms[:n_small], terms[n_small:]
+        k = c
+        for t in big:
+            k = math.gcd(k, form[t])
+        if k <= 1 or (best is not None and k <= best[0]):
+            continue
+        r = {t: form[t] for t in small}
+        if const % k:
+            r[1] = const % k
+        rng = interval(form_expr(r), ranges)
+        if rng is not None and 0 <= rng[0] and rng[1] < k:
+            q = {t: form[t] // k for t in big}
+            if const // k:
+                q[1] = const // k
+            best = (k, q, r)
+    return best

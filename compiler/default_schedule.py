@@ -218,23 +218,35 @@ def _tile_budget(anchor: Stage, reuse_axis: int | None, vw: int) -> int:
 
 
 def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
-    """The spatial axis (before the column axis, even extent) that a broadcast operand does not index: the
-    innermost such. A broadcast operand is a read that does not depend on the lane axis (conv: the input pixel;
-    its reuse axis is the output-channel block, which only the weight indexes)."""
+    """The spatial axis (before the column axis, even extent) that a broadcast operand does not index, or indexes
+    only in blocks of REUSE_FACTOR (`_blocks_of`): the innermost such. A broadcast operand is a read that does not
+    depend on the lane axis (conv: the input pixel; its reuse axis is the output-channel block, which only the
+    weight indexes, and a grouped convolution's input indexes only through its group)."""
     axes = anchor.op.axes
     body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
     lane_var = axes[-1].var
     reads = [r for r in te.walk(body) if isinstance(r, te.TensorRead)]
     used = [{v for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)} for r in reads]
-    broadcast = [u for u in used if lane_var not in u]
+    broadcast = [r for r, u in zip(reads, used) if lane_var not in u]
     if not broadcast or len(broadcast) == len(used):
         return None
     for k in range(tile_axis - 1, -1, -1):
         var = axes[k].var
-        if axes[k].extent % REUSE_FACTOR == 0 and all(var not in u for u in broadcast) and \
-                any(var in u for u in used):
+        if axes[k].extent % REUSE_FACTOR == 0 and any(var in u for u in used) and \
+                all(_blocks_of(i, var, REUSE_FACTOR) for r in broadcast for i in r.indices):
             return k
     return None
+
+
+def _blocks_of(e: te.PrimExpr, var: te.Var, factor: int) -> bool:
+    """Whether e depends on var at most through var // d with d a multiple of factor: then e takes one value on
+    each run of `factor` consecutive values of var that starts at a multiple of factor (a grouped convolution's
+    input block (j // 16) * 6 + ric is the same for output blocks 2*o and 2*o + 1: they can share a broadcast)."""
+    def blocked(n):
+        return isinstance(n, te.BinOp) and n.op == "//" and n.a is var and isinstance(n.b, te.IntImm) \
+            and n.b.value > 0 and n.b.value % factor == 0
+    # every parent of var is such a division (te.walk visits each node of the DAG once)
+    return e is not var and all(blocked(n) or all(c is not var for c in te.expr_children(n)) for n in te.walk(e))
 
 
 def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int) -> int:

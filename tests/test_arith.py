@@ -110,6 +110,23 @@ def test_simplify_undoes_splits():
     assert str(simplify((o * 4 + i + 8) // 4, ranges)) == "(2 + o)"
 
 
+def test_simplify_divides_by_a_common_factor_of_the_divisor():
+    # the group of a grouped convolution's output block j // 16, after the schedule splits j = 2*o + i: both
+    # halves of the tile read one input block
+    o, i = te.Var("o"), te.Var("i")
+    ranges = {o: 16, i: 2}
+    assert str(simplify((o * 2 + i) // 16, ranges)) == "(o // 8)"
+    assert str(simplify((o * 2 + i) % 16, ranges)) == "(((o % 8) * 2) + i)"
+    # the largest factor wins: 4*o + 2*i + 1 = 4*o + (2*i + 1) with 2*i + 1 in [1, 3]
+    assert str(simplify((o * 4 + i * 2 + 1) // 8, ranges)) == "(o // 2)"
+    # not provable: i + 1 reaches 2
+    assert str(simplify((o * 2 + i + 1) // 16, ranges)) == "(((1 + (o * 2)) + i) // 16)"
+    for a, b in itertools.product(range(16), range(2)):
+        env = {o: a, i: b}
+        for e in ((o * 2 + i) // 16, (o * 2 + i) % 16, (o * 4 + i * 2 + 1) // 8, (o * 4 + i * 2 + 1) % 8):
+            assert _ev(simplify(e, ranges), env, {}) == _ev(e, env, {})
+
+
 def test_simplify_keeps_what_it_cannot_prove():
     o, i = te.Var("o"), te.Var("i")
     wide = {o: 8, i: 8}  # i may reach past the divisor
