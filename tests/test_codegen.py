@@ -194,6 +194,19 @@ def k_intrinsic(name, n=4096):
     return L.PrimFunc(f"intrin_{name}", [A, B, C], loop(o, n // 16, loop(v, 16, body, "vectorize")))
 
 
+ROOT_POWERS = (0.25, 0.5, 0.75)
+
+
+def k_root_power(k, vectorize, n=4096):
+    """C = pow(A, k) with a constant exponent k (compiled from square roots), vectorized or scalar."""
+    A, C = buf("A", n), buf("C", n)
+    o, v = te.Var("o"), te.Var("v")
+    idx = o * 16 + v
+    body = L.Store(C, idx, te.intrin("pow", L.Load(A, idx), te.FloatImm(k)))
+    name = f"root_power_{int(k * 100)}_{'vector' if vectorize else 'scalar'}"
+    return L.PrimFunc(name, [A, C], loop(o, n // 16, loop(v, 16, body, "vectorize" if vectorize else "serial")))
+
+
 def k_scalar_exp(n=64):
     """exp in a plain scalar loop (the same IR path on scalars)."""
     A, C = buf("A", n), buf("C", n)
@@ -221,6 +234,7 @@ def all_kernels():
     return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
+            + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]
             + [k_parallel_extent(e) for e in PAR_EXTENTS] + [k_intrinsic(nm) for nm in sorted(INTRINSICS)])
 
 
@@ -507,6 +521,30 @@ def test_pow_accuracy_and_special_cases(lib):
     special = ~np.isnan(np_ref[:X.size])  # signed zeros and infinities (a NaN's sign is meaningless)
     np.testing.assert_array_equal(np.signbit(out[:X.size])[special], np.signbit(np_ref[:X.size])[special])
     assert ulps(out, ref).max() <= 0.5001
+
+
+@pytest.mark.parametrize("vectorize", [True, False])
+@pytest.mark.parametrize("k", ROOT_POWERS)
+def test_pow_by_a_root_exponent(lib, k, vectorize):
+    """pow(x, 1/4 | 1/2 | 3/4) with a constant exponent is computed from square roots: within 0.5 ulp of float64,
+    and C99's special cases (signed zeros, -inf, negatives) as numpy has them. The general pow's kernel (the
+    exponent an array) is the other path, tested above."""
+    g = np.random.default_rng(17)
+    x = (10 ** g.uniform(-40, 38, 4096)).astype(np.float32)
+    x[-200:] *= -1
+    specials = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, 3.4e38, 2.0, 16.0], np.float32)
+    x[:specials.size] = specials
+    name = f"root_power_{int(k * 100)}_{'vector' if vectorize else 'scalar'}"
+    out = lib.call(name, x, np.zeros_like(x))[1]
+    # C99 (F.9.4.4), which numpy's own power does not follow for a 0.5 exponent (it takes sqrt: sqrt(-0) = -0,
+    # sqrt(-inf) = NaN): pow(+-0, k) = +0, pow(-inf, k) = +inf, a finite negative base gives NaN
+    x64 = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = np.where(x64 == -np.inf, np.inf, np.where(x64 < 0, np.nan, np.power(np.abs(x64), k)))
+    assert np.array_equal(np.isnan(out), np.isnan(ref))
+    assert not np.signbit(out[~np.isnan(out)]).any()
+    assert ulps(out, ref).max() <= 0.5001
+    assert out[10] == np.float32(2.0 ** (4 * k)) and out[5] == np.inf and out[1] == 0.0
 
 
 def test_scalar_intrinsic_path(lib):

@@ -6,7 +6,8 @@ instructions on x86-64 with SSE4.1). The "polynomial" ones (`_POLYNOMIAL` below)
 never calls libm: a compiled model depends on no library for compute.
 
 Accuracy (float32, max error against float64 references over 1M random inputs across each function's range):
-exp 1.22 ulp, log 1.78, tanh 1.36, sigmoid 2.36, erf 1.09, pow 0.50 (evaluated in double, rounded once); relative
+exp 1.22 ulp, log 1.78, tanh 1.36, sigmoid 2.36, erf 1.09, pow 0.50 (evaluated in double, rounded once; a
+constant exponent 1/4, 1/2 or 3/4 from square roots in double, rounded once); relative
 error <= 2.1e-7 everywhere. sin, cos, tan, asin, acos, atan are evaluated in double and rounded once: <= 0.5000040
 ulp over 1M inputs spanning every float32 exponent (sin / cos / tan of huge arguments included). tests/test_codegen.py holds them to 1.5-2.5 ulp. Special values follow
 C99 / numpy: NaN in -> NaN out, exp(-inf) = 0, exp(+large) = inf, log(0) = -inf, log(<0) = NaN, tanh(+-inf) = +-1,
@@ -250,8 +251,39 @@ def _exp_f64(md: _Math, w):
     return md.mul(p, md.pow2i(md.to_int(n)))
 
 
+_ROOT_POWERS = (0.25, 0.5, 0.75)  # constant exponents computed from square roots
+
+
+def _splat_value(v) -> float | None:
+    """The value of a float constant, or of a vector constant with one value in every lane; None otherwise."""
+    if not isinstance(v, ir.Constant):
+        return None
+    values = v.constant if isinstance(v.constant, (list, tuple)) else [v]
+    values = [c.constant if isinstance(c, ir.Constant) else c for c in values]
+    if not values or any(not isinstance(c, float) for c in values) or len(set(values)) != 1:
+        return None
+    return values[0]
+
+
+def _root_power(m: _Math, x, k: float):
+    """pow(x, k) for k in _ROOT_POWERS from square roots in double, rounded once (<= 0.5 ulp, like the general pow,
+    which takes ~40 double operations: LRN's x / (1 + s)^0.75): sqrt(x), sqrt(sqrt(x)), sqrt(x) * sqrt(sqrt(x)).
+    C99's cases: a negative base gives NaN (sqrt's), pow(+-0, k) = +0 (x + 0 turns -0 into +0), pow(-inf, k) = +inf."""
+    b = m.b
+    md = _Math(b, ir.VectorType(F64, m.lanes) if m.lanes else F64)
+    x64 = b.fpext(b.fadd(x, m.f(0.0)), md.ty)  # no fast-math flag: -0 + 0 must give +0
+    s = md.call("sqrt", x64)
+    r = s if k == 0.5 else md.call("sqrt", s)
+    if k == 0.75:
+        r = md.mul(s, r)
+    return m.sel(m.eq(x, m.f(-math.inf)), m.f(math.inf), b.fptrunc(r, m.ty))
+
+
 def _pow(m: _Math, x, y):
-    """pow(x, y) = sign * exp(y log|x|), the product and exp in double; special cases per C99 Annex F."""
+    """pow(x, y) = sign * exp(y log|x|), the product and exp in double; special cases per C99 Annex F. A constant
+    exponent of _ROOT_POWERS takes square roots instead (_root_power)."""
+    if _splat_value(y) in _ROOT_POWERS:
+        return _root_power(m, x, _splat_value(y))
     b = m.b
     dty = ir.VectorType(F64, m.lanes) if m.lanes else F64
     md = _Math(b, dty)
