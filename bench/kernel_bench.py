@@ -13,8 +13,8 @@ scratch (`func.attrs` counts). onnxruntime runs a one-node-group ONNX model (Con
 the same shapes in NCHW, with I/O binding so that only the op is timed. One sample is the median call of a burst of
 back-to-back calls lasting about BURST_S (the pool is hot between kernels inside a model; a lone call would time
 the workers' wake-up and the clock ramping up after idle); engines alternate sample by sample, each after a GAP_S
-sleep, because onnxruntime's workers spin for ~40 ms after a run and would slow whoever runs next (our pool is
-told to go idle after each burst). A sample disturbed by another process is taken again (runtime.timing).
+sleep and then until no thread of the process spins (runtime.timing.idle_wait), because onnxruntime's workers spin
+for 40-60 ms after a run and would slow whoever runs next (our pool is told to go idle after each burst). A sample disturbed by another process is taken again (runtime.timing).
 The figure is the median of the samples after warm-up: a steady-state time, with the kernel's weights warm in the
 caches. --in-model adds each kernel's time inside the compiled model (its own profile: weights cold, as in an
 inference). All outputs are checked against the task's numpy reference (the relayish interpreter) first.
@@ -59,7 +59,8 @@ from .peak import cpu_info, measure_peak
 
 BURST_S = 0.005  # one sample: back-to-back calls for about this long
 MIN_BURST_CALLS = 8
-GAP_S = 0.05  # idle time before each sample: onnxruntime's workers spin ~40 ms after a run (measured here)
+GAP_S = 0.05  # idle time before each sample, then until no thread spins (runtime.timing.idle_wait: onnxruntime's
+# workers spin 40-60 ms after a run)
 MAX_RETAKES = 5  # a sample disturbed by another process is taken again, up to this many times
 
 

@@ -9,8 +9,8 @@
 Why rotate (a, b, a, b, ...) instead of timing one engine then the other: the machine drifts (clock boost, other
 load), and rotation spreads any drift evenly over every engine. Before each turn the process sleeps an idle gap,
 so that no engine is timed while another's thread pool still spins on the cores (onnxruntime's workers spin for
-more than 10 ms after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
-theirs). A sample is the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst
+40-60 ms after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
+theirs), and then waits until the process's CPU clock shows no thread still spinning (idle_wait). A sample is the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst
 for a kernel, whose first calls after an idle gap run while the clock ramps up and the caches refill).
 
 Everything here is a pure function of the callables it is given and of the clock: the model benchmark, the kernel
@@ -31,6 +31,9 @@ TIMING_MODES = ("steady", "strict")  # the first is the default
 BLOCK_RUNS = 10  # timed calls per block in the steady mode
 PERCENTILES = (50, 90, 95, 99)
 IDLE_GAP_S = 0.05  # before each sample: onnxruntime's workers spin for more than 10 ms after a run; let them sleep
+QUIET_WINDOW_S = 0.01  # then wait, window by window, until this process's threads are quiet (idle_wait)
+QUIET_CORES = 0.2  # "quiet": less than this fraction of one core used by the process over a window
+MAX_SETTLE_S = 1.0  # never wait longer than this for quiet after the gap
 OTHERS_MAX_JIFFIES = 2  # CPU time (1/100 s) other processes may take during one sample's gap + burst
 
 
@@ -87,6 +90,25 @@ def cpu_jiffies() -> tuple[int, int]:
     return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
 
 
+def idle_wait(gap_s: float, window_s: float = QUIET_WINDOW_S, quiet: float = QUIET_CORES,
+              max_settle_s: float = MAX_SETTLE_S) -> None:
+    """Sleep gap_s, then until this process's threads use less than `quiet` of a core over a window of window_s
+    (at most max_settle_s more). A fixed gap is not enough everywhere: onnxruntime's workers spin ~60 ms after a
+    run on a Zen 3 (40 ms on a Xeon), and a 2-thread kernel timed while one of them spins runs at half speed:
+    bench.op_table measured our 3x3 convolutions 25-40% slow when they followed onnxruntime after 50 ms.
+    The process's CPU clock counts every thread's time, so it sees any engine's workers, whoever made them.
+    gap_s <= 0: no wait at all (tests)."""
+    if gap_s <= 0:
+        return
+    time.sleep(gap_s)
+    deadline = time.perf_counter() + max_settle_s
+    while time.perf_counter() < deadline:
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        time.sleep(window_s)
+        if time.process_time() - cpu0 < quiet * (time.perf_counter() - wall0):
+            return
+
+
 def latency_stats(times_ns) -> dict:
     """summarize_times (median/mean/min/max/std in ms, repeat) plus p50_ms, p90_ms, p95_ms, p99_ms (numpy's
     linear interpolation between the nearest samples)."""
@@ -116,7 +138,7 @@ def _as_engine(engine) -> Engine:
 def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S, max_retakes: int = 0,
                      stats: dict | None = None) -> dict[str, dict]:
     """Time engines in strict rotation: `warmup` rounds, then `repeat` rounds, each round taking one sample of
-    every engine in the given order, each sample preceded by `idle_gap_s` of sleep. Warm-up rounds are taken like
+    every engine in the given order, each sample preceded by idle_wait(idle_gap_s). Warm-up rounds are taken like
     the others and dropped.
 
     engines: Engine objects or (name, zero-argument callable) pairs. max_retakes > 0: a sample during whose gap
@@ -132,7 +154,7 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
         for e in engines:
             for attempt in range(max_retakes + 1):
                 busy0, own0 = cpu_jiffies() if max_retakes else (0, 0)
-                time.sleep(idle_gap_s)
+                idle_wait(idle_gap_s)
                 dt = time_burst(e.run, e.calls)
                 if e.after is not None:
                     e.after()
@@ -160,9 +182,10 @@ def _checked_engines(engines, repeat: int, warmup: int) -> list[Engine]:
 
 
 def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle_gap_s: float = IDLE_GAP_S,
-                lead: int = 1, sleep=time.sleep) -> dict[str, dict]:
+                lead: int = 1, sleep=idle_wait) -> dict[str, dict]:
     """Steady state: the engines take turns block by block, in the given order, each block preceded by
-    `idle_gap_s` of sleep and followed by the engine's `after()`. A warm-up turn first gives each engine `warmup`
+    `sleep(idle_gap_s)` (idle_wait: the gap, then until no thread of the process spins) and followed by the
+    engine's `after()`. A warm-up turn first gives each engine `warmup`
     untimed calls; then every block is `lead` untimed calls (the wake-up after the gap) and `block` timed samples,
     the last block fewer, until each engine has exactly `repeat` samples. A sample is time_burst(run, calls).
 

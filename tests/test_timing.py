@@ -70,3 +70,26 @@ def test_time_repeats_means_number_calls_per_repeat():
     assert means == [1.0, 1.0, 1.0] and len(calls) == 12
     with pytest.raises(ValueError, match="number >= 1"):
         timing.time_repeats(lambda: None, repeat=1, number=0)
+
+
+def test_idle_wait_outlasts_a_thread_that_still_spins():
+    """An engine's workers spinning after its run (onnxruntime's, ~60 ms) must not overlap the next sample:
+    idle_wait returns only once no thread of the process uses the CPU. The spinner runs 0.4 s, far longer than
+    the 0.01 s gap; the bounds are loose (this checks who waits for whom, not how fast anything runs)."""
+    import threading
+    import time
+    end = time.perf_counter() + 0.4
+
+    def spin():
+        while time.perf_counter() < end:
+            pass
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    try:
+        timing.idle_wait(0.01)
+        assert time.perf_counter() >= end - 0.05
+    finally:
+        spinner.join()
+    t0 = time.perf_counter()
+    timing.idle_wait(0.0)  # no gap: no wait at all (the fake engines of the tests above)
+    assert time.perf_counter() - t0 < 0.005
