@@ -30,7 +30,7 @@ from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
 from .matmul_schedule import schedule_matmul
-from .registers import conv_tile_budget
+from .registers import conv_tile_budget, unrolled_reduce_budget
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
@@ -41,11 +41,11 @@ PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance
 # (compiler/registers.py: 28 or 16 vectors of 32 zmm, 8 of 16 ymm; see bench/kernel_bench.py)
 REUSE_FACTOR = 2  # blocks of the reuse axis per tile (conv: 2 output-channel blocks share each input pixel)
 MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)
-REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within the no-reuse budget is unrolled this much
+REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within unrolled_reduce_budget is unrolled this much
 # (less loop overhead per FMA block; with a full file of accumulators LLVM then rotates them all through
 # registers and spills)
 PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is needed for this many parallel tiles
-GUARDED_TILE_RATIO = 1.25  # a dividing column tile may cost this many times the tiles of the widest (_column_tile)
+TILE_OVERHEAD = 1  # the fixed cost of a register tile (zeroing, storing its accumulators), in columns (_column_tile)
 
 
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
@@ -172,7 +172,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     b.add(ComputeAt(anchor.name, out.name, _fused_name(order)))
     b.add(Annotate(out.name, f"{col}.1", "unroll"))
     b.add(Annotate(out.name, last, "vectorize"))
-    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= conv_tile_budget(vw, False))
+    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= unrolled_reduce_budget(vw))
     b.scheduled.update((out.name, anchor.name))
 
 
@@ -250,24 +250,20 @@ def _blocks_of(e: te.PrimExpr, var: te.Var, factor: int) -> bool:
 
 
 def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int) -> int:
-    """The column tile: the largest divisor of the column extent <= at_most that still leaves PARALLEL_TILES
-    parallel iterations (if any divisor does), so that no thread idles while another finishes a last big chunk.
-    A divisor that needs more than GUARDED_TILE_RATIO times the tiles of at_most columns loses to at_most
-    columns with a guarded last tile: 2 x 4 accumulators over 7 columns (4 + 3) ran 1.5x faster than the
-    divisor's 2 x 1, and 2 x 4 over 14 columns 1.4x faster than 2 x 2 (Zen 3, ResNet-18's 3x3 convolutions)."""
+    """The column tile c <= at_most that computes the columns at the least cost, ceil(extent / c) tiles of
+    c + TILE_OVERHEAD column-equivalents each (a last, partial tile is computed whole), the wider on a tie, among
+    the tiles that leave PARALLEL_TILES parallel iterations if any does (no thread idles while another finishes a
+    last big chunk). 2 x 4 accumulators over 7 columns (4 + 3) ran 1.5x faster than the divisor's 2 x 1, and over
+    14 columns 1.4x faster than 2 x 2; 2 x 5 over 13 or 14 columns beats 2 x 4, over 7 it loses (10 columns
+    computed for 7, not 8) (Zen 3)."""
     extent = ext[names[tile_axis]]
     outer = 1
     for n in names[:tile_axis]:
         outer *= ext[n]
     outer //= reuse
-    at_most = min(extent, max(1, at_most))
-    divs = [d for d in range(1, at_most + 1) if extent % d == 0]
-    enough = [d for d in divs if outer * (extent // d) >= PARALLEL_TILES]
-    best = max(enough or divs[:1])
-    fewest = -(-extent // at_most)
-    if extent // best > GUARDED_TILE_RATIO * fewest and outer * fewest >= PARALLEL_TILES:
-        return at_most
-    return best
+    tiles = {c: -(-extent // c) for c in range(1, min(extent, max(1, at_most)) + 1)}
+    enough = [c for c, n in tiles.items() if outer * n >= PARALLEL_TILES]
+    return min(enough or tiles, key=lambda c: (tiles[c] * (c + TILE_OVERHEAD), -c))
 
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:

@@ -18,13 +18,23 @@ def conv_tile_budget(vector_width: int, reuse: bool) -> int:
     """Accumulator vectors of a convolution-like register tile. With 32 registers and a broadcast operand reused
     across the tile's output-channel blocks (`reuse`), the rest of the file holds those blocks' weight vectors and
     the broadcast: 28 (2 blocks x 14 columns); without reuse every FMA loads its broadcast and the loads need room
-    to be scheduled ahead: 16. With 16 registers, 8 either way: 2 blocks x 4 columns ran ResNet-18's 3x3
-    convolutions at 100-130 GFLOP/s on a Zen 3 (2 threads, peak ~190), 2 x 6 at 71-125 and 2 x 7 at 65-75
-    (LLVM keeps the unrolled reduction's weights and broadcasts live and spills)."""
+    to be scheduled ahead: 16. With 16 registers: 10 with reuse (2 blocks x 5 columns, + 2 weights + 1 broadcast),
+    8 without. On a Zen 3 (2 threads, peak ~180 GFLOP/s), 2 x 5 against 2 x 4: 3x3 convolutions over 14 columns
+    122 vs 111 GFLOP/s (256 channels) and 122 vs 104 (512), over 13 columns 107 vs 96, 3x3/2 over 28 121 vs 113;
+    2 x 6 and 2 x 7 ran slower (65-101: LLVM keeps the unrolled reduction's weights and broadcasts live and
+    spills); over 7 columns 2 x 4 stays better (8 columns computed, not 10: _column_tile weighs that)."""
     regs = vector_registers(vector_width)
     if regs < 32:
-        return regs // 2
+        return regs * 5 // 8 if reuse else regs // 2
     return regs - 4 if reuse else regs // 2
+
+
+def unrolled_reduce_budget(vector_width: int) -> int:
+    """The most accumulator vectors a tile may have and still get its innermost reduction loop unrolled (default
+    schedule's REDUCE_UNROLL): 16 of 32 registers (with a full file of accumulators LLVM rotates them through
+    registers and spills), 10 of 16 (2 x 5 ran 122 GFLOP/s unrolled, 97 not, on a Zen 3)."""
+    regs = vector_registers(vector_width)
+    return regs // 2 if regs >= 32 else conv_tile_budget(vector_width, True)
 
 
 def matmul_accumulators(vector_width: int) -> int:
