@@ -7,7 +7,7 @@ The rules, applied to a task's initial state:
   2. the anchor (the last reduction: conv, dense, pool...) gets a register tile: computed at a loop of the
      output stage (or of its cache_write copy when it is the output), reduction loops outside, a few output
      columns unrolled and the contiguous innermost axis vectorized. When one operand is a broadcast (it does not
-     depend on the lanes: a conv's input pixel) the tile also takes REUSE_FACTOR blocks of an axis that operand
+     depend on the lanes: a conv's input pixel) the tile also takes REUSE_FACTORS blocks of an axis that operand
      does not index (the output-channel block), columns outside it, so each broadcast feeds consecutive FMAs;
      the innermost reduction loop is unrolled by REDUCE_UNROLL; the tile is narrowed if that is what it takes
      to give the parallel loop PARALLEL_TILES iterations (the bench/hand_schedules.py templates, generalized);
@@ -39,7 +39,8 @@ MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
 # Register tiles of reductions: their accumulator budgets follow the target's register file
 # (compiler/registers.py: 28 or 16 vectors of 32 zmm, 8 of 16 ymm; see bench/kernel_bench.py)
-REUSE_FACTOR = 2  # blocks of the reuse axis per tile (conv: 2 output-channel blocks share each input pixel)
+REUSE_FACTORS = (2, 3)  # blocks of the reuse axis per tile, the first that divides it (conv: 2 output-channel
+# blocks share each input pixel; 3 when the block count is odd)
 MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)
 REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within unrolled_reduce_budget is unrolled this much
 # (less loop overhead per FMA block; with a full file of accumulators LLVM then rotates them all through
@@ -153,8 +154,8 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
     # (when one operand is a broadcast) a second unrolled axis that reuses each broadcast
     tile_axis = len(names) - 2  # names[k] for k < tile_axis is the anchor's root axis k (lane split or not)
-    reuse_axis = broadcast_reuse_axis(anchor, tile_axis)
-    reuse = REUSE_FACTOR if reuse_axis is not None else 1
+    found = broadcast_reuse(anchor, tile_axis)
+    reuse_axis, reuse = found if found is not None else (None, 1)
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
     cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse,
@@ -218,10 +219,18 @@ def _tile_budget(anchor: Stage, reuse_axis: int | None, vw: int) -> int:
 
 
 def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
-    """The spatial axis (before the column axis, even extent) that a broadcast operand does not index, or indexes
-    only in blocks of REUSE_FACTOR (`_blocks_of`): the innermost such. A broadcast operand is a read that does not
-    depend on the lane axis (conv: the input pixel; its reuse axis is the output-channel block, which only the
-    weight indexes, and a grouped convolution's input indexes only through its group)."""
+    """The axis of broadcast_reuse (None if there is none)."""
+    found = broadcast_reuse(anchor, tile_axis)
+    return None if found is None else found[0]
+
+
+def broadcast_reuse(anchor: Stage, tile_axis: int) -> tuple[int, int] | None:
+    """(axis, factor): the spatial axis before the column axis that a broadcast operand does not index, or indexes
+    only in blocks of `factor` (`_blocks_of`), the innermost such, and how many of its blocks a tile takes: the
+    first of REUSE_FACTORS dividing its extent (3 for MobileNetV2's 24 channels, 3 blocks of 8: its 1x1
+    convolution 144->24 ran 81 GFLOP/s with 1 block x 8 columns, 110 with 3 x 3, Zen 3). A broadcast operand is a
+    read that does not depend on the lane axis (conv: the input pixel; its reuse axis is the output-channel block,
+    which only the weight indexes, and a grouped convolution's input indexes only through its group)."""
     axes = anchor.op.axes
     body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
     lane_var = axes[-1].var
@@ -232,9 +241,12 @@ def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
         return None
     for k in range(tile_axis - 1, -1, -1):
         var = axes[k].var
-        if axes[k].extent % REUSE_FACTOR == 0 and any(var in u for u in used) and \
-                all(_blocks_of(i, var, REUSE_FACTOR) for r in broadcast for i in r.indices):
-            return k
+        if not any(var in u for u in used):
+            continue
+        for factor in REUSE_FACTORS:
+            if axes[k].extent % factor == 0 and \
+                    all(_blocks_of(i, var, factor) for r in broadcast for i in r.indices):
+                return k, factor
     return None
 
 
