@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.codegen import build_library
+from compiler.codegen.library import gc_paused
 from compiler.loopir import For, Load, PrimFunc, Seq, Store
 from compiler.lower import lower
 from compiler.schedule import Schedule
@@ -222,7 +223,7 @@ def _noop() -> int:
 def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
     """Worker: schedule -> loop IR -> shared library bytes."""
     t0 = time.perf_counter()
-    with _watchdog(timeout_s):
+    with _watchdog(timeout_s), gc_paused():  # lowering and IR emission: allocation-heavy, no garbage cycles
         try:
             task = _task_of(spec)
             func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)

@@ -14,7 +14,9 @@ earlier build of this process are compiled once.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import gc
 import hashlib
 import os
 import shutil
@@ -83,6 +85,21 @@ def _empty_module(name: str) -> ir.Module:
     return module
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Python's cyclic garbage collector off for the block (on again after, if it was on). Emitting a kernel's IR
+    makes ~10^5 short-lived objects and no garbage cycles that need freeing at once; the collector's passes over
+    them took a quarter to a third of the emission (a Winograd kernel of SqueezeNet: 0.42-0.62 s -> 0.32-0.36 s):
+    the tuner emits a module per candidate."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _check_funcs(funcs: list) -> None:
     for f in funcs:
         if not isinstance(f, PrimFunc):
@@ -93,11 +110,12 @@ def build_ir_module(funcs: list, plan: ExecutorPlan | None = None, name: str = "
     """One llvmlite.ir module: every kernel, the thread pool and (if plan) the executor."""
     _check_funcs(funcs)
     module = _empty_module(name)
-    for f in funcs:
-        emit_kernel(module, f)
-    emit_thread_pool(module, _arch(), host_target()["features"])
-    if plan is not None:
-        emit_executor(module, plan)
+    with gc_paused():
+        for f in funcs:
+            emit_kernel(module, f)
+        emit_thread_pool(module, _arch(), host_target()["features"])
+        if plan is not None:
+            emit_executor(module, plan)
     return module
 
 
@@ -116,9 +134,11 @@ def _split_module_texts(funcs: list, plan: ExecutorPlan | None):
     they are the one module of build_ir_module: kernels and the pool's API are external symbols, every other
     function is internal to its module."""
     for f in funcs:
-        module = _empty_module(f.name)
-        emit_kernel(module, f)
-        yield str(module)
+        with gc_paused():
+            module = _empty_module(f.name)
+            emit_kernel(module, f)
+            text = str(module)
+        yield text
     yield _thread_pool_text(_arch(), host_target()["features"], host_target()["triple"])
     if plan is not None:
         module = _empty_module("relayish_executor")
@@ -196,7 +216,9 @@ def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int
     _init_llvm()
     stats = {} if stats is None else stats
     t0 = time.perf_counter()
-    text = str(build_ir_module(funcs, plan))
+    module = build_ir_module(funcs, plan)
+    with gc_paused():
+        text = str(module)
     t1 = time.perf_counter()
     with _LLVM_LOCK:
         mod = llvm.parse_assembly(text)

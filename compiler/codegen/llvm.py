@@ -30,7 +30,7 @@ from relayish.te import BITWISE_OPS, BinOp, Call, Cast, Cmp, FloatImm, IntImm, L
 from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
-from .analysis import referenced, vectorize_blocker, walk_expr
+from .analysis import referenced, vectorize_blocker
 from .dtypes import convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
 from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod, vector_constant
 
@@ -429,20 +429,46 @@ class _FunctionEmitter:
 
     def _int_key(self, e):
         """The reuse key of int expression e here: None if it reads memory or has an unbound variable."""
-        entry = self._free_vars.get(id(e))
-        if entry is None:
-            nodes = list(walk_expr(e))
-            if any(isinstance(n, Load) for n in nodes):
-                entry = (e, None)
-            else:
-                entry = (e, tuple({n.uid: n for n in nodes if isinstance(n, Var)}.values()))
-            self._free_vars[id(e)] = entry
-        variables = entry[1]
+        variables = self._variables(e)
         if variables is None or any(v not in self.env for v in variables):
             return None
         values = tuple(("c", self.env[v].constant) if isinstance(self.env[v], ir.Constant) and
                        isinstance(self.env[v].constant, int) else id(self.env[v]) for v in variables)
         return (id(e), id(self.b.block), self.lanes, values)
+
+    def _variables(self, e):
+        """The Vars of e in first-seen order, None if e reads memory; memoized per node and computed bottom-up
+        from the children's (an index expression of an unrolled tile has thousands of nested nodes that share
+        subterms: walking each node's whole subtree again was a tenth of a kernel's IR emission)."""
+        memo = self._free_vars
+        stack = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in memo:
+                continue
+            kids = (node.index,) if isinstance(node, Load) else te.expr_children(node)
+            if not ready:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids if id(k) not in memo)
+                continue
+            if isinstance(node, Load):
+                found = None
+            elif isinstance(node, Var):
+                found = (node,)
+            else:
+                found, uids = [], set()
+                for k in kids:
+                    kv = memo[id(k)][1]
+                    if kv is None:
+                        found = None
+                        break
+                    for v in kv:
+                        if v.uid not in uids:
+                            uids.add(v.uid)
+                            found.append(v)
+                found = None if found is None else tuple(found)
+            memo[id(node)] = (node, found)  # the node kept, so that its id stays its own
+        return memo[id(e)][1]
 
     def static_int(self, e):
         """The value of an int/bool expression if it is known while emitting (constants and variables bound to
