@@ -38,7 +38,7 @@ MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
 # Register tiles of reductions: their accumulator budgets follow the target's register file
-# (compiler/registers.py: 28 or 16 vectors of 32 zmm, 8 of 16 ymm; see bench/kernel_bench.py)
+# (compiler/registers.py: 28 or 16 vectors of 32 zmm, 10 or 8 of 16 ymm; see bench/kernel_bench.py)
 REUSE_FACTORS = (2, 3)  # blocks of the reuse axis per tile, the first that divides it (conv: 2 output-channel
 # blocks share each input pixel; 3 when the block count is odd)
 MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)

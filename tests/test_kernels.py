@@ -158,7 +158,7 @@ def test_hand_conv_inner_loop_is_all_registers():
 
 @pytest.mark.parametrize("vw", [8, 16])
 def test_default_tiles_fit_the_register_file(vw):
-    """The default conv tile keeps at most conv_tile_budget accumulators (28 of 32 zmm; 8 of 16 ymm), and a
+    """The default conv tile keeps at most conv_tile_budget accumulators (28 of 32 zmm; 10 of 16 ymm), and a
     matmul tile's accumulators, loaded column vectors and broadcast fit in the file."""
     for size in ((14, 14), (7, 7), (28, 28)):
         task = conv_task(ic=64, oc=128, size=size, in_block=vw, out_block=vw)
