@@ -20,8 +20,9 @@ def conv_tile_budget(vector_width: int, reuse: bool) -> int:
     the broadcast: 28 (2 blocks x 14 columns); without reuse every FMA loads its broadcast and the loads need room
     to be scheduled ahead: 16. With 16 registers: 10 with reuse (2 blocks x 5 columns, + 2 weights + 1 broadcast),
     8 without. On a Zen 3 (2 threads, peak ~180 GFLOP/s), 2 x 5 against 2 x 4: 3x3 convolutions over 14 columns
-    122 vs 111 GFLOP/s (256 channels) and 122 vs 104 (512), over 13 columns 107 vs 96; 2 x 6 and 2 x 7 ran slower (65-101: LLVM keeps the unrolled reduction's weights and broadcasts live and
-    spills); over 7 columns 2 x 4 stays better (8 columns computed, not 10: _column_tile weighs that)."""
+    122 vs 111 GFLOP/s (256 channels) and 122 vs 104 (512), over 13 columns 107 vs 96; 2 x 6 and 2 x 7 ran
+    slower (65-101: LLVM keeps the unrolled reduction's weights and broadcasts live and spills); over 7 columns
+    2 x 4 stays better (8 columns computed, not 10: _column_tile weighs that)."""
     regs = vector_registers(vector_width)
     if regs < 32:
         return regs * 5 // 8 if reuse else regs // 2
