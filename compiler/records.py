@@ -355,10 +355,13 @@ class RecordStore(RecordsConnection):
         return self.add_many([(task, target, s, r.costs, r.error) for s, r in zip(schedules, results)],
                              measured_at)
 
-    def add_verdict(self, task_key: str, target, schedule: Schedule, tuned_s: float, default_s: float) -> bool:
+    def add_verdict(self, task_key: str, target, schedule: Schedule, tuned_s: float, default_s: float,
+                    keep_default: bool | None = None) -> bool:
         """Record how `schedule` (the task's best record) did inside the model against the untuned schedule; it
-        keeps applying only if it was faster (tuned_s < default_s). Returns keep_default."""
-        keep_default = not tuned_s < default_s
+        keeps applying only if it was faster (tuned_s < default_s), unless the caller decides (keep_default: the
+        whole tuned model was not faster). The latest verdict on a schedule is the one that counts. Returns
+        keep_default."""
+        keep_default = not tuned_s < default_s if keep_default is None else keep_default
         with self._conn:
             self._conn.execute("INSERT INTO verdicts (task_key, target, schedule, keep_default, tuned_s, default_s, "
                                "decided_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

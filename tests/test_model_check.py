@@ -89,3 +89,34 @@ def test_tune_model_ends_by_timing_the_model(tmp_path):
     assert check.untuned_ms > 0 and check.tuned_ms > 0
     assert any(line.startswith(f"model {path}: untuned") for line in logs)
     assert sorted(check.kept + check.reverted) == sorted(k for k in [result.tasks[0].key])
+
+
+def _check_with_timings(tmp_path, monkeypatch, whole_model_ms):
+    """check_in_model of conv_relu with one record (its default schedule), the per-task profile saying the tuned
+    program wins, and the whole models timed at whole_model_ms = (untuned, tuned)."""
+    import tuning.model_check as mc
+    model = conv_relu()
+    db = str(tmp_path / "r.db")
+    task = model_tasks(model, layout="NCHW")[0]
+    monkeypatch.setattr(mc, "in_model_task_times", lambda *a: ({task.key: 2.0}, {task.key: 1.0}))
+    monkeypatch.setattr(mc, "time_alternating", lambda engines, *a, **k: {
+        name: {"median_ms": ms} for name, ms in zip(("untuned", "tuned"), whole_model_ms)})
+    with RecordStore(db) as store:
+        store.add(task, host_target(), _default_schedule(task), costs=[1e-9])
+        check = mc.check_in_model(model, store, host_target(), layout="NCHW", params=FAST_CHECK)
+    return check, task, db, model
+
+
+def test_a_tuned_model_not_faster_end_to_end_keeps_every_default(tmp_path, monkeypatch):
+    """Every task won in its profile, but the whole tuned model was slower: all of them revert, and the records
+    compile the untuned model (tuning never ends slower than it started)."""
+    check, task, db, model = _check_with_timings(tmp_path, monkeypatch, (5.0, 5.1))
+    assert check.model_reverted and check.kept == [] and check.reverted == [task.key]
+    assert "not faster" in check.format()
+    assert compile_model(model, layout="NCHW", records=db).meta["compile_info"]["tuned_tasks"] == 0
+
+
+def test_a_tuned_model_faster_end_to_end_keeps_its_tasks(tmp_path, monkeypatch):
+    check, task, db, model = _check_with_timings(tmp_path, monkeypatch, (5.0, 4.0))
+    assert not check.model_reverted and check.kept == [task.key] and check.reverted == []
+    assert compile_model(model, layout="NCHW", records=db).meta["compile_info"]["tuned_tasks"] == 1

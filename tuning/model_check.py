@@ -12,6 +12,9 @@
    in the records (compiler/records.py): compile_model(records=...) then keeps the untuned schedule for it. The
    others get a verdict that confirms them. If any task was reverted, the tuned model is compiled again.
 4. Both models are timed end to end in strict alternation with idle gaps (runtime.timing.time_alternating).
+5. If the tuned model was not faster end to end, every task it kept gets the verdict keep_default too: the
+   records then compile the untuned model, so tuning never ends slower than it started (SqueezeNet after 15
+   minutes: every kept task faster in its profile, the whole model 2% slower).
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ class ModelCheck:
     kept: list = field(default_factory=list)
     reverted: list = field(default_factory=list)
     task_ms: dict = field(default_factory=dict)  # task key -> (untuned ms, tuned ms) inside the model
+    model_reverted: bool = False  # the tuned model was not faster: every task keeps its default (step 5)
 
     @property
     def speedup(self) -> float:
@@ -49,6 +53,8 @@ class ModelCheck:
         if self.estimated_ms is not None:
             error = (self.estimated_ms - self.tuned_ms) / self.tuned_ms
             line += f"; the tuner's estimate {self.estimated_ms:.3f} ms ({error:+.0%} of the measured)"
+        if self.model_reverted:
+            line += "; the tuned model was not faster: every task keeps its default schedule"
         return line
 
 
@@ -105,6 +111,15 @@ def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc
         tuned = compile_model(model, records=store, **options)
     engines = [Engine("untuned", lambda: untuned.run(None, feed)), Engine("tuned", lambda: tuned.run(None, feed))]
     stats = time_alternating(engines, p["repeat"], p["warmup"])
+    model_reverted = bool(kept) and not stats["tuned"]["median_ms"] < stats["untuned"]["median_ms"]
+    if model_reverted:
+        log(f"the tuned model was not faster end to end ({stats['tuned']['median_ms']:.3f} ms against "
+            f"{stats['untuned']['median_ms']:.3f} untuned): every task keeps its default schedule")
+        for key in kept:
+            record = store.best_record(key, target)
+            if record is not None:
+                store.add_verdict(key, target, record.schedule, tuned_ms[key], untuned_ms[key], keep_default=True)
+        kept, reverted = [], reverted + kept
     estimated = None
     if estimate is not None:
         estimated = 1e3 * sum(estimate.get(k["task_key"], (np.nan, np.nan))[k.get("schedule") != "tuned"]
@@ -112,4 +127,4 @@ def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc
         estimated = None if not np.isfinite(estimated) else estimated
     name = model if isinstance(model, str) else getattr(getattr(model, "graph", None), "name", "model")
     return ModelCheck(str(name), stats["untuned"]["median_ms"], stats["tuned"]["median_ms"], estimated, kept,
-                      reverted, {k: (untuned_ms[k], tuned_ms.get(k, np.nan)) for k in untuned_ms})
+                      reverted, {k: (untuned_ms[k], tuned_ms.get(k, np.nan)) for k in untuned_ms}, model_reverted)
