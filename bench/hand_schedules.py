@@ -67,9 +67,10 @@ def conv_tile(out_shape, in_block: int, vector_width: int = 16) -> ConvTile:
     """The tile for an NCHW{vw}c conv output (n, oc_blocks, oh, ow, vw) whose input has channel block in_block.
 
     Two oc blocks share every broadcast of the input (7 loads per 14 FMAs instead of 15); the widest column tile
-    that divides ow and keeps 2 x ow_tile within the register file (conv_tile_budget: 28 of 32 zmm, 10 of 16 ymm); ici unrolled by 4 when the tile is narrow (the loop
-    overhead of a 14-FMA body is not negligible at 7 columns; with 28 accumulators, unrolling makes LLVM rotate
-    all of them through registers and spill one per iteration). A short ici loop (the 3 channels of an RGB
+    that divides ow and keeps 2 x ow_tile within the register file (conv_tile_budget: 28 of 32 zmm, 10 of 16
+    ymm); ici unrolled by 4 when the tile is narrow (the loop overhead of a 14-FMA body is not negligible at 7
+    columns; with 28 accumulators, unrolling makes LLVM rotate all of them through registers and spill one per
+    iteration). A short ici loop (the 3 channels of an RGB
     input) is fully unrolled by LLVM anyway: with a full file of accumulators that spills, so the tile stays at
     the no-reuse budget (2 x 8 of 32 registers)."""
     n, ocb, oh, ow, _ = out_shape

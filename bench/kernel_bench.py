@@ -14,7 +14,8 @@ the same shapes in NCHW, with I/O binding so that only the op is timed. One samp
 back-to-back calls lasting about BURST_S (the pool is hot between kernels inside a model; a lone call would time
 the workers' wake-up and the clock ramping up after idle); engines alternate sample by sample, each after a GAP_S
 sleep and then until no thread of the process spins (runtime.timing.idle_wait), because onnxruntime's workers spin
-for 40-60 ms after a run and would slow whoever runs next (our pool is told to go idle after each burst). A sample disturbed by another process is taken again (runtime.timing).
+for 40-60 ms after a run and would slow whoever runs next (our pool is told to go idle after each burst). A sample
+disturbed by another process is taken again (runtime.timing).
 The figure is the median of the samples after warm-up: a steady-state time, with the kernel's weights warm in the
 caches. --in-model adds each kernel's time inside the compiled model (its own profile: weights cold, as in an
 inference). All outputs are checked against the task's numpy reference (the relayish interpreter) first.

@@ -180,8 +180,8 @@ def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:
     first), and (q*c + r) // c -> q, (q*c + r) % c -> r where the interval of r is provably inside [0, c) (the
     splits and fuses of schedules create exactly these); more generally, for k dividing c, (q*k + r) // c ->
     q // (c/k) and (q*k + r) % c -> (q % (c/k))*k + r when r is provably in [0, k) (a split j = 2*j0 + j1 read
-    as j // 16, the group of a grouped convolution's output block, becomes j0 // 8: both j1 read one input). The result takes the same values as e wherever every
-    Var v in ranges is in 0 .. ranges[v]-1."""
+    as j // 16, the group of a grouped convolution's output block, becomes j0 // 8: both j1 read one input). The
+    result takes the same values as e wherever every Var v in ranges is in 0 .. ranges[v]-1."""
     def fn(n):
         if isinstance(n, BinOp) and n.op in ("//", "%") and isinstance(n.b, IntImm) and n.b.value > 0:
             inner = simplify(n.a, ranges)

@@ -10,8 +10,9 @@ Why rotate (a, b, a, b, ...) instead of timing one engine then the other: the ma
 load), and rotation spreads any drift evenly over every engine. Before each turn the process sleeps an idle gap,
 so that no engine is timed while another's thread pool still spins on the cores (onnxruntime's workers spin for
 40-60 ms after a run; timing straight after them halves our speed on 2 cores, and ours would do the same to
-theirs), and then waits until the process's CPU clock shows no thread still spinning (idle_wait). A sample is the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst
-for a kernel, whose first calls after an idle gap run while the clock ramps up and the caches refill).
+theirs), and then waits until the process's CPU clock shows no thread still spinning (idle_wait). A sample is
+the median call of a burst of `calls` back-to-back calls (one call for a whole model; a burst for a kernel, whose
+first calls after an idle gap run while the clock ramps up and the caches refill).
 
 Everything here is a pure function of the callables it is given and of the clock: the model benchmark, the kernel
 benchmark and the cost model's dataset harness all time with it. Statistics carry P50/P90/P95/P99 besides
@@ -30,7 +31,7 @@ from .profiling import summarize_times
 TIMING_MODES = ("steady", "strict")  # the first is the default
 BLOCK_RUNS = 10  # timed calls per block in the steady mode
 PERCENTILES = (50, 90, 95, 99)
-IDLE_GAP_S = 0.05  # before each sample: onnxruntime's workers spin for more than 10 ms after a run; let them sleep
+IDLE_GAP_S = 0.05  # before each sample, at least: onnxruntime's workers spin 40-60 ms after a run (idle_wait)
 QUIET_WINDOW_S = 0.01  # then wait, window by window, until this process's threads are quiet (idle_wait)
 QUIET_CORES = 0.2  # "quiet": less than this fraction of one core used by the process over a window
 MAX_SETTLE_S = 1.0  # never wait longer than this for quiet after the gap
@@ -185,8 +186,7 @@ def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle
                 lead: int = 1, sleep=idle_wait) -> dict[str, dict]:
     """Steady state: the engines take turns block by block, in the given order, each block preceded by
     `sleep(idle_gap_s)` (idle_wait: the gap, then until no thread of the process spins) and followed by the
-    engine's `after()`. A warm-up turn first gives each engine `warmup`
-    untimed calls; then every block is `lead` untimed calls (the wake-up after the gap) and `block` timed samples,
+    engine's `after()`. A warm-up turn first gives each engine `warmup` untimed calls; then every block is `lead` untimed calls (the wake-up after the gap) and `block` timed samples,
     the last block fewer, until each engine has exactly `repeat` samples. A sample is time_burst(run, calls).
 
     engines: Engine objects or (name, zero-argument callable) pairs. Returns {name: latency_stats(...)} in the

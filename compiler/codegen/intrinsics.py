@@ -282,8 +282,9 @@ def _root_power(m: _Math, x, k: float):
 def _pow(m: _Math, x, y):
     """pow(x, y) = sign * exp(y log|x|), the product and exp in double; special cases per C99 Annex F. A constant
     exponent of _ROOT_POWERS takes square roots instead (_root_power)."""
-    if _splat_value(y) in _ROOT_POWERS:
-        return _root_power(m, x, _splat_value(y))
+    k = _splat_value(y)
+    if k in _ROOT_POWERS:
+        return _root_power(m, x, k)
     b = m.b
     dty = ir.VectorType(F64, m.lanes) if m.lanes else F64
     md = _Math(b, dty)

@@ -216,9 +216,8 @@ def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int
     _init_llvm()
     stats = {} if stats is None else stats
     t0 = time.perf_counter()
-    module = build_ir_module(funcs, plan)
     with gc_paused():
-        text = str(module)
+        text = str(build_ir_module(funcs, plan))
     t1 = time.perf_counter()
     with _LLVM_LOCK:
         mod = llvm.parse_assembly(text)
