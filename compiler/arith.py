@@ -203,7 +203,13 @@ def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:
 def _divisible_split(form: dict, c: int, ranges: dict) -> tuple[int, dict, dict] | None:
     """(k, q, r) with form = k*q + r, k > 1 dividing c and r provably in [0, k): r is the terms of smallest
     coefficient (and the constant's remainder), and of the splits that qualify the one of largest k; None if none
-    does. k == c is the plain rule."""
+    does. k == c is the plain rule, tried first: it is what the splits and fuses of schedules make, and one interval
+    settles it (the search below costs one per candidate split)."""
+    q = {t: v // c for t, v in form.items() if v % c == 0}
+    r = {t: v for t, v in form.items() if v % c != 0}
+    rng = interval(form_expr(r), ranges)
+    if rng is not None and 0 <= rng[0] and rng[1] < c:
+        return c, q, r
     terms = sorted((t for t in form if t != 1), key=lambda t: abs(form[t]))
     const = form.get(1, 0)
     best = None
