@@ -66,11 +66,17 @@ def test_kill_9_at_random_moments_loses_nothing_committed(tmp_path):
     rng = random.Random(13)
     seen: dict = {}
     kills = 0
-    for attempt in range(CYCLES):
+    for attempt in range(CYCLES + 1):
         proc = start_tuning(tmp_path, db, trials=200, seed=attempt)
-        deadline = time.monotonic() + rng.uniform(3.0, 9.0)
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
+        if attempt < CYCLES:  # killed at a random moment: during start-up, a build, a measurement or a commit
+            deadline = time.monotonic() + rng.uniform(3.0, 9.0)
+            while time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+        else:  # and once more right after it committed something of its own (a resumed run writes: on a slow
+            # machine every random kill above may come before a run's first commit, ~5 s after its start)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and proc.poll() is None and len(committed(db)) == len(seen):
+                time.sleep(0.05)
         before = committed(db)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
