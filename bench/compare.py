@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from runtime import Module, default_num_threads
 from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
-from runtime.timing import BLOCK_RUNS, IDLE_GAP_S, TIMING_MODES, describe_timing, time_engines
+from runtime.timing import BLOCK_RUNS, IDLE_GAP_S, TIMING_MODES, describe_timing, paired_ratio, time_engines
 
 
 def make_ort_session(onnx_path, threads: int):
@@ -59,7 +59,8 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     (default: all cores; sets module.num_threads). timing: "steady" (blocks of `block` runs) or "strict"
     (runtime.timing.time_engines); the process sleeps idle_gap_s before each turn. Returns {"threads", "repeat",
     "warmup", "timing", "block", "idle_gap_s", "tolerance", "ours": stats, "onnxruntime": stats, "ratio": ours
-    median / ort median (< 1: we are faster), "outputs": compare_outputs(...)}, where stats are
+    median / ort median (< 1: we are faster), "paired": {engine: runtime.timing.paired_ratio against onnxruntime,
+    round by round}, "outputs": compare_outputs(...)}, where stats are
     runtime.timing.latency_stats dicts (median, mean, min, max, std, P50/P90/P95/P99). extra_engines: (name,
     run(inputs)) pairs timed in the same rotation (bench/suite.py's OpenVINO), their stats under their names.
     """
@@ -85,7 +86,9 @@ def compare_with_onnxruntime(module: Module, onnx_path: str, inputs: dict | None
     ours_stats, ort_stats = stats["ours"], stats["onnxruntime"]
     return {**stats, "threads": threads, "repeat": repeat, "warmup": warmup, "timing": timing, "block": block,
             "idle_gap_s": idle_gap_s, "tolerance": tolerance, "ours": ours_stats, "onnxruntime": ort_stats,
-            "ratio": ours_stats["median_ms"] / ort_stats["median_ms"], "outputs": outputs}
+            "ratio": ours_stats["median_ms"] / ort_stats["median_ms"],
+            "paired": {name: paired_ratio(stats[name], ort_stats) for name in stats if name != "onnxruntime"},
+            "outputs": outputs}
 
 
 COLUMNS = ("median_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "std_ms")  # median = P50
@@ -102,6 +105,10 @@ def format_comparison(result: dict) -> str:
     ratio = result["ratio"]
     verdict = "relayish faster" if ratio < 1 else "onnxruntime faster" if ratio > 1 else "equal"
     lines.append(f"ratio relayish/onnxruntime: {ratio:.3f} ({verdict})")
+    if "paired" in result:
+        p = result["paired"]["ours"]
+        lines.append(f"paired by round: median {p['ratio']:.3f}, 90% interval {p['low']:.3f}-{p['high']:.3f} over "
+                     f"{p['rounds']} rounds (each round's relayish / onnxruntime, timed back to back)")
     worst = max((e["max_rel"] for e in result["outputs"].values()), default=0.0)
     agree = all(e["passed"] for e in result["outputs"].values())
     lines.append(f"outputs {'agree' if agree else 'DISAGREE'} with onnxruntime: max relative error {worst:.2e}")

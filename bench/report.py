@@ -65,6 +65,7 @@ def bench_report(result: dict, module, model_path: str, configuration: dict, opt
         "configuration": {"threads": result["threads"], "timing": timing, **configuration},
         "engines": engines,
         "ratios": {"relayish/onnxruntime": result["ratio"]},
+        "paired_ratios": {"relayish/onnxruntime": result["paired"]["ours"]} if "paired" in result else {},
         "accuracy": {"tolerance": result["tolerance"], "passed": all(e["passed"] for e in outputs.values()),
                      "outputs": outputs},
         "machine": machine(peak_gflops), "versions": versions(), "profile": profile,

@@ -57,16 +57,20 @@ def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int) -
                                       extra_engines=extra)
     row["max_rel_error"] = max(e["max_rel"] for e in result["outputs"].values())
     row["agree"] = all(e["passed"] for e in result["outputs"].values())
-    row.update(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"])
+    row.update(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"],
+               paired=result["paired"]["ours"])
     if "openvino" in result:
         row["openvino"] = result["openvino"]
         row["openvino_ratio"] = result["openvino"]["median_ms"] / result["onnxruntime"]["median_ms"]
+        row["openvino_paired"] = result["paired"]["openvino"]
     return row
 
 
 def format_table(rows: list[dict]) -> str:
-    """Medians in ms and the ratios to onnxruntime (< 1: faster than onnxruntime)."""
-    head = f"{'model':<18} {'relayish':>9} {'ort':>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  accuracy"
+    """Medians in ms, the ratios of medians to onnxruntime (< 1: faster than onnxruntime) and the ratios paired
+    round by round (runtime.timing.paired_ratio: the median of each round's ratio, its 90% interval)."""
+    head = (f"{'model':<18} {'relayish':>9} {'ort':>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  "
+            f"{'paired ours/ort':>17}  {'paired ov/ort':>17}  accuracy")
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
@@ -75,10 +79,15 @@ def format_table(rows: list[dict]) -> str:
         ov = r.get("openvino")
         lines.append(f"{r['model']:<18} {r['relayish']['median_ms']:>9.3f} {r['onnxruntime']['median_ms']:>9.3f} "
                      f"{ov['median_ms'] if ov else float('nan'):>9.3f} {r['ratio']:>9.3f} "
-                     f"{r.get('openvino_ratio', float('nan')):>7.3f}  {r['max_rel_error']:.1e}"
+                     f"{r.get('openvino_ratio', float('nan')):>7.3f}  {_paired(r.get('paired')):>17}  "
+                     f"{_paired(r.get('openvino_paired')):>17}  {r['max_rel_error']:.1e}"
                      f"{'' if r['agree'] else ' DISAGREE'}" + (f"  (openvino: {r['openvino_error']})"
                                                                if "openvino_error" in r else ""))
     return "\n".join(lines)
+
+
+def _paired(p: dict | None) -> str:
+    return "-" if p is None else f"{p['ratio']:.3f} [{p['low']:.2f}-{p['high']:.2f}]"
 
 
 def suite_paths(directory: str, names: list[str] | None) -> list[str]:

@@ -169,7 +169,29 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
                 noisy += not quiet
     if stats is not None:
         stats.update(retaken=retaken, noisy=noisy)
-    return {name: latency_stats(np.asarray(s) * 1e9) for name, s in samples.items()}
+    return {name: dict(latency_stats(np.asarray(s) * 1e9), rounds_ms=[t * 1e3 for t in s])
+            for name, s in samples.items()}
+
+
+def paired_ratio(a: dict, b: dict, confidence: float = 0.9, resamples: int = 2000, seed: int = 0) -> dict:
+    """Engine a's latency over engine b's, round by round: the stats of time_blocks / time_alternating carry
+    `rounds_ms`, each engine's median per round of the rotation (one block each in the steady mode, one call each
+    in the strict mode). The two engines of a round ran within a second of each other, in the same phase of a
+    shared machine, so the round's ratio cancels the phase that a ratio of overall medians does not: on this
+    2-core VM the machine's speed moves by 25% over minutes (the measured FMA peak read 134 and 186 GFLOP/s a
+    minute apart), enough to decide which engine's blocks a slow phase hits. Returns {"ratio": the median of the
+    rounds' ratios, "low", "high": a bootstrap `confidence` interval of that median (resampling rounds), "rounds"}.
+    """
+    ra, rb = np.asarray(a["rounds_ms"], dtype=np.float64), np.asarray(b["rounds_ms"], dtype=np.float64)
+    if len(ra) != len(rb) or len(ra) == 0:
+        raise ValueError(f"paired_ratio needs the same number of rounds (> 0) for both engines, got {len(ra)} and "
+                         f"{len(rb)}")
+    ratios = ra / rb
+    picks = np.random.default_rng(seed).integers(0, len(ratios), size=(resamples, len(ratios)))
+    medians = np.median(ratios[picks], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    return {"ratio": float(np.median(ratios)), "low": float(np.percentile(medians, tail)),
+            "high": float(np.percentile(medians, 100 - tail)), "rounds": len(ratios)}
 
 
 def _checked_engines(engines, repeat: int, warmup: int) -> list[Engine]:
@@ -195,6 +217,7 @@ def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle
     if block < 1 or lead < 0:
         raise ValueError(f"time_blocks needs block >= 1 and lead >= 0, got block={block}, lead={lead}")
     samples: dict[str, list[float]] = {e.name: [] for e in engines}
+    rounds: dict[str, list[float]] = {e.name: [] for e in engines}  # each block's median (ms), block by block
     turns = [(warmup, 0)] if warmup else []
     turns += [(lead, min(block, repeat - start)) for start in range(0, repeat, block)]
     for untimed, timed in turns:
@@ -202,10 +225,13 @@ def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle
             sleep(idle_gap_s)
             for _ in range(untimed):
                 e.run()
-            samples[e.name] += [time_burst(e.run, e.calls) for _ in range(timed)]
+            block_samples = [time_burst(e.run, e.calls) for _ in range(timed)]
+            samples[e.name] += block_samples
+            if block_samples:
+                rounds[e.name].append(float(np.median(block_samples)) * 1e3)
             if e.after is not None:
                 e.after()
-    return {name: latency_stats(np.asarray(s) * 1e9) for name, s in samples.items()}
+    return {name: dict(latency_stats(np.asarray(s) * 1e9), rounds_ms=rounds[name]) for name, s in samples.items()}
 
 
 def time_engines(engines, mode: str, repeat: int, warmup: int, idle_gap_s: float = IDLE_GAP_S,

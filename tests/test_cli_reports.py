@@ -29,6 +29,7 @@ REPORT_SCHEMA = {
                       "layout": STRING, "opt_level": int, "winograd": BOOL, "records": (STRING, NULL), "seed": int},
     "engines": [{"name": STRING, "runs": int, **STATS}],
     "ratios": {"relayish/onnxruntime": NUMBER},
+    "paired_ratios": {"relayish/onnxruntime": {"ratio": NUMBER, "low": NUMBER, "high": NUMBER, "rounds": int}},
     "accuracy": {"tolerance": (NUMBER, NULL), "passed": BOOL,
                  "outputs": {str: {"max_abs": (NUMBER, NULL), "max_rel": (NUMBER, NULL), "passed": BOOL}}},
     "machine": {"cpu": STRING, "cpu_model": STRING, "cores": int, "load_average": [NUMBER],
@@ -85,6 +86,8 @@ def test_bench_json_report_validates(fake_compile, onnx_path, tmp_path, capsys):
         assert e["runs"] == 12 and e["min_ms"] <= e["p50_ms"] == e["median_ms"] <= e["p90_ms"] <= e["p99_ms"]
     ours, ort = report["engines"]
     assert report["ratios"]["relayish/onnxruntime"] == pytest.approx(ours["median_ms"] / ort["median_ms"])
+    paired = report["paired_ratios"]["relayish/onnxruntime"]
+    assert paired["rounds"] == 3 and paired["low"] <= paired["ratio"] <= paired["high"]  # blocks of 5, 5 and 2
     assert report["accuracy"]["passed"] and set(report["accuracy"]["outputs"]) == {"y", "s"}
     assert report["model"]["inputs"] == {"x": [2, 3], "k": [2]} and report["versions"]["onnxruntime"]
     assert [r["name"] for r in report["profile"]] == ["fused_multiply", "fused_add", "fused_sum_add"]

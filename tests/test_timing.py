@@ -36,6 +36,32 @@ def test_steady_without_warmup_or_lead_and_with_bursts():
     assert len(calls) == 4 * 3 and stats["k"]["repeat"] == 4
 
 
+def test_steady_keeps_each_blocks_median_as_a_round(monkeypatch):
+    durations = iter([3.0, 1.0, 2.0, 10.0, 30.0, 20.0, 7.0, 5.0, 9.0])  # seconds, in the order the samples are taken
+    monkeypatch.setattr(timing, "time_burst", lambda run, calls: next(durations))
+    stats = timing.time_blocks([("a", lambda: None)], repeat=9, warmup=0, block=3, lead=0, sleep=lambda s: None)
+    assert stats["a"]["rounds_ms"] == [2000.0, 20000.0, 7000.0]
+    strict = iter([4.0, 1.0, 2.0])
+    monkeypatch.setattr(timing, "time_burst", lambda run, calls: next(strict))
+    stats = timing.time_alternating([("a", lambda: None)], repeat=3, warmup=0, idle_gap_s=0)
+    assert stats["a"]["rounds_ms"] == [4000.0, 1000.0, 2000.0]
+
+
+def test_paired_ratio_cancels_a_machine_whose_speed_drifts_between_rounds():
+    """Both engines of a round share the machine's speed of the moment (here anywhere in 1x-2x), b takes 0.95 of
+    a's time plus 1% noise of its own: round by round the drift cancels; the interval holds the true ratio."""
+    rng = np.random.default_rng(0)
+    speed = rng.uniform(1.0, 2.0, size=12)
+    a = {"rounds_ms": list(10.0 * speed * rng.normal(1.0, 0.01, 12))}
+    b = {"rounds_ms": list(9.5 * speed * rng.normal(1.0, 0.01, 12))}
+    p = timing.paired_ratio(b, a)
+    assert p["rounds"] == 12 and p["low"] <= 0.95 <= p["high"] and abs(p["ratio"] - 0.95) < 0.01
+    assert p["high"] - p["low"] < 0.03
+    assert timing.paired_ratio(a, a) == {"ratio": 1.0, "low": 1.0, "high": 1.0, "rounds": 12}
+    with pytest.raises(ValueError, match="same number of rounds"):
+        timing.paired_ratio(a, {"rounds_ms": [1.0]})
+
+
 @pytest.mark.parametrize("kwargs", [dict(repeat=0, warmup=0), dict(repeat=1, warmup=-1), dict(repeat=1, warmup=0,
                                                                                               block=0)])
 def test_steady_rejects_bad_counts(kwargs):
