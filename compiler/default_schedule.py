@@ -29,7 +29,7 @@ from relayish.op import stage_tag_traits
 from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
-from .matmul_schedule import schedule_matmul
+from .matmul_schedule import schedule_matmul, streams_weight
 from .registers import conv_tile_budget, unrolled_reduce_budget
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
@@ -159,7 +159,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
     cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse,
-                        _tile_budget(anchor, reuse_axis, vw) // vectors)
+                        _tile_budget(anchor, reuse_axis, vw) // vectors, exact=streams_weight(anchor))
     b.add(Split(out.name, col, (cols,)))
     order = names[:tile_axis] + [f"{col}.0"]
     tile = [f"{col}.1", last]
@@ -261,19 +261,22 @@ def _blocks_of(e: te.PrimExpr, var: te.Var, factor: int) -> bool:
     return e is not var and all(blocked(n) or all(c is not var for c in te.expr_children(n)) for n in te.walk(e))
 
 
-def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int) -> int:
+def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: int, exact: bool = False) -> int:
     """The column tile c <= at_most that computes the columns at the least cost, ceil(extent / c) tiles of
     c + TILE_OVERHEAD column-equivalents each (a last, partial tile is computed whole), the wider on a tie, among
     the tiles that leave PARALLEL_TILES parallel iterations if any does (no thread idles while another finishes a
     last big chunk). 2 x 4 accumulators over 7 columns (4 + 3) ran 1.5x faster than the divisor's 2 x 1, and over
     14 columns 1.4x faster than 2 x 2; 2 x 5 over 13 or 14 columns beats 2 x 4, over 7 it loses (10 columns
-    computed for 7, not 8) (Zen 3)."""
+    computed for 7, not 8) (Zen 3). exact: only tiles that divide the extent, if one wider than 1 does (see
+    streams_weight)."""
     extent = ext[names[tile_axis]]
     outer = 1
     for n in names[:tile_axis]:
         outer *= ext[n]
     outer //= reuse
     tiles = {c: -(-extent // c) for c in range(1, min(extent, max(1, at_most)) + 1)}
+    if exact and any(extent % c == 0 for c in tiles if c > 1):
+        tiles = {c: n for c, n in tiles.items() if extent % c == 0}
     enough = [c for c, n in tiles.items() if outer * n >= PARALLEL_TILES]
     return min(enough or tiles, key=lambda c: (tiles[c] * (c + TILE_OVERHEAD), -c))
 

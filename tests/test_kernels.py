@@ -114,6 +114,19 @@ def test_dense_hand_default_and_odd_tiles(shape):
     assert_matches_reference(task, outs, ["hand", "default", "jb_tile=2"])
 
 
+@pytest.mark.parametrize("n,tile", [(1000, 5), (4096, 8), (80, 5)])
+def test_batch_1_dense_column_tile_divides_the_columns(n, tile):
+    """A batch-1 dense streams its weight once: its column tile divides the column vectors (1000 = 125 vectors of
+    8: tiles of 5, not 8 with a last one clamped) and still gives 16 parallel tiles where it can."""
+    task = dense_task(1, 32, n, 8)
+    splits = [s.lengths[0] for s in default_schedule(task.initial_state(), 8).steps
+              if isinstance(s, Split) and s.iter == "j.0"]
+    assert splits == [tile]
+    if n == 1000:
+        outs = run_compiled(task, [default_schedule(task.initial_state(), 8)])
+        assert_matches_reference(task, outs, ["default"])
+
+
 def test_hand_conv_schedule_is_a_vectorized_register_tile():
     """The hand conv kernel: every vectorize loop really becomes vector code, the accumulators are one local
     buffer of oc_tile x ow_tile x 16 floats, and the tile follows the shape rule."""
