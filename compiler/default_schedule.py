@@ -30,7 +30,7 @@ from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
 from .matmul_schedule import schedule_matmul, streams_weight
-from .registers import conv_tile_budget, unrolled_reduce_budget
+from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 
@@ -41,6 +41,8 @@ PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance
 # (compiler/registers.py: 28 or 16 vectors of 32 zmm, 10 or 8 of 16 ymm; see bench/kernel_bench.py)
 REUSE_FACTORS = (2, 3)  # blocks of the reuse axis per tile, the first that divides it (conv: 2 output-channel
 # blocks share each input pixel; 3 when the block count is odd)
+POINTWISE_REUSE_FACTORS = (3, 2)  # the same for a windowless anchor (1x1 convolution) on a 16-register target:
+# 3 blocks x 4 columns fill the file (12 accumulators, 3 weights, 1 broadcast; registers.pointwise_tile_budget)
 MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (3 RGB channels)
 REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within unrolled_reduce_budget is unrolled this much
 # (less loop overhead per FMA block; with a full file of accumulators LLVM then rotates them all through
@@ -154,12 +156,14 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
     # (when one operand is a broadcast) a second unrolled axis that reuses each broadcast
     tile_axis = len(names) - 2  # names[k] for k < tile_axis is the anchor's root axis k (lane split or not)
-    found = broadcast_reuse(anchor, tile_axis)
+    pointwise = windowless(anchor) and vector_registers(vw) < 32
+    found = broadcast_reuse(anchor, tile_axis, POINTWISE_REUSE_FACTORS if pointwise else REUSE_FACTORS)
     reuse_axis, reuse = found if found is not None else (None, 1)
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
-    cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse,
-                        _tile_budget(anchor, reuse_axis, vw) // vectors, exact=streams_weight(anchor))
+    budget = pointwise_tile_budget(vw) if pointwise and reuse == 3 else _tile_budget(anchor, reuse_axis, vw)
+    cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse, budget // vectors,
+                        exact=streams_weight(anchor))
     b.add(Split(out.name, col, (cols,)))
     order = names[:tile_axis] + [f"{col}.0"]
     tile = [f"{col}.1", last]
@@ -173,7 +177,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     b.add(ComputeAt(anchor.name, out.name, _fused_name(order)))
     b.add(Annotate(out.name, f"{col}.1", "unroll"))
     b.add(Annotate(out.name, last, "vectorize"))
-    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= unrolled_reduce_budget(vw))
+    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= max(budget, unrolled_reduce_budget(vw)))
     b.scheduled.update((out.name, anchor.name))
 
 
@@ -224,10 +228,16 @@ def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
     return None if found is None else found[0]
 
 
-def broadcast_reuse(anchor: Stage, tile_axis: int) -> tuple[int, int] | None:
+def windowless(anchor: Stage) -> bool:
+    """A convolution-like anchor without a window: it has a reduction axis of extent 1 (a 1x1 convolution's ry
+    and rx), so each input pixel feeds one step of the reduction over channels only."""
+    return any(ax.extent == 1 for ax in anchor.op.reduce_axes)
+
+
+def broadcast_reuse(anchor: Stage, tile_axis: int, factors=REUSE_FACTORS) -> tuple[int, int] | None:
     """(axis, factor): the spatial axis before the column axis that a broadcast operand does not index, or indexes
     only in blocks of `factor` (`_blocks_of`), the innermost such, and how many of its blocks a tile takes: the
-    first of REUSE_FACTORS dividing its extent (3 for MobileNetV2's 24 channels, 3 blocks of 8: its 1x1
+    first of `factors` dividing its extent (3 for MobileNetV2's 24 channels, 3 blocks of 8: its 1x1
     convolution 144->24 ran 81 GFLOP/s with 1 block x 8 columns, 110 with 3 x 3, Zen 3). A broadcast operand is a
     read that does not depend on the lane axis (conv: the input pixel; its reuse axis is the output-channel block,
     which only the weight indexes, and a grouped convolution's input indexes only through its group)."""
@@ -243,7 +253,7 @@ def broadcast_reuse(anchor: Stage, tile_axis: int) -> tuple[int, int] | None:
         var = axes[k].var
         if not any(var in u for u in used):
             continue
-        for factor in REUSE_FACTORS:
+        for factor in factors:
             if axes[k].extent % factor == 0 and \
                     all(_blocks_of(i, var, factor) for r in broadcast for i in r.indices):
                 return k, factor

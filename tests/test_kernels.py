@@ -195,6 +195,29 @@ def test_default_conv_tile_on_a_7_column_output_is_guarded_not_narrowed():
     assert_matches_reference(task, run_compiled(task, [sched]), ["default, 8 lanes"])
 
 
+def test_default_1x1_conv_tile_takes_3_blocks_of_16_ymm():
+    """A 1x1 convolution whose output blocks divide by 3 takes 3 blocks x 4 columns with 16 registers (12
+    accumulators, 3 weights, 1 broadcast), its reduction unrolled; a 3x3 one keeps 2 blocks (conv_tile_budget);
+    32 registers keep 2 x 14. Each still matches the reference, and the 1x1 tile's hottest loop does not spill."""
+    def tile(task, vw):
+        out = task.initial_state().stages[-1]
+        _, blocks, _, column, _ = [i.name for i in out.leaves]
+        sched = default_schedule(task.initial_state(), vw)
+        splits = {(s.stage, s.iter): s.lengths[0] for s in sched.steps if isinstance(s, Split)}
+        return (splits.get((out.name, blocks)), splits.get((out.name, column)),
+                any(s.iter == "rii" for s in sched.steps if isinstance(s, Split))), sched
+    pointwise = conv_task(ic=32, oc=96, size=(14, 14), kernel=1, pad=0, in_block=8, out_block=8)
+    window = conv_task(ic=32, oc=96, size=(14, 14), kernel=3, pad=1, in_block=8, out_block=8)
+    (t1, s1), (t3, s3) = tile(pointwise, 8), tile(window, 8)
+    assert t1 == (3, 4, True) and t3[0] == 2, (t1, t3)
+    assert tile(conv_task(ic=32, oc=96, size=(14, 14), kernel=1, pad=0), 16)[0][:2] == (2, 14)
+    assert_matches_reference(pointwise, run_compiled(pointwise, [s1]), ["1x1, 3 x 4"])
+    assert_matches_reference(window, run_compiled(window, [s3]), ["3x3, 2 blocks"])
+    loop = hottest_loop(emit_assembly([lower(s1.apply(pointwise.initial_state()), "k")]))
+    assert any("vfmadd" in line for line in loop), loop
+    assert not any("rsp" in line for line in loop), "spills in the inner loop:\n" + "\n".join(loop)
+
+
 def test_default_conv_inner_loop_is_all_registers():
     """On the host's own register file the default conv tile's hottest loop has no stack access (a spill
     shows as an (%rsp) operand): a budget sized for 32 registers spilled on every step with 16."""
