@@ -161,7 +161,8 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     reuse_axis, reuse = found if found is not None else (None, 1)
     col = names[tile_axis]
     vectors = max(1, lane // vw) * reuse  # accumulator vectors per column
-    budget = pointwise_tile_budget(vw) if pointwise and reuse == 3 else _tile_budget(anchor, reuse_axis, vw)
+    three = pointwise and reuse == 3  # 3 x 4 fills the 16 registers, reduction unrolled
+    budget = pointwise_tile_budget(vw) if three else _tile_budget(anchor, reuse_axis, vw)
     cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse, budget // vectors,
                         exact=streams_weight(anchor))
     b.add(Split(out.name, col, (cols,)))
@@ -177,7 +178,8 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     b.add(ComputeAt(anchor.name, out.name, _fused_name(order)))
     b.add(Annotate(out.name, f"{col}.1", "unroll"))
     b.add(Annotate(out.name, last, "vectorize"))
-    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= max(budget, unrolled_reduce_budget(vw)))
+    unrolled = budget if three else unrolled_reduce_budget(vw)
+    _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= unrolled)
     b.scheduled.update((out.name, anchor.name))
 
 

@@ -145,8 +145,9 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
     engines: Engine objects or (name, zero-argument callable) pairs. max_retakes > 0: a sample during whose gap
     and burst other processes took more than OTHERS_MAX_JIFFIES of CPU is taken again, up to max_retakes times
     (on a shared 2-core machine one busy neighbour halves a 2-thread kernel); `stats` then gets "retaken"
-    (samples taken again) and "noisy" (samples kept although disturbed). Returns {name: latency_stats(...)} of
-    the kept samples, in the engines' order."""
+    (samples taken again) and "noisy" (samples kept although disturbed). Returns {name: latency_stats(...) of
+    the kept samples and "rounds_ms", the samples themselves, one per round (paired_ratio)}, in the engines'
+    order."""
     engines = _checked_engines(engines, repeat, warmup)
     names = [e.name for e in engines]
     samples: dict[str, list[float]] = {name: [] for name in names}
@@ -208,11 +209,12 @@ def time_blocks(engines, repeat: int, warmup: int, block: int = BLOCK_RUNS, idle
                 lead: int = 1, sleep=idle_wait) -> dict[str, dict]:
     """Steady state: the engines take turns block by block, in the given order, each block preceded by
     `sleep(idle_gap_s)` (idle_wait: the gap, then until no thread of the process spins) and followed by the
-    engine's `after()`. A warm-up turn first gives each engine `warmup` untimed calls; then every block is `lead` untimed calls (the wake-up after the gap) and `block` timed samples,
-    the last block fewer, until each engine has exactly `repeat` samples. A sample is time_burst(run, calls).
+    engine's `after()`. A warm-up turn first gives each engine `warmup` untimed calls; then every block is `lead`
+    untimed calls (the wake-up after the gap) and `block` timed samples, the last block fewer, until each engine
+    has exactly `repeat` samples. A sample is time_burst(run, calls).
 
-    engines: Engine objects or (name, zero-argument callable) pairs. Returns {name: latency_stats(...)} in the
-    engines' order."""
+    engines: Engine objects or (name, zero-argument callable) pairs. Returns {name: latency_stats(...) and
+    "rounds_ms", the median of each of its blocks (paired_ratio)} in the engines' order."""
     engines = _checked_engines(engines, repeat, warmup)
     if block < 1 or lead < 0:
         raise ValueError(f"time_blocks needs block >= 1 and lead >= 0, got block={block}, lead={lead}")
