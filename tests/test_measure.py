@@ -63,6 +63,38 @@ def test_default_and_naive_schedules_measure_correctly(conv_task, pool):
     assert bad.error.startswith("build error: ScheduleError") and "no_such_stage" in bad.error
 
 
+def test_candidates_are_timed_only_once_the_drivers_threads_are_quiet(conv_task, pool, monkeypatch):
+    """The reference leaves a thread spinning without the GIL (as OpenBLAS's workers do after a product): no run
+    job starts before it has stopped, else the candidate would share its cores with it."""
+    import hashlib
+    import threading
+    import time
+
+    import tuning.measure as m
+    spun = {}
+
+    def reference_then_spin(task, seed):
+        out = reference_outputs(task, seed)
+
+        def spin():
+            hashlib.sha256(bytes(200 << 20)).digest()  # ~0.1-0.5 s of CPU, the GIL released
+            spun["end"] = time.monotonic()
+        threading.Thread(target=spin).start()
+        return out
+    started = []
+    real_call_alone = m._call_alone
+
+    def call_alone(pool, what, *args):
+        if what == "run":
+            started.append(time.monotonic())
+        return real_call_alone(pool, what, *args)
+    monkeypatch.setattr(m, "reference_outputs", reference_then_spin)
+    monkeypatch.setattr(m, "_call_alone", call_alone)
+    result, = measure(conv_task, [default_schedule(conv_task.initial_state())], number=1, repeat=1, executor=pool)
+    assert result.ok, result.error
+    assert started and started[0] >= spun["end"]
+
+
 def test_crash_hang_and_wrong_result_are_survived(conv_task, pool):
     default = default_schedule(conv_task.initial_state())
     faults = {1: "segfault", 2: "hang", 3: "wrong", 4: "build_crash"}

@@ -28,7 +28,7 @@ import socket
 from runtime import default_num_threads
 
 from .measure import (GRACE_S, BuildOutput, MeasureResult, RunOutput, TaskSpec, _build_job, _run_job,
-                      reference_outputs, run_result)
+                      reference_outputs, run_result, settle)
 
 LOCK_PREFIX = "relayish-measure-"
 CLUSTER_SLACK_S = 60.0  # beyond the jobs' own time: scheduling, moving libraries, restarting a dead worker
@@ -160,6 +160,7 @@ def measure_on_dask(client, task, schedules, *, number, repeat, timeout_s, check
     _run_all(client, _build_job, {i: (spec, s.to_json(), timeout_s, faults.get(i)) for i, s in enumerate(schedules)},
              "build", build_done, _stage_patience(len(schedules), timeout_s), _stage_patience(1, timeout_s))
     reference = reference_outputs(task, seed) if check and built else None
+    settle()  # a LocalCluster's workers share this host
 
     def run_done(i, run, error):
         results[i] = run_result(built[i], run, error, reference, tolerance)

@@ -63,6 +63,7 @@ from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, Tu
 from runtime import default_num_threads
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
+from runtime.timing import QUIET_WINDOW_S, idle_wait
 
 KERNEL_NAME = "candidate"
 GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
@@ -580,6 +581,7 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
 
     builds = _build_all(pool, TaskSpec.of(task), schedules, timeout_s, _faults or {})
     reference = reference_outputs(task, seed) if check and any(b.lib for b in builds) else None
+    settle()
     results = []
     for i, b in enumerate(builds):
         if b.lib is None:
@@ -591,6 +593,16 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
             results.append(run_result(b, run, error, reference if check else None, tolerance))
         on_result(i, results[-1])
     return results
+
+
+def settle() -> None:
+    """Before timing candidates: wait until no thread of this (the driver's) process still spins. The numpy
+    interpreter's reference (OpenBLAS) and the cost model's training (XGBoost, OpenMP) leave worker threads
+    spinning after they return, on the cores a candidate is about to be timed on in a worker process: the
+    first candidates measured after a task's reference ran 2-6x slow (ResNet-18's Winograd convolutions: 4-7
+    ms back to back instead of 0.6-1.2; every task's default is measured first in its batch, so the tuner's
+    estimate of the hand-written model read 35.6 ms against 20.3 inside the model, Zen 3; 25.4 after this)."""
+    idle_wait(QUIET_WINDOW_S)
 
 
 def is_dask_client(executor) -> bool:
