@@ -231,9 +231,19 @@ def broadcast_reuse_axis(anchor: Stage, tile_axis: int) -> int | None:
 
 
 def windowless(anchor: Stage) -> bool:
-    """A convolution-like anchor without a window: it has a reduction axis of extent 1 (a 1x1 convolution's ry
-    and rx), so each input pixel feeds one step of the reduction over channels only."""
-    return any(ax.extent == 1 for ax in anchor.op.reduce_axes)
+    """An anchor without a window: every reduction axis that an index combines with a spatial axis (ry in a
+    convolution's y * s + ry) has extent 1, as in a 1x1 convolution, so each input pixel feeds the reduction
+    over channels only. (A 3x3 convolution over a single input-channel block also has a reduction axis of
+    extent 1, its channel blocks: it has a window.)"""
+    spatial = {ax.var for ax in anchor.op.axes}
+    moving = {ax.var for ax in anchor.op.reduce_axes if ax.extent > 1}
+    body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
+    for read in (r for r in te.walk(body) if isinstance(r, te.TensorRead)):
+        for index in read.indices:
+            used = {v for v in te.walk(index) if isinstance(v, te.Var)}
+            if used & spatial and used & moving:
+                return False
+    return True
 
 
 def broadcast_reuse(anchor: Stage, tile_axis: int, factors=REUSE_FACTORS) -> tuple[int, int] | None:

@@ -197,7 +197,8 @@ def test_default_conv_tile_on_a_7_column_output_is_guarded_not_narrowed():
 
 def test_default_1x1_conv_tile_takes_3_blocks_of_16_ymm():
     """A 1x1 convolution whose output blocks divide by 3 takes 3 blocks x 4 columns with 16 registers (12
-    accumulators, 3 weights, 1 broadcast), its reduction unrolled; a 3x3 one keeps 2 blocks (conv_tile_budget);
+    accumulators, 3 weights, 1 broadcast), its reduction unrolled; a 3x3 one keeps 2 blocks (conv_tile_budget),
+    even over one input-channel block;
     32 registers keep 2 x 14. Each still matches the reference, and the 1x1 tile's hottest loop does not spill."""
     def tile(task, vw):
         out = task.initial_state().stages[-1]
@@ -210,6 +211,8 @@ def test_default_1x1_conv_tile_takes_3_blocks_of_16_ymm():
     window = conv_task(ic=32, oc=96, size=(14, 14), kernel=3, pad=1, in_block=8, out_block=8)
     (t1, s1), (t3, s3) = tile(pointwise, 8), tile(window, 8)
     assert t1 == (3, 4, True) and t3[0] == 2, (t1, t3)
+    one_block = conv_task(ic=8, oc=96, size=(14, 14), kernel=3, pad=1, in_block=8, out_block=8)
+    assert tile(one_block, 8)[0][0] == 2  # a window over a single input-channel block is still a window
     assert tile(conv_task(ic=32, oc=96, size=(14, 14), kernel=1, pad=0), 16)[0][:2] == (2, 14)
     assert_matches_reference(pointwise, run_compiled(pointwise, [s1]), ["1x1, 3 x 4"])
     assert_matches_reference(window, run_compiled(window, [s3]), ["3x3, 2 blocks"])
