@@ -95,6 +95,19 @@ def test_candidates_are_timed_only_once_the_drivers_threads_are_quiet(conv_task,
     assert started and started[0] >= spun["end"]
 
 
+def test_a_candidate_far_slower_than_the_best_is_timed_no_further(conv_task, pool, monkeypatch):
+    """give_up_factor: a first call slower than that factor x the best cost known (given, or of an earlier
+    candidate) is the candidate's one cost; candidates whose first call is under GIVE_UP_MIN_S are always timed."""
+    import tuning.measure as m
+    default = default_schedule(conv_task.initial_state())
+    fast, = measure(conv_task, [default], number=2, repeat=3, executor=pool, give_up_factor=10, best_cost=1e-12)
+    assert fast.ok and len(fast.costs) == 3  # far over 10 x 1e-12 s, but under the floor
+    monkeypatch.setattr(m, "GIVE_UP_MIN_S", 0.0)
+    timed, gave_up = measure(conv_task, [default, default], number=2, repeat=3, executor=pool, give_up_factor=1e-3)
+    assert timed.ok and gave_up.ok and len(timed.costs) == 3 and len(gave_up.costs) == 1
+    assert len(measure(conv_task, [default], number=2, repeat=3, executor=pool)[0].costs) == 3  # off by default
+
+
 def test_crash_hang_and_wrong_result_are_survived(conv_task, pool):
     default = default_schedule(conv_task.initial_state())
     faults = {1: "segfault", 2: "hang", 3: "wrong", 4: "build_crash"}

@@ -67,6 +67,7 @@ from runtime.timing import QUIET_WINDOW_S, idle_wait
 
 KERNEL_NAME = "candidate"
 GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
+GIVE_UP_MIN_S = 0.01  # a first call faster than this is always followed by the timed calls (measure's give_up_factor)
 RECYCLE_AFTER_RUNS = 256  # every run leaves a loaded library (never unloaded) and its idle threads in a worker
 FAULTS = ("segfault", "hang", "wrong", "build_crash")  # test hooks, see measure(_faults=...)
 
@@ -333,8 +334,9 @@ def _timed_calls(kernel, args, number: int, repeat: int, flush: bool, wake=lambd
 
 
 def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: int, timeout_s: float,
-             want_outputs: bool, flush: bool = False, warm: tuple = ()) -> RunOutput:
-    """Worker: load the kernel, call it once (outputs kept for checking), then time repeat x number calls."""
+             want_outputs: bool, flush: bool = False, warm: tuple = (), give_up_s: float = math.inf) -> RunOutput:
+    """Worker: load the kernel, call it once (outputs kept for checking), then time repeat x number calls; or,
+    if that first call took longer than give_up_s, nothing more: its time is the one cost."""
     t0 = time.perf_counter()
     dll = None
     with _watchdog(timeout_s):
@@ -346,11 +348,14 @@ def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: i
             for out in arrays[n_in:n_in + build.num_outputs]:  # so that an element the kernel never writes shows
                 out[...] = np.nan if out.dtype.kind == "f" else -1
             args = [ctypes.c_void_p(a.ctypes.data) for a in arrays]
+            first = time.perf_counter()
             kernel(*args)
+            first = time.perf_counter() - first
             outputs = [np.array(a) for a in arrays[n_in:n_in + build.num_outputs]] if want_outputs else None
             # the workspace it writes (outputs, scratch) was used by the kernels before it in a model: warm too
-            costs = _timed_calls(kernel, args, number, repeat, flush, lambda: _wake_pool(dll, threads),
-                                 [arrays[i] for i in warm] + (arrays[n_in:] if warm else []))
+            costs = [first] if first > give_up_s else \
+                _timed_calls(kernel, args, number, repeat, flush, lambda: _wake_pool(dll, threads),
+                             [arrays[i] for i in warm] + (arrays[n_in:] if warm else []))
         except Exception as e:
             return RunOutput(None, None, f"run error: {type(e).__name__}: {e}", time.perf_counter() - t0)
         finally:
@@ -548,7 +553,8 @@ def check_outputs(outputs: list, reference: list, tolerance: float) -> str | Non
 def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_s: float = 10,
             executor=None, check_correctness: bool | None = None, num_threads: int | None = None,
             seed: int = 0, tolerance: float = DEFAULT_TOLERANCE, flush_cache: bool = False,
-            on_result=None, _faults: dict | None = None) -> list[MeasureResult]:
+            on_result=None, give_up_factor: float | None = None, best_cost: float = math.inf,
+            _faults: dict | None = None) -> list[MeasureResult]:
     """Build and time every schedule of `task`; one MeasureResult per schedule, in order. Never raises for a
     bad candidate (invalid schedule, build failure, crash, hang, wrong result): that is its error.
 
@@ -558,7 +564,13 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
     None for default_pool(). on_result(i, result): called as each candidate's result is known (in the order they
     finish), e.g. to store it at once. check_correctness: compare outputs with the numpy interpreter (None = True). num_threads:
     threads of each timed kernel (default all cores). flush_cache: time each call alone after evicting the caches
-    and reading back the task's activation inputs (in-model conditions, see the module docstring). _faults: test hook, {candidate index: one of FAULTS}."""
+    and reading back the task's activation inputs (in-model conditions, see the module docstring).
+    give_up_factor: a candidate whose first (checked) call takes longer than give_up_factor x the least cost known
+    (best_cost, or an earlier candidate's of this call) and than GIVE_UP_MIN_S is timed no further: that call,
+    page faults and thread start included, is its one cost (naive
+    loop nests run 100-1000x slower than tuned ones; timing each 9 more times took ~700 s of a 900 s template-free
+    run's first round). Not on dask (its runs are dispatched at once). _faults: test hook, {candidate index: one of
+    FAULTS}."""
     schedules = list(schedules)
     if number < 1 or repeat < 1:
         raise ValueError(f"measure: number and repeat must be >= 1, got number={number}, repeat={repeat}")
@@ -587,10 +599,12 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
         if b.lib is None:
             results.append(MeasureResult(None, b.error, b.build_s, 0.0))
         else:
+            give_up_s = max(give_up_factor * best_cost, GIVE_UP_MIN_S) if give_up_factor else math.inf
             run, error = _call_alone(pool, "run", timeout_s, _run_job, b, number, repeat, threads, seed, timeout_s,
-                                     check, flush_cache, task.activation_inputs())
+                                     check, flush_cache, task.activation_inputs(), give_up_s)
             pool.runs += 1
             results.append(run_result(b, run, error, reference if check else None, tolerance))
+            best_cost = min(best_cost, results[-1].cost)
         on_result(i, results[-1])
     return results
 

@@ -45,6 +45,7 @@ from .task_scheduler import TaskScheduler
 
 TUNE_PARAMS = {"batch_size": 16, "seed": 0, "num_measure_repeat": 3, "num_measure_number": 3, "timeout_s": 10.0,
                "cache_flush": True,  # time candidates with cold caches, as a model's kernels run (measure.py)
+               "give_up_factor": 10,  # a candidate 10x slower than the task's best on its first call: not timed on
                "final_remeasure": 3,  # at the end, the best few programs of each task and its default, again,
                "remeasure_rounds": 3}  # ... this many times, in alternation (the records keep the fastest reading)
 
@@ -170,7 +171,8 @@ class Tuner:
 
         results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
                           timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"],
-                          on_result=store)
+                          on_result=store, give_up_factor=p.get("give_up_factor"),
+                          best_cost=self.best.get(task.key, np.inf))
         self._learn(i, batch, results)
         return Round(task, results)
 
