@@ -237,13 +237,22 @@ def windowless(anchor: Stage) -> bool:
     extent 1, its channel blocks: it has a window.)"""
     spatial = {ax.var for ax in anchor.op.axes}
     moving = {ax.var for ax in anchor.op.reduce_axes if ax.extent > 1}
-    body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
-    for read in (r for r in te.walk(body) if isinstance(r, te.TensorRead)):
+    for read in _reads(anchor.op):
         for index in read.indices:
-            used = {v for v in te.walk(index) if isinstance(v, te.Var)}
+            used = _vars(index)
             if used & spatial and used & moving:
                 return False
     return True
+
+
+def _reads(op: te.ComputeOp) -> list:
+    """The tensor reads of a compute op's body (inside its reduction, if it is one)."""
+    body = op.body.body if isinstance(op.body, te.Reduce) else op.body
+    return [r for r in te.walk(body) if isinstance(r, te.TensorRead)]
+
+
+def _vars(e: te.PrimExpr) -> set:
+    return {v for v in te.walk(e) if isinstance(v, te.Var)}
 
 
 def broadcast_reuse(anchor: Stage, tile_axis: int, factors=REUSE_FACTORS) -> tuple[int, int] | None:
@@ -254,10 +263,9 @@ def broadcast_reuse(anchor: Stage, tile_axis: int, factors=REUSE_FACTORS) -> tup
     read that does not depend on the lane axis (conv: the input pixel; its reuse axis is the output-channel block,
     which only the weight indexes, and a grouped convolution's input indexes only through its group)."""
     axes = anchor.op.axes
-    body = anchor.op.body.body if isinstance(anchor.op.body, te.Reduce) else anchor.op.body
     lane_var = axes[-1].var
-    reads = [r for r in te.walk(body) if isinstance(r, te.TensorRead)]
-    used = [{v for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)} for r in reads]
+    reads = _reads(anchor.op)
+    used = [set().union(*map(_vars, r.indices)) for r in reads]
     broadcast = [r for r, u in zip(reads, used) if lane_var not in u]
     if not broadcast or len(broadcast) == len(used):
         return None
@@ -391,10 +399,8 @@ def contiguous_last(st: Stage, lane: int) -> bool:
     outer, inner = te.Var("outer"), te.Var("inner")
     split = outer * lane + inner if ax.extent > lane else inner
     ranges = {outer: -(-ax.extent // lane), inner: lane}
-    body = st.op.body.body if isinstance(st.op.body, te.Reduce) else st.op.body
     # each distinct (index, is it the last dimension) once: a Winograd transform repeats its reads in every branch
-    indices = {(idx, d == len(r.indices) - 1) for r in te.walk(body) if isinstance(r, te.TensorRead)
-               for d, idx in enumerate(r.indices)}
+    indices = {(idx, d == len(r.indices) - 1) for r in _reads(st.op) for d, idx in enumerate(r.indices)}
     for idx, last in indices:
         idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
         if inner in variables(idx) and (not last or coefficient(idx, inner) != 1):
