@@ -77,9 +77,10 @@ def test_candidates_are_timed_only_once_the_drivers_threads_are_quiet(conv_task,
         out = reference_outputs(task, seed)
 
         def spin():
-            hashlib.sha256(bytes(200 << 20)).digest()  # ~0.1-0.5 s of CPU, the GIL released
-            spun["end"] = time.monotonic()
-        threading.Thread(target=spin).start()
+            hashlib.sha256(bytes(48 << 20)).digest()  # ~0.03-0.3 s of CPU, the GIL released: well inside
+            spun["end"] = time.monotonic()  # idle_wait's 1 s limit even on a loaded machine
+        spun["thread"] = threading.Thread(target=spin)
+        spun["thread"].start()
         return out
     started = []
     real_call_alone = m._call_alone
@@ -91,6 +92,7 @@ def test_candidates_are_timed_only_once_the_drivers_threads_are_quiet(conv_task,
     monkeypatch.setattr(m, "reference_outputs", reference_then_spin)
     monkeypatch.setattr(m, "_call_alone", call_alone)
     result, = measure(conv_task, [default_schedule(conv_task.initial_state())], number=1, repeat=1, executor=pool)
+    spun["thread"].join()
     assert result.ok, result.error
     assert started and started[0] >= spun["end"]
 
