@@ -204,3 +204,22 @@ def test_a_model_task_knows_which_inputs_are_weights():
     conv, = [t for t in extract_tasks(fused) if t.ops[0] == "nn.conv2d_nchwc"]
     assert conv.constant_inputs[:2] == (False, True) and conv.activation_inputs()[0] == 0
     assert 1 not in conv.activation_inputs()
+
+
+def test_a_worker_compiles_the_thread_pool_once_and_a_repeated_program_not_again(conv_task, monkeypatch):
+    """A candidate's build compiles its kernel's module only: the thread pool's object, the same for every
+    candidate, is compiled by the worker's first build and linked into every later one; an IR text compiled
+    before (two schedules that lower alike) is not compiled again."""
+    from compiler.codegen import library
+    from tuning.measure import TaskSpec, _build_job
+    compiled = []
+    real = library._compile_text_here
+    monkeypatch.setattr(library, "_compile_text_here", lambda text, opt: compiled.append(text) or real(text, opt))
+    monkeypatch.setattr(library, "_OBJECTS", type(library._OBJECTS)())  # this process has compiled nothing
+    spec = TaskSpec.of(conv_task)
+    default = default_schedule(conv_task.initial_state())
+    builds = [_build_job(spec, s.to_json(), 60, None) for s in (default, Schedule(), default)]
+    assert all(b.error is None and b.lib for b in builds), [b.error for b in builds]
+    assert len(compiled) == 3  # the pool, the default's kernel, the naive kernel; the default's again: remembered
+    t = library.host_target()
+    assert compiled.count(library._thread_pool_text(library._arch(), t["features"], t["triple"])) == 1
