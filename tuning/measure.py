@@ -9,8 +9,9 @@ Two kernels timed at once, or a kernel timed while builds run, would share the c
 
 Isolation. Every build and every run is a job in a worker process, under a watchdog (faulthandler's C thread) that
 kills the process when the job outlives timeout_s. A worker that segfaults, aborts or is killed breaks the process
-pool: the pool is replaced, builds that were in flight with the culprit are retried alone (so only the culprit is
-blamed), the candidate gets an error ("run crashed ...", "run timed out ..."), and measuring goes on.
+pool: the pool (`tuning/pool.py`) is replaced, builds that were in flight with the culprit are retried alone (so
+only the culprit is blamed), the candidate gets an error ("run crashed ...", "run timed out ..."), and measuring
+goes on.
 
 What travels. A Task holds te stages and closures, so the task's primitive Function goes to the workers as plain
 data (`function_to_data`) and schedules as JSON; a worker rebuilds the Task (cached per process) and checks that
@@ -36,7 +37,6 @@ back to back and time a kernel whose data stays in cache, which a model never se
 """
 from __future__ import annotations
 
-import atexit
 import collections
 import concurrent.futures as cf
 import contextlib
@@ -44,7 +44,6 @@ import ctypes
 import faulthandler
 import glob
 import math
-import multiprocessing
 import os
 import tempfile
 import time
@@ -61,6 +60,7 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
+from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
 from runtime.timing import QUIET_WINDOW_S, idle_wait
@@ -68,7 +68,6 @@ from runtime.timing import QUIET_WINDOW_S, idle_wait
 KERNEL_NAME = "candidate"
 GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
 GIVE_UP_MIN_S = 0.01  # a first call faster than this is always followed by the timed calls (measure's give_up_factor)
-RECYCLE_AFTER_RUNS = 256  # every run leaves a loaded library (never unloaded) and its idle threads in a worker
 FAULTS = ("segfault", "hang", "wrong", "build_crash")  # test hooks, see measure(_faults=...)
 
 
@@ -218,10 +217,6 @@ def _watchdog(timeout_s: float):
         faulthandler.cancel_dump_traceback_later()
 
 
-def _noop() -> int:
-    return os.getpid()
-
-
 def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
     """Worker: schedule -> loop IR -> shared library bytes."""
     t0 = time.perf_counter()
@@ -366,110 +361,6 @@ def _run_job(build: BuildOutput, number: int, repeat: int, threads: int, seed: i
             if dll is not None:
                 dll.relayish_pool_idle()  # its workers sleep now instead of spinning through the next job
     return RunOutput(costs, outputs, None, time.perf_counter() - t0)
-
-
-# ---------------------------------------------------------------------------------------------- worker pools
-
-class WorkerPool:
-    """The worker processes measure() uses: a spawn-context ProcessPoolExecutor, replaced when a worker dies or
-    hangs, and recycled after RECYCLE_AFTER_RUNS runs (each run leaves a library loaded in a worker for good).
-
-    executor_factory: a zero-argument callable returning a fresh concurrent.futures.Executor whose workers are
-    processes (e.g. a distributed engine's); default: ProcessPoolExecutor(max_workers, spawn). Use as a context
-    manager, or call shutdown()."""
-
-    def __init__(self, max_workers: int | None = None, executor_factory=None,
-                 recycle_after: int = RECYCLE_AFTER_RUNS):
-        self.max_workers = max_workers or default_num_threads()
-        self._factory = executor_factory or self._spawn_pool
-        self.recycle_after = recycle_after
-        self._executor = None
-        self.runs = 0  # run jobs since the executor was made
-        self.restarts = 0
-
-    def _spawn_pool(self) -> cf.Executor:
-        # spawn, not fork: the parent may hold LLVM state, threads (a thread pool of a loaded model) and locks
-        return cf.ProcessPoolExecutor(self.max_workers, mp_context=multiprocessing.get_context("spawn"))
-
-    @property
-    def executor(self) -> cf.Executor:
-        if self._executor is None:
-            self._executor = self._factory()
-            self._warm()
-        return self._executor
-
-    def _warm(self) -> None:
-        """Start every worker (and its imports) now, so that no job's time includes a process start."""
-        futures = [self._executor.submit(_noop) for _ in range(self.max_workers)]
-        for f in futures:
-            f.result()
-
-    def submit(self, fn, *args) -> cf.Future:
-        return self.executor.submit(fn, *args)
-
-    def restart(self, kill: bool = False) -> None:
-        """Replace the executor. kill: first kill its processes (a worker is stuck: shutdown would wait for it)."""
-        old, self._executor = self._executor, None
-        self.runs = 0
-        self.restarts += 1
-        if old is not None:
-            if kill:
-                # ProcessPoolExecutor offers no public way to stop a running job: kill its processes.
-                for proc in list((getattr(old, "_processes", None) or {}).values()):
-                    proc.kill()
-            old.shutdown(wait=not kill, cancel_futures=True)
-
-    def recycle_if_due(self) -> None:
-        if self.runs >= self.recycle_after:
-            self.restart()
-
-    def shutdown(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-
-class _FixedExecutor(WorkerPool):
-    """An Executor given by the caller: used as is; it cannot be replaced, so after a crash that breaks it every
-    later job fails with an error (give a WorkerPool with an executor_factory to survive crashes)."""
-
-    def __init__(self, executor: cf.Executor):
-        super().__init__(max_workers=1, executor_factory=lambda: executor, recycle_after=math.inf)
-        self._executor = executor
-
-    def restart(self, kill: bool = False) -> None:
-        self.restarts += 1
-
-
-_DEFAULT_POOL: WorkerPool | None = None
-
-
-def default_pool() -> WorkerPool:
-    """The WorkerPool measure() uses when given no executor (one per process, shut down at exit)."""
-    global _DEFAULT_POOL
-    if _DEFAULT_POOL is None:
-        _DEFAULT_POOL = WorkerPool()
-        atexit.register(_DEFAULT_POOL.shutdown)
-    return _DEFAULT_POOL
-
-
-def _as_pool(executor) -> WorkerPool:
-    if executor is None:
-        return default_pool()
-    if isinstance(executor, WorkerPool):
-        return executor
-    if isinstance(executor, cf.ThreadPoolExecutor):  # a crashing or hanging kernel would take this process down
-        raise TypeError("measure needs worker processes: a ThreadPoolExecutor offers no isolation")
-    if isinstance(executor, cf.Executor):
-        return _FixedExecutor(executor)
-    raise TypeError(f"executor must be a WorkerPool, a concurrent.futures.Executor or None, "
-                    f"got {type(executor).__name__}")
 
 
 def _call_alone(pool: WorkerPool, what: str, timeout_s: float, fn, *args):
