@@ -10,8 +10,10 @@ For task i after t_i rounds:
 where C_i is the task's FLOPs and V_i the best throughput (FLOP/s) reached by a similar task (same op kind):
 the first term is the backward difference, the second an optimistic guess of how much further it can go.
 df/dt_i = w_i * dg_i/dt_i. The next task is the one with the most negative gradient, chosen with probability
-1 - eps (else a random live task). Every task gets one round first (round robin warm-up); a task whose best has
-not improved for `patience` rounds stops early.
+1 - eps (else a random live task). Every task gets one round first (the warm-up), the heaviest first (weight x
+FLOPs, descending): a model of many tasks (GoogLeNet: 71) may not finish its warm-up within the time budget, and
+the tasks left without a round then are the ones that matter least (they keep their default schedules). A task
+whose best has not improved for `patience` rounds stops early.
 """
 from __future__ import annotations
 
@@ -72,10 +74,14 @@ class TaskScheduler:
         return np.array([task_gradient(h, self.weights[i], self.flops[i], best_rate.get(self.groups[i], 0.0),
                                        p["alpha"], p["beta"], p["window"]) for i, h in enumerate(self.history)])
 
+    def warm_up_order(self) -> list[int]:
+        """The tasks by weight x FLOPs, heaviest first (ties: in task order)."""
+        return sorted(range(len(self.weights)), key=lambda i: (-self.weights[i] * self.flops[i], i))
+
     def next_task(self) -> int | None:
         """The task to tune next, or None when every task has stopped."""
-        for i, h in enumerate(self.history):  # warm-up: round robin until each task has one round
-            if not h:
+        for i in self.warm_up_order():  # warm-up: until each task has one round
+            if not self.history[i]:
                 return i
         live = self.alive()
         if not live:
