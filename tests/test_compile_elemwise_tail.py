@@ -81,7 +81,7 @@ def test_trigonometry(op, dtype):
     ours, interp, ref = run_three(model_of(op, {"x": dtype}), {"x": x})
     assert ours.dtype == np.dtype(dtype)
     if dtype == "float64":  # computed in double to ~1e-11 (not float64 precision); sin / cos / tan of
-        # |x| >= 2^19 reduce x rounded to float32 (compiler/codegen/intrinsics.py): compared where that is exact
+        # |x| >= 2^19 reduce x rounded to float32 (compiler/codegen/trig.py): compared where that is exact
         exact = (np.abs(x) < 2**19) | (x.astype(np.float32).astype(np.float64) == x) | ~np.isfinite(x)
         assert np.array_equal(np.isnan(ours), np.isnan(interp))
         ok = exact & ~np.isnan(interp)
@@ -287,7 +287,7 @@ def test_trigonometry_of_integers_is_refused():
 def test_pi_constants_of_the_reductions():
     """The derived constants against published hex digits of pi and 2/pi; the Cody-Waite split is exact where
     it must be (33 significant bits in each of the first two parts)."""
-    from compiler.codegen import intrinsics as I
+    from compiler.codegen import trig as I
     pi_hex = "3243F6A8885A308D313198A2E03707344A4093822299F31D0082EFA98EC4E6C89452821E638D01377BE5466CF34E90C6CC0AC"
     assert I._pi_scaled(400) >> (400 - 4 * (len(pi_hex) - 1)) == int(pi_hex, 16)
     two_over_pi_hex = "A2F9836E4E441529FC2757D1F534DDC0DB6295993C439041FE5163ABDEBBC561B7246E3A424DD2E006492EEA09D1921C"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .intrinsics import const
+from .mathbase import const
 
 I1, I8, I16, I32, I64 = (ir.IntType(w) for w in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()

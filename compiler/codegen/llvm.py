@@ -32,7 +32,8 @@ from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc,
 from . import threadpool
 from .analysis import referenced, vectorize_blocker
 from .dtypes import convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
-from .intrinsics import FAST, const, emit_intrinsic, float_max_min, int_floor_divmod, vector_constant
+from .intrinsics import emit_intrinsic, float_max_min, int_floor_divmod
+from .mathbase import FAST, const, vector_constant
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
