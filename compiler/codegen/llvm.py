@@ -19,7 +19,6 @@ parameter in order (bool buffers are i8 in memory). Semantics:
 """
 from __future__ import annotations
 
-import contextlib
 import re
 
 from llvmlite import ir
@@ -31,82 +30,15 @@ from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker
+from .cgutils import (ALIGN, bit_width, entry_alloca, for_range, is_float, is_vector, nbytes, scalar_type, shaped,
+                      splat)
 from .dtypes import convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
 from .intrinsics import emit_intrinsic, float_max_min, int_floor_divmod
-from .mathbase import FAST, const, vector_constant
+from .mathbase import FAST, const
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
 I8P = I8.as_pointer()
-ALIGN = 64  # every kernel parameter and local buffer is 64-byte aligned
-
-
-# ---------------------------------------------------------------------------------------------- cgutils
-
-def is_vector(v) -> bool:
-    return isinstance(v.type, ir.VectorType)
-
-
-def scalar_type(ty: ir.Type) -> ir.Type:
-    return ty.element if isinstance(ty, ir.VectorType) else ty
-
-
-def is_float(ty: ir.Type) -> bool:
-    return isinstance(scalar_type(ty), (ir.FloatType, ir.DoubleType))
-
-
-def shaped(ty: ir.Type, lanes: int | None) -> ir.Type:
-    return ir.VectorType(ty, lanes) if lanes else ty
-
-
-def _rank(ty: ir.Type) -> int:
-    """Bit width of a scalar int or float type (the wider of two wins when operands are unified)."""
-    return 64 if ty == F64 else 32 if ty == F32 else ty.width
-
-
-def _nbytes(ty: ir.Type) -> int:
-    return _rank(ty) // 8
-
-
-def splat(b: ir.IRBuilder, v, lanes: int):
-    """Broadcast scalar v to <lanes x T> (constants fold to a constant vector)."""
-    if is_vector(v):
-        return v
-    if isinstance(v, ir.Constant):
-        return vector_constant(ir.VectorType(v.type, lanes), v.constant)
-    vec = b.insert_element(vector_constant(ir.VectorType(v.type, lanes), ir.Undefined), v, I32(0))
-    return b.shuffle_vector(vec, vec, vector_constant(ir.VectorType(I32, lanes), 0))
-
-
-def entry_alloca(fn: ir.Function, ty: ir.Type, name: str = "", align: int = ALIGN):
-    """An alloca in fn's entry block: allocated once per call, and promotable by SROA/mem2reg. Emitters keep the
-    entry block for allocas only (code starts in the next block), so appending here never reorders code."""
-    entry = fn.entry_basic_block
-    b = ir.IRBuilder(entry)
-    if entry.is_terminated:
-        b.position_before(entry.terminator)
-    slot = b.alloca(ty, name=name)
-    slot.align = align
-    return slot
-
-
-@contextlib.contextmanager
-def for_range(b: ir.IRBuilder, start, stop, name: str = "i"):
-    """`for i in range(start, stop)` (i32, step 1); yields the induction variable; builder ends after the loop."""
-    pre = b.block
-    head = b.append_basic_block(f"{name}.head")
-    body = b.append_basic_block(f"{name}.body")
-    end = b.append_basic_block(f"{name}.end")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(start.type, name=name)
-    i.add_incoming(start, pre)
-    b.cbranch(b.icmp_signed("<", i, stop), body, end)
-    b.position_at_end(body)
-    yield i
-    i.add_incoming(b.add(i, const(start.type, 1), flags=("nsw",)), b.block)
-    b.branch(head)
-    b.position_at_end(end)
 
 
 # ---------------------------------------------------------------------------------------------- emission
@@ -320,7 +252,7 @@ class _FunctionEmitter:
         value = splat(self.b, value, self.lanes)
         if self.k.coefficient(s.index, self.vec_var, self.lets) == 1:
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
-            self.b.store(value, vptr, align=_nbytes(value.type.element))
+            self.b.store(value, vptr, align=nbytes(value.type.element))
             return
         for lane in range(self.lanes):  # scatter in lane order (= serial order)
             idx = self.b.extract_element(index, I32(lane))
@@ -361,7 +293,7 @@ class _FunctionEmitter:
         vty = ir.VectorType(elem, self.lanes)
         if coeff == 1:  # contiguous: one vector load
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), vty.as_pointer())
-            return self.from_memory(self.b.load(vptr, align=_nbytes(elem)), e.buffer)
+            return self.from_memory(self.b.load(vptr, align=nbytes(elem)), e.buffer)
         vec = ir.Constant(vty, ir.Undefined)  # strided or irregular: gather by scalar loads
         for lane in range(self.lanes):
             x = self.b.load(self.addr(ptr, self.b.extract_element(index, I32(lane))))
@@ -508,7 +440,7 @@ class _FunctionEmitter:
         if sa != sb:
             if is_float(sa) != is_float(sb):
                 raise self.error(f"operands of mixed types {sa} and {sb}; lowering must insert a Cast")
-            wide = sa if _rank(sa) > _rank(sb) else sb
+            wide = sa if bit_width(sa) > bit_width(sb) else sb
             a, b = self.widen(a, dtype_a, wide), self.widen(b, dtype_b, wide)
         if is_vector(a) != is_vector(b):
             a, b = splat(self.b, a, self.lanes), splat(self.b, b, self.lanes)
