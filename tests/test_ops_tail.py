@@ -1,0 +1,276 @@
+"""Ops over every dtype and the long tail (continues test_ops.py, whose test_every_op_is_swept reads this file too):
+typed ops over int64 and bool, the elementwise tail (trigonometry, isnan / isinf, bitwise ops), data movement
+(pad, gathers, scatters, one_hot), resize, and convolution and pooling of every rank; each compute definition against
+its numpy reference (and onnxruntime where the reference is ONNX's), bad inputs raising an OpError that names the
+problem."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from relayish import OpError, TensorType, Var, call, get_op, te
+from relayish.interp import evaluate_one
+from te_eval import evaluate_te
+from test_ops import check_op
+
+# ---------------------------------------------------------------------------------------------- typed ops
+# Ops over int64 and bool tensors too: (op, [(shape, dtype)], attrs). Broadcasts and negative axes included.
+
+def _typed_inputs(specs, seed):
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype in specs:
+        if dtype == "float32":
+            arrays.append(rng.standard_normal(shape).astype(np.float32))
+        elif dtype == "bool":
+            arrays.append(rng.integers(0, 2, shape).astype(bool))
+        else:  # ints in [-3, 3] without 0 (divisors, indices of a table of >= 3 rows)
+            arrays.append(np.where(rng.integers(0, 2, shape) == 1, 1, -1) * rng.integers(1, 4, shape).astype(dtype))
+    return arrays
+
+
+def check_typed(op, specs, attrs=None, seed=0, rtol=1e-5):
+    """check_op for inputs of any dtype: reference (interpreter) vs compute (te evaluator) vs declared type."""
+    params = [Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)]
+    node = call(op, *params, **(attrs or {}))
+    arrays = _typed_inputs(specs, seed)
+    ref = evaluate_one(node, arrays)
+    placeholders = [te.placeholder(s, d, name=f"x{k}") for k, (s, d) in enumerate(specs)]
+    got, = evaluate_te(get_op(op).compute(placeholders, node.attrs, node.type), dict(zip(placeholders, arrays)))
+    assert got.shape == ref.shape == node.type.shape
+    assert got.dtype == ref.dtype == np.dtype(node.type.dtype)
+    if ref.dtype.kind == "f":
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * max(1.0, float(np.abs(ref).max(initial=0))))
+    else:
+        np.testing.assert_array_equal(got, ref)
+
+
+F, I, B = "float32", "int64", "bool"
+TYPED = [
+    ("take", [((4, 3), F), ((2, 5), I)], {"axis": 0}), ("take", [((2, 4), F), ((3,), I)], {"axis": -1}),
+    ("strided_slice", [((6, 7), F)], {"begin": (-1, 1), "end": (-100, 6), "strides": (-2, 2), "axes": (0, -1)}),
+    ("strided_slice", [((6, 7), I)], {"begin": (2,), "end": (5,)}),
+    ("broadcast_to", [((3, 1), I)], {"shape": (2, 3, 4)}),
+    ("where", [((3, 1), B), ((1, 4), F), ((4,), F)], {}), ("where", [((2, 3), B), ((2, 3), I), ((3,), I)], {}),
+    ("cast", [((2, 3), F)], {"dtype": "int64"}), ("cast", [((2, 3), I)], {"dtype": "float32"}),
+    ("cast", [((2, 3), F)], {"dtype": "bool"}), ("cast", [((2, 3), B)], {"dtype": "float32"}),
+    ("trilu", [((2, 4, 5), F)], {"upper": 0, "k": 1}), ("trilu", [((4, 5), I)], {"upper": 1, "k": -1}),
+    ("abs", [((2, 3), F)], {}), ("abs", [((2, 3), I)], {}), ("erf", [((2, 3), F)], {}),
+    ("reciprocal", [((2, 3), F)], {}), ("power", [((2, 3), I), ((3,), I)], {}),
+    ("mod", [((2, 3), I), ((3,), I)], {"fmod": 0}), ("mod", [((2, 3), I), ((2, 1), I)], {"fmod": 1}),
+    ("mod", [((2, 3), F), ((3,), F)], {"fmod": 1}),
+    ("equal", [((2, 3), I), ((3,), I)], {}), ("less", [((2, 3), F), ((2, 1), F)], {}),
+    ("greater", [((2, 3), I), ((1,), I)], {}), ("less_equal", [((2, 3), I), ((3,), I)], {}),
+    ("greater_equal", [((2, 3), F), ((3,), F)], {}), ("logical_not", [((2, 3), B)], {}),
+    ("logical_and", [((2, 3), B), ((3,), B)], {}), ("logical_or", [((2, 3), B), ((2, 1), B)], {}),
+    ("logical_xor", [((2, 3), B), ((3,), B)], {}),
+    ("sum", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("sum", [((2, 3, 4), I)], {}),
+    ("mean", [((2, 3, 4), F)], {"axes": (1,)}), ("max", [((2, 3, 4), F)], {"axes": (-2,), "keepdims": False}),
+    ("max", [((2, 3), B)], {"axes": (1,)}), ("min", [((2, 3, 4), I)], {"axes": (0, 2)}),
+    ("prod", [((2, 3, 4), F)], {"axes": (-1, 0), "keepdims": False}), ("prod", [((2, 3, 4), I)], {"axes": (1,)}),
+    ("argmax", [((2, 3, 4), F)], {"axis": -1, "keepdims": False}),
+    ("argmax", [((3, 5), I)], {"axis": 0, "select_last_index": True}),  # ints in [-3, 3]: ties
+    ("argmin", [((3, 5), I)], {"axis": 1}),
+    ("argmin", [((2, 3, 4), I)], {"axis": -2, "keepdims": False, "select_last_index": True}),
+    ("cumsum", [((3, 5), F)], {"axis": 1}), ("cumsum", [((3, 5), I)], {"axis": 0, "exclusive": True, "reverse": True}),
+    ("cumprod", [((3, 5), F)], {"axis": -1, "reverse": True}),
+    ("cumprod", [((3, 5), I)], {"axis": 0, "exclusive": True}),
+    ("cumsum", [((2, 70), F)], {"axis": 1, "exclusive": True, "reverse": True}),  # long axes: in blocks
+    ("cumsum", [((100, 2), I)], {"axis": 0}), ("cumprod", [((65, 2), F)], {"axis": 0, "reverse": True}),
+    ("nn.layer_norm", [((2, 3, 8), F), ((8,), F), ((8,), F)], {"axis": -1, "epsilon": 1e-5}),
+    ("nn.layer_norm", [((2, 3, 8), F), ((3, 1), F), ((8,), F)], {"axis": 1, "epsilon": 1e-3}),
+    ("nn.layer_norm", [((2, 3, 32), F), ((32,), F), ((32,), F)], {"axis": -1, "epsilon": 1e-5}),  # row form
+    ("nn.gelu", [((3, 7), F)], {}), ("nn.gelu", [((3, 7), F)], {"approximate": "tanh"}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", TYPED, ids=lambda v: str(v))
+def test_typed_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+# ---- elementwise long tail (conf-elemwise): trigonometry, isnan / isinf, bitwise ops of every integer width
+ELEMWISE_TAIL_FLOAT = [1.0, -0.5, 0.0, 0.9999, -1.0, 1.5, 3.0, -100.0, 1e7, np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("op,attrs", [("sin", {}), ("cos", {}), ("tan", {}), ("asin", {}), ("acos", {}),
+                                      ("atan", {}), ("isnan", {}), ("isinf", {}), ("isinf", {"detect_negative": 0}),
+                                      ("isinf", {"detect_positive": 0}),
+                                      ("isinf", {"detect_negative": 0, "detect_positive": 0})])
+def test_elemwise_tail_float(op, attrs):
+    x = np.array(ELEMWISE_TAIL_FLOAT, np.float32)
+    node = call(op, Var("x", TensorType(x.shape)), **attrs)
+    ref = evaluate_one(node, [x])
+    placeholder = te.placeholder(x.shape, name="x")
+    with np.errstate(invalid="ignore"):
+        got, = evaluate_te(get_op(op).compute([placeholder], node.attrs, node.type), {placeholder: x})
+    assert got.dtype == ref.dtype == np.dtype(node.type.dtype)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op,specs,attrs", [
+    ("bitwise_not", [((2, 3), "int32")], {}), ("bitwise_not", [((2, 3), "uint16")], {}),
+    ("bitwise_and", [((2, 3), "uint8"), ((3,), "uint8")], {}), ("bitwise_or", [((2, 3), "int16"), ((2, 1), "int16")], {}),
+    ("bitwise_xor", [((2, 3), I), ((3,), I)], {}),
+    ("bit_shift", [((2, 3), "uint32"), ((3,), "uint32")], {"direction": "LEFT"}),
+    ("bit_shift", [((2, 3), "int8"), ((2, 3), "int8")], {"direction": "RIGHT"}),  # negative amounts: the sign fill
+    ("bit_shift", [((2, 3), "int64"), ((2, 3), "int64")], {"direction": "LEFT"}),
+], ids=lambda v: str(v))
+def test_elemwise_tail_bitwise(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+def test_elemwise_tail_refuses_wrong_dtypes():
+    with pytest.raises(OpError, match="sin: input must be a float tensor, got int32"):
+        call("sin", Var("x", TensorType((2,), "int32")))
+    with pytest.raises(OpError, match="bitwise_and: inputs must be int8 or"):
+        call("bitwise_and", Var("a", TensorType((2,))), Var("b", TensorType((2,))))
+    with pytest.raises(OpError, match="bitwise_not: input must be an integer tensor"):
+        call("bitwise_not", Var("a", TensorType((2,), "bool")))
+    with pytest.raises(OpError, match="attribute 'direction' is required"):
+        call("bit_shift", Var("a", TensorType((2,), "uint8")), Var("b", TensorType((2,), "uint8")))
+
+
+def test_power_of_floats():
+    check_op("power", [(2, 3), (3,)], positive=(0,))
+
+
+def test_log():
+    check_op("log", [(2, 3)], positive=(0,))
+
+
+def test_take_reference_refuses_an_index_out_of_range():
+    with pytest.raises(IndexError, match=r"index 4 out of range \[-4, 4\)"):
+        evaluate_one(call("take", Var("t", TensorType((4, 2))), Var("i", TensorType((1,), "int64"))),
+                     [np.zeros((4, 2), np.float32), np.array([4])])
+
+# ---------------------------------------------------------------------------------------------- data movement
+# pad in every mode with negative pads; gathers and scatters (every reduction, duplicate indices: the typed
+# inputs' ints are in [-3, 3]); one_hot
+
+MOVEMENT = [
+    ("pad", [((3, 4), F)], {"pads": (1, -1, 2, 3), "value": 2.0}),
+    ("pad", [((3, 4), I)], {"pads": (2, 1, -1, 5), "mode": "reflect"}),
+    ("pad", [((3, 4), F)], {"pads": (2, 1, 3, 5), "mode": "edge"}),
+    ("pad", [((3, 4), I)], {"pads": (-1, 7, 4, 1), "mode": "wrap"}),
+    ("pad", [((1, 3), F)], {"pads": (2, 0, 1, 1), "mode": "edge"}),  # an axis of one element
+    ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, 0), "mode": "wrap"}), ("pad", [((4, 3), F)], {"pads": (-3, 1, 2, -1)}),
+    ("gather_elements", [((4, 4), F), ((2, 4), I)], {"axis": 0}),
+    ("gather_elements", [((3, 4), I), ((3, 5), I)], {"axis": -1}),
+    ("gather_nd", [((4, 4, 5), F), ((2, 2), I)], {}),
+    ("gather_nd", [((3, 4, 5), F), ((3, 2, 1), I)], {"batch_dims": 1}),
+    ("scatter_elements", [((4, 4), F), ((3, 4), I), ((3, 4), F)], {"axis": 0}),
+    ("scatter_elements", [((3, 4), F), ((2, 5), I), ((2, 5), F)], {"axis": -1, "reduction": "add"}),
+    ("scatter_elements", [((4, 3), F), ((5, 2), I), ((5, 2), F)], {"axis": 0, "reduction": "mul"}),
+    ("scatter_elements", [((4, 3), I), ((5, 3), I), ((5, 3), I)], {"axis": 0, "reduction": "max"}),
+    ("scatter_elements", [((4, 3), F), ((5, 3), I), ((5, 3), F)], {"axis": 0, "reduction": "min"}),
+    ("scatter_nd", [((4, 5), F), ((3, 1), I), ((3, 5), F)], {}),
+    ("scatter_nd", [((4, 4, 2), F), ((2, 3, 2), I), ((2, 3, 2), F)], {"reduction": "add"}),
+    ("scatter_nd", [((4, 4), F), ((5, 2), I), ((5,), F)], {"reduction": "mul"}),
+    ("scatter_nd", [((4, 4), I), ((5, 2), I), ((5,), I)], {"reduction": "max"}),
+    ("scatter_nd", [((4, 4), F), ((5, 2), I), ((5,), F)], {"reduction": "min"}),
+    ("one_hot", [((2, 3), I), ((2,), F)], {"depth": 4, "axis": 1}),
+    ("one_hot", [((2, 3), I), ((2,), I)], {"depth": 2, "axis": -1}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", MOVEMENT, ids=lambda v: str(v))
+def test_movement_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+@pytest.mark.parametrize("op,specs,attrs,message", [
+    ("pad", [((2, 3), F)], {"pads": (1, 2)}, r"pad: pads must have 2 values per axis"),
+    ("pad", [((2, 3), F)], {"pads": (0, 0, 0, 0), "mode": "mirror"}, r"pad: mode must be one of"),
+    ("gather_elements", [((2, 3), F), ((2, 3), F)], {}, r"gather_elements: indices must be int64 or int32"),
+    ("gather_elements", [((2, 3), F), ((2, 4), I)], {}, r"indices \(2, 4\) exceed data \(2, 3\) in dim 1"),
+    ("gather_nd", [((2, 3), F), ((2, 3), I)], {}, r"gather_nd: the last dim of indices \(2, 3\) must be in"),
+    ("scatter_elements", [((2, 3), F), ((2, 3), I), ((2, 2), F)], {}, r"updates \(2, 2\) float32 must have"),
+    ("scatter_nd", [((2, 3), F), ((2, 1), I), ((2, 3), F)], {"reduction": "sum"}, r"reduction must be one of"),
+    ("one_hot", [((2,), I), ((3,), F)], {"depth": 2}, r"one_hot: values must be \[off_value, on_value\]"),
+])
+def test_movement_bad_input_raises_op_error(op, specs, attrs, message):
+    with pytest.raises(OpError, match=message):
+        call(op, *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)
+
+
+def test_movement_references_refuse_indices_out_of_range():
+    with pytest.raises(IndexError, match=r"gather_elements: index 3 out of range \[-3, 3\) of axis 0"):
+        get_op("gather_elements").ref(np.zeros((3, 2)), np.array([[3, 0]]), axis=0)
+    with pytest.raises(IndexError, match=r"scatter_nd: index -3 out of range \[-2, 2\) of dim 0"):
+        get_op("scatter_nd").ref(np.zeros((2, 2)), np.array([[-3]]), np.zeros((1, 2)), reduction="none")
+
+# ---------------------------------------------------------------------------------------------- resize (conf-resize)
+# every mode and coordinate transformation, up and down, a subset of axes, int data in nearest mode
+
+RESIZE = [
+    ("resize", [((1, 2, 3, 4), F)], {"sizes": (1, 2, 6, 8), "scales": (1, 1, 2, 2)}),
+    ("resize", [((1, 1, 5, 4), I)], {"sizes": (1, 1, 3, 7), "scales": (1, 1, 0.6, 1.75), "nearest_mode": "ceil",
+                                     "coordinate_transformation_mode": "asymmetric"}),
+    ("resize", [((2, 3, 4), F)], {"sizes": (2, 5, 7), "scales": (1, 5 / 3, 7 / 4), "mode": "linear",
+                                  "coordinate_transformation_mode": "align_corners"}),
+    ("resize", [((1, 1, 4, 4), F)], {"sizes": (1, 1, 3, 3), "scales": (1, 1, 0.75, 0.75), "mode": "cubic",
+                                     "exclude_outside": 1, "cubic_coeff_a": -0.5}),
+    ("resize", [((1, 1, 8, 8), F)], {"sizes": (1, 1, 3, 5), "scales": (1, 1, 0.375, 0.625), "mode": "linear",
+                                     "antialias": 1, "coordinate_transformation_mode": "pytorch_half_pixel"}),
+    ("resize", [((1, 1, 6, 6), F)], {"sizes": (1, 1, 4, 4), "scales": (1, 1, 0.7, 0.7), "mode": "cubic",
+                                     "antialias": 1, "coordinate_transformation_mode": "half_pixel_symmetric"}),
+    ("resize", [((1, 1, 4, 4), F)], {"sizes": (1, 1, 3, 3), "scales": (1, 1, 0.75, 0.75), "mode": "linear",
+                                     "coordinate_transformation_mode": "tf_crop_and_resize",
+                                     "roi": (0, 0, -0.2, 0.4, 1, 1, 0.6, 1.3), "extrapolation_value": 7.0}),
+    ("resize", [((3, 5), I)], {"sizes": (3, 4), "scales": (1, 0.8), "coordinate_transformation_mode":
+                               "tf_crop_and_resize", "roi": (0, 0.1, 1, 1.2), "extrapolation_value": -2.0}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", RESIZE, ids=lambda v: str(v))
+def test_resize_op(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+@pytest.mark.parametrize("specs,attrs,message", [
+    ([((2, 3), F)], {"sizes": (4, 6), "scales": (2.0,)}, r"resize: sizes .* one value per dim"),
+    ([((2, 3), F)], {"sizes": (4, 6), "scales": (2, 2), "mode": "area"}, r"resize: mode must be one of"),
+    ([((2, 3), I)], {"sizes": (4, 6), "scales": (2, 2), "mode": "linear"}, r"linear mode needs a float input"),
+    ([((2, 100), F)], {"sizes": (2, 1), "scales": (1, 0.01), "mode": "cubic", "antialias": 1},
+     r"resize: 400 taps per output element"),
+])
+def test_resize_bad_input_raises_op_error(specs, attrs, message):
+    with pytest.raises(OpError, match=message):
+        call("resize", *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)
+# ---- convolution and pooling of every rank (conf-convnd): 3-D windows over NCDHW
+
+CONVND = [
+    ("nn.conv3d", [(1, 2, 5, 6, 4), (3, 2, 2, 3, 2)], {}),
+    ("nn.conv3d", [(1, 4, 6, 5, 7), (6, 2, 3, 2, 2)], {"strides": (2, 1, 2), "padding": (1, 0, 2, 0, 1, 1),
+                                                      "dilation": (1, 2, 1), "groups": 2}),
+    ("nn.max_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 2, 3), "strides": (2, 2, 3),
+                                          "padding": (1, 0, 1, 1, 1, 2), "dilation": (1, 2, 1), "ceil_mode": True}),
+    ("nn.avg_pool3d", [(1, 2, 6, 7, 8)], {"pool_size": (2, 3, 2), "strides": (2, 2, 2)}),
+    ("nn.avg_pool3d", [(1, 2, 7, 6, 8)], {"pool_size": (3, 3, 2), "strides": (2, 1, 3), "padding": (1, 1, 0, 1, 2, 1),
+                                          "dilation": (2, 1, 2), "ceil_mode": True, "count_include_pad": True}),
+    ("nn.conv_transpose", [(1, 4, 3, 4), (4, 3, 3, 2)], {"strides": (2, 3), "dilation": (1, 2), "pad_begin": (1, 0),
+                                                        "output_size": (7, 12), "groups": 2}),
+    ("nn.conv_transpose", [(2, 2, 5), (2, 3, 3)], {"strides": (2,), "dilation": (1,), "pad_begin": (0,),
+                                                  "output_size": (13,)}),
+    ("nn.conv_transpose", [(1, 2, 3, 2, 3), (2, 2, 2, 2, 3)], {"strides": (1, 2, 2), "dilation": (2, 1, 1),
+                                                              "pad_begin": (1, 0, 2), "output_size": (4, 4, 6)}),
+]
+
+
+@pytest.mark.parametrize("op,shapes,attrs", CONVND, ids=lambda v: str(v))
+def test_convnd_op(op, shapes, attrs):
+    check_op(op, shapes, attrs)
+
+
+def test_integer_max_pool3d():
+    check_typed("nn.max_pool3d", [((1, 2, 3, 5, 6), I)], {"pool_size": (1, 2, 3), "padding": (0, 1, 1, 0, 1, 2),
+                                                          "strides": (1, 2, 2), "ceil_mode": True})
+
+
+def test_max_pool3d_argmax():
+    window = {"pool_size": (2, 2, 3), "padding": (1, 1, 1, 0, 1, 2), "strides": (1, 2, 2), "ceil_mode": True}
+    check_op("nn.max_pool3d_argmax", [(2, 3, 3, 5, 6)], window)
+    check_op("nn.max_pool3d_argmax", [(1, 2, 1, 5, 6)], {"pool_size": (1, 3, 3), "padding": (0, 1, 1, 0, 1, 1),
+                                                         "storage_order": 1})
+    check_typed("nn.max_pool3d_argmax", [((1, 2, 3, 5, 6), I)], window)  # ints in [-3, 3]: many ties
