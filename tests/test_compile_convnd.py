@@ -17,7 +17,7 @@ from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
 from relayish.interp import evaluate
 from test_compile_movement import make_model
-from test_frontend import assert_close, run_ort, with_output_shapes
+from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 F = "float32"
 
@@ -157,13 +157,7 @@ def check_three_way(case, seed=0):
         out.elem_type = onnx.TensorProto.FLOAT
     ref, = run_ort(model, feeds)
     ours, = compile_model(model).run(None, feeds)
-    assert ours.dtype == ref.dtype, f"dtype {ours.dtype} != onnxruntime's {ref.dtype}"
-    if ref.dtype.kind == "f":
-        assert_close(ours, ref, "vs onnxruntime")
-        assert_close(ours, interp, "vs interpreter")
-    else:
-        np.testing.assert_array_equal(ours, ref, err_msg="vs onnxruntime")
-        np.testing.assert_array_equal(ours, interp, err_msg="vs interpreter")
+    assert_three_way(ours, ref, interp)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

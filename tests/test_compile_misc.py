@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
 from relayish.interp import evaluate
-from test_frontend import assert_close, run_ort, with_output_shapes
+from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 F, F64, I64, I32, U8, I8 = "float32", "float64", "int64", "int32", "uint8", "int8"
 
@@ -61,14 +61,7 @@ def check_three_way(model, feeds):
     refs = run_ort(model, feeds)
     ours = compile_model(model).run(None, feeds)
     for o, i, r in zip(ours, interp, refs):
-        assert o.dtype == r.dtype, f"dtype {o.dtype} != onnxruntime's {r.dtype}"
-        assert o.shape == r.shape, f"shape {o.shape} != onnxruntime's {r.shape}"
-        if r.dtype.kind == "f":
-            assert_close(o, r, "vs onnxruntime")
-            assert_close(o, np.asarray(i), "vs interpreter")
-        else:
-            np.testing.assert_array_equal(o, r, err_msg="vs onnxruntime")
-            np.testing.assert_array_equal(o, i, err_msg="vs interpreter")
+        assert_three_way(o, r, i)
 
 
 def case_id(case):

@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
 from relayish.interp import evaluate
-from test_frontend import assert_close, run_ort, with_output_shapes
+from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 F, I64, I32 = "float32", "int64", "int32"
 
@@ -156,13 +156,7 @@ def test_three_way(case):
         out.elem_type = helper.np_dtype_to_tensor_dtype(interp.dtype)
     ref, = run_ort(model, feeds)
     ours, = compile_model(model).run(None, feeds)
-    assert ours.dtype == ref.dtype, f"dtype {ours.dtype} != onnxruntime's {ref.dtype}"
-    if ref.dtype.kind == "f":
-        assert_close(ours, ref, "vs onnxruntime")
-        assert_close(ours, interp, "vs interpreter")
-    else:
-        np.testing.assert_array_equal(ours, ref, err_msg="vs onnxruntime")
-        np.testing.assert_array_equal(ours, interp, err_msg="vs interpreter")
+    assert_three_way(ours, ref, interp)
 
 
 def test_reflect_pad_wider_than_the_input_repeats_the_mirror_images():

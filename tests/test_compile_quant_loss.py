@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 from compiler import compile_model
 from frontends import from_onnx
 from relayish.interp import evaluate
-from test_frontend import assert_close, run_ort, with_output_shapes
+from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 R = np.random.default_rng(11)
 TP = onnx.TensorProto
@@ -139,14 +139,7 @@ def three_way(case):
     ours = compile_model(model).run(None, feeds)
     assert len(ours) == len(refs)
     for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert a.dtype == c.dtype, f"output {k}: dtype {a.dtype} != onnxruntime's {c.dtype}"
-        assert a.shape == c.shape, f"output {k}: shape {a.shape} != onnxruntime's {c.shape}"
-        if c.dtype.kind == "f":
-            assert_close(a, c, f"output {k} vs onnxruntime")
-            assert_close(a, b, f"output {k} vs interpreter")
-        else:
-            np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
-            np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
+        assert_three_way(a, c, b, f"output {k}:")
     return ours
 
 

@@ -17,7 +17,7 @@ from frontends import from_onnx
 from frontends.onnx import OnnxImportError
 from relayish.interp import evaluate
 from test_compile_tensor_ops import case_id, make_model
-from test_frontend import assert_close, run_ort
+from test_frontend import assert_close, assert_three_way, run_ort
 
 F, D, H, I32, I64 = "float32", "float64", "float16", "int32", "int64"
 
@@ -91,17 +91,7 @@ def three_way(model, feeds):
             raise
         refs = interp
     for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert a.dtype == c.dtype, f"output {k}: dtype {a.dtype} != onnxruntime's {c.dtype}"
-        assert a.shape == c.shape, f"output {k}: shape {a.shape} != onnxruntime's {c.shape}"
-        if c.dtype == np.float16:
-            assert_close_16(a, c, f"output {k} vs onnxruntime")
-            assert_close_16(a, b, f"output {k} vs interpreter")
-        elif c.dtype.kind == "f":
-            assert_close(a, c, f"output {k} vs onnxruntime")
-            assert_close(a, b, f"output {k} vs interpreter")
-        else:
-            np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
-            np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
+        assert_three_way(a, c, b, f"output {k}:", assert_close_16 if c.dtype == np.float16 else assert_close)
     return ours
 
 

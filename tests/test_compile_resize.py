@@ -15,7 +15,7 @@ from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
 from relayish.interp import evaluate
 from test_compile_movement import case_id, feeds_of, make_model
-from test_frontend import assert_close, run_ort
+from test_frontend import assert_close, assert_three_way, run_ort
 
 F = "float32"
 NONE = np.array([], np.float32)  # an omitted optional input (roi, scales)
@@ -112,13 +112,7 @@ def test_three_way(case):
     interp, = evaluate(from_onnx(model), feeds)
     ref, = run_ort(model, feeds)
     ours, = compile_model(model).run(None, feeds)
-    assert ours.dtype == ref.dtype, f"dtype {ours.dtype} != onnxruntime's {ref.dtype}"
-    if ref.dtype.kind == "f":
-        assert_close(ours, ref, "vs onnxruntime")
-        assert_close(ours, interp, "vs interpreter")
-    else:
-        np.testing.assert_array_equal(ours, ref, err_msg="vs onnxruntime")
-        np.testing.assert_array_equal(ours, interp, err_msg="vs interpreter")
+    assert_three_way(ours, ref, interp)
 
 
 @pytest.mark.parametrize("x", [np.array([[2 ** 62 + 1, -2 ** 60 - 3], [5, 7]], np.int64),

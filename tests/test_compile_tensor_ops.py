@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from compiler import compile_model
 from frontends import from_onnx
 from relayish.interp import evaluate
-from test_frontend import assert_close, run_ort, with_output_shapes
+from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 F, I64, B = "float32", "int64", "bool"
 R = np.random.default_rng(7)
@@ -128,13 +128,7 @@ def test_three_way(case):
     interp = evaluate(from_onnx(model), feeds)
     ours = compile_model(model).run(None, feeds)
     for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert a.dtype == c.dtype, f"output {k}: dtype {a.dtype} != onnxruntime's {c.dtype}"
-        if c.dtype.kind in "f":
-            assert_close(a, c, f"output {k} vs onnxruntime")
-            assert_close(a, b, f"output {k} vs interpreter")
-        else:
-            np.testing.assert_array_equal(a, c, err_msg=f"output {k} vs onnxruntime")
-            np.testing.assert_array_equal(a, b, err_msg=f"output {k} vs interpreter")
+        assert_three_way(a, c, b, f"output {k}:")
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

@@ -69,6 +69,21 @@ def assert_close(ours, ref, what=""):
     assert err <= RTOL, f"{what}: relative error {err:.3g} > {RTOL}"
 
 
+def assert_three_way(ours, ref, interp, what="", close=assert_close):
+    """A compiled output against onnxruntime's and the interpreter's: onnxruntime's dtype and shape, floats within
+    `close` (default: the project tolerance), other dtypes exactly."""
+    what = f"{what} " if what else ""
+    interp = np.asarray(interp)
+    assert ours.dtype == ref.dtype, f"{what}dtype {ours.dtype} != onnxruntime's {ref.dtype}"
+    assert ours.shape == ref.shape, f"{what}shape {ours.shape} != onnxruntime's {ref.shape}"
+    if ref.dtype.kind == "f":
+        close(ours, ref, f"{what}vs onnxruntime")
+        close(ours, interp, f"{what}vs interpreter")
+    else:
+        np.testing.assert_array_equal(ours, ref, err_msg=f"{what}vs onnxruntime")
+        np.testing.assert_array_equal(ours, interp, err_msg=f"{what}vs interpreter")
+
+
 def check(model, positive=False, seed=0):
     """Import, evaluate with the interpreter and compare every output with onnxruntime's. Returns the IRModule."""
     onnx.checker.check_model(model)
