@@ -54,7 +54,28 @@ def payoff_row(path: str, records: str, minutes: float, threads: int, repeat: in
         "kept": len(check.kept) if check else None, "reverted": len(check.reverted) if check else None,
         "max_rel_error": max(e["max_rel"] for e in timed["outputs"].values()),
         "agree": all(e["passed"] for e in timed["outputs"].values()),
+        "model_check": None if check is None else {
+            "untuned_ms": check.untuned_ms, "tuned_ms": check.tuned_ms, "all_reverted": check.model_reverted},
+        "per_task": task_rows(result, check),
     }
+
+
+def task_rows(result, check) -> list[dict]:
+    """Per task: what the tuner measured (its default's cost and its best, ms, flushed caches) against what the
+    model check's profile read inside the model (untuned and tuned program, ms per call), and the verdict: the
+    figures to see where the tuner's estimate and the model disagree."""
+    kept = set(check.kept) if check else set()
+    rows = []
+    for t in result.tasks:
+        in_model = check.task_ms.get(t.key) if check else None
+        rows.append({
+            "task": t.name, "key": t.key, "weight": t.weight, "trials": result.trials_per_task.get(t.key, 0),
+            "default_ms": 1e3 * result.default.get(t.key, float("nan")),
+            "best_ms": 1e3 * result.best.get(t.key, float("nan")),
+            "in_model_untuned_ms": None if in_model is None else in_model[0] / t.weight,
+            "in_model_tuned_ms": None if in_model is None else in_model[1] / t.weight,
+            "kept": t.key in kept})
+    return rows
 
 
 def format_table(rows: list[dict]) -> str:

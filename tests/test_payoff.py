@@ -29,6 +29,12 @@ def test_payoff_tunes_times_and_resumes(tmp_path, monkeypatch):
     for key in ("untuned_ms", "tuned_ms", "onnxruntime_ms", "estimated_ms"):
         assert row[key] > 0 and math.isfinite(row[key]), key
     assert row["kept"] + row["reverted"] <= row["tasks"]
+    # per task: the tuner's figures beside the model check's, to see where the estimate and the model disagree
+    assert len(row["per_task"]) == tasks and sum(t["kept"] for t in row["per_task"]) == row["kept"]
+    for t in row["per_task"]:
+        assert t["trials"] > 0 and 0 < t["best_ms"] <= t["default_ms"], t
+        assert t["in_model_untuned_ms"] > 0 and t["in_model_tuned_ms"] > 0, t
+    assert row["model_check"]["untuned_ms"] > 0 and isinstance(row["model_check"]["all_reverted"], bool)
 
     def must_not_tune(*a, **k):
         raise AssertionError("a model already in payoff.json was tuned again")
