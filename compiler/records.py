@@ -22,9 +22,9 @@ One row per measured candidate:
     measured_at  unix time (seconds) of the measurement
     run_id       the tuning run that measured it
 
-A second table, `verdicts`, holds what a tuning run found when it timed the whole model (tuning/model_check.py):
-per (task_key, target, schedule), whether that schedule lost to the untuned one inside the model
-(keep_default = 1). `best` skips a task whose best record has such a verdict, so compile_model keeps the default
+A second table, `verdicts`, holds what a tuning run found when it timed the whole model (tuning/model_check.py)
+or, before that, the task's best program side by side with its default (tuning/tune.side_by_side_verdicts): per
+(task_key, target, schedule), whether that schedule lost to the untuned one (keep_default = 1). `best` skips a task whose best record has such a verdict, so compile_model keeps the default
 for it; a better record measured later has no verdict and applies.
 
 Invariant: exactly one of (costs, error) is NULL. A record whose schedule no longer parses (written by an older

@@ -365,7 +365,8 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
     over all the tasks, and add the new measurements to the records. On a shared machine a program measured
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
-    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies.
+    the default or one lucky stretch of a candidate from deciding which schedule compile_model applies. Then
+    each task's best record must also beat the default side by side (`side_by_side_verdicts`).
     defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
@@ -383,6 +384,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
         if default.to_json() not in seen:
             ranked.append(default)
         candidates[task.key] = ranked
+    readings = {task.key: {s.to_json(): [] for s in candidates[task.key]} for task in tasks}
     for r in range(rounds):
         for task in tasks:
             ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
@@ -390,19 +392,53 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
                               repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"],
                               flush_cache=params.get("cache_flush", False), executor=executor)
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
+            for s, res in zip(ranked, results):
+                readings[task.key][s.to_json()].append(min(res.costs) if res.error is None and res.costs else np.inf)
+    defaults = defaults or {task.key: _default_schedule(task) for task in tasks}
+    side_by_side_verdicts(tasks, store, target, readings, defaults, log)
+
+
+def side_by_side_verdicts(tasks, store, target, readings: dict, defaults: dict, log=lambda msg: None) -> list:
+    """A task's best record (the program compile_model would apply: the lowest reading of any program) keeps
+    applying only if it also beat the default side by side: the median over the re-measure's rounds of its reading
+    over the default's in the same round is below 1. Otherwise it gets a keep_default verdict (compiler/records.py).
+    The lowest of many noisy readings is biased: of programs that run alike (a batch-1 dense streaming the same
+    weights: AlexNet's read "11-18% faster" tuned), the best of dozens always reads faster than the default's few
+    readings, and the model check then reverted about half of every payoff run's tasks. readings: task key ->
+    schedule JSON -> the program's fastest reading (s) of each round, inf where it failed. Returns the reverted
+    task keys."""
+    reverted = []
+    for task in tasks:
+        record = store.best_record(task.key, target=target)
+        own, default = (None if record is None else record.schedule.to_json()), defaults[task.key].to_json()
+        rows = readings.get(task.key, {})
+        if own is None or own == default or own not in rows or default not in rows:
+            continue
+        pairs = [(a, b) for a, b in zip(rows[own], rows[default]) if np.isfinite(a) and np.isfinite(b)]
+        if pairs and not float(np.median([a / b for a, b in pairs])) < 1.0:
+            store.add_verdict(task.key, target, record.schedule, float(np.median([a for a, _ in pairs])),
+                              float(np.median([b for _, b in pairs])), keep_default=True)
+            reverted.append(task.key)
+    if reverted:
+        log(f"{len(reverted)} tasks' best programs did not beat their defaults side by side in the re-measure: "
+            f"they keep their default schedules")
+    return reverted
 
 
 def _costs_from_records(tasks, store, target, best: dict, default: dict, defaults: dict) -> None:
-    """best[key] = the cost of the record compile_model will apply; default[key] = the default schedule's
-    fastest reading (both min over every measurement in the records)."""
+    """best[key] = the cost of the record compile_model will apply, or the default's when it applies none (a
+    verdict kept the default); default[key] = the default schedule's fastest reading (both min over every
+    measurement in the records)."""
     for task in tasks:
-        rec = store.best_record(task.key, target=target)
-        if rec is not None:
-            best[task.key] = rec.cost
         own = defaults[task.key].to_json()
         readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
         if readings:
             default[task.key] = min(readings)
+        rec = store.best_record(task.key, target=target)
+        if rec is not None:
+            best[task.key] = rec.cost
+        elif task.key in default:
+            best[task.key] = default[task.key]
 
 
 def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target, k: int | None = None) -> int:
