@@ -403,7 +403,7 @@ def side_by_side_verdicts(tasks, store, target, readings: dict, defaults: dict, 
     applying only if it also beat the default side by side: the median over the re-measure's rounds of its reading
     over the default's in the same round is below 1. Otherwise it gets a keep_default verdict (compiler/records.py).
     The lowest of many noisy readings is biased: of programs that run alike (a batch-1 dense streaming the same
-    weights: AlexNet's read "11-18% faster" tuned), the best of dozens always reads faster than the default's few
+    weights: AlexNet's read "9-30% faster" tuned), the best of dozens always reads faster than the default's few
     readings, and the model check then reverted about half of every payoff run's tasks. readings: task key ->
     schedule JSON -> the program's fastest reading (s) of each round, inf where it failed. Returns the reverted
     task keys."""
