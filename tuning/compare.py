@@ -90,18 +90,20 @@ def tune_compare(model, strategies, trials: int, out_dir: str, input_shapes: dic
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     os.makedirs(out_dir, exist_ok=True)
     tasks = model_tasks(model, input_shapes, layout, winograd)
-    log(f"measuring the default schedules of {len(tasks)} tasks once, for every strategy")
-    defaults = default_costs(tasks, p)
     runs = []
-    for name in strategies:
-        db = os.path.join(out_dir, f"{name}.db")
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(db + suffix):
-                os.remove(db + suffix)  # every strategy starts from nothing
-        log(f"== {name}: {len(tasks)} tasks, {trials} trials, records in {db}")
-        run = (_run_ansor if name == "ansor" else functools.partial(_run_generic, name))(tasks, trials, db, p, log,
-                                                                                          defaults)
-        runs.append(run)
+    # one set of measurement workers for the defaults and every strategy (each spawn of 2 workers and their imports
+    # cost seconds); a worker that crashes is replaced as in any tuning run
+    with WorkerPool(p["build_workers"]) as pool:
+        log(f"measuring the default schedules of {len(tasks)} tasks once, for every strategy")
+        defaults = default_costs(tasks, p, pool)
+        for name in strategies:
+            db = os.path.join(out_dir, f"{name}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(db + suffix):
+                    os.remove(db + suffix)  # every strategy starts from nothing
+            log(f"== {name}: {len(tasks)} tasks, {trials} trials, records in {db}")
+            run_strategy = _run_ansor if name == "ansor" else functools.partial(_run_generic, name)
+            runs.append(run_strategy(tasks, trials, db, p, log, defaults, pool))
     table = format_table(runs, p["within"])
     log(table)
     with open(os.path.join(out_dir, "compare.txt"), "w") as f:
@@ -110,26 +112,22 @@ def tune_compare(model, strategies, trials: int, out_dir: str, input_shapes: dic
     return runs
 
 
-def default_costs(tasks, p) -> dict:
+def default_costs(tasks, p, pool: WorkerPool) -> dict:
     """Task key -> its default schedule's cost (s), measured as the strategies measure their programs."""
-    costs = {}
-    with WorkerPool(p["build_workers"]) as pool:
-        for task in tasks:
-            costs[task.key] = _measure_schedules(task, [default_schedule(task.initial_state(), vector_width())],
-                                                 pool, p)[0].cost
-    return costs
+    return {task.key: _measure_schedules(task, [default_schedule(task.initial_state(), vector_width())], pool,
+                                         p)[0].cost for task in tasks}
 
 
 def _estimate(tasks, best: dict) -> float:
     return estimated_latency(tasks, lambda t: best.get(t.key, np.nan))
 
 
-def _run_ansor(tasks, trials, db, p, log, defaults) -> StrategyRun:
+def _run_ansor(tasks, trials, db, p, log, defaults, pool: WorkerPool) -> StrategyRun:
     params = {**TUNE_PARAMS, **p, "final_remeasure": 0}
     run = StrategyRun("ansor", db)
     budget = Budget(trials, None, time.perf_counter())
     with RecordStore(db) as store:
-        tuner = Tuner(tasks, store, host_target(), params, log)
+        tuner = Tuner(tasks, store, host_target(), params, log, executor=pool)
         tuner.assume_defaults(defaults)
         try:
             run.curve = [(0, 0.0, _estimate(tasks, defaults))]
@@ -205,7 +203,7 @@ def _make_search(name: str, task, model, seed: int, db: str):
 
 # ---------------------------------------------------------------------------------------------- the driver
 
-def _run_generic(name, tasks, trials, db, p, log, defaults) -> StrategyRun:
+def _run_generic(name, tasks, trials, db, p, log, defaults, pool: WorkerPool) -> StrategyRun:
     """Rounds under the task scheduler, as tuning/tune.py's Tuner runs them, with the strategy's searches."""
     run = StrategyRun(name, db)
     rng = random.Random(p["seed"])
@@ -216,7 +214,7 @@ def _run_generic(name, tasks, trials, db, p, log, defaults) -> StrategyRun:
     best = dict(defaults)
     run.curve.append((0, 0.0, _estimate(tasks, best)))
     t0 = time.perf_counter()
-    with RecordStore(db) as store, WorkerPool(p["build_workers"]) as pool:
+    with RecordStore(db) as store:
         while run.trials < trials:
             i = scheduler.next_task()
             if i is None:
