@@ -55,7 +55,8 @@ def payoff_row(path: str, records: str, minutes: float, threads: int, repeat: in
         "max_rel_error": max(e["max_rel"] for e in timed["outputs"].values()),
         "agree": all(e["passed"] for e in timed["outputs"].values()),
         "model_check": None if check is None else {
-            "untuned_ms": check.untuned_ms, "tuned_ms": check.tuned_ms, "all_reverted": check.model_reverted},
+            "untuned_ms": check.untuned_ms, "tuned_ms": check.tuned_ms, "paired_ratio": check.paired,
+            "all_reverted": check.model_reverted},
         "per_task": task_rows(result, check),
     }
 

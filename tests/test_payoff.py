@@ -35,6 +35,7 @@ def test_payoff_tunes_times_and_resumes(tmp_path, monkeypatch):
         assert t["trials"] > 0 and 0 < t["best_ms"] <= t["default_ms"], t
         assert t["in_model_untuned_ms"] > 0 and t["in_model_tuned_ms"] > 0, t
     assert row["model_check"]["untuned_ms"] > 0 and isinstance(row["model_check"]["all_reverted"], bool)
+    assert row["model_check"]["paired_ratio"]["rounds"] > 0
 
     def must_not_tune(*a, **k):
         raise AssertionError("a model already in payoff.json was tuned again")

@@ -14,7 +14,11 @@
 4. Both models are timed end to end in strict alternation with idle gaps (runtime.timing.time_alternating).
 5. If the tuned model was not faster end to end, every task it kept gets the verdict keep_default too: the
    records then compile the untuned model, so tuning never ends slower than it started (SqueezeNet after 15
-   minutes: every kept task faster in its profile, the whole model 2% slower).
+   minutes: every kept task faster in its profile, the whole model 2% slower). "Faster" is the median of the
+   rounds' ratios, tuned over untuned, each round's two runs back to back (runtime.timing.paired_ratio), below 1:
+   a slow phase of the shared machine that starts mid-run, or one disturbed run, moves a ratio of the two medians
+   (AlexNet's payoff run timed two compiles of the same schedules 2.6% apart by their medians) but not the median
+   of the paired ratios.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import compile_model
-from runtime.timing import Engine, time_alternating
+from runtime.timing import Engine, paired_ratio, time_alternating
 
 CHECK_PARAMS = {"repeat": 30, "warmup": 3, "profile_repeat": 10, "profile_rounds": 3}
 
@@ -41,6 +45,7 @@ class ModelCheck:
     reverted: list = field(default_factory=list)
     task_ms: dict = field(default_factory=dict)  # task key -> (untuned ms, tuned ms) inside the model
     model_reverted: bool = False  # the tuned model was not faster: every task keeps its default (step 5)
+    paired: dict | None = None  # tuned / untuned by rounds: {"ratio", "low", "high", "rounds"} (paired_ratio)
 
     @property
     def speedup(self) -> float:
@@ -48,8 +53,12 @@ class ModelCheck:
 
     def format(self) -> str:
         line = (f"model {self.model}: untuned {self.untuned_ms:.3f} ms, tuned {self.tuned_ms:.3f} ms "
-                f"({self.speedup:.2f}x); {len(self.kept)} tuned tasks kept, {len(self.reverted)} kept their default "
-                f"(slower in the model)")
+                f"({self.speedup:.2f}x")
+        if self.paired is not None:
+            p = self.paired
+            line += f"; paired tuned/untuned {p['ratio']:.3f} [{p['low']:.3f}-{p['high']:.3f}]"
+        line += (f"); {len(self.kept)} tuned tasks kept, {len(self.reverted)} kept their default "
+                 f"(slower in the model)")
         if self.estimated_ms is not None:
             error = (self.estimated_ms - self.tuned_ms) / self.tuned_ms
             line += f"; the tuner's estimate {self.estimated_ms:.3f} ms ({error:+.0%} of the measured)"
@@ -111,10 +120,12 @@ def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc
         tuned = compile_model(model, records=store, **options)
     engines = [Engine("untuned", lambda: untuned.run(None, feed)), Engine("tuned", lambda: tuned.run(None, feed))]
     stats = time_alternating(engines, p["repeat"], p["warmup"])
-    model_reverted = bool(kept) and not stats["tuned"]["median_ms"] < stats["untuned"]["median_ms"]
+    paired = paired_ratio(stats["tuned"], stats["untuned"])
+    model_reverted = bool(kept) and not paired["ratio"] < 1.0
     if model_reverted:
         log(f"the tuned model was not faster end to end ({stats['tuned']['median_ms']:.3f} ms against "
-            f"{stats['untuned']['median_ms']:.3f} untuned): every task keeps its default schedule")
+            f"{stats['untuned']['median_ms']:.3f} untuned, paired ratio {paired['ratio']:.3f}): every task keeps its "
+            f"default schedule")
         for key in kept:
             record = store.best_record(key, target)
             if record is not None:
@@ -127,4 +138,5 @@ def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc
         estimated = None if not np.isfinite(estimated) else estimated
     name = model if isinstance(model, str) else getattr(getattr(model, "graph", None), "name", "model")
     return ModelCheck(str(name), stats["untuned"]["median_ms"], stats["tuned"]["median_ms"], estimated, kept,
-                      reverted, {k: (untuned_ms[k], tuned_ms.get(k, np.nan)) for k in untuned_ms}, model_reverted)
+                      reverted, {k: (untuned_ms[k], tuned_ms.get(k, np.nan)) for k in untuned_ms}, model_reverted,
+                      paired)
