@@ -362,6 +362,30 @@ def test_a_lucky_reading_must_also_win_side_by_side(tmp_path, monkeypatch, candi
             assert store.best(CONV.key, target=HOST).to_json() == candidate.to_json() and best[CONV.key] == 0.5e-3
 
 
+def test_remeasure_skips_tasks_with_nothing_to_decide(tmp_path, monkeypatch):
+    """A task whose only program is its default decides nothing in the re-measure: not measured again if it was
+    measured, once (for the estimate) if it never was; a task with a candidate gets every round."""
+    from types import SimpleNamespace
+
+    from tuning import tune
+
+    default = sched(1)
+    monkeypatch.setattr(tune, "_default_schedule", lambda task: default)
+    calls = []
+
+    def fake_measure(task, schedules, **kw):
+        calls.append((task.key, len(schedules)))
+        return [SimpleNamespace(costs=[1e-3, 1e-3], error=None) for _ in schedules]
+    monkeypatch.setattr(tune, "measure", fake_measure)
+    other = FakeTask("k_conv2", "fused_conv2d_relu")
+    with RecordStore(tmp_path / "r.db") as store:
+        store.add_many([(CONV, HOST, default, [1e-3], None), (other, HOST, sched(4), [2e-3], None)])
+        tune.remeasure_best([CONV, POOL, other], store, HOST, k=2, params=dict(tune.TUNE_PARAMS, remeasure_rounds=3))
+    assert calls.count((CONV.key, 1)) == 0  # measured before, nothing else to compare
+    assert calls.count((POOL.key, 1)) == 1  # never measured: once
+    assert calls.count((other.key, 2)) == 3  # a candidate and the default, side by side in every round
+
+
 def test_switching_to_wal_waits_for_another_process_instead_of_failing():
     # SQLite does not wait on its busy handler to change the journal mode: a second tuning run opening a new
     # database while the first one sets it up saw "database is locked" at once (seen in CI); it is retried now

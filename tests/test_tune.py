@@ -47,9 +47,11 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
 
     logs = []
     second = tune_model(path, db, trials=6, layout="NCHW", log=logs.append, check_model=False,
-                        params=dict(PARAMS, final_remeasure=1, remeasure_rounds=1))
+                        params=dict(PARAMS, final_remeasure=2, remeasure_rounds=1))
     assert "resumed: 6 measured programs from the records database" in logs
     after = schedules_by_task(db, second.tasks)
+    with RecordStore(db) as store:  # what compile_model applies: the best record, unless a verdict kept the default
+        applied = {t.key: store.best_record(t.key) for t in second.tasks}
     for task in second.tasks:
         old = before[task.key]
         new = after[task.key][len(old):len(old) + second.trials_per_task[task.key]]  # the rounds, not the re-measure
@@ -59,10 +61,12 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
         searched = [r.schedule.to_json() for r in new if r.schedule.to_json() != default]
         assert searched and not seen & set(searched), "a program measured in the first run was measured again"
         assert len(after[task.key]) > len(old) + len(new)  # the final re-measure added readings
-        assert second.best[task.key] == min(r.cost for r in after[task.key] if r.ok)
+        record = applied[task.key]  # None: its best program lost to the default side by side in the re-measure
+        assert second.best[task.key] == (min(r.cost for r in after[task.key] if r.ok) if record is not None
+                                         else second.default[task.key])
 
     module = compile_model(path, layout="NCHW", records=db)
-    assert module.meta["compile_info"]["tuned_tasks"] == 2
+    assert module.meta["compile_info"]["tuned_tasks"] == sum(r is not None for r in applied.values())
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
     expected = evaluate(from_onnx(model), {"x": x})[0]
     assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
@@ -97,11 +101,12 @@ def test_tuning_from_the_naive_loop_nest(tmp_path):
     model = conv_pool()
     path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "naive.db")
     onnx.save(model, path)
-    result = tune_model(path, db, trials=6, layout="NCHW", params=dict(PARAMS, final_remeasure=1,
+    result = tune_model(path, db, trials=6, layout="NCHW", params=dict(PARAMS, final_remeasure=2,
                                                                        remeasure_rounds=1), progress=False,
                         start="naive", check_model=False)
-    for task, records in schedules_by_task(db, result.tasks).items():
-        assert records[0].schedule.to_json() == records[-1].schedule.to_json() == "[]"
+    for key, records in schedules_by_task(db, result.tasks).items():
+        remeasured = [r.schedule.to_json() for r in records[result.trials_per_task[key]:]]
+        assert records[0].schedule.to_json() == "[]" and "[]" in remeasured
     assert all(np.isfinite(result.default[t.key]) for t in result.tasks)
     module = compile_model(path, layout="NCHW", records=db, default_schedules="naive")
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)

@@ -369,8 +369,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
     each task's best record must also beat the default side by side (`side_by_side_verdicts`).
     defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
-    log(f"re-measuring the {k} best programs and the default of each of {len(tasks)} tasks, {rounds} rounds")
-    candidates = {}
+    candidates, alone = {}, {}
     for task in tasks:
         ranked, seen = [], set()
         for rec in sorted((r for r in store.records(task.key, target=target) if r.ok), key=lambda r: r.cost):
@@ -384,9 +383,15 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
         if default.to_json() not in seen:
             ranked.append(default)
         candidates[task.key] = ranked
+        if len(ranked) == 1:  # no program but the default: nothing to decide; measured once if it never was
+            alone[task.key] = default.to_json() in seen
+    log(f"re-measuring the {k} best programs and the default of each of {len(tasks) - len(alone)} tasks, {rounds} "
+        f"rounds" + (f" ({len(alone)} tasks have no program but their default)" if alone else ""))
     readings = {task.key: {s.to_json(): [] for s in candidates[task.key]} for task in tasks}
     for r in range(rounds):
         for task in tasks:
+            if task.key in alone and (r > 0 or alone[task.key]):
+                continue
             ranked = candidates[task.key] if r % 2 == 0 else candidates[task.key][::-1]
             results = measure(task, ranked, number=params["num_measure_number"],
                               repeat=params["num_measure_repeat"], timeout_s=params["timeout_s"],
