@@ -25,7 +25,7 @@ import sys
 import time
 
 from compiler import compile_model
-from runtime.timing import BLOCK_RUNS, describe_timing
+from runtime.timing import BLOCK_RUNS, describe_timing, paired_ratio
 
 from .compare import compare_with_onnxruntime
 from .suite import suite_paths
@@ -50,6 +50,9 @@ def payoff_row(path: str, records: str, minutes: float, threads: int, repeat: in
         "date": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
         "untuned_ms": timed["untuned"]["median_ms"], "tuned_ms": timed["ours"]["median_ms"],
         "onnxruntime_ms": timed["onnxruntime"]["median_ms"],
+        # tuned over untuned and each over onnxruntime, round by round (runtime.timing.paired_ratio)
+        "paired": {"tuned/untuned": paired_ratio(timed["ours"], timed["untuned"]),
+                   "tuned/ort": timed["paired"]["ours"], "untuned/ort": timed["paired"]["untuned"]},
         "estimated_ms": result.estimated_latency() * 1e3,
         "kept": len(check.kept) if check else None, "reverted": len(check.reverted) if check else None,
         "max_rel_error": max(e["max_rel"] for e in timed["outputs"].values()),
@@ -80,14 +83,17 @@ def task_rows(result, check) -> list[dict]:
 
 
 def format_table(rows: list[dict]) -> str:
-    """Medians in ms; tuned/untuned < 1: tuning paid; the ratios to onnxruntime before and after."""
+    """Medians in ms; tuned/untuned < 1: tuning paid; the ratios to onnxruntime before and after; "paired": tuned
+    over untuned round by round with its 90% interval (rows measured before it was kept show "-")."""
     head = (f"{'model':<18} {'min':>4} {'trials':>6} {'untuned':>8} {'tuned':>8} {'ort':>8} {'tuned/untuned':>13} "
-            f"{'untuned/ort':>11} {'tuned/ort':>9} {'estimate':>8}  accuracy")
+            f"{'paired':>19} {'untuned/ort':>11} {'tuned/ort':>9} {'estimate':>8}  accuracy")
     lines = [head, "-" * len(head)]
     for r in rows:
+        p = (r.get("paired") or {}).get("tuned/untuned")
+        paired = f"{p['ratio']:.3f} [{p['low']:.3f}-{p['high']:.3f}]" if p else "-"
         lines.append(
             f"{r['model']:<18} {r['minutes']:>4g} {r['trials']:>6} {r['untuned_ms']:>8.3f} {r['tuned_ms']:>8.3f} "
-            f"{r['onnxruntime_ms']:>8.3f} {r['tuned_ms'] / r['untuned_ms']:>13.3f} "
+            f"{r['onnxruntime_ms']:>8.3f} {r['tuned_ms'] / r['untuned_ms']:>13.3f} {paired:>19} "
             f"{r['untuned_ms'] / r['onnxruntime_ms']:>11.3f} {r['tuned_ms'] / r['onnxruntime_ms']:>9.3f} "
             f"{r['estimated_ms']:>8.3f}  {r['max_rel_error']:.1e}{'' if r['agree'] else ' DISAGREE'}")
     return "\n".join(lines)

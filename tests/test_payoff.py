@@ -36,6 +36,10 @@ def test_payoff_tunes_times_and_resumes(tmp_path, monkeypatch):
         assert t["in_model_untuned_ms"] > 0 and t["in_model_tuned_ms"] > 0, t
     assert row["model_check"]["untuned_ms"] > 0 and isinstance(row["model_check"]["all_reverted"], bool)
     assert row["model_check"]["paired_ratio"]["rounds"] > 0
+    assert set(row["paired"]) == {"tuned/untuned", "tuned/ort", "untuned/ort"}
+    assert all(p["low"] <= p["ratio"] <= p["high"] for p in row["paired"].values())
+    table = payoff.format_table(rows)
+    assert f"{row['paired']['tuned/untuned']['ratio']:.3f} [" in table and "paired" in table.splitlines()[0]
 
     def must_not_tune(*a, **k):
         raise AssertionError("a model already in payoff.json was tuned again")
