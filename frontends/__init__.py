@@ -5,7 +5,8 @@ from .onnx import OnnxImportError, describe_model, from_onnx, load_model
 from . import onnx_ops_movement  # noqa: F401  (Pad, Gather/Scatter Elements and ND, OneHot, Tile...)
 from . import onnx_ops_quant  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
 from . import onnx_ops_misc  # noqa: F401  (TopK, Einsum, If, Loop, NonZero, Compress, Unique...)
-from . import onnx_ops_signal  # noqa: F401  (windows, Mel, DFT, STFT, grids, Col2Im, RoiAlign)
+from . import onnx_ops_signal  # noqa: F401  (windows, Mel, DFT, STFT, AffineGrid, Col2Im)
+from . import onnx_ops_sampling  # noqa: F401  (GridSample, RoiAlign)
 from . import onnx_ops_convnd  # noqa: F401  (Conv and pools of every rank, ConvTranspose, normalizations)
 
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
