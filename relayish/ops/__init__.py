@@ -5,8 +5,8 @@ compiler, generated from the registry so that it never falls behind it.
 Conventions: activations NCHW, conv weights OIHW. Every float op works on float32 (other dtypes may be accepted
 where noted). `padding` is always 4 ints (top, left, bottom, right). Broadcasting is numpy's.
 """
-from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, reduce, tensor, transform,  # noqa: F401
-               transformer, winograd)
+from . import (activation, blocked, elemwise, layout, math, matmul_pack, nn, norm, reduce, tensor,  # noqa: F401
+               transform, transformer, winograd)
 from . import elemwise_tail  # noqa: F401  (trigonometry, isnan / isinf, bitwise ops)
 from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_hot)
 from . import resize  # noqa: F401  (resize: nearest, linear, cubic interpolation)

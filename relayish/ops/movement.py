@@ -22,7 +22,7 @@ from .. import te
 from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements
-from .nn import _axis_normalize
+from .norm import _axis_normalize
 from .tensor import INDEX_DTYPES, clamped_index
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
