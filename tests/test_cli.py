@@ -203,7 +203,7 @@ def test_bench_prints_both_engines_and_the_profile(fake_compile, onnx_path, caps
     code, out, err = run_cli(capsys, "bench", onnx_path, "--repeat", "5", "--warmup", "1", "--threads", "1",
                              "--profile")
     assert code == 0, err
-    assert out.startswith("threads 1, same inputs; timing steady: blocks of 10 consecutive runs")
+    assert out.startswith("threads 1, same inputs; timing steady: blocks of 5 consecutive runs")
     assert "5 timed runs each after 1 warm-up runs" in out.splitlines()[0]
     lines = out.splitlines()
     assert lines[1].split() == ["engine", "median_ms", "p90_ms", "p99_ms", "mean_ms", "min_ms", "max_ms", "std_ms"]
