@@ -14,6 +14,7 @@ from compiler.codegen import host_target
 from frontends import from_onnx
 from relayish.interp import evaluate
 from compiler.records import RecordStore
+from compiler.schedule import Schedule
 from tuning.tune import Budget, _default_schedule, tune_model
 
 PARAMS = {"batch_size": 3, "final_remeasure": 0}
@@ -70,6 +71,28 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
     x = np.random.default_rng(1).standard_normal((1, 4, 8, 8)).astype(np.float32)
     expected = evaluate(from_onnx(model), {"x": x})[0]
     assert np.max(np.abs(module.run(None, {"x": x})[0] - expected)) <= 1e-4 * np.max(np.abs(expected))
+
+
+def test_a_resumed_run_does_not_take_a_rejected_lucky_reading_for_its_best(tmp_path):
+    """A record whose lowest reading a verdict rejected (it lost side by side or in the model) is not what
+    compile_model applies; a resumed run's best for the task is then its default's fastest reading."""
+    from tuning.tune import TUNE_PARAMS, Tuner, model_tasks
+    model = conv_pool()
+    path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "r.db")
+    onnx.save(model, path)
+    tasks = model_tasks(path, layout="NCHW")
+    task, target = tasks[0], host_target()
+    default = _default_schedule(task)
+    lucky = Schedule()  # the naive loop nest stands in for a candidate that read impossibly fast once
+    with RecordStore(db) as store:
+        store.add(task, target, default, [2e-3])
+        store.add(task, target, lucky, [1e-9])
+        store.add_verdict(task.key, target, lucky, 1e-9, 2e-3, keep_default=True)
+        tuner = Tuner(tasks, store, target, dict(TUNE_PARAMS))
+        try:
+            assert tuner.best[task.key] == 2e-3
+        finally:
+            tuner.close()
 
 
 def test_budget_counts_trials_and_seconds():

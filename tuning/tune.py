@@ -125,7 +125,7 @@ class Tuner:
         self.best: dict[str, float] = {}
         self.default: dict[str, float] = {}
         self.defaults = {t.key: _default_schedule(t, start) for t in tasks}  # what each task starts from
-        _resume(store, tasks, self.spaces, target, self.model, self.best, log)
+        _resume(store, tasks, self.spaces, target, self.model, self.best, log, self.defaults)
         seeded = sum(seed_space(space, self.defaults[space.task.key], store, target) for space in self.spaces)
         log(f"initial populations seeded with {seeded} programs (default schedules, similar tasks' best records)")
         self.scheduler = TaskScheduler([t.weight for t in tasks], [t.flops for t in tasks],
@@ -472,8 +472,11 @@ def _group(task: Task) -> str:
     return anchors[0] if anchors else task.ops[0] if task.ops else "none"
 
 
-def _resume(store, tasks, spaces, target, model, best, log):
-    """Programs measured before (for this target) are known: not measured again, and they train the model."""
+def _resume(store, tasks, spaces, target, model, best, log, defaults: dict | None = None):
+    """Programs measured before (for this target) are known: not measured again, and they train the model. A task's
+    best is what compile_model would apply: when a verdict keeps its default (its lowest reading did not hold up side
+    by side or in the model), the default's fastest reading, not that lucky one, which would make the task look
+    tuned to the scheduler and set a bar no honest reading clears."""
     n = 0
     for task, space in zip(tasks, spaces):
         schedules, costs = [], []
@@ -492,6 +495,13 @@ def _resume(store, tasks, spaces, target, model, best, log):
         if schedules:
             model.update([(task, s, c) for s, c in zip(schedules, costs)])
             n += len(schedules)
+            if defaults is not None and store.best_record(task.key, target=target) is None:
+                own = defaults[task.key].to_json()
+                readings = [c for s, c in zip(schedules, costs) if s.to_json() == own and np.isfinite(c)]
+                if readings:
+                    best[task.key] = min(readings)
+                else:
+                    best.pop(task.key, None)
     if n:
         log(f"resumed: {n} measured programs from the records database")
 
