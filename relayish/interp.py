@@ -112,7 +112,8 @@ def _eval_node(node: Expr, values: dict, env: dict):
 
 def _run_op(node: Call, args: list) -> np.ndarray:
     opdef = get_op(node.op)
-    out = np.asarray(opdef.ref(*args, **node.attrs.as_dict()))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # IEEE results (inf, NaN) are the answer
+        out = np.asarray(opdef.ref(*args, **node.attrs.as_dict()))
     ty = node.type
     if isinstance(ty, TupleType):
         raise TypeError(f"evaluate: {node.op} returns a tuple type, which op references do not support")

@@ -250,6 +250,13 @@ def test_output_error_criterion():
     assert not accuracy.output_error(np.array([1.0, np.nan, 2.0], np.float32), ref)["passed"]
     assert not accuracy.output_error(ref[:2], ref)["passed"]
     assert accuracy.output_error(np.zeros(3), np.zeros(3))["passed"]
+    # the same infinity agrees; another value where the reference is infinite does not; the scale is the largest
+    # finite reference value, so a wrong finite element next to an infinity still fails
+    inf = np.array([-np.inf, 1.0, np.inf], np.float32)
+    assert accuracy.output_error(inf.copy(), inf)["passed"]
+    assert not accuracy.output_error(np.array([np.inf, 1.0, np.inf], np.float32), inf)["passed"]
+    assert not accuracy.output_error(np.array([-np.inf, 1.0, 3e38], np.float32), inf)["passed"]
+    assert not accuracy.output_error(np.array([-np.inf, 2.0, np.inf], np.float32), inf)["passed"]
     assert accuracy.compare_outputs({}, {"y": ref})["y"]["passed"] is False
 
 

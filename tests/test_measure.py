@@ -256,3 +256,19 @@ def test_a_repeat_disturbed_by_other_processes_is_taken_again():
     always_busy = jiffies_with([0, 9] * (2 * (MAX_RETAKES + 1)))
     costs = _timed_calls(kernel, (), number=1, repeat=2, flush=False, jiffies=always_busy)
     assert len(calls) == 2 * (MAX_RETAKES + 1) and len(costs) == 2
+
+
+def test_a_task_whose_outputs_overflow_to_infinity_measures(pool):
+    """BERT's attention mask, (1 - float(m)) * float32 min: on the tuner's random integer inputs (0-3) it overflows
+    to +-inf, in the kernel and in the numpy reference alike; every program of the task, the default included,
+    was rejected as a wrong result (inf - inf) before infinities that agree counted as agreeing."""
+    from relayish.expr import Constant
+    m = Var("m", TensorType((1, 16), "int64"))
+    lowest = Constant(np.array(np.finfo(np.float32).min, np.float32))
+    y = call("multiply", call("subtract", Constant(np.array(1.0, np.float32)), call("cast", m, dtype="float32")),
+             lowest)
+    task = build_task(Function((m,), y, Attrs(Primitive=1)))
+    ref = reference_outputs(task, seed=0)[0]
+    assert np.isinf(ref).any() and np.isfinite(ref).any()  # the case this test is about
+    result, = measure(task, [default_schedule(task.initial_state())], number=1, repeat=1, executor=pool)
+    assert result.ok, result.error
