@@ -13,7 +13,7 @@ from compiler.records import RecordStore
 from compiler.codegen import host_target
 from frontends.onnx import OnnxImportError
 from tuning.annotate import concretize, derive_program, mutate
-from tuning.search import SearchSpace, evolutionary_search
+from tuning.search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from tuning.sketch import generate_sketches
 from tuning.tune import _default_schedule, model_tasks, seed_space
 
@@ -108,3 +108,29 @@ def test_initial_population_holds_the_default_and_similar_tasks_best(tmp_path, r
 
     evolutionary_search(space, Recorder(), 4, random.Random(0), params={"population": 8, "generations": 1})
     assert _default_schedule(a).to_json() in seen
+
+
+def test_a_round_of_search_keeps_to_its_time_budget(resnet18_path):
+    """Predicting a program lowers it and extracts its features: 0.3-0.4 s for a Winograd convolution, and the full
+    population and generations took ~110 s a round for each of ResNet-18's Winograd tasks. A model as slow as
+    that (here 0.05 s a program) must still give a full batch of new programs within the budget, seeds
+    predicted; without the budget this search predicts >= 64 x 4 programs (> 12 s)."""
+    import time
+    task = next(t for t in resnet18_tasks(str(resnet18_path)) if t.name == "fused_conv2d_nchwc_add_relu")
+    space = SearchSpace.of(task)
+    space.seeds = [derive_program(space.sketches, _default_schedule(task), task.initial_state())]
+    predicted = []
+
+    class Slow:
+        def predict(self, task, schedules):
+            time.sleep(0.05 * len(schedules))
+            predicted.extend(s.to_json() for s in schedules)
+            return [random.random() for _ in schedules]
+
+    t0 = time.perf_counter()
+    batch = evolutionary_search(space, Slow(), 16, random.Random(0), params={"time_budget_s": 2.0})
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 4.0, f"the search took {elapsed:.1f} s on a 2 s budget"
+    assert len(batch) == 16 and len({s.to_json() for _, s in batch}) == 16
+    assert _default_schedule(task).to_json() in predicted
+    assert len(predicted) >= 4 * SEARCH_PARAMS["min_population"]  # each generation predicts at least that many

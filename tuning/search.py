@@ -4,10 +4,17 @@ Each round of a task: an initial population of fresh random programs plus the be
 a few generations of mutation and node-based crossover, parents drawn with probability proportional to the cost
 model's predicted fitness; then the batch to measure is the best predicted programs not measured yet plus a
 share of random ones (exploration).
+
+A round's search has a time budget (SEARCH_PARAMS["time_budget_s"]): predicting a program's cost means lowering
+it and extracting its features, ~0.01 s for a direct convolution but 0.3-0.4 s for a Winograd one (four stages,
+the transforms' constant-matrix products expanded), so the full population and generations took ~110 s a round
+for each Winograd task of ResNet-18, where building and timing the batch takes ~20 s: a template-free run spent
+most of its 15 minutes choosing programs. Over budget, the populations shrink and the generations stop early.
 """
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +32,8 @@ SEARCH_PARAMS = {
     "eps_random": 0.2,  # share of each measured batch that is random programs
     "elite_measured": 16,  # best measured programs seeded into the initial population
     "similar_records": 4,  # best records of other shapes of the same computation seeded into it
+    "time_budget_s": 10.0,  # seconds of cost-model predictions per round, spread over the generations
+    "min_population": 8,  # predicted programs per generation however slow the predictions
 }
 
 
@@ -66,22 +75,30 @@ def evolutionary_search(space: SearchSpace, model, batch_size: int, rng: random.
     """The next batch of programs to measure for this task: `batch_size` new (unmeasured) legal programs."""
     p = dict(SEARCH_PARAMS, **(params or {}))
     initial = space.task.initial_state()
+    t0 = time.perf_counter()
+    share = p["time_budget_s"] / (p["generations"] + 1)  # each generation's part of the budget
     pop: dict[str, tuple[Program, Schedule]] = {}
-    for prog, sch in random_programs(space.sketches, initial, p["population"], rng):
-        pop[sch.to_json()] = (prog, sch)
-    for prog in space.seeds + space.best_measured(p["elite_measured"]):
+    for prog in space.seeds:  # first: a generation cut short by the budget still predicts them
         sch = _concrete(space, prog, initial)
         if sch is not None:
             pop[sch.to_json()] = (prog, sch)
+    rest = [(prog, sch) for prog in space.best_measured(p["elite_measured"])
+            if (sch := _concrete(space, prog, initial)) is not None]
+    rest += random_programs(space.sketches, initial, p["population"], rng)
+    rng.shuffle(rest)  # elites and fresh programs mixed, for the same reason
+    for prog, sch in rest:
+        pop.setdefault(sch.to_json(), (prog, sch))
     seen: dict[str, tuple[Program, Schedule, float]] = {}
     population = list(pop.values())
     for gen in range(p["generations"] + 1):
-        scores = _predict(model, space.task, [s for _, s in population])
+        population, scores = _predict_within(model, space.task, population, t0 + share * (gen + 1),
+                                             p["min_population"])
         for (prog, sch), sc in zip(population, scores):
             seen.setdefault(sch.to_json(), (prog, sch, float(sc)))
-        if gen == p["generations"]:
+        if gen == p["generations"] or time.perf_counter() - t0 >= p["time_budget_s"]:
             break
-        population = _next_generation(space, population, scores, p, rng, initial)
+        population = _next_generation(space, population, scores, dict(p, population=len(population)), rng,
+                                      initial)
     ranked = sorted(seen.values(), key=lambda t: -t[2])
     n_random = int(round(batch_size * p["eps_random"]))
     batch, keys = [], set()
@@ -101,6 +118,19 @@ def evolutionary_search(space: SearchSpace, model, batch_size: int, rng: random.
             batch.append((prog, sch))
             keys.add(key)
     return batch
+
+
+def _predict_within(model, task, population: list, deadline: float, at_least: int) -> tuple[list, np.ndarray]:
+    """Predict the population's programs in chunks, stopping at the first chunk that ends past the deadline
+    (at_least programs are predicted in any case); returns the predicted programs and their scores."""
+    chunk = max(1, at_least)
+    done, scores = 0, []
+    while done < len(population):
+        scores.append(_predict(model, task, [s for _, s in population[done:done + chunk]]))
+        done = min(done + chunk, len(population))
+        if time.perf_counter() >= deadline:
+            break
+    return population[:done], np.concatenate(scores) if scores else np.zeros(0)
 
 
 def _predict(model, task, schedules) -> np.ndarray:
