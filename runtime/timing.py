@@ -91,6 +91,25 @@ def cpu_jiffies() -> tuple[int, int]:
     return sum(fields) - fields[3] - fields[4], int(own[11]) + int(own[12])
 
 
+class QuietCheck:
+    """`with QuietCheck() as q: take_a_sample()`, then q.quiet: other processes (or the hypervisor, as steal) took
+    at most OTHERS_MAX_JIFFIES of CPU meanwhile. jiffies: the (machine busy, own) reader (cpu_jiffies; tests pass
+    a fake), or None for no check (always quiet, /proc not read)."""
+
+    def __init__(self, jiffies=cpu_jiffies):
+        self.jiffies = jiffies
+        self.quiet = True
+
+    def __enter__(self) -> "QuietCheck":
+        self.start = self.jiffies() if self.jiffies is not None else (0, 0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.jiffies is not None:
+            (busy0, own0), (busy1, own1) = self.start, self.jiffies()
+            self.quiet = (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES
+
+
 def idle_wait(gap_s: float, window_s: float = QUIET_WINDOW_S, quiet: float = QUIET_CORES,
               max_settle_s: float = MAX_SETTLE_S) -> None:
     """Sleep gap_s, then until this process's threads use less than `quiet` of a core over a window of window_s
@@ -155,19 +174,17 @@ def time_alternating(engines, repeat: int, warmup: int, idle_gap_s: float = IDLE
     for k in range(warmup + repeat):
         for e in engines:
             for attempt in range(max_retakes + 1):
-                busy0, own0 = cpu_jiffies() if max_retakes else (0, 0)
-                idle_wait(idle_gap_s)
-                dt = time_burst(e.run, e.calls)
-                if e.after is not None:
-                    e.after()
-                busy1, own1 = cpu_jiffies() if max_retakes else (0, 0)
-                quiet = (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES
-                if quiet or attempt == max_retakes:
+                with QuietCheck(cpu_jiffies if max_retakes else None) as check:
+                    idle_wait(idle_gap_s)
+                    dt = time_burst(e.run, e.calls)
+                    if e.after is not None:
+                        e.after()
+                if check.quiet or attempt == max_retakes:
                     break
                 retaken += 1
             if k >= warmup:
                 samples[e.name].append(dt)
-                noisy += not quiet
+                noisy += not check.quiet
     if stats is not None:
         stats.update(retaken=retaken, noisy=noisy)
     return {name: dict(latency_stats(np.asarray(s) * 1e9), rounds_ms=[t * 1e3 for t in s])

@@ -63,7 +63,7 @@ from runtime import default_num_threads
 from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
-from runtime.timing import OTHERS_MAX_JIFFIES, QUIET_WINDOW_S, cpu_jiffies, idle_wait
+from runtime.timing import QUIET_WINDOW_S, QuietCheck, cpu_jiffies, idle_wait
 
 KERNEL_NAME = "candidate"
 GRACE_S = 30.0  # extra wait for a job whose own watchdog failed to end it (then its workers are killed)
@@ -340,10 +340,9 @@ def _timed_calls(kernel, args, number: int, repeat: int, flush: bool, wake=lambd
     for _ in range(repeat):
         cost = math.inf
         for _attempt in range(max_retakes + 1):
-            busy0, own0 = jiffies()
-            cost = min(cost, one_repeat())  # a disturbance only adds time: the least reading is the truest
-            busy1, own1 = jiffies()
-            if (busy1 - busy0) - (own1 - own0) <= OTHERS_MAX_JIFFIES:
+            with QuietCheck(jiffies) as check:
+                cost = min(cost, one_repeat())  # a disturbance only adds time: the least reading is the truest
+            if check.quiet:
                 break
         costs.append(cost)
     return costs
