@@ -369,6 +369,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
     each task's best record must also beat the default side by side (`side_by_side_verdicts`).
     defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
+    defaults = defaults or {task.key: _default_schedule(task) for task in tasks}
     candidates, alone = {}, {}
     for task in tasks:
         ranked, seen = [], set()
@@ -379,7 +380,7 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
                 ranked.append(rec.schedule)
             if len(ranked) >= k:
                 break
-        default = defaults[task.key] if defaults else _default_schedule(task)
+        default = defaults[task.key]
         if default.to_json() not in seen:
             ranked.append(default)
         candidates[task.key] = ranked
@@ -399,7 +400,6 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
             store.add_many([(task, target, s, res.costs, res.error) for s, res in zip(ranked, results)])
             for s, res in zip(ranked, results):
                 readings[task.key][s.to_json()].append(min(res.costs) if res.error is None and res.costs else np.inf)
-    defaults = defaults or {task.key: _default_schedule(task) for task in tasks}
     side_by_side_verdicts(tasks, store, target, readings, defaults, log)
 
 
@@ -435,15 +435,21 @@ def _costs_from_records(tasks, store, target, best: dict, default: dict, default
     verdict kept the default); default[key] = the default schedule's fastest reading (both min over every
     measurement in the records)."""
     for task in tasks:
-        own = defaults[task.key].to_json()
-        readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
-        if readings:
-            default[task.key] = min(readings)
+        reading = default_reading(store, task, target, defaults[task.key])
+        if reading is not None:
+            default[task.key] = reading
         rec = store.best_record(task.key, target=target)
         if rec is not None:
             best[task.key] = rec.cost
         elif task.key in default:
             best[task.key] = default[task.key]
+
+
+def default_reading(store, task, target, default: Schedule) -> float | None:
+    """The default schedule's fastest reading in the records (None if it has none that ran)."""
+    own = default.to_json()
+    readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
+    return min(readings) if readings else None
 
 
 def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target, k: int | None = None) -> int:
@@ -496,10 +502,9 @@ def _resume(store, tasks, spaces, target, model, best, log, defaults: dict | Non
             model.update([(task, s, c) for s, c in zip(schedules, costs)])
             n += len(schedules)
             if defaults is not None and store.best_record(task.key, target=target) is None:
-                own = defaults[task.key].to_json()
-                readings = [c for s, c in zip(schedules, costs) if s.to_json() == own and np.isfinite(c)]
-                if readings:
-                    best[task.key] = min(readings)
+                reading = default_reading(store, task, target, defaults[task.key])
+                if reading is not None:
+                    best[task.key] = reading
                 else:
                     best.pop(task.key, None)
     if n:
