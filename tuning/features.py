@@ -150,11 +150,14 @@ def _statement_row(store: Store, ctx: _Context) -> np.ndarray:
     loops = ctx.loops
     value = _inline_lets(store.value, ctx.lets)
     index = _inline_lets(store.index, ctx.lets)
-    accesses = [_Access(n.buffer, _inline_lets(n.index, ctx.lets), False, loops) for n in _loads(value)]
-    accesses.append(_Access(store.buffer, index, True, loops))  # the store is always the last access
     ops = _count_ops(value)
-    for e in [index] + [a.index for a in accesses[:-1]]:
-        _count_int_ops(e, ops)
+    _count_int_ops(index, ops)
+    accesses = []  # one per load in the expression as a tree: a load the DAG shares is one _Access, repeated
+    for load, times in _loads(value):
+        access = _Access(load.buffer, _inline_lets(load.index, ctx.lets), False, loops)
+        _count_int_ops(access.index, ops, times)
+        accesses += [access] * times
+    accesses.append(_Access(store.buffer, index, True, loops))  # the store is always the last access
     execs = math.prod(l.extent for l in loops)
     f = dict.fromkeys(STMT_FEATURES, 0.0)
     f.update({k: v * execs for k, v in ops.items()})
@@ -341,68 +344,83 @@ def _scale(row: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- operations
 
-def _loads(e) -> list:
-    """The Loads of an expression, outermost first (indices of loads are searched too: gathers)."""
-    out, stack = [], [e]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Load):
-            out.append(n)
-            stack.append(n.index)
-        else:
-            stack.extend(reversed(te.expr_children(n)))
-    return out
+def _tree_counts(root, children) -> list[tuple]:
+    """(node, how often it occurs in the expression read as a tree) for each distinct node, parents first. A
+    lowered expression is a DAG (a Winograd transform reads each input element in many of its products: 3,259
+    loads, 315 distinct, in four programs of one task), and the features count the tree, as written; counting
+    by node keeps their values and visits each node once."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:  # iterative post-order over distinct nodes
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((c, False) for c in children(node))
+    times = {id(root): 1}
+    for node in reversed(order):  # reversed post-order: every parent before its children
+        m = times[id(node)]
+        for c in children(node):
+            times[id(c)] = times.get(id(c), 0) + m
+    return [(node, times[id(node)]) for node in reversed(order)]
+
+
+def _value_children(n) -> tuple:
+    return () if isinstance(n, Load) else te.expr_children(n)  # a load's index is integer work: _count_int_ops
+
+
+def _load_children(n) -> tuple:
+    return (n.index,) if isinstance(n, Load) else te.expr_children(n)  # loads in indices too: gathers
+
+
+def _loads(e) -> list[tuple]:
+    """(Load, occurrences) of each distinct Load of an expression, indices of loads searched too (gathers)."""
+    return [(n, k) for n, k in _tree_counts(e, _load_children) if isinstance(n, Load)]
 
 
 def _count_ops(value) -> dict:
     """Operation counts of one execution of a stored value (index arithmetic excluded)."""
     ops = dict.fromkeys(("f_addsub", "f_mul", "f_div", "f_fma", "f_minmax", "f_math", "f_cmp_select", "f_cast",
                          "i_addsub", "i_mul", "i_divmod", "i_minmax_cmp"), 0)
-    stack = [value]
-    while stack:
-        n = stack.pop()
+    for n, k in _tree_counts(value, _value_children):
         if isinstance(n, Load):
-            continue  # its index is integer work, counted by _count_int_ops
-        stack.extend(te.expr_children(n))
+            continue
         if isinstance(n, te.BinOp) and n.dtype.startswith("float"):
             if n.op in ("+", "-"):
-                ops["f_addsub"] += 1
+                ops["f_addsub"] += k
                 # a mul feeding an add is one fused multiply-add under `contract`
-                ops["f_fma"] += any(isinstance(x, te.BinOp) and x.op == "*" for x in (n.a, n.b))
+                ops["f_fma"] += k * any(isinstance(x, te.BinOp) and x.op == "*" for x in (n.a, n.b))
             elif n.op == "*":
-                ops["f_mul"] += 1
+                ops["f_mul"] += k
             elif n.op == "/":
-                ops["f_div"] += 1
+                ops["f_div"] += k
             else:
-                ops["f_minmax"] += 1
+                ops["f_minmax"] += k
         elif isinstance(n, te.BinOp):
-            _count_int_binop(n, ops)
+            _count_int_binop(n, ops, k)
         elif isinstance(n, te.Call):
-            ops["f_math"] += 1
+            ops["f_math"] += k
         elif isinstance(n, (te.Cmp, te.Select, te.Logic)):
-            ops["f_cmp_select"] += 1
+            ops["f_cmp_select"] += k
         elif isinstance(n, te.Cast):
-            ops["f_cast"] += 1
+            ops["f_cast"] += k
     return ops
 
 
-def _count_int_ops(index, ops: dict) -> None:
-    stack = [index]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, Load):
-            continue  # counted where the Load itself is visited
-        stack.extend(te.expr_children(n))
+def _count_int_ops(index, ops: dict, times: int = 1) -> None:
+    """Integer operations of an index (times over), loads in it excluded (counted where they are visited)."""
+    for n, k in _tree_counts(index, _value_children):
         if isinstance(n, te.BinOp):
-            _count_int_binop(n, ops)
+            _count_int_binop(n, ops, k * times)
         elif isinstance(n, (te.Cmp, te.Logic, te.Select)):
-            ops["i_minmax_cmp"] += 1
+            ops["i_minmax_cmp"] += k * times
 
 
-def _count_int_binop(n: te.BinOp, ops: dict) -> None:
+def _count_int_binop(n: te.BinOp, ops: dict, times: int = 1) -> None:
     key = {"+": "i_addsub", "-": "i_addsub", "*": "i_mul", "//": "i_divmod", "%": "i_divmod",
            "/": "i_divmod"}.get(n.op, "i_minmax_cmp")
-    ops[key] += 1
+    ops[key] += times
 
 
 # ---------------------------------------------------------------------------------------------- memory
