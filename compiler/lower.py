@@ -343,12 +343,20 @@ def _guard_select_loads(expr, var_extent):
             return load
         return Load(load.buffer, te.max_(te.IntImm(0), te.min_(load.index, load.buffer.size - 1)))
 
+    memo: dict = {}  # (id, in_branch) -> (node, result): a subtree shared by many selects is visited once
+
     def visit(e, in_branch: bool):
+        hit = memo.get((id(e), in_branch))
+        if hit is not None:
+            return hit[1]
         if isinstance(e, Load):
-            return clamped(e) if in_branch else e
-        if isinstance(e, te.Select):
-            return te.select(visit(e.cond, in_branch), visit(e.true_value, True), visit(e.false_value, True))
-        return te.substitute(e, lambda m: visit(m, in_branch) if isinstance(m, (Load, te.Select)) else None)
+            out = clamped(e) if in_branch else e
+        elif isinstance(e, te.Select):
+            out = te.select(visit(e.cond, in_branch), visit(e.true_value, True), visit(e.false_value, True))
+        else:
+            out = te.substitute(e, lambda m: visit(m, in_branch) if isinstance(m, (Load, te.Select)) else None)
+        memo[(id(e), in_branch)] = (e, out)
+        return out
     return visit(expr, False)
 
 

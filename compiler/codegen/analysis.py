@@ -11,11 +11,16 @@ from ..arith import coefficient
 from ..loopir import Allocate, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 
 
-def walk_expr(e):
-    """Pre-order over an expression, descending into Load indices (te.walk does not know Load)."""
-    stack = [e]
+def walk_expr(e, unique: bool = False):
+    """Pre-order over an expression, descending into Load indices (te.walk does not know Load). unique: a node
+    the expression (a DAG) shares is visited once, not once per parent."""
+    stack, seen = [e], set()
     while stack:
         node = stack.pop()
+        if unique:
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
         yield node
         stack.extend([node.index] if isinstance(node, Load) else reversed(te.expr_children(node)))
 
@@ -81,8 +86,8 @@ def vectorize_blocker(loop: For) -> str | None:
     var, lets = loop.var, {}
     accesses = defaultdict(list)  # buffer -> [(is_store, index, coeff)]
 
-    def note_loads(e):
-        for n in walk_expr(e):
+    def note_loads(e):  # each distinct load once (a Winograd transform shares each of its loads in ~10 products)
+        for n in walk_expr(e, unique=True):
             if isinstance(n, Load):
                 accesses[n.buffer].append((False, n.index, coefficient(n.index, var, lets)))
 
