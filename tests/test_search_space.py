@@ -134,3 +134,25 @@ def test_a_round_of_search_keeps_to_its_time_budget(resnet18_path):
     assert len(batch) == 16 and len({s.to_json() for _, s in batch}) == 16
     assert _default_schedule(task).to_json() in predicted
     assert len(predicted) >= 4 * SEARCH_PARAMS["min_population"]  # each generation predicts at least that many
+
+
+def test_a_program_found_this_session_seeds_the_similar_tasks_next_round(tmp_path, resnet18_path):
+    """Each round re-seeds its task from the best records of similar tasks (same fused ops, other shapes) as they are
+    then, not only as they were when tuning started: a tile found for one shape this session is where the others
+    start (tuning from plain loop nests, nothing is in the records at the start)."""
+    from tuning.tune import TUNE_PARAMS, Tuner
+    a, b = [t for t in resnet18_tasks(str(resnet18_path)) if t.name == "fused_conv2d_nchwc_add_relu"][:2]
+    target = host_target()
+    with RecordStore(str(tmp_path / "r.db")) as store:
+        tuner = Tuner([a, b], store, target, dict(TUNE_PARAMS))
+        try:
+            assert len(tuner.spaces[0].seeds) == 1  # a's default only: nothing measured yet
+            store.add(b, target, _default_schedule(b), costs=[1e-4])  # b's round found a program
+            tuner.default[a.key] = 1.0  # a's first round is over (else its batch starts with its default)
+            tuner._next_batch(0, None)
+            assert len(tuner.spaces[0].seeds) == 2
+            fitted = concretize(tuner.spaces[0].sketches[tuner.spaces[0].seeds[1].sketch_id], tuner.spaces[0].seeds[1],
+                                a.initial_state())
+            fitted.apply(a.initial_state())  # b's program, fitted to a's shapes
+        finally:
+            tuner.close()

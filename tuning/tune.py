@@ -5,8 +5,8 @@
 
 A `Tuner` holds one session: the tasks, the records store, the cost model, each task's search space and the task
 scheduler. `Tuner.round()` is one round: the task scheduler picks a task; evolutionary search proposes a batch of
-programs for it (each task's population starts from its default program and similar tasks' best records:
-`seed_space`); they are built and timed in worker processes, or on a Dask cluster (with cold caches, as in a
+programs for it (each task's population starts from its default program and similar tasks' best records as they
+are when the round starts: `seed_space`); they are built and timed in worker processes, or on a Dask cluster (with cold caches, as in a
 model); every result (or error) is written to the records database as it arrives; the cost model is retrained;
 the scheduler learns the task's new best. `tune_model` drives rounds until the budget is spent (a tqdm bar shows
 the progress), re-measures the best programs (`remeasure_best`), prints the task table (tuning/report.py), times
@@ -186,6 +186,8 @@ class Tuner:
         if max_trials is not None:
             want = min(want, max(max_trials - len(batch), 0))
         if want > 0:
+            # similar tasks' best records as they are now: a tile found for one shape this session seeds the others
+            seed_space(self.spaces[i], self.defaults[task.key], self.store, self.target)
             batch += evolutionary_search(self.spaces[i], self.model, want, self.rng)
         return batch
 
