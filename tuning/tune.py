@@ -5,14 +5,14 @@
 
 A `Tuner` holds one session: the tasks, the records store, the cost model, each task's search space and the task
 scheduler. `Tuner.round()` is one round: the task scheduler picks a task; evolutionary search proposes a batch of
-programs for it (each task's population starts from its default program and similar tasks' best records as they
-are when the round starts: `seed_space`); they are built and timed in worker processes, or on a Dask cluster
-(with cold caches, as in a model); every result (or error) is written to the records database as it arrives; the
-cost model is retrained; the scheduler learns the task's new best. `tune_model` drives rounds until the budget
-is spent (a tqdm bar shows the progress), re-measures the best programs (`remeasure_best`), prints the task table (tuning/report.py), times
-each model untuned and tuned side by side, keeping the default of every task whose tuned program loses inside
-the model (tuning/model_check.py), and writes the curve. Tuning resumes from the database: programs measured
-before are not measured again and train the cost model from the start.
+programs for it (each task's population starts from its default program and similar tasks' best records as they are
+when the round starts: `seed_space`); they are built and timed in worker processes, or on a Dask cluster (with cold
+caches, as in a model); every result (or error) is written to the records database as it arrives; the cost model is
+retrained; the scheduler learns the task's new best. `tune_model` drives rounds until the budget is spent (a tqdm
+bar shows the progress), re-measures the best programs (`remeasure_best`), prints the task table (tuning/report.py),
+times each model untuned and tuned side by side, keeping the default of every task whose tuned program loses inside
+the model (tuning/model_check.py), and writes the curve. Tuning resumes from the database: programs measured before
+are not measured again and train the cost model from the start.
 """
 from __future__ import annotations
 
