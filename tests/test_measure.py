@@ -272,3 +272,18 @@ def test_a_task_whose_outputs_overflow_to_infinity_measures(pool):
     assert np.isinf(ref).any() and np.isfinite(ref).any()  # the case this test is about
     result, = measure(task, [default_schedule(task.initial_state())], number=1, repeat=1, executor=pool)
     assert result.ok, result.error
+
+
+def test_a_candidate_too_large_once_unrolled_is_refused_before_llvm(conv_task, pool):
+    """Random annotation can unroll a register tile of 49 x 8 x 8 vector FMAs: LLVM then outlasts the build timeout,
+    and the kill breaks the pool for every build in flight (each retried alone: ~100 s for one round of a
+    template-free run). Such a candidate is refused with an error that says why, as fast as it lowers."""
+    from compiler.schedule import Annotate
+    unrolled = Schedule(tuple(Annotate("conv2d", it, "unroll") for it in ("k", "l", "rc", "ry", "rx")))  # 7,200
+    modest = Schedule((Annotate("conv2d", "rx", "unroll"), Annotate("conv2d", "ry", "unroll")))  # 9 per store
+    t0 = time.perf_counter()
+    big, small = measure(conv_task, [unrolled, modest], number=1, repeat=1, executor=pool)
+    assert big.error is not None and big.error.startswith("build refused: ") and "more than 1024" in big.error
+    assert int(big.error.split()[2]) >= 7200, big.error  # 10 x 10 x 8 x 3 x 3 updates, and the stores around them
+    assert big.build_s < 5.0 and time.perf_counter() - t0 < 30.0
+    assert small.ok, small.error

@@ -139,3 +139,26 @@ def vectorize_report(func: PrimFunc) -> dict:
     """{loop variable name: None if the vectorize loop becomes <N x T> code, else why it runs serially}."""
     loops = [s for s in walk_stmt(func.body) if isinstance(s, For) and s.kind == "vectorize"]
     return {s.var.name: vectorize_blocker(s) for s in loops}
+
+
+def unrolled_size(s) -> int:
+    """Statements codegen emits for s (a PrimFunc or statement) with every unroll loop expanded: each store counts
+    the product of the extents of the unroll loops around it (a vectorize loop is one statement, and so is a serial
+    or parallel loop's body). LLVM's time grows with it: a register tile of 49 x 8 x 8 unrolled vector FMAs, which
+    random annotation can draw, took longer than the tuner's 10 s build timeout."""
+    body = s.body if isinstance(s, PrimFunc) else s
+
+    def size(st, times: int) -> int:
+        if isinstance(st, Store):
+            return times
+        if isinstance(st, Seq):
+            return sum(size(x, times) for x in st.stmts)
+        if isinstance(st, For):
+            unrolled = st.kind == "unroll" and isinstance(st.extent, IntImm)
+            return size(st.body, times * st.extent.value if unrolled else times)
+        if isinstance(st, (LetStmt, Allocate)):
+            return size(st.body, times)
+        if isinstance(st, IfThenElse):
+            return size(st.then_case, times) + (size(st.else_case, times) if st.else_case is not None else 0)
+        return 0
+    return size(body, 1)
