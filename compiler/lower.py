@@ -357,7 +357,10 @@ def _guard_select_loads(expr, var_extent):
             out = te.substitute(e, lambda m: visit(m, in_branch) if isinstance(m, (Load, te.Select)) else None)
         memo[(id(e), in_branch)] = (e, out)
         return out
-    return visit(expr, False)
+    try:
+        return visit(expr, False)
+    finally:
+        memo.clear()  # visit's closure is a reference cycle: without this, the memo waits for the cyclic GC
 
 
 def _tile_version(expr, inner: dict) -> tuple | None:

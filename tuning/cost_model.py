@@ -20,6 +20,7 @@ from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
+from compiler.codegen.library import gc_paused
 from compiler.lower import lower
 from compiler.schedule import Schedule, ScheduleError
 
@@ -52,7 +53,8 @@ def featurize(task, schedule: Schedule) -> np.ndarray:
     if got is not None:
         _FEATURE_CACHE.move_to_end(key)
         return got
-    feats = extract_features(lower(schedule.apply(task.initial_state()), "features"))
+    with gc_paused():  # allocation-heavy, no garbage cycles: the GC's passes were ~40% of a Winograd program's
+        feats = extract_features(lower(schedule.apply(task.initial_state()), "features"))
     feats.setflags(write=False)
     _FEATURE_CACHE[key] = feats
     if len(_FEATURE_CACHE) > FEATURE_CACHE_SIZE:
