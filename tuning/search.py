@@ -6,10 +6,11 @@ model's predicted fitness; then the batch to measure is the best predicted progr
 share of random ones (exploration).
 
 A round's search has a time budget (SEARCH_PARAMS["time_budget_s"]): predicting a program's cost means lowering
-it and extracting its features, ~0.01 s for a direct convolution but 0.3-0.4 s for a Winograd one (four stages,
-the transforms' constant-matrix products expanded), so the full population and generations took ~110 s a round
-for each Winograd task of ResNet-18, where building and timing the batch takes ~20 s: a template-free run spent
-most of its 15 minutes choosing programs. Over budget, the populations shrink and the generations stop early.
+it and extracting its features, ~0.01 s for a direct convolution but 0.4 s for a Winograd one (four stages,
+the transforms' constant-matrix products expanded; ~0.2 s since features count shared nodes once and lowering
+pauses the GC), so the full population and generations took ~110 s a round for each Winograd task of ResNet-18,
+where building and timing the batch takes ~20 s: a template-free run spent most of its 15 minutes choosing
+programs. Over budget, the populations shrink and the generations stop early.
 """
 from __future__ import annotations
 
