@@ -437,7 +437,7 @@ def _costs_from_records(tasks, store, target, best: dict, default: dict, default
     verdict kept the default); default[key] = the default schedule's fastest reading (both min over every
     measurement in the records)."""
     for task in tasks:
-        reading = default_reading(store, task, target, defaults[task.key])
+        reading = default_reading(store.records(task.key, target=target), defaults[task.key])
         if reading is not None:
             default[task.key] = reading
         rec = store.best_record(task.key, target=target)
@@ -447,10 +447,10 @@ def _costs_from_records(tasks, store, target, best: dict, default: dict, default
             best[task.key] = default[task.key]
 
 
-def default_reading(store, task, target, default: Schedule) -> float | None:
-    """The default schedule's fastest reading in the records (None if it has none that ran)."""
+def default_reading(records, default: Schedule) -> float | None:
+    """The default schedule's fastest reading among a task's records (None if it has none that ran)."""
     own = default.to_json()
-    readings = [r.cost for r in store.records(task.key, target=target) if r.ok and r.schedule.to_json() == own]
+    readings = [r.cost for r in records if r.ok and r.schedule.to_json() == own]
     return min(readings) if readings else None
 
 
@@ -488,7 +488,8 @@ def _resume(store, tasks, spaces, target, model, best, log, defaults: dict | Non
     n = 0
     for task, space in zip(tasks, spaces):
         schedules, costs = [], []
-        for rec in store.records(task.key, target=target):
+        records = store.records(task.key, target=target)
+        for rec in records:
             sch = rec.schedule
             try:
                 sch.apply(task.initial_state())
@@ -504,7 +505,7 @@ def _resume(store, tasks, spaces, target, model, best, log, defaults: dict | Non
             model.update([(task, s, c) for s, c in zip(schedules, costs)])
             n += len(schedules)
             if defaults is not None and store.best_record(task.key, target=target) is None:
-                reading = default_reading(store, task, target, defaults[task.key])
+                reading = default_reading(records, defaults[task.key])  # the records read above, not again
                 if reading is not None:
                     best[task.key] = reading
                 else:
