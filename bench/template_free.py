@@ -95,12 +95,16 @@ def main(argv=None, params: dict | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=30, help="timed runs per model end to end")
     ap.add_argument("--plot", metavar="PNG")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--no-cache-flush", action="store_true",
+                    help="time candidates (and the hand-written kernels) back to back, as relayish tune's flag")
     args = ap.parse_args(argv)
+    if args.no_cache_flush:
+        params = dict(params or {}, cache_flush=False)
     if args.plot:
         require_matplotlib()  # now, not after the whole budget
     tasks = model_tasks(args.model)
     print(f"measuring the hand-written default of {len(tasks)} tasks", file=sys.stderr)
-    hand = hand_written_costs(tasks)
+    hand = hand_written_costs(tasks, dict(TUNE_PARAMS, **(params or {})))
     budget = {"trials": args.trials} if args.trials else {"time_budget_s": args.time_budget}
     result = tune_model(args.model, args.records, start="naive", params=params, **budget)
     naive_est = estimate(result.tasks, result.default)
