@@ -24,14 +24,8 @@ One row per measured candidate:
 
 A second table, `verdicts`, holds what a tuning run found when it timed the whole model (tuning/model_check.py)
 or, before that, the task's best program side by side with its default (tuning/tune.side_by_side_verdicts): per
-(task_key, target, schedule), the latest verdict on that schedule, in the column keep_default:
-    0 (APPLIES)     it won inside the model: it applies;
-    1 (KEEP_DEFAULT) it lost to the untuned schedule: compile_model keeps the default for the task;
-    2 (SUPERSEDED)  another of the task's programs, with a higher recorded cost, ran faster inside the model: the
-                    next record in cost order is considered instead.
-`best` walks a task's records by cost, skipping superseded schedules, and stops at the first other one: it applies
-unless its verdict is KEEP_DEFAULT. A better record measured later has no verdict and applies. (A reader older than
-SUPERSEDED takes 2 as true: it keeps the default, never a program that lost.)
+(task_key, target, schedule), whether that schedule lost to the untuned one (keep_default = 1). `best` skips a task whose best record has such a verdict, so compile_model keeps the default
+for it; a better record measured later has no verdict and applies.
 
 Invariant: exactly one of (costs, error) is NULL. A record whose schedule no longer parses (written by an older
 version of the schedule steps) is skipped with a warning, never an error.
@@ -169,37 +163,30 @@ def parse_schedule(text: str, record_id) -> Schedule | None:
         return None
 
 
-APPLIES, KEEP_DEFAULT, SUPERSEDED = 0, 1, 2  # the verdicts (see the module docstring)
-
-
 def best_schedule(conn: sqlite3.Connection, task_key: str, target: str) -> tuple[Schedule, int] | None:
-    """The successful record of exactly (task_key, target) with the lowest cost whose schedule parses and was not
-    superseded inside the model, with its record id; None when there is none, or when the latest verdict on that
-    schedule says it lost to the untuned schedule in the model. Ties go to the earlier record."""
+    """The successful record of exactly (task_key, target) with the lowest cost whose schedule parses,
+    with its record id; None when there is none, or when the latest verdict on that schedule says it lost to
+    the untuned schedule in the model. Ties go to the earlier record."""
     rows = conn.execute("SELECT id, schedule FROM records WHERE task_key = ? AND target = ? AND error IS NULL "
                         "ORDER BY record_cost, id", (task_key, target))
     for record_id, text in rows:
         schedule = parse_schedule(text, record_id)
-        if schedule is None:
-            continue
-        verdict = latest_verdict(conn, task_key, target, text)
-        if verdict == SUPERSEDED:
-            continue
-        return None if verdict == KEEP_DEFAULT else (schedule, record_id)
+        if schedule is not None:
+            return None if keeps_default(conn, task_key, target, text) else (schedule, record_id)
     return None
 
 
-def latest_verdict(conn: sqlite3.Connection, task_key: str, target: str, schedule_json: str) -> int | None:
-    """The latest verdict on this schedule of the task (APPLIES, KEEP_DEFAULT or SUPERSEDED), None if it has
-    none. (A database written before verdicts existed has no such table: no verdicts.)"""
+def keeps_default(conn: sqlite3.Connection, task_key: str, target: str, schedule_json: str) -> bool:
+    """True when the latest verdict on this schedule of the task says the untuned schedule won in the model.
+    (A database written before verdicts existed has no such table: no verdicts.)"""
     try:
         row = conn.execute("SELECT keep_default FROM verdicts WHERE task_key = ? AND target = ? AND schedule = ? "
                            "ORDER BY id DESC LIMIT 1", (task_key, target, schedule_json)).fetchone()
     except sqlite3.OperationalError as e:
         if "no such table" in str(e):
-            return None
+            return False
         raise
-    return None if row is None else int(row[0])
+    return bool(row and row[0])
 
 
 class RecordsConnection:
@@ -375,20 +362,12 @@ class RecordStore(RecordsConnection):
         whole tuned model was not faster). The latest verdict on a schedule is the one that counts. Returns
         keep_default."""
         keep_default = not tuned_s < default_s if keep_default is None else keep_default
-        self._add_verdict(task_key, target, schedule, KEEP_DEFAULT if keep_default else APPLIES, tuned_s, default_s)
-        return keep_default
-
-    def supersede(self, task_key: str, target, schedule: Schedule, its_s: float, winner_s: float) -> None:
-        """Record that another program of the task, with a higher recorded cost, ran faster inside the model
-        (winner_s against its_s): compile_model then considers the next record in cost order instead."""
-        self._add_verdict(task_key, target, schedule, SUPERSEDED, its_s, winner_s)
-
-    def _add_verdict(self, task_key, target, schedule: Schedule, verdict: int, tuned_s: float, other_s: float):
         with self._conn:
             self._conn.execute("INSERT INTO verdicts (task_key, target, schedule, keep_default, tuned_s, default_s, "
                                "decided_at, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                               (task_key, target_key(target), schedule.to_json(), verdict, float(tuned_s),
-                                float(other_s), time.time(), self.run_id))
+                               (task_key, target_key(target), schedule.to_json(), int(keep_default), float(tuned_s),
+                                float(default_s), time.time(), self.run_id))
+        return keep_default
 
     def _insert(self, rows) -> int:
         """rows: (key, name, target, schedule json, costs list|None, error, measured_at, run_id)."""

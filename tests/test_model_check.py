@@ -48,36 +48,6 @@ def test_a_verdict_keeps_the_default_until_a_better_record_comes(tmp_path):
         assert store.best(task.key) == fast
 
 
-def test_superseded_programs_are_walked_past_in_cost_order(tmp_path):
-    """A program that lost inside the model to one with a higher recorded cost is superseded: compile_model's
-    choice walks past it to the next record, up to a program that applies, or the default (KEEP_DEFAULT)."""
-    db = str(tmp_path / "r.db")
-    task = model_tasks(conv_relu(), layout="NCHW")[0]
-    target = host_target()
-    default = _default_schedule(task)
-    a, b, c = Schedule(), Schedule(default.steps[:1]), default
-    with RecordStore(db) as store:
-        for schedule, cost in ((a, 1e-6), (b, 2e-6), (c, 3e-6)):
-            store.add(task, target, schedule, costs=[cost])
-        store.supersede(task.key, target, a, its_s=2e-3, winner_s=1e-3)
-        assert store.best(task.key) == b
-        store.supersede(task.key, target, b, its_s=2e-3, winner_s=1e-3)
-        assert store.best(task.key) == c
-        with RecordsReader(db, target) as reader:
-            assert reader.best(task.key) == c and reader.best_cost(task.key) == 3e-6
-        store.add_verdict(task.key, target, c, tuned_s=2e-3, default_s=1e-3)  # lost to the default
-        assert store.best(task.key) is None
-        store.add_verdict(task.key, target, a, tuned_s=1e-3, default_s=2e-3)  # a later verdict: a applies again
-        assert store.best(task.key) == a
-        distilled = str(tmp_path / "best.db")
-        store.supersede(task.key, target, a, its_s=2e-3, winner_s=1e-3)
-        assert store.distill(distilled) == 0  # b is superseded, c keeps the default: no program applies
-    with RecordStore(db) as store:
-        store.add_verdict(task.key, target, b, tuned_s=1e-3, default_s=2e-3)
-        assert store.best(task.key) == b
-        assert store.distill(str(tmp_path / "best2.db")) == 1
-
-
 def test_a_database_without_verdicts_still_reads(tmp_path):
     db = str(tmp_path / "old.db")
     task = model_tasks(conv_relu(), layout="NCHW")[0]
@@ -130,7 +100,7 @@ def _check_with_timings(tmp_path, monkeypatch, whole_model_ms):
     model = conv_relu()
     db = str(tmp_path / "r.db")
     task = model_tasks(model, layout="NCHW")[0]
-    monkeypatch.setattr(mc, "in_model_task_times", lambda *a: [{task.key: 2.0}, {task.key: 1.0}])
+    monkeypatch.setattr(mc, "in_model_task_times", lambda *a: ({task.key: 2.0}, {task.key: 1.0}))
     rounds = [ms if isinstance(ms, list) else [ms] * 5 for ms in whole_model_ms]
     monkeypatch.setattr(mc, "time_alternating", lambda engines, *a, **k: {
         name: dict(latency_stats(np.asarray(ms) * 1e6), rounds_ms=ms)
@@ -139,43 +109,6 @@ def _check_with_timings(tmp_path, monkeypatch, whole_model_ms):
         store.add(task, host_target(), _default_schedule(task), costs=[1e-9])
         check = mc.check_in_model(model, store, host_target(), layout="NCHW", params=FAST_CHECK)
     return check, task, db, model
-
-
-def test_the_program_fastest_inside_the_model_applies_even_if_measured_slower(tmp_path, monkeypatch):
-    """Two records: the naive loop nest measured fastest alone, the default schedule second. Inside the model
-    (the profiles of the untuned model and of one variant per rank, patched here) the second wins: the first is
-    superseded, the second applies, and compile_model(records=) compiles it."""
-    from runtime.timing import latency_stats
-    import tuning.model_check as mc
-    model = conv_relu()
-    db = str(tmp_path / "r.db")
-    task = model_tasks(model, layout="NCHW")[0]
-    first, second = Schedule(), _default_schedule(task)
-    profiled = []
-
-    def profiles(modules, *args):
-        profiled.append(modules)
-        return [{task.key: 2.0}, {task.key: 3.0}, {task.key: 1.0}][:len(modules)]
-    monkeypatch.setattr(mc, "in_model_task_times", profiles)
-    monkeypatch.setattr(mc, "time_alternating", lambda engines, *a, **k: {
-        name: dict(latency_stats(np.asarray([ms] * 5) * 1e6), rounds_ms=[ms] * 5)
-        for name, ms in zip(("untuned", "tuned"), (5.0, 4.0))})
-    logs = []
-    with RecordStore(db) as store:
-        store.add(task, host_target(), first, costs=[1e-9])
-        store.add(task, host_target(), second, costs=[2e-9])
-        check = mc.check_in_model(model, store, host_target(), layout="NCHW", params=FAST_CHECK, log=logs.append)
-        assert store.best(task.key) == second
-    (modules,) = profiled
-    assert len(modules) == 3  # untuned, the best record, the second
-    assert [k["schedule"] for k in modules[0].kernels] == ["default"]
-    assert all([k["schedule"] for k in m.kernels] == ["tuned"] for m in modules[1:])
-    assert check.kept == [task.key] and check.switched == [task.key] and check.reverted == []
-    assert check.task_ms[task.key] == (2.0, 1.0)
-    assert "1 with another of their best programs" in check.format()
-    assert any("1 tasks run another of their 4 best programs" in line for line in logs)
-    with RecordsReader(db, host_target()) as reader:
-        assert reader.best(task.key) == second
 
 
 def test_a_tuned_model_not_faster_end_to_end_keeps_every_default(tmp_path, monkeypatch):
