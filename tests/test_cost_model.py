@@ -2,6 +2,8 @@
 and the model's ranking of real measured programs it was not trained on."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import xgboost as xgb
@@ -215,6 +217,34 @@ def test_training_fits_the_training_programs():
     assert cm.pack_sum_loss(preds, ids, y, y) < 0.05 * cm.pack_sum_loss(np.zeros(len(rows)), ids, y, y)
     test_feats, test_costs = programs(40)
     assert cm.pairwise_accuracy(model.predict_features(test_feats), test_costs) > 0.8
+
+
+def test_a_background_update_changes_the_model_only_when_waited_for():
+    """update(background=True) trains in a thread: until wait(), predictions are the model before it's, whatever
+    the thread's progress; after, they equal those of a model updated the same way in the foreground."""
+    rng = np.random.default_rng(2)
+    feats = [rng.random((int(rng.integers(1, 4)), NUM_FEATURES)).astype(np.float32) for _ in range(60)]
+    costs = [1.0 / np.sum(0.2 + f[:, F["exec_count"]] ** 2) for f in feats]
+    probe = feats[:10]
+    lagged, now = cm.XGBoostModel(), cm.XGBoostModel()
+    for model in (lagged, now):
+        model.update_features(feats[:30], costs[:30])
+    before = lagged.predict_features(probe)
+    lagged.update_features(feats[30:], costs[30:], background=True)
+    now.update_features(feats[30:], costs[30:])
+    time.sleep(0.5)  # however far the training got, the model in use is the one before it
+    assert np.array_equal(lagged.predict_features(probe), before)
+    assert not np.array_equal(now.predict_features(probe), before)
+    lagged.wait()
+    assert np.array_equal(lagged.predict_features(probe), now.predict_features(probe))
+    lagged.wait()  # nothing pending: a no-op
+
+    failing = cm.XGBoostModel()
+    failing.update_features([np.zeros((1, NUM_FEATURES))], [1.0])
+    failing._train = lambda *a: 1 / 0  # a training that fails in its thread fails the wait
+    failing.update_features([np.zeros((1, NUM_FEATURES))], [2.0], background=True)
+    with pytest.raises(ZeroDivisionError):
+        failing.wait()
 
 
 def test_ranks_held_out_measured_programs():

@@ -169,6 +169,8 @@ class Tuner:
         def store(k, result):  # each record is committed as its result arrives: a kill loses nothing measured
             self.store.add(task, self.target, schedules[k], result.costs, result.error)
 
+        self.model.wait()  # the last round's training (it ran beside this round's search) ends before any timing
+
         results = measure(task, schedules, number=p["num_measure_number"], repeat=p["num_measure_repeat"],
                           timeout_s=p["timeout_s"], executor=self.pool, flush_cache=p["cache_flush"],
                           on_result=store, give_up_factor=p.get("give_up_factor"),
@@ -206,7 +208,8 @@ class Tuner:
                 self.since_best[task.key] = 0
             else:
                 self.since_best[task.key] = self.since_best.get(task.key, 0) + 1
-        self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)])
+        # trained beside the next round's search, which still uses the model of this round's (see XGBoostModel)
+        self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)], background=True)
         self.trials += len(batch)
         self.per_task[task.key] = self.per_task.get(task.key, 0) + len(batch)
         self.scheduler.update(i, self.best.get(task.key, np.inf))
@@ -220,6 +223,7 @@ class Tuner:
                 _estimate(self.tasks, self.default, self.default, "rule"))
 
     def close(self) -> None:
+        self.model.wait()
         if self.own_pool:
             self.pool.shutdown()
 
