@@ -164,8 +164,8 @@ class XGBoostModel:
     each `update`. Before any data it predicts like RandomModel.
 
     update(..., background=True) trains in a thread and leaves the model in use unchanged until `wait()`, which
-    installs it: the tuner starts training after a round's measurements and waits before the next round's, so the
-    search in between runs beside the training on the other core, with the model of the round before. (Training
+    installs it: the tuner starts training after round k's measurements and waits before round k+1's, so round
+    k+1's search runs beside the training on the other core, with the model trained through round k-1. (Training
     on everything grows with the data: 1.0 s at 100 programs of ResNet-18, 2.5 s at 200, 5.0 s at 800 on a Zen 3,
     one thread; a 15-minute template-free run spent ~3 s of every ~22 s round on it.) Which model a search uses
     depends only on the order of updates and waits, never on how fast a thread ran."""

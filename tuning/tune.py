@@ -8,7 +8,8 @@ scheduler. `Tuner.round()` is one round: the task scheduler picks a task; evolut
 programs for it (each task's population starts from its default program and similar tasks' best records as they are
 when the round starts: `seed_space`); they are built and timed in worker processes, or on a Dask cluster (with cold
 caches, as in a model); every result (or error) is written to the records database as it arrives; the cost model is
-retrained; the scheduler learns the task's new best. `tune_model` drives rounds until the budget is spent (a tqdm
+retrained in a thread while the next round searches (with the model one round older) and is installed before that
+round's timing; the scheduler learns the task's new best. `tune_model` drives rounds until the budget is spent (a tqdm
 bar shows the progress), re-measures the best programs (`remeasure_best`), prints the task table (tuning/report.py),
 times each model untuned and tuned side by side, keeping the default of every task whose tuned program loses inside
 the model (tuning/model_check.py), and writes the curve. Tuning resumes from the database: programs measured before
@@ -208,7 +209,8 @@ class Tuner:
                 self.since_best[task.key] = 0
             else:
                 self.since_best[task.key] = self.since_best.get(task.key, 0) + 1
-        # trained beside the next round's search, which still uses the model of this round's (see XGBoostModel)
+        # trained beside the next round's search (which uses the model trained through the round before this one)
+        # and installed before the next round's timing (see XGBoostModel)
         self.model.update([(task, s, c) for (_, s), c in zip(batch, costs)], background=True)
         self.trials += len(batch)
         self.per_task[task.key] = self.per_task.get(task.key, 0) + len(batch)
