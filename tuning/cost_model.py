@@ -15,8 +15,8 @@ the benchmark tools (`python -m bench.cost_data --collect data.npz`, then `--eva
 from __future__ import annotations
 
 import math
-import threading
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Protocol, Sequence
 
 import numpy as np
@@ -178,7 +178,7 @@ class XGBoostModel:
         self.features: list[np.ndarray] = []
         self.costs: list[float] = []
         self.groups: list[str] = []
-        self._training: _Training | None = None  # a background training not installed yet
+        self._training: Future | None = None  # a background training not installed yet
 
     # ------------------------------------------------------------------ training
     def update(self, records: Iterable, background: bool = False) -> None:
@@ -207,7 +207,10 @@ class XGBoostModel:
         rows, ids = stack_programs(self.features)
         labels = normalized_throughput(self.costs, self.groups)
         if background:
-            self._training = _Training(self._train, rows, ids, labels)
+            # a thread of its own that ends with the training (no idle thread left for a fork to inherit)
+            trainer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="relayish-cost-model")
+            self._training = trainer.submit(self._train, rows, ids, labels)
+            trainer.shutdown(wait=False)
         else:
             self.fit_arrays(rows, ids, labels)
 
@@ -266,27 +269,6 @@ class XGBoostModel:
         rows, ids = stack_programs(features)
         preds = self.booster.predict(xgb.DMatrix(rows), iteration_range=(0, self.booster.best_iteration + 1))
         return program_sums(preds.astype(np.float64), ids, len(features))
-
-
-class _Training:
-    """fn(*args) in a daemon thread; result() joins it and returns its value or raises its exception."""
-
-    def __init__(self, fn, *args):
-        self._value, self._error = None, None
-
-        def run():
-            try:
-                self._value = fn(*args)
-            except BaseException as e:  # noqa: BLE001  (re-raised in the thread that waits)
-                self._error = e
-        self._thread = threading.Thread(target=run, name="relayish-cost-model", daemon=True)
-        self._thread.start()
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _try_featurize(task, schedule) -> np.ndarray | None:
