@@ -15,6 +15,7 @@ from frontends import from_onnx
 from relayish.interp import evaluate
 from compiler.records import RecordStore
 from compiler.schedule import Schedule
+from tuning.measure import GIVE_UP_MIN_S
 from tuning.tune import Budget, _default_schedule, tune_model
 
 PARAMS = {"batch_size": 3, "final_remeasure": 0}
@@ -172,6 +173,9 @@ def test_relayish_tune_with_tvmc_options(tmp_path, capsys):
         (summary,) = store.tasks()
         records = store.records(summary.key)
     assert summary.name == "fused_max_pool2d" and 2 <= len(records) < 40
-    assert all(len(r.costs) == 2 for r in records if r.ok)
+    # --repeat 2: two readings each, except a candidate given up after a first call over GIVE_UP_MIN_S (10x the
+    # best too): on a loaded machine even a tiny pool's first call can take that long
+    assert all(len(r.costs) == 2 or (len(r.costs) == 1 and r.cost >= GIVE_UP_MIN_S) for r in records if r.ok)
+    assert len(min((r for r in records if r.ok), key=lambda r: r.cost).costs) == 2
     code = cli.main(["tune", path, "--records", db, "--trials", "3", "--layout", "NCHW", "--tasks", "fused_soft*"])
     assert code != 0 and "picks none of the 2 tasks" in capsys.readouterr().err
