@@ -26,7 +26,7 @@ from compiler import compile_model
 from compiler.codegen import vector_width
 from compiler.default_schedule import default_schedule
 from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
-from runtime.timing import Engine, describe_timing, time_blocks
+from runtime.timing import Engine, describe_timing, paired_ratio, time_blocks
 from tuning.measure import measure
 from tuning.report import require_matplotlib
 from tuning.tune import TUNE_PARAMS, model_tasks, tune_model
@@ -49,7 +49,8 @@ def estimate(tasks, costs: dict) -> float:
 
 
 def end_to_end(model, records: str, repeat: int) -> dict:
-    """Steady-state medians (ms) of the model with hand-written defaults, naive loop nests, and tuned from naive."""
+    """Steady-state timings (time_blocks' stats: median_ms, rounds_ms) of the model with hand-written defaults,
+    naive loop nests, and tuned from naive."""
     modules = {"hand-written": compile_model(model),
                "naive": compile_model(model, default_schedules="naive"),
                "tuned from naive": compile_model(model, records=records, default_schedules="naive")}
@@ -61,8 +62,7 @@ def end_to_end(model, records: str, repeat: int) -> dict:
                 raise AssertionError(f"{name} disagrees with the hand-written build: max|diff| / max|ref| "
                                      f"{relative_error(a, b):.2e} > {DEFAULT_TOLERANCE}")
     engines = [Engine(name, (lambda m=m: m.run(None, feed))) for name, m in modules.items()]
-    stats = time_blocks(engines, repeat, warmup=3)  # (describe_timing in main says so)
-    return {name: s["median_ms"] for name, s in stats.items()}
+    return time_blocks(engines, repeat, warmup=3)  # (describe_timing in main says so)
 
 
 def plot(curve, hand_ms: float, naive_ms: float, path: str, title: str) -> None:
@@ -92,7 +92,8 @@ def main(argv=None, params: dict | None = None) -> int:
     ap.add_argument("--time-budget", type=float, default=900.0, help="seconds of tuning (default 900)")
     ap.add_argument("--trials", type=int, default=None, help="or a number of measured programs")
     ap.add_argument("--records", required=True, help="records database (a new file: the run starts from nothing)")
-    ap.add_argument("--repeat", type=int, default=30, help="timed runs per model end to end")
+    ap.add_argument("--repeat", type=int, default=50, help="timed runs per model end to end (default 50: 10 "
+                    "rounds of blocks for the paired ratio)")
     ap.add_argument("--plot", metavar="PNG")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--no-cache-flush", action="store_true",
@@ -109,13 +110,18 @@ def main(argv=None, params: dict | None = None) -> int:
     result = tune_model(args.model, args.records, start="naive", params=params, **budget)
     naive_est = estimate(result.tasks, result.default)
     hand_est, tuned_est = estimate(tasks, hand), estimate(result.tasks, result.best)
-    ms = end_to_end(args.model, args.records, args.repeat)
+    stats = end_to_end(args.model, args.records, args.repeat)
+    ms = {name: s["median_ms"] for name, s in stats.items()}
+    # the ratio of medians moves with the machine's phase (runs of one database read 1.07-1.13x minutes apart);
+    # the paired ratio compares blocks that ran side by side
+    paired = paired_ratio(stats["tuned from naive"], stats["hand-written"])
     print(describe_timing("steady", args.repeat, 3))
     print(f"estimate (sum of kernel costs): hand-written {hand_est * 1e3:.3f} ms, naive {naive_est * 1e3:.1f} ms, "
           f"tuned from naive {tuned_est * 1e3:.3f} ms ({tuned_est / hand_est:.2f}x hand-written) after "
           f"{result.trials} programs in {result.seconds:.0f} s")
     print("end to end: " + ", ".join(f"{k} {v:.3f} ms" for k, v in ms.items())
-          + f"; tuned from naive / hand-written = {ms['tuned from naive'] / ms['hand-written']:.2f}")
+          + f"; tuned from naive / hand-written = {ms['tuned from naive'] / ms['hand-written']:.2f} (paired "
+          f"{paired['ratio']:.2f} [{paired['low']:.2f}-{paired['high']:.2f}] over {paired['rounds']} rounds)")
     if args.plot:
         plot(result.curve, hand_est * 1e3, naive_est * 1e3, args.plot,
              f"template-free tuning, {args.model.rsplit('/', 1)[-1]}")
@@ -123,7 +129,7 @@ def main(argv=None, params: dict | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"estimate_ms": {"hand-written": hand_est * 1e3, "naive": naive_est * 1e3,
                                        "tuned": tuned_est * 1e3},
-                       "end_to_end_ms": ms, "trials": result.trials, "seconds": result.seconds,
+                       "end_to_end_ms": ms, "paired_tuned_over_hand_written": paired, "trials": result.trials, "seconds": result.seconds,
                        "curve": [[n, t, est * 1e3] for n, t, est in result.curve]}, f, indent=1)
     return 0
 

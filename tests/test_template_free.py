@@ -24,6 +24,8 @@ def test_template_free_run_reports_all_three_builds(tmp_path):
     report = json.loads(out.read_text())
     assert set(report["end_to_end_ms"]) == {"hand-written", "naive", "tuned from naive"}
     assert all(v > 0 and math.isfinite(v) for v in report["end_to_end_ms"].values())
+    paired = report["paired_tuned_over_hand_written"]
+    assert paired["rounds"] >= 1 and 0 < paired["low"] <= paired["ratio"] <= paired["high"]
     est = report["estimate_ms"]
     assert all(v > 0 and math.isfinite(v) for v in est.values())
     assert est["tuned"] <= est["naive"] and 0 < report["trials"] <= trials and report["curve"]
