@@ -362,33 +362,6 @@ def test_a_lucky_reading_must_also_win_side_by_side(tmp_path, monkeypatch, candi
             assert store.best(CONV.key, target=HOST).to_json() == candidate.to_json() and best[CONV.key] == 0.5e-3
 
 
-def test_the_estimate_takes_the_remeasure_median_not_the_lucky_reading(tmp_path, monkeypatch):
-    """A candidate read once at 0.5 ms during the search (the lucky best of many) then 0.8, 0.9, 1.0 ms in the
-    re-measure's rounds, the default 1.1, 1.2, 1.3: the candidate still wins side by side and applies, and the
-    costs the estimate sums are the re-measure's medians (0.9 and 1.2 ms), not the records' fastest readings."""
-    from types import SimpleNamespace
-
-    from tuning import tune
-
-    default, candidate = sched(1), sched(4)
-    monkeypatch.setattr(tune, "_default_schedule", lambda task: default)
-    rounds = {default.to_json(): iter([1.1e-3, 1.3e-3, 1.2e-3]), candidate.to_json(): iter([0.8e-3, 1.0e-3, 0.9e-3])}
-
-    def fake_measure(task, schedules, **kw):
-        return [SimpleNamespace(costs=[next(rounds[s.to_json()])] * 2, error=None) for s in schedules]
-    monkeypatch.setattr(tune, "measure", fake_measure)
-    with RecordStore(tmp_path / "r.db") as store:
-        store.add_many([(CONV, HOST, candidate, [0.5e-3], None), (CONV, HOST, default, [1.1e-3], None)])
-        readings = tune.remeasure_best([CONV], store, HOST, k=2, params=dict(tune.TUNE_PARAMS, remeasure_rounds=3))
-        assert store.best(CONV.key, target=HOST).to_json() == candidate.to_json()
-        best, cost = {}, {}
-        tune._costs_from_records([CONV], store, HOST, best, cost, {CONV.key: default}, readings)
-        assert best[CONV.key] == pytest.approx(0.9e-3) and cost[CONV.key] == pytest.approx(1.2e-3)
-        best, cost = {}, {}
-        tune._costs_from_records([CONV], store, HOST, best, cost, {CONV.key: default})  # no re-measure: fastest
-        assert best[CONV.key] == pytest.approx(0.5e-3) and cost[CONV.key] == pytest.approx(1.1e-3)
-
-
 def test_remeasure_skips_tasks_with_nothing_to_decide(tmp_path, monkeypatch):
     """A task whose only program is its default decides nothing in the re-measure: not measured again if it was
     measured, once (for the estimate) if it never was; a task with a candidate gets every round."""

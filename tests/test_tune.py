@@ -64,11 +64,8 @@ def test_tune_model_writes_records_resumes_and_compile_model_applies_them(tmp_pa
         assert searched and not seen & set(searched), "a program measured in the first run was measured again"
         assert len(after[task.key]) > len(old) + len(new)  # the final re-measure added readings
         record = applied[task.key]  # None: its best program lost to the default side by side in the re-measure
-        assert record is None or record.cost == min(r.cost for r in after[task.key] if r.ok)
-        # the estimate's cost: the applied program's reading in the re-measure (one round), not its fastest
-        remeasured = [r.cost for r in after[task.key][len(old) + len(new):] if r.ok
-                      and r.schedule.to_json() == (record.schedule.to_json() if record is not None else default)]
-        assert len(remeasured) == 1 and second.best[task.key] == remeasured[0]
+        assert second.best[task.key] == (min(r.cost for r in after[task.key] if r.ok) if record is not None
+                                         else second.default[task.key])
 
     module = compile_model(path, layout="NCHW", records=db)
     assert module.meta["compile_info"]["tuned_tasks"] == sum(r is not None for r in applied.values())

@@ -297,9 +297,8 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         finally:
             bar.close()
         if p["final_remeasure"]:
-            readings = remeasure_best(chosen, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults,
-                                      executor)
-            _costs_from_records(chosen, store, tuner.target, tuner.best, tuner.default, tuner.defaults, readings)
+            remeasure_best(chosen, store, tuner.target, p["final_remeasure"], p, log, tuner.defaults, executor)
+            _costs_from_records(chosen, store, tuner.target, tuner.best, tuner.default, tuner.defaults)
         result = TuneResult(chosen, tuner.best, tuner.default, tuner.trials, budget.elapsed(), curve, tuner.per_task)
         log(format_task_table(result))
         if check_model:
@@ -369,16 +368,14 @@ def run_rounds(tuner: Tuner, budget: Budget, log, progress: Progress | None = No
 
 
 def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: None,
-                   defaults: dict | None = None, executor=None) -> dict:
+                   defaults: dict | None = None, executor=None) -> None:
     """Measure again the k best programs of each task and its default schedule, in `remeasure_rounds` rounds
     over all the tasks, and add the new measurements to the records. On a shared machine a program measured
     while something else ran looks slow (noise only ever adds time; the records keep each program's fastest
     reading): a few more looks, spread over time and side by side with the default, keep one unlucky reading of
     the default or one lucky stretch of a candidate from deciding which schedule compile_model applies. Then
     each task's best record must also beat the default side by side (`side_by_side_verdicts`).
-    defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's.
-    Returns the readings: task key -> schedule JSON -> the program's fastest reading (s) of each round (inf where
-    it failed; tasks with nothing to decide have what they were measured, if anything)."""
+    defaults: task key -> the untuned schedule (default: the hand-written one); executor: as measure's."""
     rounds = max(1, int(params.get("remeasure_rounds", 1)))
     defaults = defaults or {task.key: _default_schedule(task) for task in tasks}
     candidates, alone = {}, {}
@@ -412,7 +409,6 @@ def remeasure_best(tasks, store, target, k: int, params: dict, log=lambda msg: N
             for s, res in zip(ranked, results):
                 readings[task.key][s.to_json()].append(min(res.costs) if res.error is None and res.costs else np.inf)
     side_by_side_verdicts(tasks, store, target, readings, defaults, log)
-    return readings
 
 
 def side_by_side_verdicts(tasks, store, target, readings: dict, defaults: dict, log=lambda msg: None) -> list:
@@ -442,30 +438,17 @@ def side_by_side_verdicts(tasks, store, target, readings: dict, defaults: dict, 
     return reverted
 
 
-def _costs_from_records(tasks, store, target, best: dict, default: dict, defaults: dict,
-                        readings: dict | None = None) -> None:
-    """best[key] = the cost of the program compile_model will apply (the best record's, or the default's when a
-    verdict kept the default); default[key] = the default schedule's. Each is the median of the program's
-    readings in the re-measure's rounds (readings, as remeasure_best returns them) when it has any, else its
-    fastest reading in the records. The fastest of all readings is what ranks programs, but as a cost it is
-    biased low: the best of a task's dozens of noisy readings, and whatever phase of a shared machine it was read
-    in. Template-free ResNet-18 runs' estimates (sum of weight x cost) read 8-15% below the model check's
-    measured latency with the fastest readings, 3-7% above with the re-measure's medians (three runs)."""
-    readings = readings or {}
+def _costs_from_records(tasks, store, target, best: dict, default: dict, defaults: dict) -> None:
+    """best[key] = the cost of the record compile_model will apply, or the default's when it applies none (a
+    verdict kept the default); default[key] = the default schedule's fastest reading (both min over every
+    measurement in the records)."""
     for task in tasks:
-        rows = readings.get(task.key, {})
-
-        def cost_of(schedule_json: str, fastest: float | None) -> float | None:
-            seen = [r for r in rows.get(schedule_json, ()) if np.isfinite(r)]
-            return float(np.median(seen)) if seen else fastest
-
-        own = defaults[task.key].to_json()
-        reading = cost_of(own, default_reading(store.records(task.key, target=target), defaults[task.key]))
+        reading = default_reading(store.records(task.key, target=target), defaults[task.key])
         if reading is not None:
             default[task.key] = reading
         rec = store.best_record(task.key, target=target)
         if rec is not None:
-            best[task.key] = cost_of(rec.schedule.to_json(), rec.cost)
+            best[task.key] = rec.cost
         elif task.key in default:
             best[task.key] = default[task.key]
 
