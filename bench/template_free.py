@@ -10,7 +10,13 @@
 3. End to end, in steady state (blocks of runs per engine, alternating with idle gaps, one process): the model
    compiled with the hand-written defaults, with the naive loop nests, and with the records on the naive
    defaults (compile_model(records=..., default_schedules="naive"), so that no hand-written schedule helps).
-   Printed: each median and tuned / hand-written (the goal: <= 1.1 within 15 minutes).
+   Printed: each median and tuned / hand-written (the goal: <= 1.1 within 15 minutes), also paired by round.
+
+    python -m bench.template_free models/resnet18.onnx --retime run1.db run2.db
+
+times the models that earlier runs' records give, side by side with the hand-written one in one process: a run's
+own end-to-end ratio moves with the phase of a shared machine (four runs' records read 1.20x, 1.13x, 1.28x and
+1.12x paired, timed together, where their runs had printed 1.11x, 1.07x, 1.33x and 1.15x).
 
 The plot shows the estimate against tuning time, with the hand-written and naive estimates as lines.
 """
@@ -51,18 +57,42 @@ def estimate(tasks, costs: dict) -> float:
 def end_to_end(model, records: str, repeat: int) -> dict:
     """Steady-state timings (time_blocks' stats: median_ms, rounds_ms) of the model with hand-written defaults,
     naive loop nests, and tuned from naive."""
-    modules = {"hand-written": compile_model(model),
-               "naive": compile_model(model, default_schedules="naive"),
-               "tuned from naive": compile_model(model, records=records, default_schedules="naive")}
-    feed = modules["hand-written"].random_inputs(0)
-    ref = modules["hand-written"].run(None, feed)
-    for name, m in modules.items():  # all three compute the model (the naive one slowly)
+    return timed_builds(model, {"hand-written": {}, "naive": {"default_schedules": "naive"},
+                                "tuned from naive": {"records": records, "default_schedules": "naive"}}, repeat)
+
+
+def timed_builds(model, builds: dict, repeat: int) -> dict:
+    """builds: name -> compile_model's keyword arguments, the first the reference. Each build is compiled and
+    checked against the reference's outputs, then all are timed in one process (time_blocks' stats by name)."""
+    modules = {name: compile_model(model, **kwargs) for name, kwargs in builds.items()}
+    reference = next(iter(modules))
+    feed = modules[reference].random_inputs(0)
+    ref = modules[reference].run(None, feed)
+    for name, m in modules.items():  # every build computes the model (the naive one slowly)
         for a, b in zip(m.run(None, feed), ref):
             if relative_error(a, b) > DEFAULT_TOLERANCE:
-                raise AssertionError(f"{name} disagrees with the hand-written build: max|diff| / max|ref| "
+                raise AssertionError(f"{name} disagrees with the {reference} build: max|diff| / max|ref| "
                                      f"{relative_error(a, b):.2e} > {DEFAULT_TOLERANCE}")
     engines = [Engine(name, (lambda m=m: m.run(None, feed))) for name, m in modules.items()]
     return time_blocks(engines, repeat, warmup=3)  # (describe_timing in main says so)
+
+
+def retime(model, databases: list, repeat: int) -> int:
+    """Time the hand-written model and the model tuned from naive by each database, side by side; print the
+    medians and each one's paired ratio over the hand-written model."""
+    builds = {"hand-written": {}}
+    for i, db in enumerate(databases):
+        builds[f"{i}: {db}"] = {"records": db, "default_schedules": "naive"}
+    stats = timed_builds(model, builds, repeat)
+    print(describe_timing("steady", repeat, 3))
+    hand = stats["hand-written"]
+    print(f"hand-written {hand['median_ms']:.3f} ms")
+    for name in list(builds)[1:]:
+        paired = paired_ratio(stats[name], hand)
+        print(f"{name}: {stats[name]['median_ms']:.3f} ms, {stats[name]['median_ms'] / hand['median_ms']:.2f}x "
+              f"the hand-written model (paired {paired['ratio']:.2f} [{paired['low']:.2f}-{paired['high']:.2f}] "
+              f"over {paired['rounds']} rounds)")
+    return 0
 
 
 def plot(curve, hand_ms: float, naive_ms: float, path: str, title: str) -> None:
@@ -91,7 +121,12 @@ def main(argv=None, params: dict | None = None) -> int:
     ap.add_argument("model")
     ap.add_argument("--time-budget", type=float, default=900.0, help="seconds of tuning (default 900)")
     ap.add_argument("--trials", type=int, default=None, help="or a number of measured programs")
-    ap.add_argument("--records", required=True, help="records database (a new file: the run starts from nothing)")
+    ap.add_argument("--records", help="records database (a new file: the run starts from nothing); required "
+                    "unless --retime")
+    ap.add_argument("--retime", nargs="+", metavar="DB",
+                    help="tune nothing: time the model tuned from naive by each of these databases (earlier runs' "
+                         "--records) side by side with the hand-written one, in one process, and print each "
+                         "one's paired ratio over it (runs compared in one process, not across their own timings)")
     ap.add_argument("--repeat", type=int, default=50, help="timed runs per model end to end (default 50: 10 "
                     "rounds of blocks for the paired ratio)")
     ap.add_argument("--plot", metavar="PNG")
@@ -99,6 +134,10 @@ def main(argv=None, params: dict | None = None) -> int:
     ap.add_argument("--no-cache-flush", action="store_true",
                     help="time candidates (and the hand-written kernels) back to back, as relayish tune's flag")
     args = ap.parse_args(argv)
+    if args.retime:
+        return retime(args.model, args.retime, args.repeat)
+    if not args.records:
+        ap.error("--records DB is required (or --retime DB ... to time earlier runs' records)")
     if args.no_cache_flush:
         params = dict(params or {}, cache_flush=False)
     if args.plot:

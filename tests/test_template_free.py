@@ -6,10 +6,11 @@ import json
 import math
 
 import onnx
+import pytest
 
 from bench.template_free import main
 from test_compare import conv_dense_model
-from tuning.tune import model_tasks
+from tuning.tune import model_tasks, tune_model
 
 
 def test_template_free_run_reports_all_three_builds(tmp_path):
@@ -30,3 +31,18 @@ def test_template_free_run_reports_all_three_builds(tmp_path):
     assert all(v > 0 and math.isfinite(v) for v in est.values())
     assert est["tuned"] <= est["naive"] and 0 < report["trials"] <= trials and report["curve"]
     assert not plot or (tmp_path / "tf.png").stat().st_size > 0
+
+
+def test_retime_times_earlier_runs_records_side_by_side(tmp_path, capsys):
+    """--retime tunes nothing: the hand-written model and one build per database, timed together, each with its
+    paired ratio; without --records or --retime it stops with a usage error."""
+    model, db = str(tmp_path / "conv_dense.onnx"), str(tmp_path / "naive.db")
+    onnx.save(conv_dense_model(), model)
+    tune_model(model, db, trials=len(model_tasks(model)), start="naive", check_model=False, progress=False,
+               params={"batch_size": 1, "final_remeasure": 0})
+    assert main([model, "--retime", db, db, "--repeat", "10"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("0: ", "1: "))]
+    assert len(rows) == 2 and all(db in r and "x the hand-written model (paired" in r for r in rows)
+    with pytest.raises(SystemExit):
+        main([model])  # neither --records nor --retime
