@@ -12,7 +12,7 @@ from loop_eval import run_primfunc
 from relayish import te
 from relayish.ops.rows import ROW_TAG, row_reduce
 from tuning.annotate import (concretize, crossover, derive_program, mutate, random_programs, sample_factors,
-                             sample_program)
+                             sample_program, tail_options)
 from tuning.sketch import generate_sketches
 
 
@@ -93,6 +93,40 @@ def test_random_annotations_and_mutations_are_legal_and_correct(relu):
         run_primfunc(func, bufs)
         np.testing.assert_allclose(bufs[2], ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
         assert Schedule.from_json(sch.to_json()) == sch
+
+
+def test_register_tile_columns_may_leave_a_partial_tile():
+    """The register tile's column variable is a tail variable: its inner factor is drawn from the divisors and from
+    2..8 (4 columns of a 7-wide row, as the hand-written tile of a 7x7 convolution), and the loop nest with the
+    partial last tile computes the same result; sampling and mutation both reach such factors."""
+    assert tail_options(7) == [1, 2, 3, 4, 5, 6, 7] and tail_options(56)[-1] == 56 and 9 not in tail_options(56)
+    rng = random.Random(0)
+    for extent in (7, 13, 14):
+        for _ in range(30):
+            outer, inner = sample_factors(extent, 2, rng, tail=True)
+            assert inner in tail_options(extent) and outer == extent // inner
+    task = matmul_task(7, 8, 12)
+    sks = generate_sketches(task)
+    ids = [k for k, sk in enumerate(sks) if any(r.startswith("register-tile") and "lanes split" not in r
+                                                for r in sk.rules)]
+    assert ids
+    tv = next(t for t in sks[ids[0]].tiles if t.tail)
+    assert tv.extent == 7 and tv.levels == 2
+    init = task.initial_state()
+    a = np.random.default_rng(0).standard_normal((7, 12)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((12, 8)).astype(np.float32)
+    ref = np.maximum(a @ b, 0)
+    progs = [sample_program(sks, ids[0], rng) for _ in range(40)]
+    progs += [mutate(sks, p, rng) for p in progs]
+    k = sks[ids[0]].tiles.index(tv)
+    partial = [p for p in progs if 7 % p.tiles[k][1]]
+    assert partial, "no sampled or mutated program has a partial column tile"
+    for prog in partial[:6]:
+        sch = concretize(sks[prog.sketch_id], prog, init)
+        func = lower(sch.apply(init))
+        bufs = [a, b, np.zeros((7, 8), np.float32)] + [np.zeros(x.shape, np.float32) for x in func.params[3:]]
+        run_primfunc(func, bufs)
+        np.testing.assert_allclose(bufs[2], ref, rtol=1e-5, atol=1e-5, err_msg=sch.to_json())
 
 
 def tagged_matmul_relu_task(m, n, k) -> Task:

@@ -23,12 +23,13 @@ from .sketch import Sketch
 UNROLL_CHOICES = (0, 16, 64, 512)
 MAX_INNER_FACTOR = 64  # innermost tile level (the vector/unrolled one) is never larger
 MAX_VECTOR = 64
+MAX_TAIL_FACTOR = 8  # a tail tile variable's inner factor may be any of 2..8, dividing its extent or not
 
 
 @dataclass
 class Program:
     sketch_id: int
-    tiles: list  # per tile var: tuple of factors, outermost first, product == extent
+    tiles: list  # per tile var: factors, outermost first, product == extent (a tail var: extent // inner, inner)
     parallel: dict = field(default_factory=dict)  # tiled root stage -> number of outer iters fused (>= 1)
     unroll: dict = field(default_factory=dict)  # tiled stage -> auto_unroll_max_step
     loc: dict = field(default_factory=dict)  # movable stage -> "root" | "inline" | iter name
@@ -44,8 +45,15 @@ class Program:
 
 # ---------------------------------------------------------------------------------------------- sampling
 
-def sample_factors(extent: int, levels: int, rng: random.Random, max_inner: int = MAX_INNER_FACTOR) -> tuple:
-    """A random factorization extent = f0 * f1 * ... * f{levels-1}, inner factors drawn first."""
+def sample_factors(extent: int, levels: int, rng: random.Random, max_inner: int = MAX_INNER_FACTOR,
+                   tail: bool = False) -> tuple:
+    """A random factorization extent = f0 * f1 * ... * f{levels-1}, inner factors drawn first. tail (a two-level
+    TileVar.tail variable): the inner factor is drawn from the divisors and from 2..MAX_TAIL_FACTOR (below the
+    extent), the outer one is what is left (extent // inner, the loop nest rounds it up), as derive_program reads
+    a hand-written split of 4 columns of 7."""
+    if tail and levels == 2:
+        inner = rng.choice(tail_options(extent, max_inner))
+        return (max(extent // inner, 1), inner)
     factors = [1] * levels
     rest = extent
     for lv in range(levels - 1, 0, -1):
@@ -56,9 +64,16 @@ def sample_factors(extent: int, levels: int, rng: random.Random, max_inner: int 
     return tuple(factors)
 
 
+def tail_options(extent: int, max_inner: int = MAX_INNER_FACTOR) -> list[int]:
+    """Inner factors of a tail tile variable: the divisors of extent up to max_inner and every 2..MAX_TAIL_FACTOR
+    below extent."""
+    return sorted({d for d in divisors(extent) if d <= max_inner} |
+                  set(range(2, min(MAX_TAIL_FACTOR, extent - 1, max_inner) + 1)))
+
+
 def sample_program(sketches: list[Sketch], sketch_id: int, rng: random.Random) -> Program:
     sk = sketches[sketch_id]
-    prog = Program(sketch_id, [sample_factors(t.extent, t.levels, rng) for t in sk.tiles])
+    prog = Program(sketch_id, [sample_factors(t.extent, t.levels, rng, tail=t.tail) for t in sk.tiles])
     for tl in sk.tiled:
         prog.parallel[tl.root_stage] = rng.randint(1, len(tl.outer_iters))
         for st in tl.unroll_stages:
@@ -217,7 +232,9 @@ def mutate(sketches: list[Sketch], prog: Program, rng: random.Random) -> Program
     kind = rng.choice(kinds)
     if kind == "tile":
         k = rng.choice([k for k, t in enumerate(new.tiles) if len(t) >= 2])
-        new.tiles[k] = _mutate_factors(new.tiles[k], rng)
+        tv = sk.tiles[k]
+        new.tiles[k] = sample_factors(tv.extent, 2, rng, tail=True) if tv.tail and tv.levels == 2 else \
+            _mutate_factors(new.tiles[k], rng)
     elif kind == "parallel":
         stage = rng.choice(sorted(new.parallel))
         tl = next(t for t in sk.tiled if t.root_stage == stage)

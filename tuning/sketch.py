@@ -34,11 +34,14 @@ class Cond(enum.Enum):
 
 @dataclass(frozen=True)
 class TileVar:
-    """The split of one iterator into `levels` nested loops whose extents multiply to `extent`."""
+    """The split of one iterator into `levels` nested loops whose extents multiply to `extent`. tail: the inner
+    factor may also be a small number that does not divide the extent (the loop nest then has a partial last
+    tile, as the hand-written register tiles have: 4 columns of a 7-wide row)."""
     stage: str
     iter: str
     extent: int
     levels: int
+    tail: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,8 @@ class Sketch:
         apply_template(step, self.state)
         self.steps.append(step)
 
-    def new_tile(self, stage: str, iter: str, extent: int, levels: int) -> int:
-        self.tiles.append(TileVar(stage, iter, extent, levels))
+    def new_tile(self, stage: str, iter: str, extent: int, levels: int, tail: bool = False) -> int:
+        self.tiles.append(TileVar(stage, iter, extent, levels, tail))
         return len(self.tiles) - 1
 
     def __str__(self):
@@ -478,7 +481,7 @@ def _register_tile(s: Sketch, anchor: str, out: str, split_lane: bool, split_red
     if split_lane:
         s.add(Split(out, col, (f"T{k}.1",)))
     else:
-        c = s.new_tile(out, col, o_st.op.shape[tile_axis], 2)
+        c = s.new_tile(out, col, o_st.op.shape[tile_axis], 2, tail=True)  # columns: 4 of 7 as the default does
         s.add(Split(out, col, (f"T{c}.1",)))
     order, tile = names[:tile_axis] + [f"{col}.0"], [f"{col}.1", last]
     if reuse_axis is not None:
