@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -135,6 +136,9 @@ def main(argv=None, params: dict | None = None) -> int:
                     help="time candidates (and the hand-written kernels) back to back, as relayish tune's flag")
     args = ap.parse_args(argv)
     if args.retime:
+        missing = [db for db in args.retime if not os.path.isfile(db)]
+        if missing:
+            ap.error(f"--retime: no records database at {', '.join(missing)}")
         return retime(args.model, args.retime, args.repeat)
     if not args.records:
         ap.error("--records DB is required (or --retime DB ... to time earlier runs' records)")
@@ -151,8 +155,8 @@ def main(argv=None, params: dict | None = None) -> int:
     hand_est, tuned_est = estimate(tasks, hand), estimate(result.tasks, result.best)
     stats = end_to_end(args.model, args.records, args.repeat)
     ms = {name: s["median_ms"] for name, s in stats.items()}
-    # the ratio of medians moves with the machine's phase (runs of one database read 1.07-1.13x minutes apart);
-    # the paired ratio compares blocks that ran side by side
+    # the ratio of medians moves with the machine's phase (tf11's model read 1.07x at its run's end, 1.13x and 1.20x
+    # in two later timings); the paired ratio compares blocks that ran side by side
     paired = paired_ratio(stats["tuned from naive"], stats["hand-written"])
     print(describe_timing("steady", args.repeat, 3))
     print(f"estimate (sum of kernel costs): hand-written {hand_est * 1e3:.3f} ms, naive {naive_est * 1e3:.1f} ms, "
@@ -168,7 +172,8 @@ def main(argv=None, params: dict | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump({"estimate_ms": {"hand-written": hand_est * 1e3, "naive": naive_est * 1e3,
                                        "tuned": tuned_est * 1e3},
-                       "end_to_end_ms": ms, "paired_tuned_over_hand_written": paired, "trials": result.trials, "seconds": result.seconds,
+                       "end_to_end_ms": ms, "paired_tuned_over_hand_written": paired,
+                       "trials": result.trials, "seconds": result.seconds,
                        "curve": [[n, t, est * 1e3] for n, t, est in result.curve]}, f, indent=1)
     return 0
 
