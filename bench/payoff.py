@@ -25,7 +25,7 @@ import sys
 import time
 
 from compiler import compile_model
-from runtime.timing import BLOCK_RUNS, describe_timing, paired_ratio
+from runtime.timing import BLOCK_RUNS, describe_timing, format_paired, paired_ratio
 
 from .compare import compare_with_onnxruntime
 from .suite import suite_paths
@@ -90,7 +90,7 @@ def format_table(rows: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     for r in rows:
         p = (r.get("paired") or {}).get("tuned/untuned")
-        paired = f"{p['ratio']:.3f} [{p['low']:.3f}-{p['high']:.3f}]" if p else "-"
+        paired = format_paired(p) if p else "-"
         lines.append(
             f"{r['model']:<18} {r['minutes']:>4g} {r['trials']:>6} {r['untuned_ms']:>8.3f} {r['tuned_ms']:>8.3f} "
             f"{r['onnxruntime_ms']:>8.3f} {r['tuned_ms'] / r['untuned_ms']:>13.3f} {paired:>19} "

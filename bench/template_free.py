@@ -33,7 +33,7 @@ from compiler import compile_model
 from compiler.codegen import vector_width
 from compiler.default_schedule import default_schedule
 from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
-from runtime.timing import Engine, describe_timing, paired_ratio, time_blocks
+from runtime.timing import Engine, describe_timing, format_paired, paired_ratio, time_blocks
 from tuning.measure import measure
 from tuning.report import require_matplotlib
 from tuning.tune import TUNE_PARAMS, model_tasks, tune_model
@@ -91,8 +91,7 @@ def retime(model, databases: list, repeat: int) -> int:
     for name in list(builds)[1:]:
         paired = paired_ratio(stats[name], hand)
         print(f"{name}: {stats[name]['median_ms']:.3f} ms, {stats[name]['median_ms'] / hand['median_ms']:.2f}x "
-              f"the hand-written model (paired {paired['ratio']:.2f} [{paired['low']:.2f}-{paired['high']:.2f}] "
-              f"over {paired['rounds']} rounds)")
+              f"the hand-written model (paired {format_paired(paired, 2)} over {paired['rounds']} rounds)")
     return 0
 
 
@@ -164,7 +163,7 @@ def main(argv=None, params: dict | None = None) -> int:
           f"{result.trials} programs in {result.seconds:.0f} s")
     print("end to end: " + ", ".join(f"{k} {v:.3f} ms" for k, v in ms.items())
           + f"; tuned from naive / hand-written = {ms['tuned from naive'] / ms['hand-written']:.2f} (paired "
-          f"{paired['ratio']:.2f} [{paired['low']:.2f}-{paired['high']:.2f}] over {paired['rounds']} rounds)")
+          f"{format_paired(paired, 2)} over {paired['rounds']} rounds)")
     if args.plot:
         plot(result.curve, hand_est * 1e3, naive_est * 1e3, args.plot,
              f"template-free tuning, {args.model.rsplit('/', 1)[-1]}")

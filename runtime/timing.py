@@ -212,6 +212,11 @@ def paired_ratio(a: dict, b: dict, confidence: float = 0.9, resamples: int = 200
             "high": float(np.percentile(medians, 100 - tail)), "rounds": len(ratios)}
 
 
+def format_paired(p: dict, digits: int = 3) -> str:
+    """A paired_ratio result as "ratio [low-high]" with `digits` decimals, as the reports print it."""
+    return f"{p['ratio']:.{digits}f} [{p['low']:.{digits}f}-{p['high']:.{digits}f}]"
+
+
 def _checked_engines(engines, repeat: int, warmup: int) -> list[Engine]:
     if repeat < 1 or warmup < 0:
         raise ValueError(f"timing needs repeat >= 1 and warmup >= 0, got repeat={repeat}, warmup={warmup}")

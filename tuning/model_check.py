@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import compile_model
-from runtime.timing import Engine, paired_ratio, time_alternating
+from runtime.timing import Engine, format_paired, paired_ratio, time_alternating
 
 CHECK_PARAMS = {"repeat": 30, "warmup": 3, "profile_repeat": 10, "profile_rounds": 3}
 
@@ -55,8 +55,7 @@ class ModelCheck:
         line = (f"model {self.model}: untuned {self.untuned_ms:.3f} ms, tuned {self.tuned_ms:.3f} ms "
                 f"({self.speedup:.2f}x")
         if self.paired is not None:
-            p = self.paired
-            line += f"; paired tuned/untuned {p['ratio']:.3f} [{p['low']:.3f}-{p['high']:.3f}]"
+            line += f"; paired tuned/untuned {format_paired(self.paired)}"
         line += (f"); {len(self.kept)} tuned tasks kept, {len(self.reverted)} kept their default "
                  f"(slower in the model)")
         if self.estimated_ms is not None:
