@@ -102,7 +102,7 @@ def _check_with_timings(tmp_path, monkeypatch, whole_model_ms):
     task = model_tasks(model, layout="NCHW")[0]
     monkeypatch.setattr(mc, "in_model_task_times", lambda *a: ({task.key: 2.0}, {task.key: 1.0}))
     rounds = [ms if isinstance(ms, list) else [ms] * 5 for ms in whole_model_ms]
-    monkeypatch.setattr(mc, "time_alternating", lambda engines, *a, **k: {
+    monkeypatch.setattr(mc, "time_blocks", lambda engines, *a, **k: {
         name: dict(latency_stats(np.asarray(ms) * 1e6), rounds_ms=ms)
         for name, ms in zip(("untuned", "tuned"), rounds)})
     with RecordStore(db) as store:

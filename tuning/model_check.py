@@ -11,7 +11,9 @@
 3. A task whose tuned program is not faster inside the model than the untuned one gets the verdict keep_default
    in the records (compiler/records.py): compile_model(records=...) then keeps the untuned schedule for it. The
    others get a verdict that confirms them. If any task was reverted, the tuned model is compiled again.
-4. Both models are timed end to end in strict alternation with idle gaps (runtime.timing.time_alternating).
+4. Both models are timed end to end in steady state (runtime.timing.time_blocks: blocks of consecutive runs, the
+   two models' blocks alternating with an idle gap), as a served model runs and as `relayish bench` times it; an
+   idle gap before every single run (time_alternating) would time each run's wake-up as well.
 5. If the tuned model was not faster end to end, every task it kept gets the verdict keep_default too: the
    records then compile the untuned model, so tuning never ends slower than it started (SqueezeNet after 15
    minutes: every kept task faster in its profile, the whole model 2% slower). "Faster" is the median of the
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import compile_model
-from runtime.timing import Engine, format_paired, paired_ratio, time_alternating
+from runtime.timing import Engine, format_paired, paired_ratio, time_blocks
 
 CHECK_PARAMS = {"repeat": 30, "warmup": 3, "profile_repeat": 10, "profile_rounds": 3}
 
@@ -118,7 +120,7 @@ def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc
         log(f"{len(reverted)} tuned tasks were slower inside the model: they keep their default schedules")
         tuned = compile_model(model, records=store, **options)
     engines = [Engine("untuned", lambda: untuned.run(None, feed)), Engine("tuned", lambda: tuned.run(None, feed))]
-    stats = time_alternating(engines, p["repeat"], p["warmup"])
+    stats = time_blocks(engines, p["repeat"], p["warmup"])
     paired = paired_ratio(stats["tuned"], stats["untuned"])
     model_reverted = bool(kept) and not paired["ratio"] < 1.0
     if model_reverted:
