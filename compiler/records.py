@@ -41,6 +41,7 @@ import json
 import math
 import os
 import sqlite3
+import statistics
 import time
 import urllib.parse
 import uuid
@@ -390,6 +391,17 @@ class RecordStore(RecordsConnection):
             return None
         row = self._conn.execute(f"SELECT {', '.join(COLUMNS)} FROM records WHERE id = ?", (found[1],)).fetchone()
         return self._record(row, found[0])
+
+    def typical_cost(self, task_key: str, schedule: Schedule, target=None) -> float | None:
+        """The median (s) of every reading of this schedule of the task on `target`: each repeat of each of its
+        successful records (the search's measurement and the re-measure's), None if it has none. The records
+        rank programs by their least reading (noise only ever adds time), but the least of many readings of the
+        program that won is a best case: a model runs its kernels at their typical speed (tuning/tune.py's
+        check_models estimates the model with this)."""
+        rows = self._conn.execute("SELECT costs FROM records WHERE task_key = ? AND target = ? AND schedule = ? AND "
+                                  "error IS NULL", (task_key, self._target(target), schedule.to_json()))
+        readings = [c for (text,) in rows for c in decode_costs(text) or ()]
+        return statistics.median(readings) if readings else None
 
     def best_of_similar(self, task_name: str, exclude_key: str, target=None, k: int = 4) -> list[Record]:
         """The best successful record of each of the k best other tasks named `task_name` (the same fused ops on

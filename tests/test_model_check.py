@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -89,6 +90,12 @@ def test_tune_model_ends_by_timing_the_model(tmp_path):
     assert check.untuned_ms > 0 and check.tuned_ms > 0
     assert any(line.startswith(f"model {path}: untuned") for line in logs)
     assert sorted(check.kept + check.reverted) == sorted(k for k in [result.tasks[0].key])
+    # the estimate beside the measured latency: the median reading of the program the model runs, not its least
+    task = result.tasks[0]
+    with RecordStore(db) as store:
+        ran = store.best(task.key) if check.kept else _default_schedule(task)
+        typical = store.typical_cost(task.key, ran)
+    assert typical is not None and check.estimated_ms == pytest.approx(typical * 1e3 * task.weight, rel=1e-9)
 
 
 def _check_with_timings(tmp_path, monkeypatch, whole_model_ms):

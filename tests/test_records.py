@@ -66,6 +66,22 @@ def test_round_trip_and_best_is_exact_target(store):
     assert [r.schedule for r in store.records(CONV.key, HOST)] == [sched(2), sched(4), sched(8), sched(16)]
 
 
+def test_typical_cost_is_the_median_of_every_reading_of_one_schedule(store):
+    """Best ranks by the least reading; typical_cost is the median over all readings (every repeat of every
+    record) of one schedule of one task on one target: its re-measures count, other schedules, other targets
+    and failures do not."""
+    fill(store)
+    store.add_many([(CONV, HOST, sched(4), [5e-3, 6e-3, 1.5e-3], None),  # sched(4) re-measured: 5 readings now
+                    (CONV, HOST, sched(4), None, "timeout"),
+                    (CONV, OTHER_CPU, sched(4), [9e-3], None)])
+    assert store.best_record(CONV.key, HOST).cost == pytest.approx(1e-3)  # the least reading still ranks it
+    assert store.typical_cost(CONV.key, sched(4), HOST) == pytest.approx(2e-3)  # median of 1, 2, 5, 6, 1.5 ms
+    assert store.typical_cost(CONV.key, sched(8), HOST) == pytest.approx(2e-3)
+    assert store.typical_cost(CONV.key, sched(4), OTHER_CPU) == pytest.approx(9e-3)
+    assert store.typical_cost(CONV.key, sched(16), HOST) is None  # failed only
+    assert store.typical_cost(POOL.key, sched(4), HOST) is None  # never measured
+
+
 def test_target_key_is_canonical():
     shuffled = dict(HOST, features=",".join(reversed(HOST["features"].split(","))))
     assert target_key(shuffled) == target_key(HOST) == target_key(target_key(HOST))

@@ -38,7 +38,8 @@ CHECK_PARAMS = {"repeat": 30, "warmup": 3, "profile_repeat": 10, "profile_rounds
 class ModelCheck:
     """What timing the model said. kept / reverted: task keys whose tuned program won in the model / lost to the
     untuned one (reverted ones now keep their default); estimated_ms: the tuner's estimate for this model (sum
-    over its kernel calls of the task's best measured cost), None if not given."""
+    over its kernel calls of the given cost of the program it runs: tune.check_models gives each program's
+    median reading), None if not given."""
     model: str
     untuned_ms: float
     tuned_ms: float
