@@ -31,8 +31,9 @@ import sys
 import numpy as np
 
 from compiler import compile_model
-from compiler.codegen import vector_width
+from compiler.codegen import host_target, vector_width
 from compiler.default_schedule import default_schedule
+from compiler.records import RecordsError, RecordsReader
 from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
 from runtime.timing import Engine, describe_timing, format_paired, paired_ratio, time_blocks
 from tuning.measure import measure
@@ -142,6 +143,11 @@ def main(argv=None, params: dict | None = None) -> int:
         missing = [db for db in args.retime if not os.path.isfile(db)]
         if missing:
             ap.error(f"--retime: no records database at {', '.join(missing)}")
+        for db in args.retime:
+            try:
+                RecordsReader(db, host_target()).close()
+            except RecordsError as e:
+                ap.error(f"--retime: {e}")
         return retime(args.model, args.retime, args.repeat)
     if not args.records:
         ap.error("--records DB is required (or --retime DB ... to time earlier runs' records)")

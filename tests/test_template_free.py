@@ -35,8 +35,8 @@ def test_template_free_run_reports_all_three_builds(tmp_path):
 
 def test_retime_times_earlier_runs_records_side_by_side(tmp_path, capsys):
     """--retime tunes nothing: the hand-written model and one build per database, timed together, each with its
-    paired ratio; without --records or --retime, or with a database that is not there, it stops with a usage
-    error naming it."""
+    paired ratio; without --records or --retime, or with a database that is not there or a file that is not
+    one, it stops with a usage error naming it."""
     model, db = str(tmp_path / "conv_dense.onnx"), str(tmp_path / "naive.db")
     onnx.save(conv_dense_model(), model)
     tune_model(model, db, trials=len(model_tasks(model)), start="naive", check_model=False, progress=False,
@@ -50,3 +50,6 @@ def test_retime_times_earlier_runs_records_side_by_side(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([model, "--retime", db, str(tmp_path / "missing.db")])
     assert "no records database at " + str(tmp_path / "missing.db") in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([model, "--retime", model])  # a file, but not a records database
+    assert "--retime: " in (err := capsys.readouterr().err) and "not a tuning records database" in err
