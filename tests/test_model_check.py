@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
