@@ -96,3 +96,15 @@ def test_prestart_starts_the_workers_once_and_they_serve_jobs():
     text = "define void @f() {\n  ret void\n}\n"
     assert workers.compile_texts([text] * 4, host_target(), 3, lambda t: pytest.fail("no worker"), workers=3)[0]
     workers.prestart(workers=0)  # no workers: a no-op
+
+
+def test_loop_vectorizer_is_off_for_integer_loads_on_zen4_and_zen5_only():
+    """LLVM's loop vectorizer miscompiled RoiAlign's gather (indices loaded from int64 tensors) when tuning for
+    znver4/znver5 (objworker.NO_LOOP_VECTORIZER_CPUS): such modules are optimized without it there, float-only
+    modules and other CPUs keep it."""
+    from compiler.codegen.objworker import loop_vectorizer
+    gather = '%".33" = load i64, i64* %".32"\n%".60" = load float, float* %".59"'
+    floats = '%".60" = load float, float* %".59"\n%"v" = load <16 x float>, <16 x float>* %"p"'
+    assert not loop_vectorizer(gather, "znver5") and not loop_vectorizer(gather, "znver4")
+    assert loop_vectorizer(gather, "znver3") and loop_vectorizer(gather, "x86-64-v4")
+    assert loop_vectorizer(floats, "znver5")

@@ -208,7 +208,8 @@ def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int =
 
 def optimize(mod: llvm.ModuleRef, opt_level: int = 3) -> None:
     """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place."""
-    objworker.optimize(mod, target_machine(opt_level), opt_level)
+    objworker.optimize(mod, target_machine(opt_level), opt_level,
+                       objworker.loop_vectorizer(str(mod), host_target()["cpu"]))
 
 
 def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None):
