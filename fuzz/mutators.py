@@ -150,9 +150,10 @@ def init_data(model, rng) -> str | None:
     else:
         if init.data_type != TensorProto.FLOAT:
             return None
-        values = np.frombuffer(data, np.float32).copy()
+        whole = len(data) - len(data) % 4  # an earlier edit of this mutant may have cut the data mid-value
+        values = np.frombuffer(data[:whole], np.float32).copy()
         values[rng.random(values.shape) < 0.3] = _choice(rng, (np.nan, np.inf, -np.inf))
-        init.raw_data = values.tobytes()
+        init.raw_data = values.tobytes() + data[whole:]
     return f"initializer {init.name}: raw data edit #{kind} ({len(data)} -> {len(init.raw_data)} bytes)"
 
 
