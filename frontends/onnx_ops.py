@@ -168,6 +168,9 @@ def _window(x, kernel_shape, strides, dilations, auto_pad, pads) -> dict:
                          ("pads", pads or ())):
         if any(abs(v) >= 2**31 for v in values):
             raise ConversionError(f"attribute {name} {tuple(values)} has a value beyond the int32 range")
+    for name, values in (("strides", strides), ("dilations", dilations)):
+        if any(v < 1 for v in values):
+            raise ConversionError(f"attribute {name} {tuple(values)} must be >= 1 on every axis")
     taps = math.prod(max(int(k), 1) for k in kernel_shape)
     if taps > MAX_WINDOW_TAPS:  # each output visits every tap: 2^31 x 2 taps is minutes per output, not an error
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} is a window of {taps} taps; at most "
@@ -344,6 +347,11 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N80
     x = _transpose(a, (1, 0)) if _flag(transA, "transA") else a
     w = b if _flag(transB, "transB") else _transpose(b, (1, 0))
     y = call("nn.dense", x, w)
+    if c is not None:  # C broadcasts to Y = (M, N) one way only: a (5, 1) bias of a (1, 5) product is an error
+        sc, sy = _shape(c), _shape(y)
+        if len(sc) > 2 or any(d not in (1, e) for d, e in zip(reversed(sc), reversed(sy))):
+            raise ConversionError(f"input C of shape {sc} does not broadcast to the product's shape {sy} "
+                                  f"(unidirectional broadcasting)")
     if alpha != 1.0:
         y = _binary("multiply", y, _scalar(alpha, y))
     if c is not None and beta != 0.0:

@@ -595,3 +595,26 @@ def test_converter_errors_name_the_node():
         from_onnx(make_model("Reshape", {"x": (2, 3)}, consts={"shape": np.array([4, -1], np.int64)}))
     with pytest.raises(OnnxImportError, match=r"'squeeze_node' \(Squeeze\): cannot squeeze axis 1 of size 3"):
         from_onnx(make_model("Squeeze", {"x": (2, 3)}, consts={"axes": np.array([1], np.int64)}))
+
+
+@pytest.mark.parametrize("op_type, attrs", [("AveragePool", dict(kernel_shape=[2, 2], strides=[0, 0])),
+                                            ("MaxPool", dict(kernel_shape=[2, 2], strides=[1, 0])),
+                                            ("Conv", dict(kernel_shape=[3, 3], dilations=[0, 1]))])
+def test_a_window_of_zero_stride_or_dilation_is_a_named_error(op_type, attrs):
+    """Found by the fuzzer on the Zen 5 session (seed 29): strides (0, 0) reached a division in the padding
+    arithmetic and left a ZeroDivisionError."""
+    consts = {"w": np.ones((2, 3, 3, 3), np.float32)} if op_type == "Conv" else None
+    model = make_model(op_type, {"x": (1, 3, 8, 8)}, attrs, consts=consts)
+    name = "strides" if "strides" in attrs else "dilations"
+    with pytest.raises(OnnxImportError, match=rf"{op_type.lower()}_node' \({op_type}\): attribute {name} .* must be >= 1"):
+        from_onnx(model)
+
+
+def test_gemm_bias_must_broadcast_one_way_to_the_product():
+    """C of shape (5, 1) for a (1, 5) product: onnxruntime refuses it (unidirectional broadcasting); we ran it
+    (fuzzer, seed 29). A (5,) or (1, 5) bias stays fine."""
+    a = {"a": (1, 4)}
+    with pytest.raises(OnnxImportError, match=r"Gemm\): input C of shape \(5, 1\) does not broadcast to .*\(1, 5\)"):
+        from_onnx(make_model("Gemm", a, consts={"b": np.ones((4, 5), np.float32), "c": np.ones((5, 1), np.float32)}))
+    for shape in ((5,), (1, 5), (1, 1)):
+        from_onnx(make_model("Gemm", a, consts={"b": np.ones((4, 5), np.float32), "c": np.ones(shape, np.float32)}))
