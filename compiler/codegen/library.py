@@ -206,10 +206,11 @@ def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int =
     return objects
 
 
-def optimize(mod: llvm.ModuleRef, opt_level: int = 3) -> None:
-    """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place."""
+def optimize(mod: llvm.ModuleRef, opt_level: int = 3, text: str | None = None) -> None:
+    """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place. text: the
+    IR text mod was parsed from, if the caller has it (objworker.loop_vectorizer reads it; else mod is printed)."""
     objworker.optimize(mod, target_machine(opt_level), opt_level,
-                       objworker.loop_vectorizer(str(mod), host_target()["cpu"]))
+                       objworker.loop_vectorizer(str(mod) if text is None else text, host_target()["cpu"]))
 
 
 def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None):
@@ -225,7 +226,7 @@ def compile_module(funcs: list, plan: ExecutorPlan | None = None, opt_level: int
         mod.verify()
         t2 = time.perf_counter()
         if opt_level > 0:
-            optimize(mod, opt_level)
+            optimize(mod, opt_level, text)
     t3 = time.perf_counter()
     stats.update(emit_ir_s=t1 - t0, parse_s=t2 - t1, optimize_s=t3 - t2, kernels=len(funcs))
     return mod
