@@ -41,12 +41,11 @@ def graph_feeds(model, inputs) -> dict:
 
 
 def as_value(value):
-    """A case's input or expected output as a user would hold it: numpy scalars become 0-d arrays, TensorProtos
-    (the cases' form for float8/int4 data) numpy arrays; sequences element by element; None (optional) stays."""
+    """A case's input or expected output as onnx ships it, but TensorProtos (the cases' form for float8/int4 data,
+    which no engine's Python API takes) as numpy arrays, element by element in sequences. Numpy scalars stay
+    numpy scalars: a user's code feeds them as they are (onnxruntime refuses them; relayish takes them)."""
     if isinstance(value, onnx.TensorProto):
         return numpy_helper.to_array(value)
-    if isinstance(value, np.generic):
-        return np.asarray(value)
     if isinstance(value, (list, tuple)):
         return [as_value(v) for v in value]
     return value
@@ -117,7 +116,7 @@ def run_relayish(case) -> CaseResult:
 
 
 def _relayish_session(model, feeds, compile_model):
-    shapes = {k: np.shape(v) for k, v in feeds.items() if isinstance(v, np.ndarray)}
+    shapes = {k: np.shape(v) for k, v in feeds.items() if isinstance(v, (np.ndarray, np.generic))}
     module = compile_model(model, input_shapes=shapes, num_threads=1)
     return module.run
 

@@ -4,9 +4,11 @@ A wrong shape or dtype reaching native code is a silent out-of-bounds read, not 
 checked against its TensorSpec here. The rule: an array of the right dtype and shape is used as is, or copied when
 only its memory layout is off (not C-contiguous, not 64-byte aligned, other byte order: copying changes no value;
 the binding in Module copies the first two into its workspace slot's aligned buffers);
-anything else is a ValueError naming the input, what was expected and what was given. Values are never cast
-(float64 -> float32 would silently change results). Inputs are only read by the native code, so read-only arrays
-are fine.
+anything else is a ValueError naming the input, what was expected and what was given. Arrays are never cast
+(float64 -> float32 would silently change results; onnxruntime refuses it too). A numpy scalar is a 0-d array of
+its dtype; Python numbers and lists of them are converted to the input's dtype as onnxruntime converts a list, but
+only where every value is representable (no 1.5 into int64, no 300 into uint8). Inputs are only read by the native
+code, so read-only arrays are fine.
 """
 from __future__ import annotations
 
@@ -44,10 +46,10 @@ def check_input(spec, value) -> np.ndarray:
     if type(value) is np.ndarray and value.dtype is spec.dtype and value.shape == spec.shape \
             and spec.index_bounds is None:  # the usual case, decided in a few attribute reads: run's hot path
         return value
-    if not isinstance(value, np.ndarray):
-        convertible = isinstance(value, (list, tuple, np.generic))
-        hint = f" (convert it with np.asarray(value, dtype={_spelled(spec.dtype)}))" if convertible else ""
-        raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got {type(value).__name__}{hint}")
+    if isinstance(value, np.generic):  # a numpy scalar: a 0-d array of its own dtype (checked below as one)
+        value = np.asarray(value)
+    elif not isinstance(value, np.ndarray):
+        value = _from_python(spec, value)
     if isinstance(value, np.ma.MaskedArray):
         raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got a masked array (its mask would be "
                          f"ignored: pass value.filled(...))")
@@ -64,6 +66,37 @@ def check_input(spec, value) -> np.ndarray:
     if getattr(spec, "index_bounds", None) is not None:
         _check_index_values(spec, value)
     return value
+
+
+def _from_python(spec, value) -> np.ndarray:
+    """A Python number or a (nested) list of them as an array of spec's dtype, as onnxruntime converts a list; but
+    only where every value is representable: integers within the dtype's range, floats into float dtypes (rounded
+    to nearest), integral floats into integer dtypes, 0/1 into bool. Anything else is a ValueError naming it."""
+    if not isinstance(value, (bool, int, float, list, tuple)):
+        raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got {type(value).__name__}")
+    try:
+        raw = np.array(value)
+    except ValueError:  # numpy refuses a ragged nesting
+        raw = None
+    if raw is None or raw.dtype.kind not in "biuf":
+        raise ValueError(f"input '{spec.name}' must be {_expected(spec)}, got a {type(value).__name__} that is not "
+                         f"a rectangular nesting of numbers")
+    kind = spec.dtype.kind
+    if kind not in "biu" or raw.size == 0:  # float16/32/64 and ml_dtypes' bfloat16 (kind 'V')
+        bad = None
+    elif raw.dtype.kind == "f" and not np.all(raw == np.round(raw)):
+        bad = "a fraction"
+    elif kind == "b":
+        bad = None if np.all((raw == 0) | (raw == 1)) else "a value other than 0 and 1"
+    else:
+        info = np.iinfo(spec.dtype)
+        exact = raw.astype(object)  # Python ints: no numpy promotion between uint64 and the int64 bounds
+        bad = None if np.all((exact >= info.min) & (exact <= info.max)) else \
+            f"a value outside [{info.min}, {info.max}]"
+    if bad:
+        raise ValueError(f"input '{spec.name}' is a {type(value).__name__} holding {bad}, which {spec.dtype} cannot "
+                         f"represent (pass a numpy.ndarray of dtype {spec.dtype})")
+    return raw.astype(spec.dtype)
 
 
 def _check_index_values(spec, value: np.ndarray) -> None:

@@ -101,7 +101,8 @@ def test_non_contiguous_and_unaligned_inputs_are_copied(module, lib_path):
     ({"x": np.zeros((3, 2), np.float32), "k": np.zeros(2, np.int64)}, r"'x' has shape \(3, 2\), expected \(2, 3\)"),
     ({"x": np.zeros((2, 3), np.float64), "k": np.zeros(2, np.int64)}, r"'x' has dtype float64, expected float32"),
     ({"x": np.zeros((2, 3), np.float32), "k": np.zeros(2, np.int32)}, r"'k' has dtype int32, expected int64"),
-    ({"x": [[0.0] * 3] * 2, "k": np.zeros(2, np.int64)}, r"'x' must be a numpy.ndarray of shape \(2, 3\).*got list"),
+    ({"x": [[0.0] * 2] * 3, "k": np.zeros(2, np.int64)}, r"'x' has shape \(3, 2\), expected \(2, 3\)"),
+    ({"x": np.zeros((2, 3), np.float32), "k": [0.5, 1]}, r"'k' is a list holding a fraction"),
     ([np.zeros((2, 3), np.float32)], r"input_feed must be a dict"),
 ])
 def test_bad_inputs_are_rejected_before_the_native_call(module, lib_path, bad_feed, message):

@@ -108,11 +108,11 @@ BAD_X = {
     "float64": (np.zeros(X_SHAPE, np.float64), r"'x' has dtype float64, expected float32 \(no implicit casting"),
     "int32": (np.zeros(X_SHAPE, np.int32), r"'x' has dtype int32, expected float32"),
     "float16": (np.zeros(X_SHAPE, np.float16), r"'x' has dtype float16, expected float32"),
-    "list": (np.zeros(X_SHAPE, np.float32).tolist(),
-             r"'x' must be a numpy.ndarray of shape \(1, 8, 16, 16\) and dtype float32, got list \(convert it with "
-             r"np.asarray\(value, dtype=np.float32\)\)"),
     "None": (None, r"'x' must be a numpy.ndarray of shape \(1, 8, 16, 16\) and dtype float32, got NoneType"),
-    "numpy scalar": (np.float32(1.0), r"'x' must be a numpy.ndarray .* got float32 \(convert it with"),
+    "numpy scalar": (np.float32(1.0), r"'x' has rank 0 \(shape \(\)\), expected rank 4"),
+    "ragged list": ([[0.0, 1.0], [2.0]], r"'x' must be .* got a list that is not a rectangular nesting of numbers"),
+    "list of strings": (["a"], r"'x' must be .* got a list that is not a rectangular nesting of numbers"),
+    "short list": (np.zeros(X_SHAPE[1:], np.float32).tolist(), r"'x' has rank 3 \(shape \(8, 16, 16\)\)"),
     "masked array": (np.ma.masked_array(np.zeros(X_SHAPE, np.float32)), r"'x' must be .* got a masked array"),
     "object array": (np.empty(X_SHAPE, object), r"'x' has dtype object, expected float32"),
 }
@@ -125,16 +125,27 @@ def test_bad_inputs_are_clear_errors(sess, ort_sess, case):
         sess.run(None, _x_feed(x))
 
 
-def test_onnxruntime_also_rejects_them_but_lists_and_masked_arrays(ort_sess):
-    """Where we refuse an input that onnxruntime runs, it would be a silent conversion: a list (Python floats cast
-    to float32) or a masked array (its mask ignored)."""
+def test_onnxruntime_also_rejects_them_but_masked_arrays_and_numpy_scalars(ort_sess):
+    """Where we refuse an input that onnxruntime runs, it would be a silent conversion: a masked array (its mask
+    ignored). onnxruntime refuses every numpy scalar; we take one as the 0-d array it is (refused here for its
+    rank)."""
     for case, (x, _) in BAD_X.items():
         try:
             ort_sess.run(None, _x_feed(x))
             accepted = True
         except Exception:  # noqa: BLE001 - onnxruntime raises several types
             accepted = False
-        assert accepted == (case in ("list", "masked array")), case
+        assert accepted == (case == "masked array"), case
+
+
+def test_a_list_of_numbers_runs_as_onnxruntime_runs_it(sess, ort_sess):
+    """A nested list of Python floats is converted to the input's dtype, as onnxruntime converts it."""
+    feed = base_feed(3)
+    as_lists = {"x": feed["x"].tolist(), "b": feed["b"].tolist()}
+    for got, want in zip(sess.run(None, as_lists), ort_sess.run(None, as_lists)):
+        assert_close(got, want)
+    for got, want in zip(sess.run(None, as_lists), sess.run(None, feed)):
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("feed, message", [
@@ -200,3 +211,37 @@ def test_bound_dims_do_not_warn_and_strict_refuses_unbound_ones():
     assert [p.type.shape for p in module.main.params] == [(2, 8, 16, 16), (2, 10)]
     with pytest.raises(OnnxImportError, match=r"input 'b' has unbound dim 1 \(unknown\).*\(strict=True\)"):
         compile_model(symbolic_model(), input_shapes={"x": (2, 8, 16, 16)}, strict=True)
+
+
+# ---- numpy scalars, Python numbers and lists -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def scalar_sess():
+    """y = a + float(k): a float32 0-d input and an int64 (2,) one."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["k"], ["kf"], to=TensorProto.FLOAT), helper.make_node("Add", ["a", "kf"], ["y"])],
+        "scalars", [helper.make_tensor_value_info("a", TensorProto.FLOAT, []),
+                    helper.make_tensor_value_info("k", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    return compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+@pytest.mark.parametrize("a", [np.float32(0.5), np.array(0.5, np.float32), 0.5], ids=["numpy", "0-d", "python"])
+@pytest.mark.parametrize("k", [np.array([1, 2]), [1, 2], [1.0, 2.0], [True, False]], ids=["array", "ints", "floats",
+                                                                                          "bools"])
+def test_scalars_and_lists_are_fed_as_arrays_of_the_inputs_dtype(scalar_sess, a, k):
+    y, = scalar_sess.run(None, {"a": a, "k": k})
+    np.testing.assert_array_equal(y, np.float32(0.5) + np.asarray(k, np.float32))
+
+
+@pytest.mark.parametrize("a, k, message", [
+    (np.float64(0.5), [1, 2], r"'a' has dtype float64, expected float32 \(no implicit casting"),
+    (np.array(0.5), [1, 2], r"'a' has dtype float64, expected float32"),
+    (0.5, [1.5, 2], r"'k' is a list holding a fraction, which int64 cannot represent"),
+    (0.5, [2 ** 63, 2], r"'k' is a list holding a value outside \[-9223372036854775808, 9223372036854775807\]"),
+    (0.5, [1, 2, 3], r"'k' has shape \(3,\), expected \(2,\)"),
+    ("0.5", [1, 2], r"'a' must be a numpy.ndarray of shape \(\) and dtype float32, got str"),
+])
+def test_scalars_and_lists_that_do_not_fit_are_clear_errors(scalar_sess, a, k, message):
+    with pytest.raises(ValueError, match=message):
+        scalar_sess.run(None, {"a": a, "k": k})
