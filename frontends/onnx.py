@@ -56,6 +56,8 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     (an OnnxImportError if strict). input_values maps input names to arrays: those inputs become constants of
     that value (of the declared dtype and shape) and are no longer inputs of the module."""
     model, source = load_model(model_or_path)
+    if not model.graph.output:  # onnxruntime refuses an empty graph; one with nodes but no outputs computes nothing
+        raise OnnxImportError(f"{source}: the graph declares no outputs: a model must compute at least one")
     input_values = input_values or {}
     if input_values:
         input_shapes = {**(input_shapes or {}), **{n: np.shape(v) for n, v in input_values.items()}}
@@ -141,7 +143,15 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
     ttype = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or not ttype.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+    return [_declared_dim(d) for d in ttype.shape.dim]
+
+
+def _declared_dim(d: onnx.TensorShapeProto.Dimension) -> int | str | None:
+    """A dim as declared: its size, its dim_param name, or None when it has neither. A negative dim_value (-1, as
+    paddle2onnx and tf2onnx write an unknown dim) is unknown too, as onnxruntime reports it."""
+    if d.HasField("dim_value"):
+        return d.dim_value if d.dim_value >= 0 else None
+    return d.dim_param or None
 
 
 # ---- loading and validation ----
@@ -307,7 +317,7 @@ def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
                               f"input (supported: {', '.join(GRAPH_INPUT_DTYPES.values())})")
     if not ttype.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+    return [_declared_dim(d) for d in ttype.shape.dim]
 
 
 def _input_dtype(vi: onnx.ValueInfoProto) -> str:
