@@ -144,10 +144,15 @@ def conv_signature(node: Call) -> str:
 
 def winograd_tiles(node: Call) -> tuple[int, ...]:
     """The Winograd tiles an NCHW conv2d may take (besides 0, direct): (4, 2) for a 3x3, stride-1, undilated,
-    ungrouped convolution of at least WINOGRAD_MIN_CHANNELS input and output channels, else ()."""
-    oc, ic, kh, kw = node.args[1].type.shape
+    ungrouped convolution of at least WINOGRAD_MIN_CHANNELS input and output channels whose weights are all finite,
+    else (). An Inf or NaN weight would reach every output of a tile through the transforms (Inf - Inf = NaN),
+    where the direct sum touches only the outputs whose window holds it, as onnxruntime does."""
+    weight = node.args[1]
+    oc, ic, kh, kw = weight.type.shape
     if (kh, kw) != (3, 3) or tuple(node.attrs.strides) != (1, 1) or tuple(node.attrs.dilation) != (1, 1) or \
             node.attrs.groups != 1 or min(ic, oc) < WINOGRAD_MIN_CHANNELS:
+        return ()
+    if isinstance(weight, Constant) and not np.isfinite(weight.data.astype(np.float32)).all():
         return ()
     return (4, 2)
 
