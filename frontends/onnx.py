@@ -146,6 +146,9 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
     return [_declared_dim(d) for d in ttype.shape.dim]
 
 
+UNNAMED_DIM = "?"  # a dim_param that paddle2onnx writes for every unknown dim: not one symbol shared by all
+
+
 def _declared_dim(d: onnx.TensorShapeProto.Dimension) -> int | str | None:
     """A dim as declared: its size, its dim_param name, or None when it has neither. A negative dim_value (-1, as
     paddle2onnx and tf2onnx write an unknown dim) is unknown too, as onnxruntime reports it."""
@@ -317,7 +320,7 @@ def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
                               f"input (supported: {', '.join(GRAPH_INPUT_DTYPES.values())})")
     if not ttype.HasField("shape"):
         return None
-    return [_declared_dim(d) for d in ttype.shape.dim]
+    return [None if d == UNNAMED_DIM else d for d in map(_declared_dim, ttype.shape.dim)]
 
 
 def _input_dtype(vi: onnx.ValueInfoProto) -> str:

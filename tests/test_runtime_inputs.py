@@ -248,19 +248,20 @@ def test_scalars_and_lists_that_do_not_fit_are_clear_errors(scalar_sess, a, k, m
 
 
 def test_unnamed_dims_bind_through_input_shapes_like_named_ones():
-    """paddle2onnx and tf2onnx write an unknown dim as dim_value -1, others leave the dim empty: input_shapes binds
-    both, and the session reports them as None, as onnxruntime does."""
+    """paddle2onnx and tf2onnx write an unknown dim as dim_value -1 or dim_param '?', others leave the dim empty:
+    input_shapes binds each on its own (two '?' need not agree), and the session reports them as onnxruntime does."""
     from onnx import TensorProto, helper
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "unnamed",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, "h", None])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 3, "h", None])])
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, "?", "h", "?", None])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, "?", "h", "?", None])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sess = compile_model(model, input_shapes={"x": (2, 3, 4, 5)})
-    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+        sess = compile_model(model, input_shapes={"x": (2, 3, 4, 5, 6)})
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
     ort_sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    assert sess.get_inputs()[0].shape == ort_sess.get_inputs()[0].shape == [None, 3, "h", None]
-    with pytest.warns(UserWarning, match=r"dim 0 \(unknown\), dim 2 \('h'\), dim 3 \(unknown\), compiled as 1"):
+    assert sess.get_inputs()[0].shape == ort_sess.get_inputs()[0].shape == [None, "?", "h", "?", None]
+    with pytest.warns(UserWarning, match=r"dim 0 \(unknown\), dim 1 \(unknown\), dim 2 \('h'\), dim 3 \(unknown\), "
+                                         r"dim 4 \(unknown\), compiled as 1"):
         from_onnx(model)
