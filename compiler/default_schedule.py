@@ -313,11 +313,16 @@ def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: in
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:
     """How many elements of the last axis to compute as one vector: the whole axis when it is short, else the
-    largest divisor <= vw; 0 when the axis is not contiguous in the stage's reads or too narrow to pay off."""
+    largest divisor <= vw, or a whole vector with a partial last one when no divisor reaches half a vector (6625:
+    5; lowering versions the tail's guard, so the full vectors run unguarded); 0 when the axis is not contiguous
+    in the stage's reads or too narrow to pay off."""
     if extent <= MAX_VECTOR:
         lane = extent
     else:
-        lane = next((b for b in (vw, vw // 2, vw // 4) if extent % b == 0), _largest_divisor(extent, vw))
+        lane = next((b for b in (vw, vw // 2, vw // 4) if extent % b == 0), None)
+        if lane is None:
+            divisor = _largest_divisor(extent, vw)
+            lane = divisor if divisor >= vw // 2 else vw
     if lane < 4 or not contiguous_last(st, lane):
         return 0
     return lane

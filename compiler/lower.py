@@ -216,20 +216,74 @@ class _Lowering:
             rng = interval(base, self.var_extent)
             if extent == full_d:
                 base = te.IntImm(0)
-            elif rng is None or rng[0] < 0 or rng[1] + extent > full_d:  # keep the box inside the tensor
-                base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
+            elif rng is None or rng[0] < 0 or rng[1] + extent > full_d:  # keep the box inside the tensor ...
+                if rng is None or rng[0] < 0 or not self._reads_in_bounds_past_end(prod, d, base, extent):
+                    base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
             bases.append(base)
             extents.append(extent)
         return bases, extents
 
+    def _reads_in_bounds_past_end(self, prod: Stage, d: int, base, extent: int) -> bool:
+        """... unless computing prod over [base, base + extent) on dim d, past the end of its tensor, reads only
+        inside what it reads (a packed weight padded to whole tiles): its region is a local buffer, so the extra
+        elements are harmless, and an unclamped base keeps the tile's loads affine (contiguous vectors) where a
+        clamped one makes every tile's index a min/max."""
+        body = self.expand_inline(prod.op.body)
+        ranges = dict(self.var_extent)
+        mapping = {}
+        for i, ax in enumerate(prod.op.axes):
+            v = te.Var(f"_box{i}")
+            mapping[ax.var] = base + v if i == d else v
+            ranges[v] = extent if i == d else prod.op.shape[i]
+        if isinstance(body, te.Reduce):
+            ranges.update((ax.var, ax.extent) for ax in body.axes)
+        for read in te.walk(te.substitute_vars(body, mapping)):
+            if isinstance(read, te.TensorRead):
+                for index, size in zip(read.indices, read.tensor.shape):
+                    rng = interval(index, ranges)
+                    if rng is None or rng[0] < 0 or rng[1] >= size:
+                        return False
+        return True
+
+
+MAX_TAIL_VERSIONS = 2  # split tails versioned per stage (each doubles the nest's code)
+
 
 class _NestEmitter:
     """Builds one stage's loop nest: loops in order, guards where they become decidable, attached stages at
-    their loops, and a reduction's init nest just before its first reduce loop."""
+    their loops, and a reduction's init nest just before its first reduce loop.
 
-    def __init__(self, lowering, loops, guards, unrolled, attach_plan):
+    A split that does not divide leaves a guard on its innermost loop (`i0 * f + i1 < n`), which would keep that
+    loop scalar everywhere. Where the loops outside can tell that a whole tile is in range, the nest is versioned
+    instead (`tail_version`): the full tiles run a copy without the guard, only the tail runs the guarded one."""
+
+    def __init__(self, lowering, loops, guards, unrolled, attach_plan, versions=MAX_TAIL_VERSIONS):
         self.lowering, self.loops, self.guards = lowering, loops, guards
-        self.unrolled, self.attach_plan = unrolled, attach_plan
+        self.unrolled, self.attach_plan, self.versions = unrolled, attach_plan, versions
+
+    def versioned(self, drop=()) -> _NestEmitter:
+        """This emitter with one version fewer left, and without the guards `drop` (for the full tiles)."""
+        return _NestEmitter(self.lowering, self.loops, [g for g in self.guards if not any(g is d for d in drop)],
+                            self.unrolled, self.attach_plan, self.versions - 1)
+
+    def tail_version(self, k: int, bound: set, newly: te.Var):
+        """(condition, guards) to version the loops from k on by: each guard involves loops from k on and `newly`
+        (loop k - 1's variable), its other variables are in `bound`, and `condition`, on those, says that all of
+        them hold for every value of the loops from k on. None when no guard qualifies."""
+        if self.versions <= 0:
+            return None
+        inner = {var: extent for _, var, extent in self.loops[k:] if isinstance(var, te.Var)}
+        conds, guards = [], []
+        for guard in self.guards:
+            cond, vs = guard
+            outer = vs - inner.keys()
+            if not vs & inner.keys() or newly not in outer or not outer <= bound:
+                continue
+            holds = _holds_throughout(cond, inner)
+            if holds is not None and holds is not True and holds is not False:
+                conds.append(holds)
+                guards.append(guard)
+        return (te.all_of(*conds), guards) if guards else None
 
     def nest(self, k, bound, update, init) -> Stmt:
         loops = self.loops
@@ -243,7 +297,13 @@ class _NestEmitter:
             return update
         it, var, extent = loops[k]
         inner_bound = bound | {var}
-        inner = self.nest(k + 1, inner_bound, update, init)
+        version = self.tail_version(k + 1, inner_bound, var) if isinstance(var, te.Var) else None
+        if version is not None:
+            full_tiles, guards = version
+            inner = IfThenElse(full_tiles, self.versioned(drop=guards).nest(k + 1, inner_bound, update, init),
+                               self.versioned().nest(k + 1, inner_bound, update, init))
+        else:
+            inner = self.nest(k + 1, inner_bound, update, init)
         for prod, region, extents in reversed(self.attach_plan.get(it.name, [])):
             inner = Allocate(region.buffer, Seq([self.lowering.stage_nest(prod, region, extents), inner]))
         if not isinstance(var, te.Var):

@@ -9,8 +9,11 @@ REDUCE_UNROLL) and the epilogue (bias, residual, GELU, scale, mask: whatever the
 computed on the tile right after it, from registers. The parallel loop runs over batch x column blocks x row
 blocks (column blocks outside: consecutive row blocks of one thread reuse the same panel of b from cache).
 
-Invariant: the rule applies only when ROWS divides M and COLS x lane divides N, so no loop needs a tail guard;
-otherwise it declines and the generic rule schedules the task.
+ROWS divides M. When COLS x lane divides N no loop needs a tail guard; when no such tile exists (N = 1000, 6625,
+8210 columns) the tile still applies with a partial last column tile: lowering versions the guard of its split
+(compiler/lower.py), so every full tile runs unguarded and vectorized, and the anchor's last tile is clamped to end
+at column N (it overlaps the one before). A packed weight is then padded with zero columns to whole blocks
+(compiler/passes/layout.py), so that every block is a contiguous panel.
 """
 from __future__ import annotations
 
@@ -63,19 +66,23 @@ def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None
     which the tile's columns must be."""
     width = n if block is None else block
     lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and width % w == 0), None)
+    if lane is None and block is None and n >= vector_width:
+        lane = vector_width  # no vector divides n: the last column tile is partial
     if lane is None:
         return None
     cols = COL_VECTORS if block is None else (block // lane,)
+    vectors = -(-n // lane)
     # r x c accumulators, c loaded column vectors and one broadcast must fit in the register file
     most, regs = matmul_accumulators(vector_width), vector_registers(vector_width)
-    options = [(r, c) for r in ROW_TILES for c in cols
-               if m % r == 0 and (n // lane) % c == 0 and r * c <= most and r * c + c + 1 <= regs]
+    fits = [(r, c) for r in ROW_TILES for c in cols
+            if m % r == 0 and c <= vectors and r * c <= most and r * c + c + 1 <= regs]
+    options = [(r, c) for r, c in fits if n % (c * lane) == 0] or fits  # whole tiles where some tile divides n
     if not options:
         return None
 
     def score(rc):
         r, c = rc
-        return (batch * (m // r) * (n // lane // c) >= MIN_PARALLEL_TILES, r * c, -(r + c) / (r * c), r)
+        return (batch * (m // r) * -(-vectors // c) >= MIN_PARALLEL_TILES, r * c, -(r + c) / (r * c), r)
     r, c = max(options, key=score)
     return r, c, lane
 

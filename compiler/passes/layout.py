@@ -34,6 +34,13 @@ def channel_block(channels: int, vector_width: int) -> int:
     return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
 
 
+def dense_block(units: int, vector_width: int) -> int:
+    """The block of output features of a batch-1 dense layer's packed weight: channel_block's, unless that is
+    under half a vector (8210 classes: 2); then a whole vector, the last block padded with zero columns."""
+    block = channel_block(units, vector_width)
+    return block if block >= vector_width // 2 or units < vector_width else vector_width
+
+
 PAD_MIN_CHANNELS = 128  # pad the outputs of convolutions at least this wide ...
 PAD_MAX_WASTE = 1 / 16  # ... when the padding adds at most this fraction of work
 PAD_NARROW_MAX_WASTE = 1 / 3  # a narrower one, when only convolutions read it (MobileNetV2's 24 -> 32 channels)
@@ -215,12 +222,18 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     def dense_to_pack(node: Call, x: Expr, w: Constant):
         rows, n = x.type.shape[0], w.type.shape[0]
         tile = matmul_tile(rows, n, 1, vector_width) if rows > 1 else None
-        nb = tile[1] * tile[2] if tile else channel_block(n, vector_width)  # rows > 1: the matmul tile's columns
+        nb = tile[1] * tile[2] if tile else dense_block(n, vector_width)  # rows > 1: the matmul tile's columns
+        if n % nb:  # zero columns fill the last block (packed at compile time); the op computes the first n
+            padded = Constant(np.pad(w.data, ((0, nb - n % nb), (0, 0))))
+            return Call("nn.dense_pack", (x, _lt(padded, "NK", f"NK{nb}n")), {"units": n})
         return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
     def matmul_to_pack(node: Call, x: Expr, w: Constant):
         block = packed_matmul_block(node, vector_width)
-        return None if block is None else Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))))
+        if block is None:
+            return None
+        n = w.type.shape[1]
+        return Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))), {"units": n} if n % block else {})
 
     # outputs that may keep padded channels: only direct, ungrouped convolutions read them (_absorb_padding)
     narrow = narrow_padding_sites(mod, lambda conv: conv.attrs.groups == 1 and isinstance(conv.args[1], Constant)
