@@ -312,17 +312,12 @@ def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: in
 
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:
-    """How many elements of the last axis to compute as one vector: the whole axis when it is short, else the
-    largest divisor <= vw, or a whole vector with a partial last one when no divisor reaches half a vector (6625:
-    5; lowering versions the tail's guard, so the full vectors run unguarded); 0 when the axis is not contiguous
-    in the stage's reads or too narrow to pay off."""
-    if extent <= MAX_VECTOR:
-        lane = extent
-    else:
-        lane = next((b for b in (vw, vw // 2, vw // 4) if extent % b == 0), None)
-        if lane is None:
-            divisor = _largest_divisor(extent, vw)
-            lane = divisor if divisor >= vw // 2 else vw
+    """How many elements of the last axis to compute as one vector: the whole axis when it is short, else a whole
+    vector, the last one partial when vw does not divide the axis (lowering versions the tail's guard, so the full
+    vectors run unguarded, and codegen runs the tail masked: 18,710 columns in vectors of 16 ran a softmax 1.9x
+    faster than in vectors of 10, its largest divisor); 0 when the axis is not contiguous in the stage's reads or
+    too narrow to pay off."""
+    lane = extent if extent <= MAX_VECTOR else vw
     if lane < 4 or not contiguous_last(st, lane):
         return 0
     return lane
@@ -345,9 +340,11 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     outer = [n for n in sp if n != vec_name and n not in unrolled]
     if red or vec_name or unrolled:
         b.add(Reorder(st.name, tuple(outer + red + unrolled + ([vec_name] if vec_name else []))))
-    total = 1
-    for s in shape:
+    total = 1  # the stage's work: its elements, times its reduction's length (softmax's per-row partials: 40 x 16
+    for s in shape:  # elements, each a reduction over 1,169 vectors of the row, are worth running in parallel)
         total *= s
+    for name in red:
+        total *= st.leaf_extents()[name]
     if outer and total >= MIN_PARALLEL_ELEMENTS:
         # fuse just enough outer loops to feed every thread several chunks: the inner ones keep cheap indexing
         ext = b.stage(st.name).leaf_extents()
