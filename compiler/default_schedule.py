@@ -407,8 +407,19 @@ def contiguous_last(st: Stage, lane: int) -> bool:
     for idx, last in indices:
         idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
         if inner in variables(idx) and (not last or coefficient(idx, inner) != 1):
-            return False
+            return all(_contiguous_flat(r, ax.var, split, inner, ranges) for r in _reads(st.op))
     return True
+
+
+def _contiguous_flat(read: te.TensorRead, var, split, inner, ranges) -> bool:
+    """Whether `read` steps by one element of its tensor's memory per step of `inner` (or not at all), judged on
+    its row-major flat index: a reshape of trailing axes reads x[.., l // W, l % W], contiguous in l."""
+    flat, stride = te.IntImm(0), 1
+    for idx, size in reversed(list(zip(read.indices, read.tensor.shape))):
+        flat = flat + te.substitute_vars(idx, {var: split}) * stride
+        stride *= size
+    flat = simplify(flat, ranges)
+    return inner not in variables(flat) or coefficient(flat, inner) == 1
 
 
 def _largest_divisor(n: int, at_most: int) -> int:

@@ -88,3 +88,31 @@ def test_a_padded_weight_is_read_without_clamped_tile_bases():
     for load in loads:
         assert not any(isinstance(n, te.BinOp) and n.op in ("min", "max") for n in walk_expr(load.index))
 
+
+
+@pytest.mark.parametrize("op, shape, axes", [("ReduceMean", (5, 503), [1]), ("ReduceMax", (3, 7, 46, 46), [2, 3]),
+                                             ("ReduceSum", (2, 3, 5, 41), [1, 2, 3]), ("ReduceMin", (4, 9, 33), [2])])
+def test_reductions_over_trailing_axes_as_contiguous_rows(op, shape, axes):
+    """A reduction over the last axes reads them as one contiguous row in vector partials plus a tail."""
+    attrs = {"axes": axes, "keepdims": int(len(shape) % 2)}
+    if op == "ReduceSum":  # opset 13: ReduceSum takes its axes as an input
+        model = make_model(op, {"x": shape}, {"keepdims": attrs["keepdims"]}, 13,
+                           {"axes": np.array(axes, np.int64)})
+    else:
+        model = make_model(op, {"x": shape}, attrs, 13)
+    check3(model)
+
+
+@pytest.mark.parametrize("channels, size", [(1237, 46), (3, 7), (17, 13)])
+def test_global_average_pool_over_rows(channels, size):
+    check3(make_model("GlobalAveragePool", {"x": (1, channels, size, size)}, {}, 17), layout="NCHW")
+
+
+def test_a_reshaped_index_recombines_to_the_flat_one():
+    from compiler.arith import simplify
+    c, l = te.Var("c"), te.Var("l")
+    q = l // 5
+    index = c * 60 + (q // 3) * 15 + (q % 3) * 5 + l % 5  # x[c, l // 15, (l // 5) % 3, l % 5] of x (C, 4, 3, 5)
+    assert te.expr_str(simplify(index, {c: 8, l: 60})) == "((c * 60) + l)"
+    assert te.expr_str(simplify(q * 4 + l % 5, {l: 60})) == te.expr_str(simplify(q * 4 + l % 5, {l: 60}))
+    assert "%" in te.expr_str(simplify(q * 4 + l % 5, {l: 60}))  # 4 is not the modulus: nothing to recombine

@@ -34,7 +34,7 @@ def row_reduce(outer: tuple, length: int, value, combiner: str, name: str) -> te
     a third stage, with the partials' reduction inlined into it."""
     lanes = row_lanes(length)  # (the caller checked row_lanes for its dtype)
     whole, tail = divmod(length, lanes)
-    reducer = te.sum if combiner == "sum" else te.max_reduce
+    reducer = {"sum": te.sum, "max": te.max_reduce, "min": te.min_reduce}[combiner]
     l0 = te.reduce_axis(whole, "l0")
     part = te.compute(tuple(outer) + (lanes,), lambda *i: reducer(value(i[:-1], l0.var * lanes + i[-1]), l0),
                       name=f"{name}_lanes", tag=ROW_TAG)
@@ -46,5 +46,25 @@ def row_reduce(outer: tuple, length: int, value, combiner: str, name: str) -> te
     t = te.reduce_axis(tail, "t")
     rest = te.compute(tuple(outer), lambda *i: reducer(value(i, whole * lanes + t.var), t), name=f"{name}_tail",
                       tag=ROW_TAG)
-    return te.compute(tuple(outer), lambda *i: head[i] + rest[i] if combiner == "sum" else te.max_(head[i], rest[i]),
-                      name=name, tag=ROW_TAG)
+    combine = {"sum": lambda a, b: a + b, "max": te.max_, "min": te.min_}[combiner]
+    return te.compute(tuple(outer), lambda *i: combine(head[i], rest[i]), name=name, tag=ROW_TAG)
+
+
+def trailing_reduce(x: te.Tensor, count: int, combiner: str, name: str) -> te.Tensor | None:
+    """[*x.shape[:-count]] = combiner over x's last `count` axes, read as one row of their product (contiguous in
+    memory: the reshape's index l // W, l % W recombines to l in the lowered flat index, compiler/arith.py), in
+    the row form; None when the row is too short for it (the plain reduction then)."""
+    outer, inner = x.shape[:x.ndim - count], x.shape[x.ndim - count:]
+    length = 1
+    for d in inner:
+        length *= d
+    if combiner not in ("sum", "max", "min") or not row_lanes(length, x.dtype):
+        return None
+
+    def value(i, l):
+        index = []
+        for d in reversed(inner[1:]):
+            index.append(l % d)
+            l = l // d
+        return x[tuple(i) + (l,) + tuple(reversed(index))]
+    return row_reduce(outer, length, value, combiner, name)
