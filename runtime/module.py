@@ -307,12 +307,13 @@ class Module:
 
     @staticmethod
     def _bind_inputs(arrays, slot) -> None:
-        """Point the slot's input table at the checked arrays; one that is misaligned or not C-contiguous is first
+        """Point the slot's input table at the checked arrays, read in place (kernels assume only element
+        alignment of their parameters); one whose elements are misaligned or that is not C-contiguous is first
         copied into the slot's aligned buffer for it (copying changes no value)."""
         in_ptrs = slot.in_ptrs
         for i, value in enumerate(arrays):
             address = data_address(value)
-            if address % ALIGNMENT or not value.flags.c_contiguous:
+            if address % value.itemsize or not value.flags.c_contiguous:
                 address = slot.stage_input(i, value)
             in_ptrs[i] = address
 
