@@ -328,7 +328,8 @@ def test_inspect_summarizes_the_fused_graph(conv_model, capsys):
     passes = lines[lines.index("passes (ms):") + 1:]
     assert [p.split()[0] for p in passes] == ["fold_constants", "recognize_patterns", "fold_batch_norm",
                                              "eliminate_identity_ops",
-                                             "alter_layout", "propagate_layout", "fold_constants_2", "fuse"]
+                                             "alter_layout", "propagate_layout", "fold_constants_2", "fuse",
+                                             "fold_constant_kernels"]
 
 
 def test_inspect_options_change_the_pipeline(conv_model, capsys):
