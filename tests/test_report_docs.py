@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,14 @@ def test_committed_ops_page_is_what_the_registries_give():
     assert "| Conv | 7 | 1, 11, 22 |" in page and "| nn.conv2d |" in page
     assert page == (REPO / "docs" / "ops.md").read_text(encoding="utf-8"), \
         "docs/ops.md is behind the registries: run `python -m bench.ops_doc -o docs/ops.md`"
+
+
+def test_readme_stays_a_reference():
+    """Under 25 KB, no dated headings (measurement history goes to docs/history/), every local link resolves."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) < 25_000, f"README.md is {len(readme.encode())} bytes: move detail to docs/"
+    dated = [h for h in readme.splitlines() if h.startswith("#") and re.search(r"\b20\d\d-\d\d-\d\d\b", h)]
+    assert not dated, f"dated headings belong in docs/history/: {dated}"
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert "docs/benchmarks.md" in links and "docs/ops.md" in links
+    assert [t for t in links if not t.startswith("http") and not (REPO / t).exists()] == []
