@@ -4,6 +4,10 @@
     python -m bench.suite suite/ [--models resnet18,mobilenet_v2] [--threads 2] [--repeat 30] [--json F]
     python -m models --wild --out wild/ && python -m bench.suite wild/     # the real-world suite (models/wild.py)
 
+--json F writes {"benchmark": "suite", "date", "command_line", "machine", "versions", "configuration", "rows": [one
+per model: "model", "relayish"/"onnxruntime"/"openvino" (timing stats), "ratio", "paired", "openvino_ratio",
+"openvino_paired", "max_rel_error", "agree"; or "error"]} (docs/data/suite.json: bench/report_docs.py).
+
 For each model: compile it, check its outputs against onnxruntime (max|ours - ort| / max|ort|), then time the
 engines in one process on the same inputs and thread count, in steady state (runtime.timing.time_blocks: blocks of
 consecutive runs per engine, engines alternating block by block with an idle gap), and print the medians and the
@@ -23,6 +27,7 @@ from compiler import compile_model
 from runtime.timing import BLOCK_RUNS, describe_timing
 
 from .compare import compare_with_onnxruntime
+from .report import command_line, provenance
 
 
 def make_openvino(onnx_path: str, threads: int, input_shapes: dict | None = None):
@@ -145,8 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(format_table(rows))
     if args.json:
+        report = {"benchmark": "suite", **provenance(command_line("python -m bench.suite", argv)),
+                  "configuration": {"threads": args.threads, "timing": "steady", "repeat": args.repeat,
+                                    "warmup": args.warmup, "block": args.block},
+                  "rows": rows}
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1, default=float)
+            json.dump(report, f, indent=1, default=float)
     return 0 if all(r.get("agree", False) for r in rows) else 1
 
 

@@ -1,10 +1,13 @@
 """bench/suite.py: the suite table over a folder of models (timings are not asserted: only what is reported)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, save_model
 
+from bench.report_docs import BENCHMARKS, render_section
 from bench.suite import format_table, main, suite_paths
 
 
@@ -29,6 +32,14 @@ def test_suite_table_of_a_folder(tmp_path, capsys):
     assert "compile:" in broken
     relayish_ms, ort_ms = (float(v) for v in tiny.split()[1:3])
     assert relayish_ms > 0 and ort_ms > 0 and float(tiny.split()[-1]) < 1e-4  # accuracy column
+    # the JSON says where, when and how, and docs/benchmarks.md's generator tabulates it as written
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["command_line"] == f"python -m bench.suite {tmp_path} --repeat 2 --warmup 1 --block 2 --json " \
+                                     f"{tmp_path / 'r.json'}"
+    assert report["machine"]["cores"] >= 1 and report["versions"]["onnxruntime"] and report["date"][:2] == "20"
+    assert [r["model"] for r in report["rows"]] == ["broken", "tiny"]
+    section = render_section(next(b for b in BENCHMARKS if b.name == "suite"), report, "suite.json", "suite")
+    assert "| broken | error: compile:" in section and "| tiny | " in section and "python -m bench.suite" in section
 
 
 def test_suite_paths_name_what_is_missing(tmp_path):
