@@ -79,7 +79,7 @@ def test_a_wild_json_gives_the_shapes_of_free_dims(tmp_path, capsys):
     (tmp_path / "wild.json").write_text(json.dumps({"free": {"inputs": {"x": [2, 4, 12, 10]}}}))
     code = main([str(tmp_path), "--repeat", "2", "--warmup", "1", "--block", "2", "--json", str(tmp_path / "r.json")])
     assert code == 0, capsys.readouterr().out
-    row, = json.loads((tmp_path / "r.json").read_text())
+    row, = json.loads((tmp_path / "r.json").read_text())["rows"]
     assert row["agree"] and "error" not in row and "openvino_error" not in row
 
 
