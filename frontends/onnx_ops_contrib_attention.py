@@ -130,7 +130,7 @@ def attention(x, weights, bias=None, mask_index=None, past=None, attention_bias=
         raise ConversionError("do_rotary=1 is not supported")
     if past_present_share_buffer or past_sequence_length is not None:
         raise ConversionError("past_present_share_buffer (and past_sequence_length) is not supported")
-    dtype = _same_dtype({"input": x, "weights": weights, "bias": bias, "past": past})
+    _same_dtype({"input": x, "weights": weights, "bias": bias, "past": past})
     if len(_shape(x)) != 3 or len(_shape(weights)) != 2 or _shape(weights)[0] != _shape(x)[2]:
         raise ConversionError(f"input must be 3-D (B, S, D) and weights 2-D (D, hidden), got {_shape(x)} and "
                               f"{_shape(weights)}")
@@ -142,18 +142,27 @@ def attention(x, weights, bias=None, mask_index=None, past=None, attention_bias=
                               f"Q's equal to K's, summing to the weights' {total_hidden} columns")
     if bias is not None and _shape(bias) != (total_hidden,):
         raise ConversionError(f"bias must be 1-D of {total_hidden} elements, got {_shape(bias)}")
-    batch, seq, _ = _shape(x)
     bounds = (0, sizes[0], sizes[0] + sizes[1], total_hidden)
     parts = []
     for i in range(3):
         y = matmul(x, _columns(weights, bounds[i], bounds[i + 1]))
         if bias is not None:
             y = _binary("add", y, _columns(bias, bounds[i], bounds[i + 1]))
-        parts.append(_heads(y, num_heads, "Attention"))
-    q, k, v = parts
+        parts.append(y)
+    return attention_of_projections(parts, mask_index, past, attention_bias, num_heads=num_heads,
+                                    unidirectional=unidirectional, scale=scale, mask_filter_value=mask_filter_value)
+
+
+def attention_of_projections(parts, mask_index, past, attention_bias, *, num_heads, unidirectional, scale,
+                             mask_filter_value):
+    """Attention's outputs (output, present) from its projections [Q, K, V] (B, S, hidden each); shared with
+    QAttention (frontends/onnx_ops_contrib_qmatmul.py)."""
+    q, k, v = (_heads(y, num_heads, "Attention") for y in parts)
+    batch, seq = _shape(parts[0])[:2]
+    dtype = parts[0].type.dtype
     past_len = 0
     if past is not None:
-        if sizes[1] != sizes[2]:
+        if _shape(parts[1])[2] != _shape(parts[2])[2]:
             raise ConversionError("with a past state Q, K and V must have one hidden size")
         if len(_shape(past)) != 5 or _shape(past)[0] != 2:
             raise ConversionError(f"past must be (2, B, N, P, h), got shape {_shape(past)}")
