@@ -172,7 +172,8 @@ def transpose_matmul(a, b, *, alpha=1.0, transA=0, transB=0):  # noqa: N803
 
 def _layer_norm_outputs(x: Expr, gamma: Expr, beta: Expr | None, epsilon: float, simplified: bool):
     """(y, mean, inv_std_var) over the last axis, in float32 for the statistics (onnxruntime's U type); the
-    statistics keep the normalized axis as 1 (its kernels' shapes)."""
+    statistics keep the normalized axis as 1 (its kernels' shapes). simplified: RMS normalization, whose mean
+    output onnxruntime leaves unwritten (zeros here)."""
     dtype, ndim = x.type.dtype, len(_shape(x))
     hidden = _shape(x)[-1]
     _vector(gamma, hidden, "gamma")
@@ -184,7 +185,7 @@ def _layer_norm_outputs(x: Expr, gamma: Expr, beta: Expr | None, epsilon: float,
         square = fold("mean", _binary("multiply", xs, xs), axes=(ndim - 1,), keepdims=True)
         inv = fold("reciprocal", fold("sqrt", _binary("add", square, const(epsilon, "float32"))))
         y = _binary("multiply", _cast(_binary("multiply", xs, inv), dtype), gamma)
-        return y, Constant(np.zeros((1,) * ndim, np.float32)), inv
+        return y, Constant(np.zeros(_shape(x)[:-1] + (1,), np.float32)), inv
     bias = beta if beta is not None else Constant(np.zeros((hidden,), dtype=gamma.data.dtype if isinstance(
         gamma, Constant) else gamma.type.dtype))
     y = fold("nn.layer_norm", x, gamma, bias, axis=ndim - 1, epsilon=float(epsilon))
@@ -267,13 +268,14 @@ def _ids(ids: Expr, rows: int, what: str) -> Expr:
 
 
 @converter("EmbedLayerNormalization", domain=CONTRIB)
-def embed_layer_norm(input_ids, segment_ids, word_embedding, position_embedding, segment_embedding=None,
-                     gamma=None, beta=None, mask=None, position_ids=None, *, epsilon=1e-12, mask_index_type=1):
+def embed_layer_norm(input_ids, segment_ids=None, word_embedding=None, position_embedding=None,
+                     segment_embedding=None, gamma=None, beta=None, mask=None, position_ids=None, *, epsilon=1e-12,
+                     mask_index_type=1):
     """Outputs (output, mask_index, embedding_sum): layer_norm(word[input_ids] + position[position_ids or
     0..S-1] + segment[segment_ids]); mask_index = the count of nonzero mask values per row (0s when no mask);
     embedding_sum = the sum before normalization."""
-    if gamma is None or beta is None:
-        raise ConversionError("inputs gamma and beta are required")
+    if any(v is None for v in (word_embedding, position_embedding, gamma, beta)):
+        raise ConversionError("inputs word_embedding, position_embedding, gamma and beta are required")
     _same_dtype({"word_embedding": word_embedding, "position_embedding": position_embedding,
                          "segment_embedding": segment_embedding, "gamma": gamma, "beta": beta})
     batch, seq = _shape(_ids(input_ids, _shape(word_embedding)[0], "input_ids"))
@@ -357,13 +359,13 @@ def fused_conv(x, w, b=None, z=None, *, activation="", activation_params=None, a
 
 @converter("FusedGemm", domain=CONTRIB)
 def fused_gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, activation="",  # noqa: N803
-               activation_alpha=None, activation_beta=None, activation_gamma=None, leaky_relu_alpha=None):
+               activation_alpha=None, activation_beta=None, activation_gamma=None):
     """activation(Gemm(...)): activation_alpha/beta are the LeakyRelu alpha, the Clip bounds or the HardSigmoid
     coefficients."""
     if not all(is_float(t.type.dtype) for t in (a, b)):
         raise ConversionError(f"inputs A and B must be float tensors, got {a.type.dtype} and {b.type.dtype}")
     y = gemm(a, b, c, alpha=alpha, beta=beta, transA=transA, transB=transB)
-    alpha_ = activation_alpha if activation_alpha is not None else leaky_relu_alpha
+    alpha_ = activation_alpha
     params = {"LeakyRelu": (0.01 if alpha_ is None else alpha_,),
               "Clip": (activation_alpha, activation_beta),
               "HardSigmoid": (0.2 if alpha_ is None else alpha_, 0.5 if activation_beta is None else activation_beta)}

@@ -78,6 +78,8 @@ def _mask_bias(mask: Expr | None, batch: int, q_len: int, total: int, past: int,
             bias = _reshape(fold("where", fold("greater", mask, const(0, "int32")), zero, fill_c),
                             (batch, 1, 1, total))
         elif shape == (batch, q_len, total):
+            if causal:  # onnxruntime 1.32 then applies the causal mask alone: refused rather than guessed
+                raise ConversionError(f"{what}: a 3-D mask together with unidirectional=1 is not supported")
             bias = _reshape(fold("where", fold("greater", mask, const(0, "int32")), zero, fill_c),
                             (batch, 1, q_len, total))
         else:
@@ -174,8 +176,9 @@ def attention_of_projections(parts, mask_index, past, attention_bias, *, num_hea
                         float(mask_filter_value), dtype, "mask_index"),
              _attention_bias(attention_bias, batch, num_heads, seq, total, dtype)]
     context = _merge_heads(_attend(q, k, v, scale, masks))
-    present = fold("concatenate", _reshape(k, (1,) + _shape(k)), _reshape(v, (1,) + _shape(v)), axis=0)
-    return context, present
+    if _shape(k) != _shape(v):  # present stacks K and V: only when their head sizes agree (it is then unused)
+        return context
+    return context, fold("concatenate", _reshape(k, (1,) + _shape(k)), _reshape(v, (1,) + _shape(v)), axis=0)
 
 
 def _index0(x: Expr, i: int) -> Expr:

@@ -223,12 +223,12 @@ def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, i
 
 @converter("QAttention", domain=CONTRIB)
 def qattention(x, weight, bias, input_scale, weight_scale, mask_index=None, input_zero_point=None,
-               weight_zero_point=None, past=None, *, num_heads, mask_filter_value=MASK_FILTER_VALUE,
+               weight_zero_point=None, past=None, *, num_heads, do_rotary=0, mask_filter_value=MASK_FILTER_VALUE,
                past_present_share_buffer=0, scale=None, unidirectional=0):
     """Attention whose projection is the integer product (input - zp) @ (weight - zp) * (input_scale *
     weight_scale) + bias (weights per tensor or per column)."""
-    if past_present_share_buffer:
-        raise ConversionError("past_present_share_buffer is not supported")
+    if past_present_share_buffer or do_rotary:
+        raise ConversionError("past_present_share_buffer and do_rotary are not supported")
     if len(_shape(x)) != 3 or len(_shape(weight)) != 2 or _shape(weight)[1] % 3:
         raise ConversionError(f"input must be 3-D and weight 2-D (D, 3 * hidden), got {_shape(x)} and "
                               f"{_shape(weight)}")

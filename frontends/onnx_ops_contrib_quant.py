@@ -231,12 +231,11 @@ def qlinear_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, ke
 
 
 @converter("NhwcMaxPool", domain=CONTRIB)
-def nhwc_max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
-                  strides=None):
+def nhwc_max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, strides=None):
     """MaxPool of an int8/uint8 NHWC tensor."""
     q8(x, "x")
     y = onnx_max_pool(_nchw(x, 1), kernel_shape=kernel_shape, auto_pad=auto_pad, ceil_mode=ceil_mode,
-                      dilations=dilations, pads=pads, storage_order=storage_order, strides=strides)
+                      dilations=dilations, pads=pads, strides=strides)
     return _from_nchw(y[0] if isinstance(y, tuple) else y, 1)
 
 

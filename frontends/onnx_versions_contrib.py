@@ -54,6 +54,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "QLinearGlobalAveragePool": (1,),  # channels_last
     "QLinearAveragePool": (1,),  # 2-D windows (channels_last too); count_include_pad, ceil_mode
     "QLinearConcat": (1,),  # (Y_scale, Y_zero_point, then (X, scale, zero point) triples)
+    "NhwcMaxPool": (1,),  # MaxPool of int8/uint8 NHWC (the graph optimizer's layout of QDQ MaxPool)
     "QLinearWhere": (1,),
     "QLinearConv": (1,),  # as ai.onnx QLinearConv; channels_last
     "QGemm": (1,),  # int32 C, float (no y_scale) or quantized output
