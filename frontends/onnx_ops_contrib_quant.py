@@ -22,8 +22,9 @@ import math
 import numpy as np
 
 from relayish import Constant, Expr, const
+from relayish.ops.nn import pool_out_size
 
-from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _transpose, converter
+from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _transpose, _window, converter
 from .onnx_ops_attention import _cast
 from .onnx_ops_convnd import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
 from .onnx_ops_misc import conv_integer
@@ -89,6 +90,8 @@ def _operand(x, scale, zp, what):
 # ---- element-wise ----
 
 def _binary_q(fn, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp):
+    if b is None or b_scale is None or c_scale is None:
+        raise ConversionError("inputs B, B_scale and C_scale are required (only the zero points are optional)")
     ta, sa, za = _operand(a, a_scale, a_zp, "A")
     tb, sb, zb = _operand(b, b_scale, b_zp, "B")
     if ta != tb:
@@ -98,13 +101,15 @@ def _binary_q(fn, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp):
 
 
 @converter("QLinearAdd", domain=CONTRIB)
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
+def qlinear_add(a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero_point=None, c_scale=None,
+                c_zero_point=None):
     return _binary_q(lambda x, y: _binary("add", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      c_scale, c_zero_point)
 
 
 @converter("QLinearMul", domain=CONTRIB)
-def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None):
+def qlinear_mul(a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero_point=None, c_scale=None,
+                c_zero_point=None):
     return _binary_q(lambda x, y: _binary("multiply", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      c_scale, c_zero_point)
 
@@ -221,13 +226,29 @@ def qlinear_global_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, 
 @converter("QLinearAveragePool", domain=CONTRIB)
 def qlinear_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, kernel_shape, auto_pad="NOTSET",
                      ceil_mode=0, channels_last=0, count_include_pad=0, pads=None, strides=None):
-    """AveragePool of the dequantized input, quantized (onnxruntime's definition)."""
+    """AveragePool of the dequantized input, quantized as round(y / y_scale + y_zero_point) (onnxruntime's kernel).
+    With count_include_pad its kernel divides every window by the whole kernel size, also the windows that
+    ceil_mode lets run past the padding: the input is zero-padded up to the last window's end, then pooled
+    unpadded."""
     dtype, sx, zx = _operand(x, x_scale, x_zero_point, "X")
-    pooled = onnx_avg_pool(dequantize(_nchw(x, channels_last), sx, zx), kernel_shape=kernel_shape,
-                           auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad, pads=pads,
-                           strides=strides)
-    return _from_nchw(quantize(pooled, scalar(y_scale, "y_scale"), zero_point(y_zero_point, dtype,
-                                                                              "y_zero_point"), dtype), channels_last)
+    xf = dequantize(_nchw(x, channels_last), sx, zx)
+    if _flag(count_include_pad, "count_include_pad") and len(_shape(xf)) == 4:
+        window = _window(xf, kernel_shape, strides, None, auto_pad, pads)
+        sizes = _shape(xf)[2:]
+        rank = len(sizes)
+        begin, end = tuple(window["padding"][:rank]), list(window["padding"][rank:])
+        for i, (size, k, st) in enumerate(zip(sizes, kernel_shape, window["strides"])):
+            out = pool_out_size(size, k, st, 1, begin[i], end[i], bool(ceil_mode))
+            end[i] = max(end[i], (out - 1) * st + k - size - begin[i])
+        xf = fold("pad", xf, pads=(0, 0, *begin, 0, 0, *end))
+        pooled = onnx_avg_pool(xf, kernel_shape=kernel_shape, strides=window["strides"])
+    else:
+        pooled = onnx_avg_pool(xf, kernel_shape=kernel_shape, auto_pad=auto_pad, ceil_mode=ceil_mode,
+                               count_include_pad=count_include_pad, pads=pads, strides=strides)
+    zy = zero_point(y_zero_point, dtype, "y_zero_point")
+    lo, hi = Q8[dtype]
+    y = fold("round", _binary("add", _binary("divide", pooled, scalar(y_scale, "y_scale")), _cast(zy, "float32")))
+    return _from_nchw(_cast(fold("clip", y, a_min=float(lo), a_max=float(hi)), dtype), channels_last)
 
 
 @converter("NhwcMaxPool", domain=CONTRIB)
