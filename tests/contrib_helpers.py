@@ -4,7 +4,6 @@ onnxruntime)."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 

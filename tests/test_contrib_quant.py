@@ -27,8 +27,8 @@ def params(name, dtype, scale, zp):
 def test_qlinear_binary_broadcast(op, dtype):
     rng = np.random.default_rng(0)
     zp = 120 if dtype == U8 else -5
-    inputs = [("a", dtype, [2, 3, 7]), *params("a", dtype, 0.05, zp), ("b", dtype, [7]), *params("b", dtype, 0.03, zp + 3),
-              *params("c", dtype, 0.07 if op == "QLinearAdd" else 0.2, zp - 2)]
+    inputs = [("a", dtype, [2, 3, 7]), *params("a", dtype, 0.05, zp), ("b", dtype, [7]),
+              *params("b", dtype, 0.03, zp + 3), *params("c", dtype, 0.07 if op == "QLinearAdd" else 0.2, zp - 2)]
     three_way(node_model(op, inputs, outputs=[("y", dtype)]), {"a": q(rng, dtype, 2, 3, 7), "b": q(rng, dtype, 7)},
               steps=1)
 

@@ -167,8 +167,8 @@ def test_quantize_dynamic_cnn_and_transformer(tmp_path):
 def test_quantize_dynamic_lstm(tmp_path):
     rng = np.random.default_rng(0)
     steps, batch, inputs, hidden = 5, 2, 8, 16
-    weights = {"W": rng.uniform(-0.3, 0.3, (2, 4 * hidden, inputs)), "R": rng.uniform(-0.3, 0.3, (2, 4 * hidden, hidden)),
-               "B": rng.uniform(-0.1, 0.1, (2, 8 * hidden))}
+    weights = {"W": rng.uniform(-0.3, 0.3, (2, 4 * hidden, inputs)),
+               "R": rng.uniform(-0.3, 0.3, (2, 4 * hidden, hidden)), "B": rng.uniform(-0.1, 0.1, (2, 8 * hidden))}
     node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden,
                             direction="bidirectional")
     graph = helper.make_graph([node], "lstm", [tensor_info("x", np.float32, [steps, batch, inputs])],
