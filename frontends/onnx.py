@@ -26,9 +26,10 @@ from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorTy
 from relayish.types import numpy_dtype
 
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
-from .onnx_ops import lookup_converter
+from .onnx_ops import Converter, lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
+from .onnx_versions_contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
 
 MIN_OPSET, MAX_OPSET = 7, 28
 # graph inputs may be of these dtypes: ONNX elem type -> relayish dtype (relayish.types.DTYPES, all of them)
@@ -63,6 +64,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
         input_shapes = {**(input_shapes or {}), **{n: np.shape(v) for n, v in input_values.items()}}
     opset = default_opset(model, source)
     check_supported(model, source)
+    domains = {o.domain: o.version for o in model.opset_import}
     graph = model.graph
     env: dict[str, Expr] = {}
     for init in graph.initializer:
@@ -76,7 +78,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     used = _used_names(graph)
     folded: dict = {}  # fold_small_constants' memo, shared by every node of the import
     for index, node in enumerate(graph.node):
-        _convert_node(node, index, opset, env, used, source, folded)
+        _convert_node(node, index, opset, env, used, source, folded, domains)
     outputs = []
     for out in graph.output:
         if out.name not in env:
@@ -183,7 +185,7 @@ def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
         raise OnnxImportError(f"{source}: {e}") from None
     _check_tensors(model, source)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_checkable(model))
     except (onnx.checker.ValidationError, ValueError) as e:
         raise OnnxImportError(f"{source}: not a valid ONNX model: {_one_line(e)}") from None
     return model, source
@@ -200,6 +202,25 @@ def _check_tensors(model: onnx.ModelProto, source: str):
             check_tensor_data(tensor, what)
         except ConversionError as e:
             raise OnnxImportError(f"{source}: {e}") from None
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """model, or a copy for onnx's checker where onnxruntime's own ai.onnx ops (LayerNormalization below opset 17,
+    SimplifiedLayerNormalization: frontends/onnx_versions_contrib.py) are moved to the contrib domain, which the
+    checker does not check: onnxruntime runs such models, the checker alone would refuse them."""
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    opset = max(versions) if versions else MAX_OPSET
+    moved = [i for i, n in enumerate(model.graph.node)
+             if n.domain in _DEFAULT_DOMAINS and ort_onnx_domain_op(n.op_type, opset)]
+    if not moved:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for i in moved:
+        copy.graph.node[i].domain = CONTRIB
+    if not any(o.domain == CONTRIB for o in copy.opset_import):
+        copy.opset_import.append(helper.make_opsetid(CONTRIB, 1))
+    return copy
 
 
 def _parse(data_or_path, source) -> onnx.ModelProto:
@@ -241,11 +262,13 @@ def check_supported(model: onnx.ModelProto, source: str):
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
     why: dict[tuple[str, str], str] = {}
     for index, node in enumerate(model.graph.node):
-        if node.domain in _DEFAULT_DOMAINS and lookup_converter(node.op_type, opset) is not None:
-            why[("ai.onnx", node.op_type)] = unreviewed(node.op_type, opset)
-            if not why[("ai.onnx", node.op_type)]:
-                continue
-        missing[(node.domain or "ai.onnx", node.op_type)].append(_node_label(node, index))
+        conv, reason = resolve_converter(node, opset, domain_versions)
+        if conv is not None and not reason:
+            continue
+        key = (node.domain or "ai.onnx", node.op_type)
+        if reason:
+            why[key] = reason
+        missing[key].append(_node_label(node, index))
     if not missing:
         return
     lines = []
@@ -254,6 +277,22 @@ def check_supported(model: onnx.ModelProto, source: str):
         lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}"
                      + (f"; {why[domain, op_type]}" if why.get((domain, op_type)) else ""))
     raise OnnxImportError(f"{source}: {len(missing)} unsupported op type(s):\n" + "\n".join(lines))
+
+
+def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[Converter | None, str | None]:
+    """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
+    ai.onnx ops at the model's opset (or onnxruntime's own ai.onnx ops where ONNX has none), com.microsoft ops at
+    the model's version of that domain."""
+    if node.domain in _DEFAULT_DOMAINS:
+        conv = lookup_converter(node.op_type, opset)
+        if conv is not None:
+            return conv, unreviewed(node.op_type, opset)
+        if ort_onnx_domain_op(node.op_type, opset):
+            return lookup_converter(node.op_type, 1, ORT_ONNX_DOMAIN), None
+        return None, None
+    version = domains.get(node.domain)
+    conv = lookup_converter(node.op_type, version or 0, node.domain) if node.domain == CONTRIB else None
+    return conv, (unreviewed_contrib(node.op_type, version) if conv is not None else None)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -369,12 +408,13 @@ def _attribute(attr: onnx.AttributeProto):
     return value
 
 
-def _convert_node(node, index, opset, env, used, source, folded: dict | None = None):
+def _convert_node(node, index, opset, env, used, source, folded: dict | None = None, domains: dict | None = None):
     """Run the node's converter and bind its outputs; any failure names the node. A converter returns one
     expression (the first output; the others must be unused) or a tuple of them, one per output it supports
-    (those beyond the node's outputs are not bound)."""
+    (those beyond the node's outputs are not bound). domains: the model's opset versions by domain, for the ops
+    of other domains than ai.onnx."""
     label = f"{source}: node {_node_label(node, index)} ({node.op_type})"
-    conv = lookup_converter(node.op_type, opset)
+    conv, _ = resolve_converter(node, opset, domains or {})
     inputs = []
     for name in node.input:
         if name and name not in env:

@@ -20,6 +20,7 @@ from relayish.op import get_op
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
 from relayish.ops.matmul_pack import pack_weight
+from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
@@ -151,11 +152,14 @@ def conv_signature(node: Call) -> str:
 
 def winograd_tiles(node: Call) -> tuple[int, ...]:
     """The Winograd tiles an NCHW conv2d may take (besides 0, direct): (4, 2) for a 3x3, stride-1, undilated,
-    ungrouped convolution of at least WINOGRAD_MIN_CHANNELS input and output channels whose weights are all finite,
-    else (). An Inf or NaN weight would reach every output of a tile through the transforms (Inf - Inf = NaN),
-    where the direct sum touches only the outputs whose window holds it, as onnxruntime does."""
+    ungrouped float convolution of at least WINOGRAD_MIN_CHANNELS input and output channels whose weights are all
+    finite, else (). An Inf or NaN weight would reach every output of a tile through the transforms (Inf - Inf =
+    NaN), where the direct sum touches only the outputs whose window holds it, as onnxruntime does; an integer
+    convolution (ConvInteger) must stay exact: no fractions."""
     weight = node.args[1]
     oc, ic, kh, kw = weight.type.shape
+    if not is_float(node.type.dtype):
+        return ()
     if (kh, kw) != (3, 3) or tuple(node.attrs.strides) != (1, 1) or tuple(node.attrs.dilation) != (1, 1) or \
             node.attrs.groups != 1 or min(ic, oc) < WINOGRAD_MIN_CHANNELS:
         return ()
@@ -258,9 +262,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
 
 def packed_matmul_block(node: Call, vector_width: int) -> int | None:
     """Columns per block of a matmul's packed weight: those of its register tile (compiler/matmul_schedule.py),
-    so that a tile reads one contiguous panel; None (keep the matmul) for a 1-D operand or an untileable shape."""
+    so that a tile reads one contiguous panel; None (keep the matmul) for a 1-D operand, an untileable shape or an
+    integer matmul (MatMulInteger's int32 products: the packed form is float-only, the plain matmul exact)."""
     x, w = node.args
-    if x.type.ndim < 2 or w.type.ndim != 2:
+    if x.type.ndim < 2 or w.type.ndim != 2 or not is_float(node.type.dtype):
         return None
     m, n = x.type.shape[-2], w.type.shape[1]
     tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
