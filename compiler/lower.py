@@ -132,7 +132,7 @@ class _Lowering:
                 root_ext[it.name] = e
         ext = st.leaf_extents(root_ext)
         # a loop of one iteration is no loop: its variable is the constant 0
-        leaf_var = {it.name: te.Var(f"{_ident(st.name)}_{_ident(it.name)}") if ext[it.name] > 1 or
+        leaf_var = {it.name: te.Var(f"{_ident(st.name)}_{_ident(it.name)}") if ext[it.name] != 1 or
                     it.annotation == "parallel" else te.IntImm(0) for it in st.leaves}
         self.var_extent.update({v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)})
         val = {n: v for n, v in leaf_var.items()}

@@ -73,7 +73,9 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
         except ConversionError as e:
             raise OnnxImportError(f"{source}: {e}") from None
     params = _graph_inputs(graph, set(env), input_shapes or {}, source, strict)
-    env.update((p.name, p) for p in params)
+    # a zero-size input stays an input of the module (run checks it) but what reads it reads the empty constant
+    env.update((p.name, Constant(np.zeros(p.type.shape, numpy_dtype(p.type.dtype))) if 0 in p.type.shape else p)
+               for p in params)
     params = _bind_values(params, input_values, env, source)
     used = _used_names(graph)
     folded: dict = {}  # fold_small_constants' memo, shared by every node of the import
@@ -84,9 +86,6 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
         if out.name not in env:
             raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
         value = env[out.name]
-        if 0 in getattr(value.type, "shape", ()):
-            raise OnnxImportError(f"{source}: graph output {out.name!r} has shape {value.type.shape}: zero-size "
-                                  f"tensors are not supported")
         outputs.append(value)
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
     described = describe_model(model)
@@ -327,9 +326,9 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
 
 
 def _check_input_shape(name: str, shape: tuple, source: str):
-    """Every dim >= 1 (no zero-size inputs) and at most MAX_TENSOR_ELEMENTS elements in all."""
-    if any(d < 1 for d in shape):
-        raise OnnxImportError(f"{source}: input {name!r} has shape {shape}: zero-size inputs are not supported")
+    """Every dim >= 0 (a zero-size input is allowed: nothing reads it) and at most MAX_TENSOR_ELEMENTS elements."""
+    if any(d < 0 for d in shape):
+        raise OnnxImportError(f"{source}: input {name!r} has shape {shape}: a dim is negative")
     try:
         checked_elements(shape, f"input {name!r}")
     except ConversionError as e:
@@ -373,9 +372,7 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
         dims = declared[name]
         shape = tuple(shape)
         if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
-            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be positive ints")
-        if 0 in shape:
-            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: zero-size tensors are not supported")
+            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be non-negative ints")
         if dims is None:
             continue
         model_shape = tuple(d if d else "?" for d in dims)
@@ -524,7 +521,10 @@ def fold_small_constants(expr, done: dict | None = None):
 
 
 def _fold_call(expr: Call, args: tuple) -> Expr:
-    """expr with its (already folded) args, evaluated if they are all constants and the result is small."""
+    """expr with its (already folded) args, evaluated if they are all constants and the result is small; a
+    zero-size result is an empty constant whatever its inputs (its value is known: no element)."""
+    if isinstance(expr.type, TensorType) and 0 in expr.type.shape:
+        return Constant(np.zeros(expr.type.shape, numpy_dtype(expr.type.dtype)))
     if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):
         return expr if args == expr.args else expr.replace(args=args)
     if math.prod(expr.type.shape) > FOLD_LIMIT:

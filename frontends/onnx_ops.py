@@ -112,7 +112,8 @@ def _binary(op: str, a: Expr, b: Expr) -> Expr:
         if a.data.dtype != b.data.dtype:
             raise ConversionError(f"{op}: inputs have different dtypes {a.data.dtype} and {b.data.dtype}")
         # the op's own reference: integer Div truncates toward zero as ONNX says (relayish/ops/elemwise.py)
-        return Constant(np.asarray(get_op(op).ref(a.data, b.data), dtype=a.data.dtype))
+        with np.errstate(all="ignore"):  # IEEE results (inf - inf = nan, ...), as the compiled code gives them
+            return Constant(np.asarray(get_op(op).ref(a.data, b.data), dtype=a.data.dtype))
     return call(op, a, b)
 
 
@@ -517,6 +518,10 @@ def unsqueeze_v13(data, axes):
 @converter("Concat")
 def concat(*inputs, axis):
     axis = _axis(axis, len(_shape(inputs[0])))
+    nonempty = [x for x in inputs if _shape(x)[axis] > 0]  # an empty part adds nothing (exporters slice shape[2:2])
+    if nonempty and len(nonempty) < len(inputs):
+        call("concatenate", *inputs, axis=axis)  # (the parts' shapes are checked all the same)
+        inputs = tuple(nonempty)
     if len(inputs) == 1:
         return inputs[0]
     if _is_const(*inputs):

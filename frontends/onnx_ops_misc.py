@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import Constant, Expr, const, free_vars
+from relayish.types import numpy_dtype
 
 from .onnx_ops import _axis, _binary, _reshape, _shape, conv, converter, matmul
 from .onnx_ops_attention import _cast
@@ -37,8 +38,9 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
     n = shape[axis]
     if not 0 <= k <= n:
         raise ConversionError(f"k = {k} must be in [0, {n}] (the size of axis {axis})")
-    if k == 0:
-        raise ConversionError("k = 0 gives zero-size outputs, which are not supported")
+    if k == 0 or n == 0:  # empty outputs: known without computing anything
+        out = shape[:axis] + (k,) + shape[axis + 1:]
+        return Constant(np.zeros(out, np.dtype(numpy_dtype(x.type.dtype)))), Constant(np.zeros(out, np.int64))
     # sorted=0 allows any order: the sorted one is given (as onnxruntime does)
     comparisons = int(np.prod(shape)) * n
     if comparisons > MAX_TOPK_COMPARISONS:
@@ -322,10 +324,7 @@ def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
 def nonzero(x):
     """The indices of the nonzero elements, [rank, count] (a scalar counts as 1-D)."""
     value = np.atleast_1d(_data_value(x, "X", "NonZero"))
-    found = np.array(np.nonzero(value), np.int64)
-    if not found.size:
-        raise ConversionError("X has no nonzero element: zero-size outputs are not supported")
-    return Constant(found)
+    return Constant(np.array(np.nonzero(value), np.int64).reshape(value.ndim, -1))  # [rank, 0] if none
 
 
 @converter("Compress", since=9)
@@ -340,9 +339,7 @@ def compress(x, condition, *, axis=None):
     if cond.size > _shape(x)[axis]:
         raise ConversionError(f"condition has {cond.size} values, more than the {_shape(x)[axis]} of axis {axis}")
     picked = np.nonzero(cond.astype(bool))[0].astype(np.int64)
-    if not picked.size:
-        raise ConversionError("the condition selects nothing: zero-size outputs are not supported")
-    return fold("take", x, Constant(picked), axis=axis)
+    return fold("take", x, Constant(picked), axis=axis)  # nothing selected: an empty result
 
 
 @converter("Unique", since=11)

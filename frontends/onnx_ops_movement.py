@@ -12,7 +12,7 @@ import numpy as np
 from onnx import helper
 
 from relayish import Constant, Expr, call, get_op
-from relayish.types import DTYPES
+from relayish.types import DTYPES, numpy_dtype
 
 from .onnx_ops import _axis, _is_const, _reshape, _shape, _transpose, converter
 from .onnx_ops_tensor import fold
@@ -195,10 +195,12 @@ def tile(x, repeats):
     reps = int_list_input(repeats, "repeats")
     if len(reps) != len(shape):
         raise ConversionError(f"repeats {reps} must have one value per dim of the input {shape}")
-    if any(r < 1 for r in reps):
-        raise ConversionError(f"repeats {reps} must be >= 1 (zero-size tensors are not supported)")
+    if any(r < 0 for r in reps):
+        raise ConversionError(f"repeats {reps} must be >= 0")
     if all(r == 1 for r in reps):
         return x
+    if 0 in reps or 0 in shape:  # an empty result: nothing to compute
+        return Constant(np.zeros([r * d for r, d in zip(reps, shape)], np.dtype(numpy_dtype(x.type.dtype))))
     if _is_const(x):
         checked_elements([r * d for r, d in zip(reps, shape)], "the output")  # before np.tile allocates it
         return Constant(np.tile(x.data, reps))

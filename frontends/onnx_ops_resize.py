@@ -69,10 +69,7 @@ def _resolve(shape, axes, scales, sizes, policy):
             scale = pick(factors[a] for a in axes)
             for a in axes:
                 factors[a], out[a] = scale, int(scale * shape[a] + 0.5)
-    if any(n < 1 for n in out):
-        raise ConversionError(f"the output shape {tuple(out)} has an empty dim (zero-size tensors are not "
-                              f"supported)")
-    return tuple(out), tuple(factors)
+    return tuple(out), tuple(factors)  # (an empty dim gives an empty output, folded at import)
 
 
 def _full_roi(roi: np.ndarray | None, axes, ndim: int) -> tuple[float, ...]:

@@ -151,8 +151,8 @@ def infer_call_type(op_name: str, args, attrs: Attrs) -> tuple[Attrs, TensorType
     full_attrs = Attrs(full)
     out_type = opdef.infer(arg_types, full_attrs)
     for t in out_type.fields if isinstance(out_type, TupleType) else (out_type,):
-        if any(d < 1 for d in t.shape):
-            raise OpError(f"{op_name}: output shape {t.shape} is empty (zero-size tensors are not supported)")
+        if any(d < 0 for d in t.shape):
+            raise OpError(f"{op_name}: output shape {t.shape} has a negative dim")
         if math.prod(t.shape) > MAX_TENSOR_ELEMENTS:
             raise OpError(f"{op_name}: output shape {t.shape} has more than {MAX_TENSOR_ELEMENTS} elements")
     return full_attrs, out_type

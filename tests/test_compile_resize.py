@@ -145,7 +145,6 @@ def test_nearest_2x_reads_with_integer_arithmetic():
      "needs the input 'roi'"),
     ({"mode": "linear", "axes": [2, -2]}, 18, scales(2, 2), "repeated axes"),
     ({"mode": "nearest"}, 10, {"scales": f32(1, 1, 2, 0.5)}, "both upsampling and downsampling"),
-    ({"mode": "linear"}, 13, scales(1, 1, 0.1, 0.1), "empty dim"),
     ({"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}, 13, scales(1, 1, 2, 2),
      "'tf_half_pixel_for_nn' does not exist in Resize-13"),
     ({"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}, 18, scales(1, 1, 2, 2),

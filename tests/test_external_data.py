@@ -171,10 +171,9 @@ def test_initializer_data_disagreeing_with_dims_names_it(mutate, reason):
         from_onnx(_matmul_model(w).SerializeToString())
 
 
-@pytest.mark.parametrize("x_shape,reason", [((2, 1 << 31), "more than the"), ((0, 3), "zero-size inputs")])
-def test_graph_input_size_limits(x_shape, reason):
-    model = _matmul_model(numpy_helper.from_array(WEIGHT, "w"), x_shape)
-    with pytest.raises(OnnxImportError, match=f"input 'x'.*{reason}"):
+def test_graph_input_size_limits():
+    model = _matmul_model(numpy_helper.from_array(WEIGHT, "w"), (2, 1 << 31))
+    with pytest.raises(OnnxImportError, match="input 'x'.*more than the"):
         from_onnx(model.SerializeToString())
 
 

@@ -84,9 +84,9 @@ def _pad_infer(arg_types, attrs):
     x, = arg_types
     axes = _pad_crop(x.shape, attrs.pads)
     for a, (_, kept, before, extent) in enumerate(axes):
-        if kept < 1 or extent < 1:
-            raise OpError(f"pad: pads {attrs.pads} leave axis {a} of {x.shape} empty (zero-size tensors are not "
-                          f"supported)")
+        if kept < 1 and extent > 0 and attrs.mode != "constant":
+            raise OpError(f"pad: pads {attrs.pads} crop axis {a} of {x.shape} to nothing, which {attrs.mode} mode "
+                          f"cannot pad from")
         if attrs.mode == "reflect" and kept < 2 and extent > kept:
             raise OpError(f"pad: reflect mode needs at least 2 elements on a padded axis, axis {a} has {kept}")
     return TensorType(tuple(e for *_, e in axes), x.dtype)

@@ -38,16 +38,29 @@ def _infer(op):
         x, = arg_types
         if op in ("mean",) and not is_float(x.dtype):
             raise OpError(f"{op}: input must be a float tensor, got {x.dtype}")
-        if any(x.shape[a] == 0 for a in attrs.axes) and op in ("max", "min"):
-            raise OpError(f"{op}: reducing an empty axis of {x.shape}")
         return TensorType(reduced_shape(x.shape, attrs.axes, attrs.keepdims), x.dtype)
     return infer
 
 
 def _ref(fn):
     def ref(x, axes, keepdims):
+        if x.size == 0 and fn in _EMPTY_IDENTITY:  # numpy refuses max/min of nothing; ONNX gives the identity
+            out = reduced_shape(x.shape, axes, keepdims)
+            return np.full(out, _EMPTY_IDENTITY[fn](x.dtype), dtype=x.dtype)
         return np.asarray(fn(_widened(x), axis=tuple(axes), keepdims=keepdims), dtype=x.dtype)
     return ref
+
+
+def _lowest(dtype):
+    return -np.inf if np.dtype(dtype).kind in "fV" else False if dtype == np.bool_ else np.iinfo(dtype).min
+
+
+def _highest(dtype):
+    return np.inf if np.dtype(dtype).kind in "fV" else True if dtype == np.bool_ else np.iinfo(dtype).max
+
+
+_EMPTY_IDENTITY = {np.max: _lowest, np.amax: _lowest, np.min: _highest, np.amin: _highest}  # (ONNX 18: the
+# reduction of an empty set is its identity: -inf / the type's lowest for max, +inf / its highest for min)
 
 
 def _widened(x):

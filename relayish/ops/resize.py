@@ -221,8 +221,8 @@ def _resize_infer(arg_types, attrs):
     if len(attrs.sizes) != ndim or len(attrs.scales) != ndim:
         raise OpError(f"resize: sizes {attrs.sizes} and scales {attrs.scales} must have one value per dim of the "
                       f"{ndim}-D input")
-    if any(s < 1 for s in attrs.sizes):
-        raise OpError(f"resize: output shape {attrs.sizes} has an empty dim (zero-size tensors are not supported)")
+    if any(s < 0 for s in attrs.sizes):
+        raise OpError(f"resize: output shape {attrs.sizes} has a negative dim")
     if any(not (s > 0 and math.isfinite(s)) for s in attrs.scales):
         raise OpError(f"resize: scales {attrs.scales} must be positive and finite")
     if attrs.roi and len(attrs.roi) != 2 * ndim:
