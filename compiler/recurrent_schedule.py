@@ -11,8 +11,8 @@ multiply-adds, a microsecond) would cost more in thread handoffs than it compute
 
 W is the narrowest multiple of the weight's block (nb columns) that dividing Hp gives MIN_ACCUMULATORS
 accumulator vectors (B x G x W / lanes): enough independent FMA chains to hide the FMA latency (an RNN, G = 1,
-takes 4 blocks per tile; an LSTM, 1). Batch rows beyond the register budget go outside the tile (each row then
-streams the panel again, from L1/L2).
+takes 4 blocks per tile; an LSTM, 1). A batch too large for the register budget is cut into blocks of rows
+(each block streams the panel again, from L1/L2).
 
 A GRU without linear_before_reset multiplies the reset gate of every unit into the state before its second product:
 its z, r gates are a root stage tiled the same way (a cache stage per tile), the reset-gated state another root
@@ -42,7 +42,7 @@ def schedule_recurrent(b, vector_width: int) -> bool:
     gates = tiled[0]
     _, dirs, _, batch, padded = out.op.shape
     lanes = min(vector_width, 16)
-    width, rows_inside = _tile(gates, padded, batch, lanes, vector_width)
+    width, rows = _tile(gates, padded, batch, lanes, vector_width)
     macs = _macs(stages)
     parallel = macs >= PARALLEL_MACS and dirs * padded // width > 1
     for st in stages[:-1]:
@@ -63,23 +63,19 @@ def schedule_recurrent(b, vector_width: int) -> bool:
     for name in (["l"] if batch <= 4 else []) + ["k"] + inner[:-1]:
         b.add(Annotate(out.name, name, "unroll"))
     b.add(Annotate(out.name, inner[-1], "vectorize"))
-    _register_tile(b, gates, lanes, rows_inside)
+    _register_tile(b, gates, lanes, rows)
     b.scheduled.update(s.name for s in b.state.stages)
     return True
 
 
-def _tile(gates: Stage, padded: int, batch: int, lanes: int, vector_width: int) -> tuple[int, bool]:
-    """(W, whether the batch rows are inside the register tile)."""
+def _tile(gates: Stage, padded: int, batch: int, lanes: int, vector_width: int) -> tuple[int, int]:
+    """(W, the batch rows of the register tile: the largest divisor of the batch within the register budget)."""
     weight = gates.op.input_tensors[-1]
-    block, count = weight.shape[-1], len(_gate_range(gates))
+    block, count = weight.shape[-1], gates.op.shape[2]
     widths = [block * m for m in (1, 2, 4) if padded % (block * m) == 0]
     width = next((w for w in widths if count * w // lanes >= MIN_ACCUMULATORS), widths[-1])
-    budget = vector_registers(vector_width) // 2
-    return width, batch * count * width // lanes <= budget
-
-
-def _gate_range(gates: Stage) -> range:
-    return range(gates.op.shape[2])
+    most = max(1, vector_registers(vector_width) // 2 // (count * width // lanes))
+    return width, max(r for r in range(1, min(batch, most) + 1) if batch % r == 0)
 
 
 def _macs(stages) -> int:
@@ -94,19 +90,20 @@ def _macs(stages) -> int:
     return total
 
 
-def _register_tile(b, gates: Stage, lanes: int, rows_inside: bool):
-    """The gates stage's loops at its attach point (region: one direction, all rows and gates, W columns): the
-    reduction outside (inner part unrolled), then rows (if inside), gates, column vectors (unrolled) and lanes."""
+def _register_tile(b, gates: Stage, lanes: int, rows: int):
+    """The gates stage's loops at its attach point (region: one direction, all batch rows and gates, W columns):
+    blocks of `rows` batch rows, the reduction (inner part unrolled), then the block's rows, gates, column vectors
+    (unrolled) and lanes."""
     name = gates.name
+    b.add(Split(name, "j", (rows,)))
     b.add(Split(name, "l", (lanes,)))
     reduce = ["rk"]
     units = gates.op.reduce_axes[0].extent
     if units % REDUCE_UNROLL == 0 and units >= 2 * REDUCE_UNROLL:
         b.add(Split(name, "rk", (REDUCE_UNROLL,)))
         reduce = ["rk.0", "rk.1"]
-    rows = ["j"] if rows_inside else []
-    b.add(Reorder(name, ("i", *([] if rows_inside else ["j"]), *reduce, *rows, "k", "l.0", "l.1")))
-    for it in reduce[1:] + rows + ["k", "l.0"]:
+    b.add(Reorder(name, ("i", "j.0", *reduce, "j.1", "k", "l.0", "l.1")))
+    for it in reduce[1:] + ["j.1", "k", "l.0"]:
         b.add(Annotate(name, it, "unroll"))
     b.add(Annotate(name, "l.1", "vectorize"))
 
@@ -116,7 +113,7 @@ def _schedule_root_stage(b, st: Stage, lanes: int, vector_width: int, parallel: 
     parallel), or its reset-gated state (lanes vectorized where the units divide into them)."""
     if st.is_reduction:
         _, batch, _, padded = st.op.shape
-        width, rows_inside = _tile(st, padded, batch, lanes, vector_width)
+        width, rows = _tile(st, padded, batch, lanes, vector_width)
         b.add(CacheWrite(st.name))
         b.add(Split(st.name, "l", (width,)))
         b.add(Reorder(st.name, ("i", "l.0", "j", "k", "l.1")))
@@ -125,7 +122,7 @@ def _schedule_root_stage(b, st: Stage, lanes: int, vector_width: int, parallel: 
             b.add(Annotate(st.name, "i@l.0", "parallel"))
         b.add(ComputeAt(st.name + ".local", st.name, "i@l.0"))
         b.add(Annotate(st.name, "l.1", "vectorize"))
-        _register_tile(b, b.stage(st.name + ".local"), lanes, rows_inside)
+        _register_tile(b, b.stage(st.name + ".local"), lanes, rows)
         return
     units = st.op.shape[-1]
     if units % lanes == 0:

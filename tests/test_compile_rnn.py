@@ -157,6 +157,9 @@ FUSED = [
     ("RNN", {}, ("B",), None, (7, 3, 5, 17)),
     ("RNN", {"direction": "bidirectional"}, ("B", "initial_h"), None, (64, 1, 7, 64)),
     ("RNN", {"direction": "reverse"}, (), None, (1, 1, 3, 128)),
+    # batches beyond the register tile's rows: blocks of 4 and of 3 rows
+    ("LSTM", {}, ("B", "initial_h", "initial_c"), None, (7, 8, 5, 64)),
+    ("GRU", {"direction": "bidirectional"}, ("B",), None, (5, 6, 4, 64)),
 ]
 
 
