@@ -5,10 +5,9 @@
 
 Each case is one node with seeded weights (W, R, B initializers; the input size is the hidden size unless --input
 says otherwise), compiled untuned, checked against onnxruntime (max |ours - ort| / max |ort| <= 1e-4) and timed with
-it in one process, same inputs and threads, in steady state (bench/compare.py). Printed per case: the kernel calls
-of our module (one per time step with the fused cells: relayish/ops/recurrent.py), both medians and their ratio
-(below 1: ours is faster); then the geomean per op. Timings on a machine shared with other work are noisy: compare
-ratios of one run, and repeat.
+it in one process, same inputs and threads, in steady state (bench/compare.py, as bench/shapes.py). Printed per
+case: both medians and their ratio (below 1: ours is faster); then the geomean and worst ratio per op. Timings on a
+machine shared with other work are noisy: compare ratios of one run, and repeat.
 """
 from __future__ import annotations
 

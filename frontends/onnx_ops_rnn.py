@@ -1,7 +1,11 @@
-"""Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types),
-each a composition of existing relayish ops: one nn.dense projects the inputs of every time step at once, then the
-recurrence is unrolled statically over the (static) sequence length, one nn.dense of the hidden state plus the
-gate math per step; the per-step outputs are concatenated.
+"""Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types).
+One nn.dense projects the inputs of every time step at once, then the recurrence is unrolled statically over the
+(static) sequence length, in one of two forms:
+- fused (onnx_rnn_cells.py), for the default activations without clip, every sequence full length (and LSTM
+  without input_forget or peepholes): one cell op per step for every direction (relayish/ops/recurrent.py), one
+  kernel each;
+- composed, for everything else: per step and direction, an nn.dense of the hidden state plus the gate math as
+  elementwise ops (a few kernels); the per-step outputs are concatenated.
 
 Semantics are the ONNX schema's (which onnx's reference implementation only partly follows: it ignores the
 activations, clip and sequence_lens attributes/inputs; onnxruntime implements them):
