@@ -305,7 +305,8 @@ def test_recurrent_cell(op, specs, attrs):
 @pytest.mark.parametrize("op,shapes,attrs,message", [
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 1, 2, 16), (1, 1, 5, 4, 16)], {}, r"state must be \[1, directions, 2"),
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 3, 16)], {}, r"weight must be \[1, hidden/nb"),
-    ("nn.lstm_cell", [(1, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {}, r"xp must be \[steps \* 2 \(or more\), 64\]"),
+    ("nn.lstm_cell", [(1, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {},
+     r"xp must be \[steps \* 2 \(or more\), 64\]"),
     ("nn.rnn_cell", [(8, 32), (2,), (1, 2, 1, 2, 16), (2, 1, 5, 1, 16)], {"reverse": (1, 0)},
      r"reverse must be \(0,\), \(1,\) or \(0, 1\)"),
     ("nn.recurrent_output", [(4, 1, 1, 2, 16)], {"hidden": 17}, r"hidden=17 must be in \[1, 16\]"),

@@ -20,8 +20,8 @@ hidden units padded to Hp (a multiple of the weight's column block nb), S state 
   into the history [T, D, S, B, Hp] along it).
 - weight [D, Hp/nb, H, G, nb]: weight[d, jo, k, g, ji] = R[d][g*H + jo*nb + ji, k] (0 for padded columns): a tile
   of nb columns reads one contiguous panel of H x G x nb.
-Padded columns compute garbage-free values (zero weights and biases: they stay 0 from a zero state) that no real
-column reads (the reductions run over k < H) and that the frontend crops.
+Padded units have zero weights and biases, so from a zero state they stay 0; no real unit reads them (the
+reductions run over k < H) and the frontend crops them from the outputs.
 
 Each cell's compute: the gates as one reduction stage over (d, b, g, j) (tag GATES_TAG), the cell math as the output
 stage (tag CELL_TAG) reading the gates of its own column (LSTM's output axis s selects h' or c': both from the
@@ -133,15 +133,15 @@ def _rnn_ref(xp, steps, state, weight, reverse):
 
 # ---------------------------------------------------------------------------------------------- computes
 
-def _gates(h_at, weight, shape, gates, name="gates"):
-    """[D, B, len(gates), Hp]: sum over k < H of h_at(d, b, k) * weight[d, j // nb, k, gates[g], j % nb]."""
+def _gates(h_at, weight, shape, first: int, count: int, name="gates"):
+    """[D, B, count, Hp]: gate first + g of every unit, sum over k < H of h_at(d, b, k) * weight[d, j // nb, k,
+    first + g, j % nb]. shape: the cell's output shape."""
     _, _, units, _, nb = weight.shape
     rk = te.reduce_axis(units, "rk")
 
     def body(d, b, g, j):
-        gate = g if gates == tuple(range(len(gates))) else gates[0] + g  # (gates: a run of consecutive ones)
-        return te.sum(h_at(d, b, rk.var) * weight[d, j // nb, rk.var, gate, j % nb], rk)
-    return te.compute((shape[1], shape[3], len(gates), shape[4]), body, name=name, tag=GATES_TAG)
+        return te.sum(h_at(d, b, rk.var) * weight[d, j // nb, rk.var, first + g, j % nb], rk)
+    return te.compute((shape[1], shape[3], count, shape[4]), body, name=name, tag=GATES_TAG)
 
 
 class _Inputs:
@@ -165,7 +165,7 @@ class _Inputs:
 def _lstm_compute(inputs, attrs, out_type):
     xp, steps, state, weight = inputs
     io = _Inputs(xp, steps, state, attrs.reverse)
-    gates = _gates(io.h, weight, state.shape, (0, 1, 2, 3))
+    gates = _gates(io.h, weight, state.shape, 0, 4)
 
     def body(_, d, s, b, j):
         pre = [gates[d, b, g, j] + io.x(d, b, g, j) for g in range(4)]
@@ -179,17 +179,17 @@ def _gru_compute(inputs, attrs, out_type):
     io = _Inputs(xp, steps, state, attrs.reverse)
     units = weight.shape[2]
     if attrs.linear_before_reset:
-        gates = _gates(io.h, weight, state.shape, (0, 1, 2))
+        gates = _gates(io.h, weight, state.shape, 0, 3)
 
         def candidate(d, b, j):
             reset = te.sigmoid(gates[d, b, 1, j] + io.x(d, b, 1, j))
             return te.tanh(io.x(d, b, 2, j) + reset * (gates[d, b, 2, j] + bias[d, j]))
     else:  # the reset gate of every unit first: (r * h) @ Rh reads all of them
-        gates = _gates(io.h, weight, state.shape, (0, 1))
+        gates = _gates(io.h, weight, state.shape, 0, 2)
         shape = (state.shape[1], state.shape[3], units)
         reset_h = te.compute(shape, lambda d, b, k: te.sigmoid(gates[d, b, 1, k] + io.x(d, b, 1, k)) * io.h(d, b, k),
                              name="reset_h", tag=CELL_TAG)
-        hidden = _gates(lambda d, b, k: reset_h[d, b, k], weight, state.shape, (2,), name="gates_h")
+        hidden = _gates(lambda d, b, k: reset_h[d, b, k], weight, state.shape, 2, 1, name="gates_h")
 
         def candidate(d, b, j):
             return te.tanh(io.x(d, b, 2, j) + hidden[d, b, 0, j] + bias[d, j])
@@ -203,7 +203,7 @@ def _gru_compute(inputs, attrs, out_type):
 def _rnn_compute(inputs, attrs, out_type):
     xp, steps, state, weight = inputs
     io = _Inputs(xp, steps, state, attrs.reverse)
-    gates = _gates(io.h, weight, state.shape, (0,))
+    gates = _gates(io.h, weight, state.shape, 0, 1)
     return te.compute(out_type.shape, lambda _, d, s, b, j: te.tanh(gates[d, b, 0, j] + io.x(d, b, 0, j)),
                       name="cell", tag=CELL_TAG)
 
