@@ -20,7 +20,6 @@ from .onnx_ops import _binary, _reshape, _shape, _transpose
 from .onnx_ops_tensor import fold
 
 PACK_BLOCK = 16  # columns of a packed weight block: a float32 vector of AVX-512, two of AVX2
-MATMUL_ROWS = 8  # the input projection's rows are padded to a multiple of this
 
 
 def _padded(hidden: int) -> int:
@@ -44,18 +43,12 @@ def _by_gate(t: Expr, dirs: int, gates: int, hidden: int, rest: tuple) -> Expr:
 
 
 def projection(spec, w: Expr, bias: Expr, gates: int) -> Expr:
-    """xp [R, D*G*Hp]: every step's x @ W^T + bias, the gates of each direction padded to Hp units; the T*B rows
-    padded to R, a multiple of MATMUL_ROWS (the matmul's register tile takes rows that divide its row count: 245
-    rows ran 1 row x 4 vectors at half the speed of 8 x 3)."""
+    """xp [T*B, D*G*Hp]: every step's x @ W^T + bias, the gates of each direction padded to Hp units."""
     seq, batch, inputs = _shape(spec.x)
     dirs, hidden = spec.dirs, spec.hidden
     units = dirs * gates * _padded(hidden)
     weight = _reshape(_by_gate(w, dirs, gates, hidden, (inputs,)), (units, inputs))
-    rows = _reshape(spec.x, (seq * batch, inputs))
-    extra = -(seq * batch) % MATMUL_ROWS
-    if extra:
-        rows = fold("pad", rows, pads=(0, 0, extra, 0), mode="constant", value=0.0)
-    proj = fold("nn.dense", rows, weight)
+    proj = fold("nn.dense", _reshape(spec.x, (seq * batch, inputs)), weight)
     return _binary("add", proj, _reshape(_by_gate(bias, dirs, gates, hidden, ()), (1, units)))
 
 

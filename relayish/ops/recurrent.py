@@ -9,9 +9,8 @@ gather of a layer's output sequence. frontends/onnx_ops_rnn.py builds a layer fr
 
 Shapes: T steps, B batch, D directions, G gates (LSTM 4: i, o, f, c; GRU 3: z, r, h; RNN 1, ONNX's orders), H
 hidden units padded to Hp (a multiple of the weight's column block nb), S state slots (LSTM 2: h then c; else 1):
-- xp [R, D*G*Hp], R >= T*B: row t*B + b holds time t's input projection with its biases, gate g of direction d in
-  columns (d*G + g)*Hp + [0, Hp) (zero in the padded ones); T = R // B, the rows after T*B are padding (the
-  projection's rows are padded to a multiple of 8, the rows of its matmul tile).
+- xp [T*B, D*G*Hp]: row t*B + b holds time t's input projection with its biases, gate g of direction d in columns
+  (d*G + g)*Hp + [0, Hp) (zero in the padded ones).
 - steps int32 [2]: (s, T-1-s) at step s: the time a forward direction processes, and a reverse one. Besides the
   state, it is all that changes from one step to the next: passed as data, every step is the same task (one
   compiled kernel). A value outside [0, T) is taken modulo T (no memory outside xp is read; a modulo, unlike a
@@ -68,8 +67,8 @@ def _cell_infer(op: str):
                 weight.shape[1] * weight.shape[4] != padded or weight.shape[2] > padded:
             raise OpError(f"{op}: weight must be [{dirs}, hidden/nb, units, {gates}, nb] with hidden/nb * nb = "
                           f"{padded} and units <= {padded}, got {weight.shape}")
-        if xp.ndim != 2 or xp.shape[0] < batch or xp.shape[1] != dirs * gates * padded:
-            raise OpError(f"{op}: xp must be [steps * {batch} (or more), {dirs * gates * padded}], got {xp.shape}")
+        if xp.ndim != 2 or xp.shape[0] % batch or xp.shape[1] != dirs * gates * padded:
+            raise OpError(f"{op}: xp must be [steps * {batch}, {dirs * gates * padded}], got {xp.shape}")
         if op == "nn.gru_cell" and arg_types[4].shape != (dirs, padded):
             raise OpError(f"{op}: bias must be [{dirs}, {padded}], got {arg_types[4].shape}")
         return TensorType(state.shape, state.dtype)
@@ -214,7 +213,7 @@ def _cell_flops(arg_types, attrs, out_type):
     return 2.0 * dirs * batch * gates * padded * units + 10.0 * out_type.size
 
 
-_CELL_DOC = ("one time step of every direction: xp [>= T*B, D*G*Hp] (the input projections), steps int32 [2] (the "
+_CELL_DOC = ("one time step of every direction: xp [T*B, D*G*Hp] (the input projections), steps int32 [2] (the "
              "forward and reverse time), state [1, D, S, B, Hp], weight [D, Hp/nb, H, G, nb] (R packed by column "
              "blocks) -> the new state (relayish/ops/recurrent.py)")
 register_op("nn.lstm_cell", inputs=4, pattern=Pattern.OPAQUE, op_class="dense", infer=_cell_infer("nn.lstm_cell"),
