@@ -138,7 +138,10 @@ def lower_kernels(task_calls: TaskCalls, schedules: list[ChosenSchedule]) -> lis
 
 
 def emit(kernels: list[PrimFunc], memory: MemoryPlan) -> list[bytes]:
-    return emit_objects(kernels, memory.executor)
+    """The kernels the executor calls, and the executor. A kernel whose every call is elided (a concatenation
+    written in place: a recurrent layer's history of hundreds of states took LLVM 2 s) is not compiled."""
+    called = {c.kernel for c in memory.executor.calls if not c.elided}
+    return emit_objects([k for k in kernels if k.name in called], memory.executor)
 
 
 def link(object_code: list[bytes], lib_path: str) -> str:

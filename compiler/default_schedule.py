@@ -17,8 +17,9 @@ The rules, applied to a task's initial state:
      when that axis is contiguous in what the stage reads and writes. Short axes that index no input (they only
      choose between branches of a select: the tile position of a Winograd transform) are moved inside and
      unrolled, so that the selects fold away.
-Two task kinds have their own rule instead: a matmul anchor gets a tile of several rows x column vectors
-(compiler/matmul_schedule.py), and a task of row stages (softmax, layer norm) gets `schedule_rows`.
+Three task kinds have their own rule instead: a matmul anchor gets a tile of several rows x column vectors
+(compiler/matmul_schedule.py), a task of row stages (softmax, layer norm) gets `schedule_rows`, and a recurrent
+cell (one step of an LSTM, GRU or RNN) compiler/recurrent_schedule.py's column tiles.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
 from .matmul_schedule import schedule_matmul, streams_weight
+from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
@@ -54,7 +56,7 @@ TILE_OVERHEAD = 1  # the fixed cost of a register tile (zeroing, storing its acc
 def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     """A sensible schedule for any task; replaying its steps on `state` gives the scheduled state."""
     b = ScheduleBuilder(state)
-    if schedule_rows(b, vector_width):
+    if schedule_rows(b, vector_width) or schedule_recurrent(b, vector_width):
         return Schedule(tuple(b.steps))
     for st in reversed(list(b.state.stages)):
         if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):

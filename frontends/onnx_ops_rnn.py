@@ -1,7 +1,11 @@
-"""Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types),
-each a composition of existing relayish ops: one nn.dense projects the inputs of every time step at once, then the
-recurrence is unrolled statically over the (static) sequence length, one nn.dense of the hidden state plus the
-gate math per step; the per-step outputs are concatenated.
+"""Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types).
+One nn.dense projects the inputs of every time step at once, then the recurrence is unrolled statically over the
+(static) sequence length, in one of two forms:
+- fused (onnx_rnn_cells.py), for the default activations without clip, every sequence full length (and LSTM
+  without input_forget or peepholes): one cell op per step for every direction (relayish/ops/recurrent.py), one
+  kernel each;
+- composed, for everything else: per step and direction, an nn.dense of the hidden state plus the gate math as
+  elementwise ops (a few kernels); the per-step outputs are concatenated.
 
 Semantics are the ONNX schema's (which onnx's reference implementation only partly follows: it ignores the
 activations, clip and sequence_lens attributes/inputs; onnxruntime implements them):
@@ -25,6 +29,7 @@ from relayish.types import is_float
 
 from .onnx_ops import _binary, _reshape, _shape, _transpose, converter
 from .onnx_ops_tensor import fold
+from .onnx_rnn_cells import default_activations, pad_units, packed_weight, projection, run_layer, zero_constant
 from .onnx_values import ConversionError
 
 # activation name (lower case) -> (number of alpha values, number of beta values, default alpha, default beta)
@@ -230,6 +235,17 @@ def _directions(direction: str) -> list[bool]:
     return {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction]
 
 
+def _reverse_flags(direction: str) -> tuple[int, ...]:
+    return tuple(int(r) for r in _directions(direction))
+
+
+def _fast(spec: _Spec, activations, defaults: tuple[str, ...]) -> bool:
+    """Whether the layer takes the fast form (onnx_rnn_cells.py: one fused kernel per step for every direction):
+    the default activations, no clip, every sequence full length. Anything else is the unrolled composition below
+    (a few kernels per step and direction)."""
+    return default_activations(activations, defaults, spec.dirs) and spec.clip is None and spec.masks is None
+
+
 # ---- RNN ----
 
 def _rnn(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_beta, activations, clip, direction,
@@ -238,6 +254,10 @@ def _rnn(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
                  hidden_size=hidden_size, layout=layout, clip=clip)
     funcs = _activations(activations, activation_alpha, activation_beta, ("Tanh",), spec.dirs)
     h = spec.hidden
+    if _fast(spec, activations, ("Tanh",)):
+        bias = _binary("add", _cols(spec.b, 0, h), _cols(spec.b, h, 2 * h))
+        return run_layer(spec, "nn.rnn_cell", projection(spec, w, bias, 1), packed_weight(spec, r, 1),
+                         _reverse_flags(direction))
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)
@@ -279,6 +299,15 @@ def _gru(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
                  hidden_size=hidden_size, layout=layout, clip=clip)
     funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh"), spec.dirs)
     h, one = spec.hidden, const(1.0, spec.dtype)
+    if _fast(spec, activations, ("Sigmoid", "Tanh")):
+        # z and r take both biases with the input projection, h only Wbh: Rbh goes to the cell (inside the reset
+        # gate's product with linear_before_reset)
+        wb, rb = _cols(spec.b, 0, 3 * h), _cols(spec.b, 3 * h, 6 * h)
+        bias = fold("concatenate", _binary("add", _cols(wb, 0, 2 * h), _cols(rb, 0, 2 * h)), _cols(wb, 2 * h, 3 * h),
+                    axis=1)
+        return run_layer(spec, "nn.gru_cell", projection(spec, w, bias, 3), packed_weight(spec, r, 3),
+                         _reverse_flags(direction), (pad_units(_cols(rb, 2 * h, 3 * h), 1, h),),
+                         linear_before_reset=linear_before_reset)
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)
@@ -341,6 +370,10 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
     funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), spec.dirs)
     h, one = spec.hidden, const(1.0, spec.dtype)
     _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
+    if _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
+        bias = _binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
+        return run_layer(spec, "nn.lstm_cell", projection(spec, w, bias, 4), packed_weight(spec, r, 4),
+                         _reverse_flags(direction))
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)

@@ -1,7 +1,8 @@
 """Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the recurrent ops RNN, GRU and LSTM:
 directions, layouts, activations with their alpha/beta, clip, input_forget, linear_before_reset, peepholes,
-initial states, sequence_lens given as a constant or at run time (shorter than the sequence), every output.
-Bad nodes are refused with a clear error.
+initial states, sequence_lens given as a constant or at run time (shorter than the sequence), every output;
+the fused form (one kernel per time step: relayish/ops/recurrent.py) over batch 1 and 3, 1-512 steps, hidden sizes
+that are and are not blocks of 16, and its structure. Bad nodes are refused with a clear error.
 
 A case: (op type, attributes, opset, which optional inputs to give, sequence_lens values or None, whether
 sequence_lens is a graph input). Shapes: seq 4, batch 3, input 5, hidden 6.
@@ -24,18 +25,21 @@ OPTIONAL = {"RNN": ["B", "sequence_lens", "initial_h"], "GRU": ["B", "sequence_l
             "LSTM": ["B", "sequence_lens", "initial_h", "initial_c", "P"]}
 
 
-def make_case(op, attrs, opset, given=(), lens=None, lens_at_run_time=False, dtype=np.float32, seed=0):
+def make_case(op, attrs, opset, given=(), lens=None, lens_at_run_time=False, dtype=np.float32, seed=0, sizes=None):
     """(model, feeds): X is a graph input, the weights initializers; the optional inputs in `given` are graph
-    inputs (sequence_lens an initializer unless lens_at_run_time)."""
+    inputs (sequence_lens an initializer unless lens_at_run_time). sizes: (seq, batch, input, hidden), default
+    (SEQ, BATCH, INPUT, HIDDEN)."""
+    seq, batch, inputs, hidden = sizes or (SEQ, BATCH, INPUT, HIDDEN)
+    scale = min(0.5, 2.0 / np.sqrt(max(inputs, hidden)))  # pre-activations of order 1 at any size
     rng = np.random.default_rng(seed)
     dirs = 2 if attrs.get("direction") == "bidirectional" else 1
     layout = attrs.get("layout", 0)
     g = GATES[op]
-    state = (BATCH, dirs, HIDDEN) if layout else (dirs, BATCH, HIDDEN)
-    shapes = {"X": (BATCH, SEQ, INPUT) if layout else (SEQ, BATCH, INPUT), "B": (dirs, 2 * g * HIDDEN),
-              "initial_h": state, "initial_c": state, "P": (dirs, 3 * HIDDEN)}
-    weights = {"W": rng.standard_normal((dirs, g * HIDDEN, INPUT)) * 0.5,
-               "R": rng.standard_normal((dirs, g * HIDDEN, HIDDEN)) * 0.5}
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    shapes = {"X": (batch, seq, inputs) if layout else (seq, batch, inputs), "B": (dirs, 2 * g * hidden),
+              "initial_h": state, "initial_c": state, "P": (dirs, 3 * hidden)}
+    weights = {"W": rng.standard_normal((dirs, g * hidden, inputs)) * scale,
+               "R": rng.standard_normal((dirs, g * hidden, hidden)) * scale}
     feeds = {"X": rng.standard_normal(shapes["X"]).astype(dtype)}
     for name in given:
         if name != "sequence_lens":
@@ -52,7 +56,7 @@ def make_case(op, attrs, opset, given=(), lens=None, lens_at_run_time=False, dty
     while names[-1] == "":
         names.pop()
     outputs = ["Y", "Y_h", "Y_c"][:2 if op != "LSTM" else 3]
-    node = helper.make_node(op, names, outputs, hidden_size=HIDDEN, **attrs)
+    node = helper.make_node(op, names, outputs, hidden_size=hidden, **attrs)
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     graph = helper.make_graph(
         [node], "t",
@@ -109,13 +113,14 @@ def case_id(case):
             + ("" if lens is None else f"-lens={lens}{'@run' if run_time else ''}"))
 
 
-def ort_outputs(case, feeds):
+def ort_outputs(case, feeds, sizes=None):
     """onnxruntime's outputs; it refuses layout=1, so a batch-major case runs as its layout-0 twin (the same
     weights) on transposed inputs, its outputs transposed back."""
     op, attrs, opset, given, lens, run_time = case
     if not attrs.get("layout"):
-        return run_ort(make_case(*case)[0], feeds)
-    twin, _ = make_case(op, {k: v for k, v in attrs.items() if k != "layout"}, opset, given, lens, run_time)
+        return run_ort(make_case(*case, sizes=sizes)[0], feeds)
+    twin, _ = make_case(op, {k: v for k, v in attrs.items() if k != "layout"}, opset, given, lens, run_time,
+                        sizes=sizes)
     seq_major = {n: (np.swapaxes(v, 0, 1) if n in ("X", "initial_h", "initial_c") else v) for n, v in feeds.items()}
     y, *states = run_ort(twin, seq_major)
     return [np.transpose(y, (2, 0, 1, 3))] + [np.swapaxes(s, 0, 1) for s in states]
@@ -132,6 +137,74 @@ def test_three_way(case):
         assert a.dtype == r.dtype
         assert_close(a, r, f"{name} vs onnxruntime")
         assert_close(a, i, f"{name} vs interpreter")
+
+
+# ---- the fused form: one kernel per time step for every direction (frontends/onnx_rnn_cells.py) ----
+# (op, attrs, given, sequence_lens, (seq, batch, input, hidden)): the default activations, no clip and full
+# lengths (omitted or a constant of the sequence length); hidden sizes that are and are not whole blocks of 16
+
+FUSED = [
+    ("LSTM", {}, (), None, (7, 1, 5, 17)),
+    ("LSTM", {"direction": "bidirectional"}, ("B", "initial_h", "initial_c"), None, (7, 3, 5, 17)),
+    ("LSTM", {"direction": "reverse"}, ("B",), None, (64, 1, 8, 64)),
+    ("LSTM", {"direction": "bidirectional"}, ("B", "initial_h", "initial_c"), None, (1, 3, 16, 128)),
+    ("LSTM", {"direction": "bidirectional", "layout": 1}, ("B", "initial_c"), [64, 64, 64], (64, 3, 12, 128)),
+    ("GRU", {"linear_before_reset": 1}, ("B",), None, (64, 1, 9, 17)),
+    ("GRU", {"direction": "bidirectional"}, ("B", "initial_h"), None, (7, 3, 6, 64)),
+    ("GRU", {"direction": "reverse", "linear_before_reset": 1, "layout": 1}, ("B", "initial_h"), None,
+     (1, 3, 4, 128)),
+    ("GRU", {"direction": "bidirectional"}, ("B",), [64], (64, 1, 20, 128)),
+    ("RNN", {}, ("B",), None, (7, 3, 5, 17)),
+    ("RNN", {"direction": "bidirectional"}, ("B", "initial_h"), None, (64, 1, 7, 64)),
+    ("RNN", {"direction": "reverse"}, (), None, (1, 1, 3, 128)),
+    # batches beyond the register tile's rows: blocks of 4 and of 3 rows
+    ("LSTM", {}, ("B", "initial_h", "initial_c"), None, (7, 8, 5, 64)),
+    ("GRU", {"direction": "bidirectional"}, ("B",), None, (5, 6, 4, 64)),
+]
+
+
+def cell_calls(module, op: str) -> list[dict]:
+    return [k for k in module.meta["kernels"] if k["ops"] == [f"nn.{op.lower()}_cell"]]
+
+
+@pytest.mark.parametrize("case", FUSED, ids=lambda c: case_id((c[0], c[1], 14, c[2], c[3], False)) + f"-{c[4]}")
+def test_fused_three_way(case):
+    op, attrs, given, lens, sizes = case
+    model, feeds = make_case(op, attrs, 14, given, lens, sizes=sizes)
+    refs = ort_outputs((op, attrs, 14, given, lens, False), feeds, sizes)
+    interp = evaluate(from_onnx(model), feeds)
+    module = compile_model(model)
+    ours = module.run(None, feeds)
+    assert len(cell_calls(module, op)) == sizes[0]  # the fused form: one kernel per step
+    for name, a, i, r in zip(("Y", "Y_h", "Y_c"), ours, interp, refs):
+        assert_close(a, r, f"{name} vs onnxruntime")
+        assert_close(a, i, f"{name} vs interpreter")
+
+
+def test_a_bidirectional_lstm_is_one_kernel_per_step():
+    """Both directions of a step in one kernel, every step the same task; the states written in place into the
+    history Y is read from. The unrolled composition (clip) takes several kernels per step and direction."""
+    seq = 24
+    model, _ = make_case("LSTM", {"direction": "bidirectional"}, 14, ("B",), sizes=(seq, 1, 8, 32))
+    kernels = compile_model(model).meta["kernels"]
+    cells = [k for k in kernels if k["ops"] == ["nn.lstm_cell"]]
+    assert len(cells) == seq and len({k["task_key"] for k in cells}) == 1
+    assert len(kernels) <= seq + 8
+    history = [k for k in kernels if k["ops"] == ["concatenate"]]
+    assert len(history) == 1 and history[0].get("in_place")
+    clipped, _ = make_case("LSTM", {"direction": "bidirectional", "clip": 3.0}, 14, ("B",), sizes=(seq, 1, 8, 32))
+    assert len(compile_model(clipped).meta["kernels"]) >= 4 * seq
+
+
+def test_zero_peepholes_take_the_fused_form():
+    model, feeds = make_case("LSTM", {}, 14, ("B",), sizes=(5, 2, 4, 16))
+    node = model.graph.node[0]
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros((1, 48), np.float32), "P"))
+    node.input.extend(["", "", "", "P"])
+    module = compile_model(model)
+    assert len(cell_calls(module, "LSTM")) == 5
+    for a, r in zip(module.run(None, feeds), run_ort(model, feeds)):
+        assert_close(a, r, "vs onnxruntime")
 
 
 def test_float64():
@@ -268,13 +341,20 @@ def test_scan_refuses_bad_bodies_clearly():
 
 def test_long_sequences_import_in_linear_time_without_recursion():
     # the unroll is a DAG deeper than Python's recursion limit whose steps share every state: the importer's
-    # constant folding must visit each node once and iteratively (it was exponential, then recursed too deep)
-    global SEQ
-    saved, SEQ = SEQ, 150
-    try:
-        model, feeds = make_case("LSTM", {}, 14, ("B",))
-    finally:
-        SEQ = saved
-    module = from_onnx(model)
-    for a, r in zip(evaluate(module, feeds), run_ort(model, feeds)):
+    # constant folding must visit each node once and iteratively (it was exponential, then recursed too deep). A
+    # clip keeps the unrolled composition (the fused form's chain of cells is as deep)
+    for attrs in ({"clip": 50.0}, {}):
+        model, feeds = make_case("LSTM", attrs, 14, ("B",), sizes=(150, BATCH, INPUT, HIDDEN))
+        module = from_onnx(model)
+        for a, r in zip(evaluate(module, feeds), run_ort(model, feeds)):
+            assert_close(a, r, "vs onnxruntime")
+
+
+def test_long_sequences_compile():
+    # a 512-input concatenation was a RecursionError in lowering (now a balanced tree of selects); the fused
+    # form's history is compiled but never run (written in place)
+    model, feeds = make_case("GRU", {"direction": "bidirectional"}, 14, ("B",), sizes=(512, 1, 3, 8))
+    module = compile_model(model)
+    assert len(cell_calls(module, "GRU")) == 512
+    for a, r in zip(module.run(None, feeds), run_ort(model, feeds)):
         assert_close(a, r, "vs onnxruntime")

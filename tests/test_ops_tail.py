@@ -274,3 +274,41 @@ def test_max_pool3d_argmax():
     check_op("nn.max_pool3d_argmax", [(1, 2, 1, 5, 6)], {"pool_size": (1, 3, 3), "padding": (0, 1, 1, 0, 1, 1),
                                                          "storage_order": 1})
     check_typed("nn.max_pool3d_argmax", [((1, 2, 3, 5, 6), I)], window)  # ints in [-3, 3]: many ties
+
+# ---------------------------------------------------------------------------------------------- recurrent cells
+# relayish/ops/recurrent.py: xp [T*B, D*G*Hp], steps int32 [2] (here ints in [-3, 3]: taken modulo T), state
+# [1, D, S, B, Hp], weight [D, Hp/nb, H, G, nb] (H < Hp: padded units); tests/test_compile_rnn.py checks the layers
+# they make against onnxruntime.
+
+def _cell(op, seq, dirs, batch, units, padded, nb, gates, slots, **attrs):
+    specs = [((seq * batch, dirs * gates * padded), F), ((2,), "int32"), ((1, dirs, slots, batch, padded), F),
+             ((dirs, padded // nb, units, gates, nb), F)]
+    return op, specs + ([((dirs, padded), F)] if op == "nn.gru_cell" else []), attrs
+
+
+CELLS = [_cell("nn.lstm_cell", 5, 2, 3, 7, 16, 16, 4, 2, reverse=(0, 1)),
+         _cell("nn.lstm_cell", 4, 1, 1, 20, 32, 16, 4, 2, reverse=(1,)),
+         _cell("nn.gru_cell", 5, 2, 2, 7, 16, 8, 3, 1, reverse=(0, 1), linear_before_reset=1),
+         _cell("nn.gru_cell", 3, 1, 2, 9, 16, 16, 3, 1, reverse=(1,), linear_before_reset=0),
+         _cell("nn.rnn_cell", 6, 1, 2, 9, 16, 16, 1, 1, reverse=(0,)),
+         ("nn.recurrent_output", [((4, 2, 2, 3, 16), F)], {"reverse": (0, 1), "hidden": 7}),
+         ("nn.recurrent_output", [((5, 1, 1, 2, 16), F)], {"reverse": (1,), "hidden": 16, "batch_major": 1})]
+
+
+@pytest.mark.parametrize("op,specs,attrs", CELLS, ids=lambda v: str(v))
+def test_recurrent_cell(op, specs, attrs):
+    check_typed(op, specs, attrs)
+
+
+@pytest.mark.parametrize("op,shapes,attrs,message", [
+    ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 1, 2, 16), (1, 1, 5, 4, 16)], {}, r"state must be \[1, directions, 2"),
+    ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 3, 16)], {}, r"weight must be \[1, hidden/nb"),
+    ("nn.lstm_cell", [(7, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {}, r"xp must be \[steps \* 2, 64\]"),
+    ("nn.rnn_cell", [(8, 32), (2,), (1, 2, 1, 2, 16), (2, 1, 5, 1, 16)], {"reverse": (1, 0)},
+     r"reverse must be \(0,\), \(1,\) or \(0, 1\)"),
+    ("nn.recurrent_output", [(4, 1, 1, 2, 16)], {"hidden": 17}, r"hidden=17 must be in \[1, 16\]"),
+])
+def test_recurrent_cell_bad_inputs(op, shapes, attrs, message):
+    types = [TensorType(s, "int32" if k == 1 and op != "nn.recurrent_output" else F) for k, s in enumerate(shapes)]
+    with pytest.raises(OpError, match=message):
+        call(op, *[Var(f"x{k}", t) for k, t in enumerate(types)], **attrs)

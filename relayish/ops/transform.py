@@ -156,7 +156,9 @@ def _concat_infer(arg_types, attrs):
 
 
 def _concat_compute(inputs, attrs, out_type):
-    """Nested selects on the position along the axis; each input's read index is clamped into that input."""
+    """A balanced tree of selects on the position along the axis (depth log2 of the inputs: a recurrent layer's
+    history concatenates hundreds of states, and a chain of that many selects is deeper than the lowering's
+    recursion can follow); each input's read index is clamped into that input."""
     ax = attrs.axis
 
     offsets = np.cumsum([0] + [t.shape[ax] for t in inputs]).tolist()
@@ -173,10 +175,12 @@ def _concat_compute(inputs, attrs, out_type):
         return t[tuple(idx)]
 
     def body(*i):
-        value = read(len(inputs) - 1, i)
-        for k in range(len(inputs) - 2, -1, -1):  # from the back so that input 0 is the outermost test
-            value = te.select(i[ax] < offsets[k + 1], read(k, i), value)
-        return value
+        def tree(lo, hi):  # inputs lo .. hi-1
+            if hi - lo == 1:
+                return read(lo, i)
+            mid = (lo + hi) // 2
+            return te.select(i[ax] < offsets[mid], tree(lo, mid), tree(mid, hi))
+        return tree(0, len(inputs))
     return te.compute(out_type.shape, body, name="concatenate", tag="injective")
 
 
