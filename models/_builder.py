@@ -78,9 +78,17 @@ class Graph:
         self.batchnorms.append(name)
         return name
 
-    def gemm(self, name, x, cin, cout, out=None):
-        """Gemm x @ W^T + b (transB=1, torch's Linear) with He-normal W and N(0, 0.01) bias; output `out`."""
-        self.params[f"{name}.weight"] = self.rng.standard_normal((cout, cin)) * np.sqrt(2.0 / cin)
+    def gemm(self, name, x, cin, cout, out=None, float32=False):
+        """Gemm x @ W^T + b (transB=1, torch's Linear) with He-normal W and N(0, 0.01) bias; output `out`.
+
+        float32: draw W in float32, scaled in place (a quarter of the memory of a float64 draw and its scaled copy,
+        for weights of hundreds of MB such as ZFNet's fc6; other values than a float64 draw's)."""
+        if float32:
+            weight = self.rng.standard_normal((cout, cin), dtype=np.float32)
+            weight *= np.float32(np.sqrt(2.0 / cin))
+        else:
+            weight = self.rng.standard_normal((cout, cin)) * np.sqrt(2.0 / cin)
+        self.params[f"{name}.weight"] = weight
         self.params[f"{name}.bias"] = self.rng.normal(0.0, 0.01, cout)
         out = out or name
         self.nodes.append(helper.make_node("Gemm", [x, f"{name}.weight", f"{name}.bias"], [out], name=name, transB=1))
@@ -114,7 +122,7 @@ def make_model(nodes, params, inputs, outputs, name, opset=OPSET) -> onnx.ModelP
 
 def _emitted(value):
     value = np.asarray(value)
-    return value.astype(np.float32) if value.dtype.kind == "f" else value
+    return value.astype(np.float32, copy=False) if value.dtype.kind == "f" else value
 
 
 def save(path, model: onnx.ModelProto) -> Path:
@@ -125,22 +133,24 @@ def save(path, model: onnx.ModelProto) -> Path:
     return path
 
 
-def cnn_model(g: Graph, name, batch, image_size, num_classes) -> onnx.ModelProto:
-    """Calibrate the BNs of an image classifier (input "input" Bx3xSxS, output "logits" BxC) and emit it."""
+def cnn_model(g: Graph, name, batch, image_size, num_classes, output="logits") -> onnx.ModelProto:
+    """Calibrate the BNs of an image classifier (input "input" Bx3xSxS, output `output` BxC) and emit it."""
     if isinstance(batch, str) and batch.isdigit():
         batch = int(batch)
     if g.batchnorms:
         calibrate(g, {"input": calibration_images(image_size)})
     model = make_model(g.nodes, g.params, [tensor_info("input", np.float32, [batch, 3, image_size, image_size])],
-                       [tensor_info("logits", np.float32, [batch, num_classes])], name)
+                       [tensor_info(output, np.float32, [batch, num_classes])], name)
     onnx.checker.check_model(model)
     return model
 
 
-def calibration_images(image_size):
-    """The CALIBRATION_BATCH x 3 x S x S N(0, 1) images cnn_model calibrates on (the same for every model)."""
+def calibration_images(image_size, width=None):
+    """The CALIBRATION_BATCH x 3 x S x S N(0, 1) images cnn_model calibrates on (the same for every model);
+    S x width if a width is given (text-line images)."""
     rng = np.random.default_rng(CALIBRATION_SEED)
-    return rng.standard_normal((CALIBRATION_BATCH, 3, image_size, image_size)).astype(np.float32)
+    shape = (CALIBRATION_BATCH, 3, image_size, image_size if width is None else width)
+    return rng.standard_normal(shape).astype(np.float32)
 
 
 def calibrate(g: Graph, feeds: dict):

@@ -1,8 +1,9 @@
 """ShuffleNet v1 (Zhang et al. 2017, 1.0x) as an ONNX model, built with onnx.helper from seeded random weights.
 
 Stem 3x3/2 conv 24 + BN + ReLU, 3x3/2 max pool (pad 1); three stages of 4, 8, 4 units with the paper's output
-channels for the group count (240/480/960 for groups=3). A unit: grouped 1x1 conv to a quarter of its branch
-channels + BN + ReLU (ungrouped on the 24-channel stage input, as in the paper); channel shuffle as
+channels for the group count (240/480/960 for groups=3, 272/544/1088 for 4, 384/768/1536 for 8). A unit: grouped
+1x1 conv to a quarter of its branch channels + BN + ReLU (ungrouped on the 24-channel stage input, as in the
+paper; see bottleneck() for the first unit of groups 4 and 8); channel shuffle as
 Reshape [B, g, C/g, H, W] -> Transpose (0, 2, 1, 3, 4) -> Reshape [B, C, H, W] (batch as 0: copied); 3x3
 depthwise conv + BN; grouped 1x1 conv + BN; then ReLU(x + branch) for stride 1, and for the stride-2 first unit of
 a stage ReLU(Concat(AveragePool 3x3/2 pad 1 (x), branch)) whose branch makes only out - in channels. Global average
@@ -16,9 +17,9 @@ import onnx
 
 from ._builder import Graph, cnn_model, save
 
-STAGE_CHANNELS = {1: (144, 288, 576), 2: (200, 400, 800), 3: (240, 480, 960)}
-"""The paper's table 1 by group count; its 4- and 8-group rows give the first unit a bottleneck (62, 90 channels)
-that the group count does not divide."""
+STAGE_CHANNELS = {1: (144, 288, 576), 2: (200, 400, 800), 3: (240, 480, 960), 4: (272, 544, 1088),
+                  8: (384, 768, 1536)}
+"""The paper's table 1 by group count."""
 STAGE_REPEATS = (4, 8, 4)
 STEM_CHANNELS = 24
 
@@ -32,10 +33,19 @@ def _channel_shuffle(g: Graph, name, x, channels, groups, size):
     return g.op("Reshape", f"{name}.reshape2", [y, f"{name}.shape4"])
 
 
+def bottleneck(cout, branch_out, groups):
+    """The bottleneck width of a unit: a quarter of its branch's output channels, as for groups 1-3 (for the first
+    unit of a stage the branch makes cout - cin). For groups 4 and 8 the first unit of stage 2 would get 62 and 90
+    channels, which the group count does not divide; it takes a quarter of the stage's output instead (68, 96), as
+    the authors' code does for every unit (megvii-model/ShuffleNet-Series, ShuffleNetV1: mid = out // 4)."""
+    mid = branch_out // 4
+    return mid if mid % groups == 0 else cout // 4
+
+
 def _unit(g: Graph, name, x, cin, cout, stride, groups, size):
     """One ShuffleNet unit on a `size`x`size` input; returns (output, its size)."""
     branch_out = cout - cin if stride == 2 else cout
-    mid = branch_out // 4
+    mid = bottleneck(cout, branch_out, groups)
     first_groups = 1 if cin == STEM_CHANNELS else groups
     y = g.conv(f"{name}.gconv1", x, cin, mid, 1, group=first_groups)
     y = g.op("Relu", f"{name}.relu1", [g.bn(f"{name}.bn1", y, mid)])
@@ -52,7 +62,7 @@ def _unit(g: Graph, name, x, cin, cout, stride, groups, size):
 
 def make_shufflenet_v1(seed: int = 0, batch: int | str = 1, image_size: int = 224, num_classes: int = 1000,
                        groups: int = 3) -> onnx.ModelProto:
-    """The ShuffleNet v1 ModelProto (groups: 1, 2 or 3). batch: an int or a symbolic name such as "N"."""
+    """The ShuffleNet v1 ModelProto (groups: 1, 2, 3, 4 or 8). batch: an int or a symbolic name such as "N"."""
     if groups not in STAGE_CHANNELS:
         raise ValueError(f"ShuffleNet v1 has no channel table for groups={groups}; use one of {list(STAGE_CHANNELS)}")
     g = Graph(np.random.default_rng(seed))
