@@ -93,8 +93,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Where": (9, 16),  # 16: types
     "Expand": (8, 13),  # 13: types
     "Pow": (7, 12, 13, 15),  # 7: broadcasting; 12: the exponent's type separate (mixed dtypes handled); 13, 15: types
-    "Mod": (10, 13, 28),  # 13: types; 28: fmod=0 defined for floats as A - floor(A/B)*B (the converter still
-    #   refuses float fmod=0 with a clear error: a coverage gap, not a wrong answer)
+    "Mod": (10, 13, 28),  # 13: types; 28: fmod=0 defined for floats (numpy.mod: the divisor's sign; mod_v28),
+    #   refused on floats before 28 (the schema then requires fmod=1)
     "Range": (11, 27),  # 27: stash_type for float16/bfloat16 only (not taken: such a node is refused)
     "Trilu": (14,),
     "Slice": (1, 10, 11, 13),  # 1: attrs (slice_v1); 10: starts/ends/axes/steps inputs; 11: negative axes; 13: types
@@ -121,6 +121,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "BitShift": (11, 28),  # 28: signed types; a shift by an amount outside [0, bits) defined (0, or the sign fill
     #   of an arithmetic right shift): relayish bit_shift implements 28's rules, which agree with 11 on unsigned
     "BitwiseAnd": (18,), "BitwiseOr": (18,), "BitwiseXor": (18,), "BitwiseNot": (18,),
+    "BitCast": (26,),  # same-width types only (the op's shape rule); float8/int4/complex/string targets refused
     # ---- reductions and scans (conf-reduce)
     "ReduceProd": (1, 11, 13, 18),  # as ReduceMean (a "prod" combiner)
     "ReduceL1": (1, 11, 13, 18),  # as ReduceMean (abs, then sum)

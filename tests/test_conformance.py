@@ -160,11 +160,6 @@ EXPECTED_FAILURES = [
     (r"opset 1 is not supported",
      "opset-1 models (Not at opset 1): the importer starts at opset 7",
      ["test_not_2d", "test_not_3d", "test_not_4d"]),
-    (r"fmod=0 on float inputs",
-     "Mod with fmod=0 on floats, defined only from opset 28: not implemented yet",
-     ["test_mod_float16_mixed_sign_fmod_0", "test_mod_float32_mixed_sign_fmod_0", "test_mod_float64_mixed_sign_fmod_0",
-      "test_mod_float_edge_cases_fmod_0_float16", "test_mod_float_edge_cases_fmod_0_float32",
-      "test_mod_float_edge_cases_fmod_0_float64"]),
     (r"output 1 \('present_state'\) is used, but only the first 1 output",
      "CausalConvWithState with a kernel of size 1: its present_state output is empty (k - 1 = 0 positions) and "
      "zero-size tensors are not supported",

@@ -1,0 +1,131 @@
+"""Numerics of the ops added for onnx's conformance cases (issue 29, item 6), each three ways: compiled vs the
+numpy interpreter vs onnxruntime where it runs the op, else vs onnx's reference (`onnx.reference`):
+BitCast (every same-width dtype pair, special values), Mod on floats (fmod=0 and 1, signed zeros, infinite and
+zero divisors).
+"""
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from compiler import compile_model
+from frontends import OnnxImportError, from_onnx
+from relayish.interp import evaluate
+from relayish.types import numpy_dtype
+from test_compile_dtypes import bits, edge_values, elem, ort_or_none
+from test_frontend import with_output_shapes
+
+OUT = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)  # typed by shape inference
+
+
+def node_model(op: str, inputs: dict, opset: int, outputs=("y",), domain="", **attrs):
+    """One node `op` over graph inputs {name: (dtype, shape)}."""
+    graph = helper.make_graph(
+        [helper.make_node(op, list(inputs), list(outputs), domain=domain, **attrs)], op,
+        [helper.make_tensor_value_info(n, elem(d), s) for n, (d, s) in inputs.items()],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outputs])
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return with_output_shapes(helper.make_model(graph, opset_imports=opsets))
+
+
+def compiled_and_interpreted(model, feeds):
+    ours = compile_model(model).run(None, feeds)
+    with np.errstate(all="ignore"):
+        interp = evaluate(from_onnx(model), feeds)
+    return ours, [np.asarray(v) for v in interp]
+
+
+def reference(model, feeds):
+    with np.errstate(all="ignore"):
+        return ReferenceEvaluator(model).run(None, feeds)
+
+
+# ---------------------------------------------------------------------------------------------- BitCast
+
+WIDTHS = {1: ["int8", "uint8", "bool"], 2: ["int16", "uint16", "float16", "bfloat16"],
+          4: ["int32", "uint32", "float32"], 8: ["int64", "uint64", "float64"]}
+BITCAST_PAIRS = [(a, b) for group in WIDTHS.values() for a, b in itertools.permutations(group, 2)]
+
+
+def bit_patterns(dtype: str, n: int = 40) -> np.ndarray:
+    """n values of dtype whose bits cover the special cases: signed zeros, infinities, quiet NaNs, subnormals,
+    the integer extremes (read as floats: NaN patterns, negative zero...)."""
+    if dtype == "bool":
+        return np.arange(n) % 3 == 1
+    if dtype in ("float16", "bfloat16", "float32", "float64"):
+        info = ml_dtypes.finfo(numpy_dtype(dtype))
+        special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, float(info.smallest_subnormal),
+                            -float(info.smallest_subnormal), float(info.max), float(info.min), 1.0, -2.5])
+        rng = np.random.default_rng(3)
+        return np.concatenate([special, rng.standard_normal(n - len(special)) * 1e3]).astype(numpy_dtype(dtype))
+    return np.resize(edge_values(dtype), n)
+
+
+@pytest.mark.parametrize("src,dst", BITCAST_PAIRS, ids=[f"{a}-{b}" for a, b in BITCAST_PAIRS])
+def test_bitcast_reads_the_same_bits(src, dst):
+    x = bit_patterns(src).reshape(2, 20)
+    model = node_model("BitCast", {"x": (src, x.shape)}, 26, to=elem(dst))
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
+    expected = x.view(numpy_dtype(dst)) if dst != "bool" else x.view(np.uint8) != 0
+    assert ours.dtype == numpy_dtype(dst) and ours.shape == x.shape
+    np.testing.assert_array_equal(bits(ours) if dst != "bool" else ours, bits(expected) if dst != "bool" else expected)
+    np.testing.assert_array_equal(bits(interp) if dst != "bool" else interp,
+                                  bits(expected) if dst != "bool" else expected)
+    if "bfloat16" not in (src, dst) and "bool" not in (src, dst):  # what onnxruntime's Python API can feed/fetch
+        ref = ort_or_none(model, {"x": x})
+        if ref is not None:
+            np.testing.assert_array_equal(bits(ours), bits(ref))
+
+
+def test_bitcast_refuses_other_widths():
+    model = node_model("BitCast", {"x": ("float32", (3,))}, 26, to=elem("int64"))
+    with pytest.raises(OnnxImportError, match=r"BitCast\).*bitcast: float32 and int64 differ in width"):
+        from_onnx(onnx.shape_inference.infer_shapes(model))
+
+
+# ---------------------------------------------------------------------------------------------- Mod on floats
+
+def mod_operands(dtype: str):
+    """Dividends and divisors with the edge cases of a floor remainder: signed zeros, infinite and zero divisors,
+    NaN, mixed signs, quotients of many digits."""
+    a = [0.0, -0.0, 0.0, -0.0, -3.0, 3.0, -1.0, 1.0, np.inf, -np.inf, 1.0, 1.0, np.nan, 1.0, -4.3, 7.2, 5.0, 4.3,
+         2000.5, -123.25]
+    b = [-2.0, 2.0, 2.0, -2.0, np.inf, np.inf, -np.inf, -np.inf, 2.0, 2.0, 0.0, -0.0, 2.0, np.nan, 2.1, -3.4, 8.0,
+         -2.1, 3.0, 0.75]
+    rng = np.random.default_rng(5)
+    a += list(rng.standard_normal(17) * 10)
+    b += list(rng.standard_normal(17) * 3)
+    return np.array(a, numpy_dtype(dtype)), np.array(b, numpy_dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_float_mod_matches_numpy_and_onnxruntime(dtype, fmod):
+    a, b = mod_operands(dtype)
+    model = node_model("Mod", {"a": (dtype, a.shape), "b": (dtype, b.shape)}, 28 if fmod == 0 else 13, fmod=fmod)
+    (ours,), (interp,) = compiled_and_interpreted(model, {"a": a, "b": b})
+    with np.errstate(all="ignore"):
+        expected = (np.fmod if fmod else np.mod)(a, b)
+    refs = [("numpy", expected), ("interpreter", interp)]
+    ref = ort_or_none(model, {"a": a, "b": b})
+    if ref is not None:
+        refs.append(("onnxruntime", ref))
+    for name, want in refs:
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(want), err_msg=f"NaN pattern vs {name}")
+        np.testing.assert_allclose(ours, want, rtol=2e-3 if dtype == "float16" else 1e-6, atol=0,
+                                   err_msg=f"vs {name}")
+    if fmod == 0:  # a zero remainder takes the divisor's sign, as numpy's
+        zero = expected == 0
+        np.testing.assert_array_equal(np.signbit(ours[zero]), np.signbit(expected[zero]))
+
+
+def test_float_mod_with_fmod_0_needs_opset_28():
+    model = node_model("Mod", {"a": ("float32", (3,)), "b": ("float32", (3,))}, 13)
+    with pytest.raises(OnnxImportError, match="fmod=0 on float inputs is defined by ONNX from opset 28 only"):
+        from_onnx(model)
