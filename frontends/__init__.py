@@ -12,3 +12,4 @@ from . import onnx_ops_convnd  # noqa: F401  (Conv and pools of every rank, Conv
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
 from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)
 from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)
+from . import onnx_ops_training  # noqa: F401  (Dropout, BatchNormalization: their training modes)

@@ -28,8 +28,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   dilations; 11: doc; 12: int8/uint8; 22: as AveragePool-22
     "GlobalAveragePool": (1, 22),  # 22: types
     "GlobalMaxPool": (1, 22),  # 22: types
-    "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (refused if 1), outputs
-    #   renamed (extra outputs refused if used); 15: separate scale/mean types
+    "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (batch statistics, running
+    #   mean and var as outputs 1, 2: frontends/onnx_ops_training.py); 15: separate scale/mean types
     "Cast": (6, 9, 13, 19, 21, 23, 24, 25, 28),  # 19: saturate (float8 only); 24: round_mode (float8e8m0 only,
     #   refused: the converter does not take it); 9-28 otherwise types
     "CastLike": (15, 19, 21, 23, 24, 25),  # as Cast (19: saturate; others types); round_mode of 24+ refused
@@ -39,8 +39,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   int(s)/string(s) (numeric handled, strings refused); others types
     "ConstantOfShape": (9, 20, 21, 23, 24, 25),  # types
     "Conv": (1, 11, 22),  # 11: doc only; 22: types
-    "Dropout": (7, 10, 12, 13, 22),  # 10: bool mask; 12: ratio/training_mode inputs (training refused),
-    #   seed; 13, 22: types
+    "Dropout": (7, 10, 12, 13, 22),  # 7, 10: inference only (mask refused); 12: ratio/training_mode inputs, seed
+    #   (training with a seed: the reference's mask, drawn at import; without a seed refused); 13, 22: types
     "Exp": (6, 13),  # types
     "Flatten": (1, 9, 11, 13, 21, 23, 24, 25),  # 11: negative axis (handled); others types
     "Gather": (1, 11, 13),  # 11: negative indices (np.take); 13: types

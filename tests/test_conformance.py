@@ -97,13 +97,6 @@ EXPECTED_FAILURES = [
       "test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2", "test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ",
       "test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN", "test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ",
       "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2", "test_cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ"]),
-    (r"is used, but only the first \d+ output|training_mode=(1|True) is not supported",
-     "a used second output (BatchNormalization's training statistics, Dropout's mask, MaxPool's indices): only first "
-     "outputs are imported",
-     ["test_batchnorm_epsilon_training_mode", "test_batchnorm_example_training_mode", "test_dropout_default_mask",
-      "test_dropout_default_mask_ratio", "test_training_dropout", "test_training_dropout_default",
-      "test_training_dropout_default_mask", "test_training_dropout_mask", "test_training_dropout_zero_ratio",
-      "test_training_dropout_zero_ratio_mask"]),
     (r"is not a tensor",
      "sequence and optional inputs (Identity of a sequence / an optional): out of scope (issue 12)",
      ["test_identity_opt", "test_identity_sequence", "test_loop13_seq", "test_loop16_seq_none"]),

@@ -35,9 +35,18 @@ def node_model(op: str, inputs: dict, opset: int, outputs=("y",), domain="", **a
 
 
 def compiled_and_interpreted(model, feeds):
+    """The compiled model's outputs and the interpreter's (the inputs that the import needs as values, such as
+    Dropout's training_mode, bound as the compiled session binds them)."""
     ours = compile_model(model).run(None, feeds)
+    try:
+        module, rest = from_onnx(model), feeds
+    except OnnxImportError as e:
+        if not e.needs_values:
+            raise
+        module = from_onnx(model, input_values={n: feeds[n] for n in e.needs_values})
+        rest = {n: v for n, v in feeds.items() if n not in e.needs_values}
     with np.errstate(all="ignore"):
-        interp = evaluate(from_onnx(model), feeds)
+        interp = evaluate(module, rest)
     return ours, [np.asarray(v) for v in interp]
 
 
@@ -129,3 +138,104 @@ def test_float_mod_with_fmod_0_needs_opset_28():
     model = node_model("Mod", {"a": ("float32", (3,)), "b": ("float32", (3,))}, 13)
     with pytest.raises(OnnxImportError, match="fmod=0 on float inputs is defined by ONNX from opset 28 only"):
         from_onnx(model)
+
+
+# ---------------------------------------------------------------------------------------------- Dropout
+
+def dropout_model(x_dtype="float32", shape=(3, 4, 5), ratio_dtype="float32", seed=0, constant_ratio=None,
+                  opset=22):
+    """Dropout(x, ratio, training_mode) with both outputs; ratio a graph input, or an initializer of the value
+    constant_ratio."""
+    inputs = {"x": (x_dtype, shape), "t": ("bool", ())}
+    names = ["x", "r", "t"]
+    inits = []
+    if constant_ratio is None:
+        inputs["r"] = (ratio_dtype, ())
+    else:
+        inits.append(onnx.numpy_helper.from_array(np.array(constant_ratio, numpy_dtype(ratio_dtype)), "r"))
+    attrs = {} if seed is None else {"seed": seed}
+    graph = helper.make_graph([helper.make_node("Dropout", names, ["y", "mask"], **attrs)], "dropout",
+                              [helper.make_tensor_value_info(n, elem(d), s) for n, (d, s) in inputs.items()],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+                               for o in ("y", "mask")], inits)
+    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def adversarial_ratio(seed: int, shape, dtype) -> float:
+    """A ratio equal to a draw of the reference's as rounded to `dtype` where that rounding went up: a comparison
+    in dtype of the rounded draws would keep that element, the reference's float64 comparison drops it."""
+    draws = np.random.RandomState(seed).uniform(0.0, 1.0, shape)
+    rounded = draws.astype(dtype)
+    up = np.flatnonzero(rounded.astype(np.float64) > draws)
+    return rounded.reshape(-1)[up[0]]
+
+
+@pytest.mark.parametrize("dtype,ratio_dtype", [("float32", "float32"), ("float64", "float64"),
+                                               ("float16", "float16"), ("float64", "float32")])
+@pytest.mark.parametrize("ratio", [0.0, 0.3, 0.75, "adversarial", 1.0])
+def test_training_dropout_draws_the_references_mask(dtype, ratio_dtype, ratio):
+    shape = (4, 33)
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    x[0, :3] = [np.inf, -np.inf, np.nan]  # dropped: 0 * x is NaN, as the reference's
+    if ratio == "adversarial":
+        if ratio_dtype == "float64":
+            pytest.skip("the draws are float64: none rounds")
+        ratio = adversarial_ratio(5, shape, numpy_dtype(ratio_dtype))
+    r = np.array(ratio, numpy_dtype(ratio_dtype))
+    for model, feeds in ((dropout_model(dtype, shape, ratio_dtype, seed=5), {"x": x, "r": r, "t": np.array(True)}),
+                         (dropout_model(dtype, shape, ratio_dtype, seed=5, constant_ratio=r),
+                          {"x": x, "t": np.array(True)})):
+        (y, mask), interp = compiled_and_interpreted(model, feeds)
+        want_y, want_mask = reference(model, feeds)
+        np.testing.assert_array_equal(mask, want_mask)
+        np.testing.assert_array_equal(interp[1], want_mask)
+        assert y.dtype == want_y.dtype
+        np.testing.assert_allclose(y, want_y, rtol=1e-3 if dtype == "float16" else 1e-6)
+        np.testing.assert_allclose(interp[0], want_y, rtol=1e-3 if dtype == "float16" else 1e-6)
+        assert 0 < mask.sum() < mask.size or ratio in (0.0, 1.0)
+
+
+def test_dropout_in_inference_is_identity_with_a_mask_of_ones():
+    x = np.random.default_rng(2).standard_normal((3, 4, 5)).astype(np.float32)
+    feeds = {"x": x, "r": np.array(0.5, np.float32), "t": np.array(False)}
+    for model in (dropout_model(seed=None), dropout_model(seed=3)):
+        (y, mask), interp = compiled_and_interpreted(model, feeds)
+        for want in (run_all_ort(model, feeds), interp):
+            np.testing.assert_array_equal(y, want[0])
+            np.testing.assert_array_equal(mask, want[1])
+        assert mask.dtype == np.bool_ and mask.all()
+
+
+def test_dropout_before_opset_12_refuses_its_mask():
+    model = node_model("Dropout", {"x": ("float32", (2, 3))}, 10, outputs=("y", "mask"), ratio=0.25)
+    with pytest.raises(OnnxImportError, match=r"output 1 \('mask'\) is used, but only the first 1 output"):
+        from_onnx(model)
+
+
+def test_training_dropout_without_a_seed_is_refused():
+    feeds = {"x": np.ones((3, 4, 5), np.float32), "r": np.array(0.5, np.float32), "t": np.array(True)}
+    with pytest.raises(OnnxImportError, match=r"\(Dropout\): training_mode=True without a seed is not supported"):
+        compile_model(dropout_model(seed=None)).run(None, feeds)
+
+
+def run_all_ort(model, feeds):
+    from test_frontend import run_ort
+    return run_ort(model, feeds)
+
+
+# ---------------------------------------------------------------------------------------------- BatchNormalization
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 3), (2, 5, 7)])
+def test_batch_norm_training_outputs_batch_normalized_and_running_statistics(shape):
+    c = shape[1]
+    rng = np.random.default_rng(4)
+    inputs = {"x": ("float32", shape), "s": ("float32", (c,)), "b": ("float32", (c,)), "m": ("float32", (c,)),
+              "v": ("float32", (c,))}
+    model = node_model("BatchNormalization", inputs, 15, outputs=("y", "rm", "rv"), training_mode=1, momentum=0.8,
+                       epsilon=1e-3)
+    feeds = {n: (rng.standard_normal(s) * 2 + 1).astype(np.float32) for n, (_, s) in inputs.items()}
+    feeds["v"] = np.abs(feeds["v"])
+    ours, interp = compiled_and_interpreted(model, feeds)
+    for got, inter, want in zip(ours, interp, reference(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(inter, want, rtol=1e-5, atol=1e-5)
