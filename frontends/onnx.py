@@ -4,8 +4,10 @@
 
 The IRModule's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
 returns the graph outputs (a Tuple if there are several); IRModule.output_names are the ONNX output names.
-Initializers become Constants. Default-domain opsets 7 to 28 are supported; the per-op converters and their
-opset table live in frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
+Initializers become Constants. Default-domain opsets 7 to 28 are supported, and older ones (from 1) for the ops
+whose schema there is one of those reviewed (the same schema is in effect from some opset below 7 up to 7 or
+later: `Not` has one version, from opset 1); the per-op converters and their opset table live in
+frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -30,7 +32,8 @@ from .onnx_ops import lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
 
-MIN_OPSET, MAX_OPSET = 7, 28
+MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
+OLDEST_OPSET = 1  # below MIN_OPSET, an op imports if its schema version there is one reviewed
 # graph inputs may be of these dtypes: ONNX elem type -> relayish dtype (relayish.types.DTYPES, all of them)
 GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
                       TensorProto.BFLOAT16: "bfloat16", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
@@ -215,7 +218,7 @@ def default_opset(model: onnx.ModelProto, source: str) -> int:
     if not versions:
         raise OnnxImportError(f"{source}: the model imports no default-domain (ai.onnx) opset")
     opset = max(versions)
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    if not OLDEST_OPSET <= opset <= MAX_OPSET:
         raise OnnxImportError(f"{source}: ai.onnx opset {opset} is not supported (supported: {MIN_OPSET} to "
                               f"{MAX_OPSET})")
     return opset

@@ -240,5 +240,8 @@ def unreviewed(op_type: str, opset: int) -> str | None:
     if version is None:
         return f"{op_type} does not exist in ai.onnx opset {opset}"
     if version not in reviewed:
-        return f"schema {op_type}-{version} has not been reviewed (reviewed: {', '.join(map(str, reviewed))})"
+        older = f"; a model of opset {opset} imports only ops whose schema there is also in effect at opset 7 or " \
+                f"later" if opset < 7 else ""
+        return (f"schema {op_type}-{version} has not been reviewed (reviewed: {', '.join(map(str, reviewed))})"
+                + older)
     return None

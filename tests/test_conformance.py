@@ -150,9 +150,6 @@ EXPECTED_FAILURES = [
       "test_rotary_embedding_no_position_ids_interleaved_expanded", "test_shape_start_greater_than_end",
       "test_slice_start_out_of_bounds", "test_split_zero_size_splits_opset13", "test_split_zero_size_splits_opset18",
       "test_tril_zero", "test_triu_zero"]),
-    (r"opset 1 is not supported",
-     "opset-1 models (Not at opset 1): the importer starts at opset 7",
-     ["test_not_2d", "test_not_3d", "test_not_4d"]),
     (r"output 1 \('present_state'\) is used, but only the first 1 output",
      "CausalConvWithState with a kernel of size 1: its present_state output is empty (k - 1 = 0 positions) and "
      "zero-size tensors are not supported",

@@ -239,3 +239,15 @@ def test_batch_norm_training_outputs_batch_normalized_and_running_statistics(sha
     for got, inter, want in zip(ours, interp, reference(model, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(inter, want, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------- opsets below 7
+
+def test_not_at_opset_1():
+    """Not has one schema version (1), reviewed: a model of opset 1 imports it."""
+    x = np.random.default_rng(6).integers(0, 2, (3, 4, 5)).astype(bool)
+    model = node_model("Not", {"x": ("bool", x.shape)}, 1)
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
+    np.testing.assert_array_equal(ours, ~x)
+    np.testing.assert_array_equal(interp, ~x)
+    np.testing.assert_array_equal(ours, run_all_ort(model, {"x": x})[0])
