@@ -13,3 +13,4 @@ __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
 from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)
 from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)
 from . import onnx_ops_training  # noqa: F401  (Dropout, BatchNormalization: their training modes)
+from . import onnx_ops_caches  # noqa: F401  (LinearAttention, TensorScatter)

@@ -251,3 +251,86 @@ def test_not_at_opset_1():
     np.testing.assert_array_equal(ours, ~x)
     np.testing.assert_array_equal(interp, ~x)
     np.testing.assert_array_equal(ours, run_all_ort(model, {"x": x})[0])
+
+
+# ---------------------------------------------------------------------------------------------- LinearAttention
+
+def linear_attention_case(rule, b=2, t=5, hq=4, hkv=2, dk=3, dv=4, past=False, decay_per_key=True,
+                          beta_heads=None, dtype="float32", scale=None):
+    inputs = {"query": (dtype, (b, t, hq * dk)), "key": (dtype, (b, t, hkv * dk)), "value": (dtype, (b, t, hkv * dv))}
+    names = ["query", "key", "value", "past_state" if past else ""]
+    if past:
+        inputs["past_state"] = (dtype, (b, hkv, dk, dv))
+    if rule in ("gated", "gated_delta"):
+        inputs["decay"] = (dtype, (b, t, hkv * dk if decay_per_key else hkv))
+    names.append("decay" if "decay" in inputs else "")
+    if rule in ("delta", "gated_delta"):
+        inputs["beta"] = (dtype, (b, t, beta_heads or hkv))
+    names.append("beta" if "beta" in inputs else "")
+    while names[-1] == "":
+        names.pop()
+    attrs = {"q_num_heads": hq, "kv_num_heads": hkv, "update_rule": rule}
+    if scale is not None:
+        attrs["scale"] = scale
+    graph = helper.make_graph([helper.make_node("LinearAttention", names, ["out", "state"], **attrs)], "la",
+                              [helper.make_tensor_value_info(n, elem(d), s) for n, (d, s) in inputs.items()],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None)
+                               for o in ("out", "state")])
+    model = with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 27)]))
+    rng = np.random.default_rng(8)
+    feeds = {n: rng.standard_normal(s).astype(d) * 0.5 for n, (d, s) in inputs.items()}
+    if "decay" in feeds:
+        feeds["decay"] = -np.abs(feeds["decay"])  # log-space decay: factors in (0, 1]
+    if "beta" in feeds:
+        feeds["beta"] = 1 / (1 + np.exp(-feeds["beta"]))  # update rates in (0, 1)
+    return model, feeds
+
+
+@pytest.mark.parametrize("case", [
+    dict(rule="linear"), dict(rule="gated"), dict(rule="gated", decay_per_key=False), dict(rule="delta"),
+    dict(rule="gated_delta"), dict(rule="gated_delta", beta_heads=1, past=True), dict(rule="gated_delta", hkv=1),
+    dict(rule="gated_delta", hkv=4, t=1, past=True, scale=0.3), dict(rule="delta", dtype="float16", past=True)],
+    ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_linear_attention_three_ways(case):
+    model, feeds = linear_attention_case(**case)
+    ours, interp = compiled_and_interpreted(model, feeds)
+    ref = run_all_ort(model, feeds)
+    evaluator = reference(model, feeds)
+    tol = 3e-3 if case.get("dtype") == "float16" else 1e-5
+    for got, inter, want, want_ref in zip(ours, interp, ref, evaluator):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        scale = float(np.max(np.abs(want_ref.astype(np.float64))))
+        for other, name in ((want, "onnxruntime"), (inter, "interpreter"), (want_ref, "onnx reference")):
+            err = float(np.max(np.abs(got.astype(np.float64) - other.astype(np.float64)))) / scale
+            assert err <= tol, f"vs {name}: relative error {err:.3g}"
+
+
+def test_linear_attention_refuses_a_missing_decay():
+    model, _ = linear_attention_case("delta")
+    model.graph.node[0].attribute[-1].s = b"gated_delta"
+    with pytest.raises(OnnxImportError, match=r"\(LinearAttention\): update_rule 'gated_delta' needs input decay"):
+        from_onnx(model)
+
+
+# ---------------------------------------------------------------------------------------------- TensorScatter
+
+@pytest.mark.parametrize("mode,axis,shape,steps,indices", [
+    ("linear", -2, (2, 3, 6, 4), 2, [0, 4]), ("linear", 1, (3, 6, 4), 3, [3, 0, 1]),
+    ("circular", -2, (2, 3, 6, 4), 4, [5, 2]), ("circular", 2, (2, 3, 6, 4), 6, [1, 0]),
+    ("linear", -2, (2, 5, 3), 2, None)])
+def test_tensor_scatter_three_ways(mode, axis, shape, steps, indices):
+    ushape = tuple(steps if d == axis % len(shape) else s for d, s in enumerate(shape))
+    inputs = {"past": ("float32", shape), "update": ("float32", ushape)}
+    if indices is not None:
+        inputs["w"] = ("int64", (shape[0],))
+    model = node_model("TensorScatter", inputs, 24, mode=mode, axis=axis)
+    rng = np.random.default_rng(9)
+    feeds = {"past": rng.standard_normal(shape).astype(np.float32),
+             "update": rng.standard_normal(ushape).astype(np.float32)}
+    if indices is not None:
+        feeds["w"] = np.array(indices, np.int64)
+    (ours,), (interp,) = compiled_and_interpreted(model, feeds)
+    want = reference(model, feeds)[0]
+    np.testing.assert_array_equal(ours, want)
+    np.testing.assert_array_equal(interp, want)
+    np.testing.assert_array_equal(ours, run_all_ort(model, feeds)[0])
