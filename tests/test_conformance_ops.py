@@ -334,3 +334,41 @@ def test_tensor_scatter_three_ways(mode, axis, shape, steps, indices):
     np.testing.assert_array_equal(ours, want)
     np.testing.assert_array_equal(interp, want)
     np.testing.assert_array_equal(ours, run_all_ort(model, feeds)[0])
+
+
+# ---------------------------------------------------------------------------------------------- TfIdfVectorizer
+
+POOL = dict(pool_int64s=[2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 2, 3, 3, 7, 2, 5, 6, 7], ngram_counts=[0, 4, 12])  # 4 uni, 4 bi,
+# 2 tri
+
+
+@pytest.mark.parametrize("mode,weights", [("TF", None), ("IDF", None), ("IDF", "w"), ("TFIDF", None),
+                                          ("TFIDF", "w")])
+@pytest.mark.parametrize("lengths,skip", [((1, 1), 0), ((2, 2), 0), ((1, 3), 2), ((2, 3), 5)])
+@pytest.mark.parametrize("shape,dtype", [((2, 14), "int32"), ((17,), "int64")])
+def test_tfidf_vectorizer_three_ways(mode, weights, lengths, skip, shape, dtype):
+    # TF, TFIDF: two n-grams counted in output 1; IDF: a permutation (onnxruntime's IDF keeps one of the weights
+    # of n-grams that share an output, the schema adds them)
+    indexes = [0, 1, 2, 3, 4, 5, 6, 7, 1, 8] if mode != "IDF" else [3, 1, 2, 0, 4, 5, 6, 9, 7, 8]
+    attrs = dict(POOL, mode=mode, min_gram_length=lengths[0], max_gram_length=lengths[1], max_skip_count=skip,
+                 ngram_indexes=indexes)
+    if weights:  # one per pool n-gram (onnxruntime's rule); applied per output position, as both engines do
+        attrs["weights"] = [0.5, 1.5, 2.0, 1.0, 3.0, 0.25, 1.0, 2.5, 4.0, 9.0]
+    model = node_model("TfIdfVectorizer", {"x": (dtype, shape)}, 9, **attrs)
+    x = np.random.default_rng(10).integers(2, 9, shape).astype(dtype)
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
+    want = run_all_ort(model, {"x": x})[0]
+    assert ours.dtype == np.float32 and ours.shape == want.shape
+    np.testing.assert_array_equal(ours, want)
+    np.testing.assert_array_equal(interp, want)
+    if weights is None and mode == "TF":  # onnx's reference fails on IDF and TFIDF without weights (len(None))
+        np.testing.assert_array_equal(ours, reference(model, {"x": x})[0])  # and reads weights per output
+    assert ours.any()
+
+
+def test_tfidf_vectorizer_refuses_string_pools():
+    model = node_model("TfIdfVectorizer", {"x": ("int64", (4,))}, 9, mode="TF", min_gram_length=1,
+                       max_gram_length=1, max_skip_count=0, ngram_counts=[0], ngram_indexes=[0],
+                       pool_strings=["a"])
+    with pytest.raises(OnnxImportError, match="only integer pools"):
+        from_onnx(model)
