@@ -112,6 +112,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "RotaryEmbedding": (23,),  # 3-D (num_heads) or 4-D, interleaved, rotary_embedding_dim, position_ids
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
+    "DeformConv": (19, 22),  # frontends/onnx_ops_sampling.py: 2-D only; 22: types (float32 only)
     "TfIdfVectorizer": (9,),  # frontends/onnx_ops_ml.py: integer pools only (string tensors refused)
     "TensorScatter": (24,),  # frontends/onnx_ops_caches.py: a gather of the update per cache position
     "LinearAttention": (27,),  # frontends/onnx_ops_caches.py: unrolled over the steps; chunk_size ignored (a hint)

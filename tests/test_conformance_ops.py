@@ -372,3 +372,39 @@ def test_tfidf_vectorizer_refuses_string_pools():
                        pool_strings=["a"])
     with pytest.raises(OnnxImportError, match="only integer pools"):
         from_onnx(model)
+
+
+# ---------------------------------------------------------------------------------------------- DeformConv
+
+@pytest.mark.parametrize("case", [
+    dict(), dict(pads=[1, 2, 0, 1], strides=[2, 1]), dict(dilations=[2, 1], mask=True, bias=True),
+    dict(group=2, offset_group=2, mask=True), dict(offset_group=3, channels=6, kernel=(3, 2), bias=True)],
+    ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()) or "plain")
+def test_deform_conv_three_ways(case):
+    case = dict(case)
+    n, c, h, w = 2, case.pop("channels", 4), 6, 7
+    kh, kw = case.pop("kernel", (2, 3))
+    group, offset_group = case.get("group", 1), case.get("offset_group", 1)
+    pads, strides, dil = case.get("pads", [0, 0, 0, 0]), case.get("strides", [1, 1]), case.get("dilations", [1, 1])
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    rng = np.random.default_rng(11)
+    feeds = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32),
+             "w": rng.standard_normal((4, c // group, kh, kw)).astype(np.float32),
+             "offset": (rng.standard_normal((n, offset_group * kh * kw * 2, oh, ow)) * 2).astype(np.float32)}
+    names = ["x", "w", "offset"]
+    if case.pop("bias", False):
+        feeds["b"] = rng.standard_normal(4).astype(np.float32)
+    names.append("b" if "b" in feeds else "")
+    if case.pop("mask", False):
+        feeds["mask"] = rng.random((n, offset_group * kh * kw, oh, ow)).astype(np.float32)
+        names.append("mask")
+    graph = helper.make_graph([helper.make_node("DeformConv", names, ["y"], kernel_shape=[kh, kw], **case)], "dc",
+                              [helper.make_tensor_value_info(k, onnx.TensorProto.FLOAT, v.shape)
+                               for k, v in feeds.items()], [OUT])
+    model = with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))
+    (ours,), (interp,) = compiled_and_interpreted(model, feeds)
+    want = run_all_ort(model, feeds)[0]
+    assert ours.shape == want.shape == (n, 4, oh, ow)
+    for other in (want, interp, reference(model, feeds)[0]):
+        np.testing.assert_allclose(ours, other, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(want))))
