@@ -7,7 +7,8 @@ returns the graph outputs (a Tuple if there are several); IRModule.output_names 
 Initializers become Constants. Default-domain opsets 7 to 28 are supported, and older ones (from 1) for the ops
 whose schema there is one of those reviewed (the same schema is in effect from some opset below 7 up to 7 or
 later: `Not` has one version, from opset 1); the per-op converters and their opset table live in
-frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
+frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py. Of the other
+domains, the ai.onnx.ml and ai.onnx.preview ops of frontends/onnx_versions_domains.py are converted.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -28,9 +29,10 @@ from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorTy
 from relayish.types import numpy_dtype
 
 from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
-from .onnx_ops import lookup_converter
+from .onnx_ops import Converter, lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
+from .onnx_versions_domains import OTHER_DOMAINS, unreviewed_in_domain
 
 MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
 OLDEST_OPSET = 1  # below MIN_OPSET, an op imports if its schema version there is one reviewed
@@ -64,6 +66,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
         input_shapes = {**(input_shapes or {}), **{n: np.shape(v) for n, v in input_values.items()}}
     opset = default_opset(model, source)
     check_supported(model, source)
+    domains = {o.domain: o.version for o in model.opset_import}
     graph = model.graph
     env: dict[str, Expr] = {}
     for init in graph.initializer:
@@ -77,7 +80,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     used = _used_names(graph)
     folded: dict = {}  # fold_small_constants' memo, shared by every node of the import
     for index, node in enumerate(graph.node):
-        _convert_node(node, index, opset, env, used, source, folded)
+        _convert_node(node, index, opset, env, used, source, folded, domains)
     outputs = []
     for out in graph.output:
         if out.name not in env:
@@ -231,11 +234,13 @@ def check_supported(model: onnx.ModelProto, source: str):
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
     why: dict[tuple[str, str], str] = {}
     for index, node in enumerate(model.graph.node):
-        if node.domain in _DEFAULT_DOMAINS and lookup_converter(node.op_type, opset) is not None:
-            why[("ai.onnx", node.op_type)] = unreviewed(node.op_type, opset)
-            if not why[("ai.onnx", node.op_type)]:
-                continue
-        missing[(node.domain or "ai.onnx", node.op_type)].append(_node_label(node, index))
+        conv, reason = resolve_converter(node, opset, domain_versions)
+        if conv is not None and not reason:
+            continue
+        key = (node.domain or "ai.onnx", node.op_type)
+        if reason:
+            why[key] = reason
+        missing[key].append(_node_label(node, index))
     if not missing:
         return
     lines = []
@@ -244,6 +249,18 @@ def check_supported(model: onnx.ModelProto, source: str):
         lines.append(f"  {op_type} ({domain} v{version}): {len(nodes)} node(s), first {nodes[0]}"
                      + (f"; {why[domain, op_type]}" if why.get((domain, op_type)) else ""))
     raise OnnxImportError(f"{source}: {len(missing)} unsupported op type(s):\n" + "\n".join(lines))
+
+
+def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[Converter | None, str | None]:
+    """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
+    ai.onnx ops at the model's opset, the ops of the other domains we convert (ai.onnx.ml, ai.onnx.preview:
+    frontends/onnx_versions_domains.py) at the model's version of their domain."""
+    if node.domain in _DEFAULT_DOMAINS:
+        conv = lookup_converter(node.op_type, opset)
+        return conv, (unreviewed(node.op_type, opset) if conv is not None else None)
+    version = domains.get(node.domain)
+    conv = lookup_converter(node.op_type, version or 0, node.domain) if node.domain in OTHER_DOMAINS else None
+    return conv, (unreviewed_in_domain(node.domain, node.op_type, version) if conv is not None else None)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -359,12 +376,13 @@ def _attribute(attr: onnx.AttributeProto):
     return value
 
 
-def _convert_node(node, index, opset, env, used, source, folded: dict | None = None):
+def _convert_node(node, index, opset, env, used, source, folded: dict | None = None, domains: dict | None = None):
     """Run the node's converter and bind its outputs; any failure names the node. A converter returns one
     expression (the first output; the others must be unused) or a tuple of them, one per output it supports
-    (those beyond the node's outputs are not bound)."""
+    (those beyond the node's outputs are not bound). domains: the model's opset versions by domain, for the ops
+    of other domains than ai.onnx."""
     label = f"{source}: node {_node_label(node, index)} ({node.op_type})"
-    conv = lookup_converter(node.op_type, opset)
+    conv, _ = resolve_converter(node, opset, domains or {})
     inputs = []
     for name in node.input:
         if name and name not in env:

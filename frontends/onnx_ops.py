@@ -35,37 +35,48 @@ class Converter:
     required_attrs: frozenset[str]
 
 
-_CONVERTERS: dict[str, list[Converter]] = {}
+_CONVERTERS: dict[str, list[Converter]] = {}  # the default domain (ai.onnx)
+# other domains by name: com.microsoft, onnxruntime's contrib ops (frontends/onnx_ops_contrib*.py)
+_DOMAIN_CONVERTERS: dict[str, dict[str, list[Converter]]] = {}
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-def converter(op_type: str, since: int = 1):
-    """Register fn as the converter of op_type for opsets >= since (until a later registration takes over)."""
+def _table(domain: str) -> dict[str, list[Converter]]:
+    return _CONVERTERS if domain in DEFAULT_DOMAINS else _DOMAIN_CONVERTERS.setdefault(domain, {})
+
+
+def converter(op_type: str, since: int = 1, domain: str = ""):
+    """Register fn as the converter of op_type for opsets >= since (until a later registration takes over);
+    `domain`: the op's domain (default: ai.onnx), whose own opset version `since` then counts in."""
     def register(fn):
         params = inspect.signature(fn).parameters.values()
         kw = [p for p in params if p.kind is p.KEYWORD_ONLY]
-        _CONVERTERS.setdefault(op_type, []).append(Converter(
+        table = _table(domain)
+        table.setdefault(op_type, []).append(Converter(
             op_type, since, fn,
             inputs=tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD),
             required_inputs=sum(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params),
             variadic=any(p.kind is p.VAR_POSITIONAL for p in params),
             attrs=frozenset(p.name for p in kw),
             required_attrs=frozenset(p.name for p in kw if p.default is p.empty)))
-        _CONVERTERS[op_type].sort(key=lambda c: c.since)
+        table[op_type].sort(key=lambda c: c.since)
         return fn
     return register
 
 
-def lookup_converter(op_type: str, opset: int) -> Converter | None:
-    """The converter of op_type at this default-domain opset, or None if the op is unsupported there."""
+def lookup_converter(op_type: str, opset: int, domain: str = "") -> Converter | None:
+    """The converter of op_type at this opset of its domain (default: ai.onnx), or None if the op is unsupported
+    there."""
     found = None
-    for conv in _CONVERTERS.get(op_type, ()):
+    for conv in (_CONVERTERS if domain in DEFAULT_DOMAINS else _DOMAIN_CONVERTERS.get(domain, {})).get(op_type, ()):
         if conv.since <= opset:
             found = conv
     return found
 
 
-def supported_ops() -> list[str]:
-    return sorted(_CONVERTERS)
+def supported_ops(domain: str = "") -> list[str]:
+    """The op types with a converter in `domain` (default: ai.onnx)."""
+    return sorted(_CONVERTERS if domain in DEFAULT_DOMAINS else _DOMAIN_CONVERTERS.get(domain, {}))
 
 
 # ---- building blocks: relayish calls that fold when their inputs are constants ----

@@ -1,7 +1,11 @@
 """Numerics of the ops added for onnx's conformance cases (issue 29, item 6), each three ways: compiled vs the
-numpy interpreter vs onnxruntime where it runs the op, else vs onnx's reference (`onnx.reference`):
+numpy interpreter vs onnxruntime where it runs the op, else (or also) vs onnx's reference (`onnx.reference`):
 BitCast (every same-width dtype pair, special values), Mod on floats (fmod=0 and 1, signed zeros, infinite and
-zero divisors).
+zero divisors), Dropout (training with a seed: the reference's mask exactly, ratio at run time or constant;
+inference: a mask of ones), BatchNormalization's training mode, Not at opset 1, LinearAttention (the four update
+rules, GQA, past state, float16), TensorScatter (linear and circular), TfIdfVectorizer (modes, weights, skips),
+DeformConv (pads, strides, dilations, groups, offset groups, mask, bias). The ops of other domains:
+tests/test_conformance_domains.py.
 """
 from __future__ import annotations
 
@@ -408,3 +412,4 @@ def test_deform_conv_three_ways(case):
     assert ours.shape == want.shape == (n, 4, oh, ow)
     for other in (want, interp, reference(model, feeds)[0]):
         np.testing.assert_allclose(ours, other, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(want))))
+
