@@ -8,7 +8,8 @@ Initializers become Constants. Default-domain opsets 7 to 28 are supported, and 
 whose schema there is one of those reviewed (the same schema is in effect from some opset below 7 up to 7 or
 later: `Not` has one version, from opset 1); the per-op converters and their opset table live in
 frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py. Of the other
-domains, the ai.onnx.ml and ai.onnx.preview ops of frontends/onnx_versions_domains.py are converted.
+domains, the ai.onnx.ml, ai.onnx.preview and ai.onnx.preview.training ops of frontends/onnx_versions_domains.py
+are converted.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -253,8 +254,8 @@ def check_supported(model: onnx.ModelProto, source: str):
 
 def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[Converter | None, str | None]:
     """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
-    ai.onnx ops at the model's opset, the ops of the other domains we convert (ai.onnx.ml, ai.onnx.preview:
-    frontends/onnx_versions_domains.py) at the model's version of their domain."""
+    ai.onnx ops at the model's opset, the ops of the other domains we convert (ai.onnx.ml, ai.onnx.preview,
+    ai.onnx.preview.training: frontends/onnx_versions_domains.py) at the model's version of their domain."""
     if node.domain in _DEFAULT_DOMAINS:
         conv = lookup_converter(node.op_type, opset)
         return conv, (unreviewed(node.op_type, opset) if conv is not None else None)

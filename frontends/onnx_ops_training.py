@@ -1,5 +1,6 @@
 """Converters of the ops with a training mode: Dropout (with its mask output) and BatchNormalization (with the
-batch statistics it normalizes by and the running statistics it outputs).
+batch statistics it normalizes by and the running statistics it outputs); and the optimizers of the
+ai.onnx.preview.training domain (Momentum, Adagrad, Adam: one update step).
 
 Training mode must be known when the model is imported: a constant, or a graph input whose value the session
 specializes on (compiler/specialize.py). A random choice is a constant of the compiled model: training-mode
@@ -102,3 +103,100 @@ def batch_norm_v14(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, traini
         return call("add", call("multiply", given, _const(momentum, dtype)),
                     call("multiply", batch, _const(1.0 - momentum, dtype)))
     return y, running(mean, batch_mean), running(var, batch_var)
+
+
+# ---- optimizers (ai.onnx.preview.training 1): one update of n tensors, as onnx's reference applies it ----
+
+def _groups(inputs: tuple, per: int, op: str) -> list[tuple]:
+    """The variadic inputs (X1..Xn, G1..Gn, then the n states of each kind) as n tuples (X, G, states...)."""
+    if not inputs or len(inputs) % per:
+        raise ConversionError(f"{op} takes {per} groups of n tensors after R and T, got {len(inputs)} tensors")
+    n = len(inputs) // per
+    groups = [tuple(inputs[k * n + i] for k in range(per)) for i in range(n)]
+    for group in groups:
+        if len({_shape(t) for t in group}) != 1 or len({t.type.dtype for t in group}) != 1 or \
+                group[0].type.dtype not in ("float32", "float64"):
+            raise ConversionError(f"{op}: each tensor, its gradient and its states must have one shape and one "
+                                  f"float or double dtype")
+    return groups
+
+
+def _step_scalars(r: Expr, t: Expr, op: str) -> tuple[Expr, Expr]:
+    """R as a float64 scalar and T (the step count, int64) as a float64 scalar."""
+    if r.type.shape not in ((), (1,)) or t.type.shape not in ((), (1,)) or t.type.dtype != "int64" or \
+            r.type.dtype not in ("float32", "float64"):
+        raise ConversionError(f"{op}: R must be a float scalar and T an int64 scalar, got {r.type.dtype} "
+                              f"{r.type.shape} and {t.type.dtype} {t.type.shape}")
+    return (fold("cast", call("reshape", e, newshape=()) if e.type.shape else e, dtype="float64") for e in (r, t))
+
+
+def _scaled(e: Expr, factor: Expr) -> Expr:
+    """e times a float64 scalar factor, rounded to e's dtype first."""
+    return fold("multiply", e, fold("cast", factor, dtype=e.type.dtype) if e.type.dtype != "float64" else factor)
+
+
+def _f(value: float, like: Expr) -> Constant:
+    return _const(value, like.type.dtype)
+
+
+@converter("Momentum", since=1, domain="ai.onnx.preview.training")
+def momentum(r, t, *inputs, alpha, beta, mode, norm_coefficient):
+    """v' = alpha v + (beta, or 1 at step 0) (norm_coefficient x + g); standard: x' = x - r v'; nesterov:
+    x' = x - r (g_regularized + alpha v'). Outputs X'1..n, V'1..n."""
+    if mode not in ("standard", "nesterov"):
+        raise ConversionError(f"mode must be 'standard' or 'nesterov', got {mode!r}")
+    rate, step = _step_scalars(r, t, "Momentum")
+    first = fold("greater", step, _const(0.0, "float64"))
+    xs, vs = [], []
+    for x, g, v in _groups(inputs, 3, "Momentum"):
+        regularized = fold("add", fold("multiply", _f(norm_coefficient, x), x), g)
+        gain = fold("where", first, _f(beta, x), _f(1.0, x))
+        v_new = fold("add", fold("multiply", _f(alpha, x), v), fold("multiply", gain, regularized))
+        change = v_new if mode == "standard" else fold("add", regularized, fold("multiply", _f(alpha, x), v_new))
+        xs.append(fold("subtract", x, _scaled(change, rate)))
+        vs.append(v_new)
+    return tuple(xs + vs)
+
+
+@converter("Adagrad", since=1, domain="ai.onnx.preview.training")
+def adagrad(r, t, *inputs, decay_factor=0.0, epsilon=0.0, norm_coefficient=0.0):
+    """r' = r / (1 + t decay_factor); h' = h + g_r^2 with g_r = norm_coefficient x + g; x' = x - r' g_r /
+    (sqrt(h') + epsilon). Outputs X'1..n, H'1..n."""
+    rate, step = _step_scalars(r, t, "Adagrad")
+    rate = fold("divide", rate, fold("add", _const(1.0, "float64"), fold("multiply", step,
+                                                                         _const(decay_factor, "float64"))))
+    xs, hs = [], []
+    for x, g, h in _groups(inputs, 3, "Adagrad"):
+        regularized = fold("add", fold("multiply", _f(norm_coefficient, x), x), g)
+        h_new = fold("add", h, fold("multiply", regularized, regularized))
+        root = fold("add", fold("sqrt", h_new), _f(epsilon, x))
+        xs.append(fold("subtract", x, _scaled(fold("divide", regularized, root), rate)))
+        hs.append(h_new)
+    return tuple(xs + hs)
+
+
+@converter("Adam", since=1, domain="ai.onnx.preview.training")
+def adam(r, t, *inputs, alpha=0.9, beta=0.999, epsilon=0.0, norm_coefficient=0.0, norm_coefficient_post=0.0):
+    """v' = alpha v + (1 - alpha) g_r, h' = beta h + (1 - beta) g_r^2, the rate bias-corrected by
+    sqrt(1 - beta^t) / (1 - alpha^t) from step 1 on; x' = (1 - norm_coefficient_post) (x - r' v' /
+    (sqrt(h') + epsilon)). Outputs X'1..n, V'1..n, H'1..n."""
+    rate, step = _step_scalars(r, t, "Adam")
+
+    def power(base: float) -> Expr:
+        return fold("power", _const(base, "float64"), step)
+    one = _const(1.0, "float64")
+    corrected = fold("divide", fold("multiply", rate, fold("sqrt", fold("subtract", one, power(beta)))),
+                     fold("subtract", one, power(alpha)))
+    rate = fold("where", fold("greater", step, _const(0.0, "float64")), corrected, rate)
+    xs, vs, hs = [], [], []
+    for x, g, v, h in _groups(inputs, 4, "Adam"):
+        regularized = fold("add", fold("multiply", _f(norm_coefficient, x), x), g)
+        v_new = fold("add", fold("multiply", _f(alpha, x), v), fold("multiply", _f(1.0 - alpha, x), regularized))
+        h_new = fold("add", fold("multiply", _f(beta, x), h),
+                     fold("multiply", _f(1.0 - beta, x), fold("multiply", regularized, regularized)))
+        root = fold("add", fold("sqrt", h_new), _f(epsilon, x))
+        x_new = fold("subtract", x, _scaled(fold("divide", v_new, root), rate))
+        xs.append(fold("multiply", _f(1.0 - norm_coefficient_post, x), x_new))
+        vs.append(v_new)
+        hs.append(h_new)
+    return tuple(xs + vs + hs)

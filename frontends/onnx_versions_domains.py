@@ -1,4 +1,4 @@
-"""The schema versions of ops of ONNX's other domains (ai.onnx.ml, ai.onnx.preview) reviewed against their
+"""The schema versions of ops of ONNX's other domains (ai.onnx.ml, ai.onnx.preview, ai.onnx.preview.training) reviewed against their
 converters, as frontends/onnx_versions.py does for the default domain. A model's version of such a domain
 selects the schema in effect (`onnx.defs.get_schema(op, version, domain).since_version`); a node imports only
 through a version listed here. tests/test_conformance_ops.py fails when onnx's registry has a version of a
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from onnx import defs
 
-MAX_VERSIONS = {"ai.onnx.ml": 5, "ai.onnx.preview": 1}  # the newest version of each domain onnx 1.23 defines
+MAX_VERSIONS = {"ai.onnx.ml": 5, "ai.onnx.preview": 1, "ai.onnx.preview.training": 1}  # the newest version of each domain onnx 1.23 defines
 OTHER_DOMAINS = tuple(MAX_VERSIONS)
 
 # domain -> op -> reviewed since_versions; the comment says what the converter takes and refuses
@@ -21,6 +21,11 @@ REVIEWED: dict[str, dict[str, tuple[int, ...]]] = {
     },
     "ai.onnx.preview": {
         "FlexAttention": (1,),  # frontends/onnx_ops_attention_flex.py: score_mod / prob_mod subgraphs inlined
+    },
+    "ai.onnx.preview.training": {  # frontends/onnx_ops_training.py: one step, n tensors, float and double
+        "Momentum": (1,),  # standard and nesterov
+        "Adagrad": (1,),
+        "Adam": (1,),
     },
 }
 

@@ -1,7 +1,8 @@
 """Numerics of the ops of ONNX's other domains added for onnx's conformance cases (issue 29, item 6), as
 tests/test_conformance_ops.py checks the default domain's: Binarizer, ArrayFeatureExtractor, TreeEnsemble
-(ai.onnx.ml) three ways, FlexAttention (ai.onnx.preview, score_mod / prob_mod graphs) against onnx's reference
-(onnxruntime has no kernel for it); the review table of their versions and the domain version checks.
+(ai.onnx.ml) three ways, FlexAttention (ai.onnx.preview, score_mod / prob_mod graphs) and the optimizers Momentum,
+Adagrad, Adam (ai.onnx.preview.training) against onnx's reference (onnxruntime has no kernel for them); the review
+table of their versions and the domain version checks.
 """
 from __future__ import annotations
 
@@ -18,19 +19,23 @@ from test_conformance_ops import compiled_and_interpreted, reference, run_all_or
 from test_frontend import with_output_shapes
 
 def domain_model(op, inputs: dict, domain: str, version: int, outputs=("y",), opset=26, **attrs):
+    """One node `op` of `domain` over graph inputs {name: (dtype, shape)}; opset None: no ai.onnx import."""
     graph = helper.make_graph(
         [helper.make_node(op, list(inputs), list(outputs), domain=domain, **attrs)], op,
         [helper.make_tensor_value_info(n, elem(d), s) for n, (d, s) in inputs.items()],
         [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outputs])
-    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
-                                                                      helper.make_opsetid(domain, version)]))
+    imports = ([helper.make_opsetid("", opset)] if opset else []) + [helper.make_opsetid(domain, version)]
+    return with_output_shapes(helper.make_model(graph, opset_imports=imports))
 
 
 def test_every_version_of_the_other_domains_ops_is_reviewed():
     from frontends.onnx_ops import supported_ops
     from frontends.onnx_versions_domains import MAX_VERSIONS, REVIEWED, schema_version
     for domain, newest in MAX_VERSIONS.items():
-        assert newest == helper.VERSION_TABLE[-1][3 if domain == "ai.onnx.ml" else 4] or domain != "ai.onnx.ml"
+        # the installed onnx's newest versions of ai.onnx.ml and ai.onnx.preview.training (its VERSION_TABLE)
+        newest_in_onnx = {"ai.onnx.ml": helper.VERSION_TABLE[-1][3],
+                          "ai.onnx.preview.training": helper.VERSION_TABLE[-1][4]}
+        assert newest == newest_in_onnx.get(domain, newest), f"{domain}: onnx has version {newest_in_onnx[domain]}"
         for op in supported_ops(domain):
             found = {schema_version(domain, op, v) for v in range(1, newest + 1)} - {None}
             assert tuple(sorted(found)) == REVIEWED[domain][op], f"{domain} {op}: review versions {sorted(found)}"
@@ -167,3 +172,33 @@ def test_conformance_cases_of_other_domain_ops_pass():
     failed = [f"{r.name}: {r.status}: {r.message}" for r in run_cases(cases, run_relayish, workers=2, timeout=120)
               if r.status != "pass"]
     assert not failed, "\n".join(failed)
+
+
+# ---------------------------------------------------------------------------------------------- optimizers
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Momentum", dict(alpha=0.9, beta=0.3, mode="standard", norm_coefficient=0.01)),
+    ("Momentum", dict(alpha=0.8, beta=0.5, mode="nesterov", norm_coefficient=0.0)),
+    ("Adagrad", dict(decay_factor=0.1, epsilon=1e-5, norm_coefficient=0.01)),
+    ("Adam", dict(alpha=0.9, beta=0.99, epsilon=1e-3, norm_coefficient=0.01, norm_coefficient_post=0.05))],
+    ids=["momentum", "nesterov", "adagrad", "adam"])
+@pytest.mark.parametrize("step", [0, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_optimizer_step_against_onnx_reference(op, attrs, step, dtype):
+    shapes = [(3,), (2, 4)]  # two tensors: X1, X2, G1, G2, then each state kind
+    kinds = ["X", "G"] + {"Momentum": ["V"], "Adagrad": ["H"], "Adam": ["V", "H"]}[op]
+    inputs = {"R": (dtype, ()), "T": ("int64", ())}
+    inputs.update({f"{k}{i}": (dtype, s) for k in kinds for i, s in enumerate(shapes)})
+    outputs = [f"{k}{i}_new" for k in ["X"] + kinds[2:] for i in range(len(shapes))]
+    model = domain_model(op, inputs, "ai.onnx.preview.training", 1, outputs=outputs, opset=None, **attrs)
+    rng = np.random.default_rng(16)
+    feeds = {n: rng.standard_normal(s).astype(d) for n, (d, s) in inputs.items()}
+    feeds.update(R=np.array(0.1, dtype), T=np.array(step, np.int64))
+    for k in ("H0", "H1"):
+        if k in feeds:
+            feeds[k] = np.abs(feeds[k])
+    ours, interp = compiled_and_interpreted(model, feeds)
+    for got, inter, want, name in zip(ours, interp, reference(model, feeds), outputs):
+        assert got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+        np.testing.assert_allclose(inter, want, rtol=1e-5, atol=1e-6, err_msg=name)
