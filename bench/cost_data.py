@@ -7,7 +7,8 @@ A dataset is variants of one convolution task's schedule ("perturb": mutations o
 evolutionary search makes them; "random": random tilings, loop orders and annotations), built into shared
 libraries in batches (bench.native) and timed with the CPU-time clock of one thread (runtime.timing), every
 output checked against the numpy interpreter (runtime.accuracy). `--evaluate` trains the XGBoost model on part
-of it and reports the pairwise ranking accuracy on the rest (README: "cost model, pairwise ranking accuracy").
+of it and reports the pairwise ranking accuracy on the rest (docs/history/earlier-znver5.md: "cost model, pairwise
+ranking accuracy").
 """
 from __future__ import annotations
 

@@ -14,7 +14,9 @@ For each model (in the folder's order, or the named ones):
 
 Each model's row is added to payoff/payoff.json as soon as it is measured, and a model already there is skipped:
 a suite of 13 models x 15 minutes spans sessions, and a run stopped midway loses only the model it was tuning
-(its records stay in its .db; the next run resumes them). --force re-tunes and re-times the named models.
+(its records stay in its .db; the next run resumes them). --force re-tunes and re-times the named models. Each row
+carries the command line, machine and versions of the run that measured it (bench/report.py provenance);
+docs/data/payoff.json is a copy of payoff.json (bench/report_docs.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from compiler import compile_model
 from runtime.timing import BLOCK_RUNS, describe_timing, format_paired, paired_ratio
 
 from .compare import compare_with_onnxruntime
+from .report import command_line, provenance
 from .suite import suite_paths
 
 
@@ -140,8 +143,11 @@ def main(argv: list[str] | None = None, params: dict | None = None) -> int:
             print(f"{name}: already in {table} (--force to redo)", file=sys.stderr, flush=True)
             continue
         print(f"== {name}: tuning {args.minutes:g} min", file=sys.stderr, flush=True)
-        rows[name] = payoff_row(path, os.path.join(args.out, name + ".db"), args.minutes, args.threads,
-                                args.repeat, args.warmup, args.block, args.trials, params)
+        row = payoff_row(path, os.path.join(args.out, name + ".db"), args.minutes, args.threads,
+                         args.repeat, args.warmup, args.block, args.trials, params)
+        # each row is measured by its own run (a suite spans sessions): each says where and how; "date" stays the
+        # start of its tuning
+        rows[name] = {**provenance(command_line("python -m bench.payoff", argv)), **row}
         save_rows(table, rows)
         print(format_table([rows[name]]).splitlines()[-1], file=sys.stderr, flush=True)
     print(format_table(list(rows.values())))

@@ -2,13 +2,19 @@
 
     python -m models --all --out suite/              # build the suite's .onnx files (models/suite.py)
     python -m bench.suite suite/ [--models resnet18,mobilenet_v2] [--threads 2] [--repeat 30] [--json F]
+    python -m models --wild --out wild/ && python -m bench.suite wild/     # the real-world suite (models/wild.py)
+
+--json F writes {"benchmark": "suite", "date", "command_line", "machine", "versions", "configuration", "rows": [one
+per model: "model", "relayish"/"onnxruntime"/"openvino" (timing stats), "ratio", "paired", "openvino_ratio",
+"openvino_paired", "max_rel_error", "agree"; or "error"]} (docs/data/suite.json: bench/report_docs.py).
 
 For each model: compile it, check its outputs against onnxruntime (max|ours - ort| / max|ort|), then time the
 engines in one process on the same inputs and thread count, in steady state (runtime.timing.time_blocks: blocks of
 consecutive runs per engine, engines alternating block by block with an idle gap), and print the medians and the
 ratios to onnxruntime. OpenVINO runs in fp32 (INFERENCE_PRECISION_HINT=f32) with the same thread count; it is an
 optional extra (`pip install -e '.[bench]'`): without it its column says "-". A model that fails to compile or to
-run in one engine gets its error in the table and the others go on.
+run in one engine gets its error in the table and the others go on. A folder with a wild.json (the real-world
+suite) gives the input shapes of models whose dims are free; the others are compiled at their declared shapes.
 """
 from __future__ import annotations
 
@@ -21,34 +27,40 @@ from compiler import compile_model
 from runtime.timing import BLOCK_RUNS, describe_timing
 
 from .compare import compare_with_onnxruntime
+from .report import command_line, provenance
 
 
-def make_openvino(onnx_path: str, threads: int):
-    """A run function of OpenVINO's CPU plugin in fp32 with `threads` threads, or None if openvino is missing."""
+def make_openvino(onnx_path: str, threads: int, input_shapes: dict | None = None):
+    """A run function of OpenVINO's CPU plugin in fp32 with `threads` threads, or None if openvino is missing.
+    input_shapes: {input: shape} for the model's free dims."""
     try:
         import openvino as ov
     except ImportError:
         return None
     core = ov.Core()
-    compiled = core.compile_model(str(onnx_path), "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                           "INFERENCE_PRECISION_HINT": "f32",
-                                                           "PERFORMANCE_HINT": "LATENCY"})
+    model = core.read_model(str(onnx_path))
+    if input_shapes:
+        model.reshape({name: list(shape) for name, shape in input_shapes.items()})
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
+                                                 "PERFORMANCE_HINT": "LATENCY"})
     request = compiled.create_infer_request()
     names = [p.get_any_name() for p in compiled.inputs]
     return lambda feed: request.infer({n: feed[n] for n in names})
 
 
-def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int) -> dict:
-    """One model's row: accuracy vs onnxruntime and each engine's latency stats (or the error that stopped it)."""
+def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int,
+                input_shapes: dict | None = None) -> dict:
+    """One model's row: accuracy vs onnxruntime and each engine's latency stats (or the error that stopped it).
+    input_shapes: {input: shape} to compile and feed (a model with free dims: the real-world suite's wild.json)."""
     row = {"model": os.path.splitext(os.path.basename(path))[0]}
     try:
-        module = compile_model(path, num_threads=threads)
+        module = compile_model(path, num_threads=threads, input_shapes=input_shapes)
     except Exception as e:  # noqa: BLE001 - one model's failure is that row's result, not the end of the suite
         row["error"] = f"compile: {type(e).__name__}: {str(e).splitlines()[0]}"
         return row
     extra = []
     try:
-        openvino = make_openvino(path, threads)
+        openvino = make_openvino(path, threads, input_shapes)
         if openvino is not None:
             extra.append(("openvino", openvino))
     except Exception as e:  # noqa: BLE001 - OpenVINO refusing a model is reported, the others still run
@@ -90,6 +102,18 @@ def _paired(p: dict | None) -> str:
     return "-" if p is None else f"{p['ratio']:.3f} [{p['low']:.2f}-{p['high']:.2f}]"
 
 
+MANIFEST = "wild.json"  # written by `python -m models --wild` (models/wild.py): {name: {"inputs": {input: shape}}}
+
+
+def input_shapes(directory: str) -> dict:
+    """{model name: {input: shape}} from the folder's wild.json, or {} when it has none."""
+    path = os.path.join(directory, MANIFEST)
+    if not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return {name: {k: tuple(v) for k, v in entry["inputs"].items()} for name, entry in json.load(f).items()}
+
+
 def suite_paths(directory: str, names: list[str] | None) -> list[str]:
     """The .onnx files of `directory` (sorted), or the named ones; a missing one is a clear error."""
     if not os.path.isdir(directory):
@@ -118,14 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     paths = suite_paths(args.directory, args.models.split(",") if args.models else None)
     print(f"threads {args.threads}; " + describe_timing("steady", args.repeat, args.warmup, args.block), flush=True)
+    shapes = input_shapes(args.directory)  # the real-world suite's free dims (python -m models --wild)
     rows = []
     for path in paths:
-        rows.append(bench_model(path, args.threads, args.repeat, args.warmup, args.block))
+        name = os.path.splitext(os.path.basename(path))[0]
+        rows.append(bench_model(path, args.threads, args.repeat, args.warmup, args.block, shapes.get(name)))
         print(format_table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     print(format_table(rows))
     if args.json:
+        report = {"benchmark": "suite", **provenance(command_line("python -m bench.suite", argv)),
+                  "configuration": {"threads": args.threads, "timing": "steady", "repeat": args.repeat,
+                                    "warmup": args.warmup, "block": args.block},
+                  "rows": rows}
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1, default=float)
+            json.dump(report, f, indent=1, default=float)
     return 0 if all(r.get("agree", False) for r in rows) else 1
 
 

@@ -40,6 +40,8 @@ from tuning.measure import measure
 from tuning.report import require_matplotlib
 from tuning.tune import TUNE_PARAMS, model_tasks, tune_model
 
+from .report import command_line, provenance
+
 
 def hand_written_costs(tasks, params=TUNE_PARAMS) -> dict:
     """Task key -> the hand-written default schedule's cost (s), measured as the tuner measures a candidate and,
@@ -179,7 +181,9 @@ def main(argv=None, params: dict | None = None) -> int:
              f"template-free tuning, {args.model.rsplit('/', 1)[-1]}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"estimate_ms": {"hand-written": hand_est * 1e3, "naive": naive_est * 1e3,
+            json.dump({"benchmark": "template_free", "model": args.model,
+                       **provenance(command_line("python -m bench.template_free", argv)),
+                       "estimate_ms": {"hand-written": hand_est * 1e3, "naive": naive_est * 1e3,
                                        "tuned": tuned_est * 1e3},
                        "end_to_end_ms": ms, "paired_tuned_over_hand_written": paired,
                        "trials": result.trials, "seconds": result.seconds,

@@ -88,13 +88,13 @@ def measure_peak(threads: int) -> float:
 
 
 def write_json(args, module, result: dict, rows, peak) -> None:
-    from bench.report import bench_report, write_report
+    from bench.report import bench_report, command_line, write_report
 
     configuration = {"layout": args.layout, "opt_level": args.opt_level, "winograd": args.winograd,
                      "records": args.records, "seed": args.seed}
-    options = {k: v for k, v in vars(args).items() if k != "func"}
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "argv")}
     report = bench_report(result, module, args.model, configuration, options=options, peak_gflops=peak,
-                          profile=rows)
+                          profile=rows, command=command_line("relayish", args.argv) if hasattr(args, "argv") else None)
     write_report(report, args.json)
     print(f"wrote {args.json}")
 

@@ -112,19 +112,25 @@ def existing(path: str, what: str) -> str:
     return path
 
 
+def compile_options(args):
+    """The command's compiler.options.CompileOptions (the compiler is imported only when a command compiles)."""
+    from compiler import CompileOptions
+    try:
+        return CompileOptions(input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
+                              opt_level=args.opt_level, records=args.records, num_threads=args.threads or None,
+                              verbose=args.verbose, winograd=args.winograd, cache=getattr(args, "cache", None))
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+
 def compile_from_args(args, model_path: str):
-    """compile_model with the command's options; the compiler is imported only here."""
+    """compile_model with the command's options."""
     try:
         from compiler import compile_model
     except ImportError as e:
         raise CliError(f"the compiler is not available yet (from compiler import compile_model: {e})") from None
     existing(model_path, "model file")
-    module = compile_model(model_path, input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
-                           opt_level=args.opt_level, records=args.records, num_threads=args.threads,
-                           verbose=args.verbose, winograd=args.winograd, cache=getattr(args, "cache", None))
-    if args.threads:
-        module.num_threads = args.threads
-    return module
+    return compile_model(model_path, options=compile_options(args))
 
 
 def load_or_compile(args):

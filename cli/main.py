@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Entry point of the `relayish` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the JSON reports print as their command line
     try:
         return args.func(args)
     except (CliError, ValueError, OSError, sqlite3.Error) as e:

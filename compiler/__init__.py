@@ -1,7 +1,8 @@
 """compiler: graph passes, tasks, schedules, lowering, codegen, the tuning records store and `compile_model`.
 
 Read compiler/passes/__init__.py (the graph half of the pipeline), then compiler/backend.py (the back half)."""
-from .compile import build, compile_model
+from .compile import build, compile_model, compile_with
+from .options import CompileOptions, DefaultSchedules, Layout
 from .task import extract_tasks
 
-__all__ = ["build", "compile_model", "extract_tasks"]
+__all__ = ["CompileOptions", "DefaultSchedules", "Layout", "build", "compile_model", "compile_with", "extract_tasks"]

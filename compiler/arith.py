@@ -197,7 +197,29 @@ def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:
         return None
     if e.dtype != "int32":
         return e
-    return form_expr(affine_form(te.substitute(e, fn)))
+    return form_expr(_recombine(affine_form(te.substitute(e, fn))))
+
+
+def _recombine(form: dict) -> dict:
+    """k*c*(x // c) + k*(x % c) -> k*x (floor division: x == (x // c)*c + x % c for any x and c > 0): the flat index
+    of a tensor read through a reshape of its trailing axes (a reduction over a flattened H*W, read as
+    x[.., l // W, l % W]) becomes affine in l again, so that it vectorizes."""
+    changed = True
+    while changed:  # an index unflattened over several axes recombines from the innermost out
+        changed = False
+        for term, k in list(form.items()):
+            if not (isinstance(term, BinOp) and term.op == "%" and isinstance(term.b, IntImm) and term.b.value > 0):
+                continue
+            quotient = te.binop("//", term.a, term.b)
+            match = next((t for t in form if t is not term and t == quotient), None)
+            if match is not None and form[match] == k * term.b.value:
+                del form[term], form[match]
+                for t, v in affine_form(term.a).items():
+                    form[t] = form.get(t, 0) + k * v
+                form = {t: v for t, v in form.items() if v}
+                changed = True
+                break
+    return form
 
 
 def _divisible_split(form: dict, c: int, ranges: dict) -> tuple[int, dict, dict] | None:

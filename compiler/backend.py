@@ -23,6 +23,7 @@ from .default_schedule import default_schedule
 from .loopir import PrimFunc
 from .lower import lower
 from .memory import MemoryPlan, plan_memory
+from .passes import check_constant_kernels
 from .records import RecordsReader
 from .schedule import Schedule, ScheduleError, State
 from .task import Task, TaskCalls, extract_task_calls
@@ -62,7 +63,14 @@ class ChosenSchedule(NamedTuple):
 
 def materialize_outputs(fused: IRModule) -> IRModule:
     """Every model output must be written by a kernel: an output that is an input or a constant (an identity
-    model, a reshape round trip), or a value returned twice, gets a copy kernel."""
+    model, a reshape round trip), or a value returned twice, gets a copy kernel. Then the invariant that no other
+    kernel reads only constants is checked (passes/constants.py: raises where RELAYISH_CHECK_INVARIANTS is set)."""
+    fused = _with_written_outputs(fused)
+    check_constant_kernels(fused)
+    return fused
+
+
+def _with_written_outputs(fused: IRModule) -> IRModule:
     body = fused.main.body
     outs = list(body.fields) if isinstance(body, Tuple) else [body]
     seen, new = set(), []

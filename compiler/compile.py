@@ -27,6 +27,7 @@ from .algorithms import choose_from_records
 from .backend import Products, run_backend, stderr_log
 from .codegen import host_target, prestart_workers, vector_width
 from .index_bounds import input_index_bounds, input_index_ignored
+from .options import CompileOptions
 from .passes import PassContext, run_pipeline
 from .specialize import ValueSpecializedSession
 
@@ -34,48 +35,54 @@ from .specialize import ValueSpecializedSession
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
                   winograd: bool = True, strict: bool = False, default_schedules: str = "hand-written",
-                  cache: bool | None = None, input_values: dict | None = None):
+                  cache: bool | None = None, input_values: dict | None = None, *,
+                  options: CompileOptions | None = None):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
-    winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A symbolic input
-    dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict (frontends.from_onnx).
-    default_schedules: what a task without a record runs, "hand-written" or, for tuning experiments, "naive"
-    (the plain loop nest; see compiler.backend.untuned_schedule).
+    The keyword arguments make a compiler.options.CompileOptions (or pass one as `options`, which then replaces
+    them all). winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A
+    symbolic input dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict
+    (frontends.from_onnx). default_schedules: what a task without a record runs, "hand-written" or, for tuning
+    experiments, "naive" (the plain loop nest; see compiler.backend.untuned_schedule).
     cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
     on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit.
     input_values: {input name: array}: those graph inputs are compiled as constants of that value (they are no
     longer inputs of the module). A model whose shapes, axes or bounds are computed from graph inputs needs them;
     without them compile_model returns a compiler.specialize.ValueSpecializedSession, which compiles once per
     distinct value on `run`."""
+    if options is None:
+        options = CompileOptions(input_shapes=input_shapes, layout=layout, opt_level=opt_level, records=records,
+                                 num_threads=num_threads, verbose=verbose, winograd=winograd, strict=strict,
+                                 default_schedules=default_schedules, cache=cache, input_values=input_values)
+    return compile_with(model, options)
+
+
+def compile_with(model, options: CompileOptions):
+    """compile_model with its options as one object."""
     t0 = time.perf_counter()
-    options = {"input_shapes": {k: list(v) for k, v in (input_shapes or {}).items()}, "layout": layout,
-               "opt_level": opt_level, "winograd": winograd, "strict": strict,
-               "default_schedules": default_schedules}
-    if input_values:
-        options["input_values"] = {k: _value_digest(v) for k, v in input_values.items()}
-    key = _cache_key(model, options, records) if (cache_module.enabled_by_default() if cache is None else cache) \
-        else None
+    fields = options.cache_fields()
+    if options.input_values:
+        fields["input_values"] = {k: _value_digest(v) for k, v in options.input_values.items()}
+    use_cache = cache_module.enabled_by_default() if options.cache is None else options.cache
+    key = _cache_key(model, fields, options.records) if use_cache else None
     module = cache_module.load(key) if key else None
     if module is None:
         prestart_workers()  # the codegen workers start up while the model is imported and the passes run
         try:
-            mod = from_onnx(model, input_shapes=input_shapes, strict=strict, input_values=input_values)
+            mod = from_onnx(model, input_shapes=options.input_shapes or None, strict=options.strict,
+                            input_values=options.input_values or None)
         except OnnxImportError as e:
-            if not e.needs_values or input_values:
+            if not e.needs_values or options.input_values:
                 raise
-            return ValueSpecializedSession(
-                model, e.needs_values, dict(input_shapes=input_shapes, layout=layout, opt_level=opt_level,
-                                            records=records, num_threads=num_threads, verbose=verbose,
-                                            winograd=winograd, strict=strict, default_schedules=default_schedules,
-                                            cache=cache), describe_model(load_model(model)[0]), e)
-        module = build(mod, layout=layout, opt_level=opt_level, records=records, verbose=verbose, t_start=t0,
-                       winograd=winograd, default_schedules=default_schedules)
+            return ValueSpecializedSession(model, e.needs_values, options, compile_with,
+                                           describe_model(load_model(model)[0]), e)
+        module = build(mod, options=options, t_start=t0)
         if key:
-            _store(key, module, verbose)
-    elif verbose:
+            _store(key, module, options.verbose)
+    elif options.verbose:
         stderr_log(f"compile cache hit ({cache_module.entry_path(key)}) in {time.perf_counter() - t0:.2f} s")
-    if num_threads is not None:
-        module.num_threads = num_threads
+    if options.num_threads is not None:
+        module.num_threads = options.num_threads
     return module
 
 
@@ -104,14 +111,18 @@ def _store(key: str, module, verbose: bool) -> None:
 
 def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str | None = None,
           num_threads: int | None = None, verbose: bool = False, t_start: float | None = None,
-          winograd: bool = True, default_schedules: str = "hand-written"):
-    """Compile a relayish IRModule into a runnable `runtime.Module`."""
-    if layout not in ("NCHWc", "NCHW"):
-        raise ValueError(f"layout must be 'NCHWc' or 'NCHW', got {layout!r}")
+          winograd: bool = True, default_schedules: str = "hand-written", *, options: CompileOptions | None = None):
+    """Compile a relayish IRModule into a runnable `runtime.Module` (the keyword arguments or `options`, as
+    compile_model)."""
+    if options is None:
+        options = CompileOptions(layout=layout, opt_level=opt_level, records=records, num_threads=num_threads,
+                                 verbose=verbose, winograd=winograd, default_schedules=default_schedules)
+    records, verbose = options.records, options.verbose
     t_start = time.perf_counter() if t_start is None else t_start
     prestart_workers()
     timings: dict[str, float] = {}
-    ctx = PassContext(opt_level=opt_level, layout=layout, vector_width=vector_width(), winograd=winograd)
+    ctx = PassContext(opt_level=options.opt_level, layout=options.layout.value, vector_width=vector_width(),
+                      winograd=options.winograd)
     bounds = input_index_bounds(mod)
     ignored = input_index_ignored(mod)
     ctx = choose_from_records(mod, ctx, records)  # each convolution's algorithm, where the records can tell
@@ -119,7 +130,7 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
     out_dir = tempfile.mkdtemp(prefix="relayish_")
     lib_path = os.path.join(out_dir, "model.so")
     made = run_backend(fused, ctx.vector_width, records, lib_path, log=stderr_log if verbose else None,
-                       timings=timings, default_schedules=default_schedules)
+                       timings=timings, default_schedules=options.default_schedules.value)
     made.memory.params.tofile(lib_path + ".params")
     meta = _metadata(made, host_target(), timings, time.perf_counter() - t_start, ctx, bounds)
     for spec in meta["inputs"]:  # a loss's ignore_index, allowed besides index_bounds (compiler/index_bounds.py)
@@ -129,8 +140,8 @@ def build(mod: IRModule, layout: str = "NCHWc", opt_level: int = 3, records: str
         meta["source_model"] = mod.attrs["onnx_model"]
     runtime.dump_metadata(meta, lib_path + ".json")
     module = runtime.Module(lib_path, meta, params=made.memory.params, owned_dir=out_dir)
-    if num_threads is not None:
-        module.num_threads = num_threads
+    if options.num_threads is not None:
+        module.num_threads = options.num_threads
     if verbose:
         stderr_log(f"compiled {len(made.task_calls.calls)} kernel calls ({len(made.kernels)} unique kernels) in "
                    f"{time.perf_counter() - t_start:.1f} s")

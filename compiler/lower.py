@@ -38,6 +38,7 @@ def lower(state: State, name: str = "kernel") -> PrimFunc:
 class _Region:
     buffer: Buffer
     bases: list  # one PrimExpr per spatial axis: the region's first index
+    past_end: tuple = ()  # (axis, size): axes whose box may run past the tensor's end; the producer guards them
 
 
 class _Lowering:
@@ -150,6 +151,7 @@ class _Lowering:
         if region is not None:
             abs_vals = [b + r for b, r in zip(region.bases, rel_vals)]
             buf, store_idx = region.buffer, rel_vals
+            guards += [abs_vals[d] < size for d, size in region.past_end]  # its elements past the end: not computed
         else:
             abs_vals = rel_vals
             buf, store_idx = self.global_bufs[id(st.tensor)], rel_vals
@@ -171,13 +173,13 @@ class _Lowering:
             if isinstance(body, te.Reduce) and body.axes else None
         loops = [(it, leaf_var[it.name], ext[it.name]) for it in st.leaves]
         emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan)
-        nest = emit.nest(0, set(), updated(unguarded), init)
+        nest = emit.emit(updated(unguarded), init)
         inner = {v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)}
         version = _tile_version(unguarded, inner) if region is not None else None
         if version is None:
             return nest
         interior, without_selects = version
-        return IfThenElse(interior, emit.nest(0, set(), updated(without_selects), init), nest)
+        return IfThenElse(interior, emit.emit(updated(without_selects), init), nest)
 
     def _plan_attached(self, st: Stage, body_now, leaf_var, ext) -> dict:
         """For each loop of st that has stages computed at it: [(stage, region, extents)], regions registered."""
@@ -189,9 +191,9 @@ class _Lowering:
             varying = {leaf_var[i.name]: ext[i.name] for i in st.leaves[k + 1:] if isinstance(leaf_var[i.name], te.Var)}
             entries = []
             for prod in attached:
-                bases, extents = self._infer_region(prod, body_now, varying)
+                bases, extents, past_end = self._infer_region(prod, body_now, varying)
                 buf = Buffer(_ident(prod.name) + "_local", tuple(extents), prod.op.dtype, "local")
-                region = _Region(buf, bases)
+                region = _Region(buf, bases, past_end)
                 self.regions[prod.name] = region
                 entries.append((prod, region, extents))
             plan[it.name] = entries
@@ -199,12 +201,14 @@ class _Lowering:
 
     # ------------------------------------------------------------------------------------------ bounds
 
-    def _infer_region(self, prod: Stage, consumer_body, varying: dict) -> tuple[list, list]:
-        """The box of prod's indices that the consumer reads while the loops in `varying` run (others fixed)."""
+    def _infer_region(self, prod: Stage, consumer_body, varying: dict) -> tuple[list, list, tuple]:
+        """The box of prod's indices that the consumer reads while the loops in `varying` run (others fixed):
+        (bases, extents, past_end), past_end naming the axes (with their sizes) whose box may run past the end of
+        prod's tensor, every element there guarded in prod's nest (see below)."""
         reads = [r for r in te.walk(self.expand_inline(consumer_body))
                  if isinstance(r, te.TensorRead) and r.tensor is prod.tensor]
         full = list(prod.op.shape)
-        bases, extents = [], []
+        bases, extents, past_end = [], [], []
         for d, full_d in enumerate(full):
             box = _dim_box([r.indices[d] for r in reads], varying)
             if box is None:
@@ -212,43 +216,134 @@ class _Lowering:
                 extents.append(full_d)
                 continue
             base, extent = box
-            extent = min(extent, full_d)
             rng = interval(base, self.var_extent)
-            if extent == full_d:
-                base = te.IntImm(0)
-            elif rng is None or rng[0] < 0 or rng[1] + extent > full_d:  # keep the box inside the tensor
-                base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
+            runs_past = rng is not None and rng[0] >= 0 and rng[1] + extent > full_d
+            if runs_past and d == len(full) - 1 and extent % 4 == 0 and \
+                    not self._reads_in_bounds_past_end(prod, d, base, extent):
+                past_end.append((d, full_d))  # the contiguous axis of a partial last tile: see below
+            else:
+                extent = min(extent, full_d)
+                if extent == full_d:
+                    base = te.IntImm(0)
+                elif rng is None or rng[0] < 0 or rng[1] + extent > full_d:  # keep the box inside the tensor ...
+                    if rng is None or rng[0] < 0 or not self._reads_in_bounds_past_end(prod, d, base, extent):
+                        base = te.max_(te.IntImm(0), te.min_(base, full_d - extent))
             bases.append(base)
             extents.append(extent)
-        return bases, extents
+        return bases, extents, tuple(past_end)
+
+    # A tile's box that runs past the end of its producer's tensor on the contiguous axis (N = 19 columns in a tile
+    # of 2 vectors) keeps its whole extent and its unclamped base, and the producer guards the elements past the
+    # end instead: clamping the base would make every tile's loads non-affine (gathers), and shrinking the extent
+    # to the tensor's would leave the local buffer's rows misaligned (19 floats apart) so that its accumulators
+    # cannot live in registers. The guard is versioned (full tiles skip it) and runs masked in vector loops.
+
+    def _reads_in_bounds_past_end(self, prod: Stage, d: int, base, extent: int) -> bool:
+        """... unless computing prod over [base, base + extent) on dim d, past the end of its tensor, reads only
+        inside what it reads (a packed weight padded to whole tiles): its region is a local buffer, so the extra
+        elements are harmless, and an unclamped base keeps the tile's loads affine (contiguous vectors) where a
+        clamped one makes every tile's index a min/max."""
+        body = self.expand_inline(prod.op.body)
+        ranges = dict(self.var_extent)
+        mapping = {}
+        for i, ax in enumerate(prod.op.axes):
+            v = te.Var(f"_box{i}")
+            mapping[ax.var] = base + v if i == d else v
+            ranges[v] = extent if i == d else prod.op.shape[i]
+        if isinstance(body, te.Reduce):
+            ranges.update((ax.var, ax.extent) for ax in body.axes)
+        for read in te.walk(te.substitute_vars(body, mapping)):
+            if isinstance(read, te.TensorRead):
+                for index, size in zip(read.indices, read.tensor.shape):
+                    rng = interval(index, ranges)
+                    if rng is None or rng[0] < 0 or rng[1] >= size:
+                        return False
+        return True
+
+
+MAX_TAIL_VERSIONS = 2  # split tails versioned per stage (each doubles the nest's code)
 
 
 class _NestEmitter:
     """Builds one stage's loop nest: loops in order, guards where they become decidable, attached stages at
-    their loops, and a reduction's init nest just before its first reduce loop."""
+    their loops, and a reduction's init nest just before its first reduce loop.
 
-    def __init__(self, lowering, loops, guards, unrolled, attach_plan):
+    A split that does not divide leaves a guard on its innermost loop (`i0 * f + i1 < n`), which would keep that
+    loop scalar everywhere. Where the loops outside can tell that a whole tile is in range, the nest is versioned
+    instead (`tail_version`): the full tiles run a copy without the guard, only the tail runs the guarded one."""
+
+    def __init__(self, lowering, loops, guards, unrolled, attach_plan, versions=MAX_TAIL_VERSIONS):
         self.lowering, self.loops, self.guards = lowering, loops, guards
-        self.unrolled, self.attach_plan = unrolled, attach_plan
+        self.unrolled, self.attach_plan, self.versions = unrolled, attach_plan, versions
+        self.own = {var for _, var, _ in loops if isinstance(var, te.Var)}
+        # where each guard is placed: at the innermost of this nest's own loops it reads (the loops around the
+        # nest are bound throughout it)
+        self.placed = [(g, vs & self.own) for g, vs in guards if vs & self.own]
+
+    def emit(self, update, init, version_whole: bool = True) -> Stmt:
+        """The whole nest: versioned first by the guards that the loops around it decide (a producer's past-end
+        guard at its consumer's tile), and under the guards that read none of its own loops."""
+        version = self.tail_version(0, set(), None) if version_whole else None
+        if version is not None:
+            full_tiles, guards = version
+            return IfThenElse(full_tiles, self.versioned(drop=guards).emit(update, init),
+                              self.versioned().emit(update, init, version_whole=False))
+        outside = [g for g, vs in self.guards if not vs & self.own]
+        nest = self.nest(0, set(), update, init)
+        return IfThenElse(te.all_of(*outside), nest) if outside else nest
+
+    def versioned(self, drop=()) -> _NestEmitter:
+        """This emitter with one version fewer left, and without the guards `drop` (for the full tiles)."""
+        return _NestEmitter(self.lowering, self.loops, [g for g in self.guards if not any(g is d for d in drop)],
+                            self.unrolled, self.attach_plan, self.versions - 1)
+
+    def tail_version(self, k: int, bound: set, newly: te.Var | None):
+        """(condition, guards) to version the loops from k on by: each guard involves loops from k on and `newly`
+        (loop k - 1's variable), its other variables are in `bound`, and `condition`, on those, says that all of
+        them hold for every value of the loops from k on. None when no guard qualifies. newly=None (k = 0): the
+        guards whose other variables are all loops around this nest (a producer's past-end guard at its tile)."""
+        if self.versions <= 0:
+            return None
+        inner = {var: extent for _, var, extent in self.loops[k:] if isinstance(var, te.Var)}
+        own = {var for _, var, _ in self.loops}
+        conds, guards = [], []
+        for guard in self.guards:
+            cond, vs = guard
+            outer = vs - inner.keys()
+            if not vs & inner.keys() or not outer:
+                continue
+            if (newly not in outer or not outer & own <= bound) if newly is not None else (outer & own):
+                continue
+            holds = _holds_throughout(cond, inner)
+            if holds is not None and holds is not True and holds is not False:
+                conds.append(holds)
+                guards.append(guard)
+        return (te.all_of(*conds), guards) if guards else None
 
     def nest(self, k, bound, update, init) -> Stmt:
         loops = self.loops
         if init is not None and k < len(loops) and loops[k][0].kind == "reduce":
             spatial_inner = [l for l in loops[k:] if l[0].kind == "spatial"]
             allowed = bound | {l[1] for l in spatial_inner}
-            init_guards = [(g, vs) for g, vs in self.guards if vs <= allowed]
+            init_guards = [(g, vs) for g, vs in self.placed if vs <= allowed]
             init_nest = _plain_nest(spatial_inner, init_guards, bound, init, self.unrolled)
             return Seq([init_nest, self.nest(k, bound, update, None)])
         if k == len(loops):
             return update
         it, var, extent = loops[k]
         inner_bound = bound | {var}
-        inner = self.nest(k + 1, inner_bound, update, init)
+        version = self.tail_version(k + 1, inner_bound, var) if isinstance(var, te.Var) else None
+        if version is not None:
+            full_tiles, guards = version
+            inner = IfThenElse(full_tiles, self.versioned(drop=guards).nest(k + 1, inner_bound, update, init),
+                               self.versioned().nest(k + 1, inner_bound, update, init))
+        else:
+            inner = self.nest(k + 1, inner_bound, update, init)
         for prod, region, extents in reversed(self.attach_plan.get(it.name, [])):
             inner = Allocate(region.buffer, Seq([self.lowering.stage_nest(prod, region, extents), inner]))
         if not isinstance(var, te.Var):
             return inner
-        inner = _wrap_guards(inner, self.guards, inner_bound, var)
+        inner = _wrap_guards(inner, self.placed, inner_bound, var)
         return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, self.unrolled), inner)
 
 

@@ -9,8 +9,11 @@ REDUCE_UNROLL) and the epilogue (bias, residual, GELU, scale, mask: whatever the
 computed on the tile right after it, from registers. The parallel loop runs over batch x column blocks x row
 blocks (column blocks outside: consecutive row blocks of one thread reuse the same panel of b from cache).
 
-Invariant: the rule applies only when ROWS divides M and COLS x lane divides N, so no loop needs a tail guard;
-otherwise it declines and the generic rule schedules the task.
+ROWS divides M. When COLS x lane divides N no loop needs a tail guard; when no such tile exists (N = 1000, 6625,
+8210 columns) the tile still applies with a partial last column tile: lowering versions the guard of its split
+(compiler/lower.py), so every full tile runs unguarded and vectorized, and the anchor's last tile is clamped to end
+at column N (it overlaps the one before). A packed weight is then padded with zero columns to whole blocks
+(compiler/passes/layout.py), so that every block is a contiguous panel.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ ROW_TILES = (8, 6, 4, 3, 2, 1)  # rows of a tile, preferred first among equal ac
 COL_VECTORS = (4, 3, 2, 1)  # vectors of columns per tile row
 REDUCE_UNROLL = 4
 MIN_PARALLEL_TILES = 16  # prefer a smaller tile if the bigger one leaves fewer parallel iterations
+MIN_ROW_TAIL_GAIN = 1.5  # a tile with a partial last row tile must have this many times the useful accumulators
 
 
 def matmul_operands(anchor: Stage):
@@ -63,20 +67,37 @@ def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None
     which the tile's columns must be."""
     width = n if block is None else block
     lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and width % w == 0), None)
+    if lane is None and block is None and n >= vector_width:
+        lane = vector_width  # no vector divides n: the last column tile is partial
     if lane is None:
         return None
     cols = COL_VECTORS if block is None else (block // lane,)
+    vectors = -(-n // lane)
     # r x c accumulators, c loaded column vectors and one broadcast must fit in the register file
     most, regs = matmul_accumulators(vector_width), vector_registers(vector_width)
-    options = [(r, c) for r in ROW_TILES for c in cols
-               if m % r == 0 and (n // lane) % c == 0 and r * c <= most and r * c + c + 1 <= regs]
-    if not options:
+    fits = [(r, c) for r in ROW_TILES for c in cols
+            if r <= m and c <= vectors and r * c <= most and r * c + c + 1 <= regs]
+    whole_rows = [(r, c) for r, c in fits if m % r == 0]
+    # whole tiles where some tile divides n
+    options = [(r, c) for r, c in whole_rows if n % (c * lane) == 0] or whole_rows
+    if not fits:
         return None
 
-    def score(rc):
+    def score(rc, useful=1.0):
         r, c = rc
-        return (batch * (m // r) * (n // lane // c) >= MIN_PARALLEL_TILES, r * c, -(r + c) / (r * c), r)
-    r, c = max(options, key=score)
+        return (batch * -(-m // r) * -(-vectors // c) >= MIN_PARALLEL_TILES, r * c * useful, -(r + c) / (r * c), r)
+
+    def useful(rc):  # the share of the tiles' rows and columns that are the output's (partial last tiles)
+        r, c = rc
+        return m / (-(-m // r) * r) * n / (-(-vectors // c) * c * lane)
+    best = max(options, key=score) if options else None
+    # rows that no good tile divides (M = 94 = 2 x 47: tiles of 2 rows, 4 accumulators): a partial last row tile
+    # (its guard versioned away from the full tiles) when its useful accumulators beat the whole-row tile's
+    partial = max(fits, key=lambda rc: score(rc, useful(rc)))
+    if best is None or score(partial, useful(partial))[:2] > score(best, useful(best))[:2] and \
+            partial[0] * partial[1] * useful(partial) >= MIN_ROW_TAIL_GAIN * best[0] * best[1] * useful(best):
+        best = partial
+    r, c = best
     return r, c, lane
 
 

@@ -37,11 +37,14 @@ class ValueSpecializedSession:
     get_modelmeta, get_providers) answers as a compiled Module's does; anything else (benchmark, profile,
     export_library) belongs to one specialization: `specialization(values)`."""
 
-    def __init__(self, model, value_inputs: tuple[str, ...], compile_kwargs: dict, described: dict,
+    def __init__(self, model, value_inputs: tuple[str, ...], options, compile_with, described: dict,
                  reason: OnnxImportError):
+        """options: the compile's compiler.options.CompileOptions; compile_with(model, options): the compiler
+        (compiler.compile.compile_with, handed in: compile.py imports this module, not the other way round)."""
         self._model = model
         self._value_inputs = tuple(sorted(value_inputs))
-        self._kwargs = dict(compile_kwargs)
+        self._options = options
+        self._compile = compile_with
         self._described = described
         self._reason = reason
         self._modules: OrderedDict = OrderedDict()
@@ -121,9 +124,8 @@ class ValueSpecializedSession:
                 if key in self._modules:
                     self._modules.move_to_end(key)
                     return self._modules[key], values
-                from .compile import compile_model  # (compile imports this module)
                 try:
-                    module = compile_model(self._model, input_values=values, **self._kwargs)
+                    module = self._compile(self._model, self._options.replace(input_values=values))
                 except OnnxImportError as e:
                     more = set(e.needs_values) - names
                     if not more or not more <= set(feed):

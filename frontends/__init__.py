@@ -16,3 +16,5 @@ from . import onnx_ops_training  # noqa: F401  (Dropout, BatchNormalization: the
 from . import onnx_ops_caches  # noqa: F401  (LinearAttention, TensorScatter)
 from . import onnx_ops_ml  # noqa: F401  (TfIdfVectorizer, the ai.onnx.ml ops)
 from . import onnx_ops_attention_flex  # noqa: F401  (FlexAttention, ai.onnx.preview)
+from . import onnx_ops_contrib, onnx_ops_contrib_attention  # noqa: F401  (onnxruntime's com.microsoft ops)
+from . import onnx_ops_contrib_quant, onnx_ops_contrib_qmatmul  # noqa: F401  (its quantized ops, QLinearConv)

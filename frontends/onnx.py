@@ -33,6 +33,7 @@ from .onnx_external import ExternalDataError, load_external_data, refuse_externa
 from .onnx_ops import Converter, lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
+from .onnx_versions_contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
 from .onnx_versions_domains import OTHER_DOMAINS, unreviewed_in_domain
 
 MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
@@ -62,6 +63,8 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     (an OnnxImportError if strict). input_values maps input names to arrays: those inputs become constants of
     that value (of the declared dtype and shape) and are no longer inputs of the module."""
     model, source = load_model(model_or_path)
+    if not model.graph.output:  # onnxruntime refuses an empty graph; one with nodes but no outputs computes nothing
+        raise OnnxImportError(f"{source}: the graph declares no outputs: a model must compute at least one")
     input_values = input_values or {}
     if input_values:
         input_shapes = {**(input_shapes or {}), **{n: np.shape(v) for n, v in input_values.items()}}
@@ -148,7 +151,18 @@ def _dims(vi: onnx.ValueInfoProto) -> list | None:
     ttype = vi.type.tensor_type
     if not vi.type.HasField("tensor_type") or not ttype.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+    return [_declared_dim(d) for d in ttype.shape.dim]
+
+
+UNNAMED_DIM = "?"  # a dim_param that paddle2onnx writes for every unknown dim: not one symbol shared by all
+
+
+def _declared_dim(d: onnx.TensorShapeProto.Dimension) -> int | str | None:
+    """A dim as declared: its size, its dim_param name, or None when it has neither. A negative dim_value (-1, as
+    paddle2onnx and tf2onnx write an unknown dim) is unknown too, as onnxruntime reports it."""
+    if d.HasField("dim_value"):
+        return d.dim_value if d.dim_value >= 0 else None
+    return d.dim_param or None
 
 
 # ---- loading and validation ----
@@ -177,7 +191,7 @@ def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
         raise OnnxImportError(f"{source}: {e}") from None
     _check_tensors(model, source)
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_checkable(model))
     except (onnx.checker.ValidationError, ValueError) as e:
         raise OnnxImportError(f"{source}: not a valid ONNX model: {_one_line(e)}") from None
     return model, source
@@ -194,6 +208,25 @@ def _check_tensors(model: onnx.ModelProto, source: str):
             check_tensor_data(tensor, what)
         except ConversionError as e:
             raise OnnxImportError(f"{source}: {e}") from None
+
+
+def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
+    """model, or a copy for onnx's checker where onnxruntime's own ai.onnx ops (LayerNormalization below opset 17,
+    SimplifiedLayerNormalization: frontends/onnx_versions_contrib.py) are moved to the contrib domain, which the
+    checker does not check: onnxruntime runs such models, the checker alone would refuse them."""
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    opset = max(versions) if versions else MAX_OPSET
+    moved = [i for i, n in enumerate(model.graph.node)
+             if n.domain in _DEFAULT_DOMAINS and ort_onnx_domain_op(n.op_type, opset)]
+    if not moved:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for i in moved:
+        copy.graph.node[i].domain = CONTRIB
+    if not any(o.domain == CONTRIB for o in copy.opset_import):
+        copy.opset_import.append(helper.make_opsetid(CONTRIB, 1))
+    return copy
 
 
 def _parse(data_or_path, source) -> onnx.ModelProto:
@@ -254,14 +287,22 @@ def check_supported(model: onnx.ModelProto, source: str):
 
 def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[Converter | None, str | None]:
     """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
-    ai.onnx ops at the model's opset, the ops of the other domains we convert (ai.onnx.ml, ai.onnx.preview,
-    ai.onnx.preview.training: frontends/onnx_versions_domains.py) at the model's version of their domain."""
+    ai.onnx ops at the model's opset (or onnxruntime's own ai.onnx ops where ONNX has none), com.microsoft ops and
+    those of the other domains we convert (ai.onnx.ml, ai.onnx.preview, ai.onnx.preview.training:
+    frontends/onnx_versions_domains.py) at the model's version of their domain."""
     if node.domain in _DEFAULT_DOMAINS:
         conv = lookup_converter(node.op_type, opset)
-        return conv, (unreviewed(node.op_type, opset) if conv is not None else None)
+        if conv is not None:
+            return conv, unreviewed(node.op_type, opset)
+        if ort_onnx_domain_op(node.op_type, opset):
+            return lookup_converter(node.op_type, 1, ORT_ONNX_DOMAIN), None
+        return None, None
     version = domains.get(node.domain)
-    conv = lookup_converter(node.op_type, version or 0, node.domain) if node.domain in OTHER_DOMAINS else None
-    return conv, (unreviewed_in_domain(node.domain, node.op_type, version) if conv is not None else None)
+    if node.domain in OTHER_DOMAINS:
+        conv = lookup_converter(node.op_type, version or 0, node.domain)
+        return conv, (unreviewed_in_domain(node.domain, node.op_type, version) if conv is not None else None)
+    conv = lookup_converter(node.op_type, version or 0, node.domain) if node.domain == CONTRIB else None
+    return conv, (unreviewed_contrib(node.op_type, version) if conv is not None else None)
 
 
 def _node_label(node: onnx.NodeProto, index: int) -> str:
@@ -328,7 +369,7 @@ def _declared_dims(vi: onnx.ValueInfoProto, source: str) -> list | None:
                               f"input (supported: {', '.join(GRAPH_INPUT_DTYPES.values())})")
     if not ttype.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in ttype.shape.dim]
+    return [None if d == UNNAMED_DIM else d for d in map(_declared_dim, ttype.shape.dim)]
 
 
 def _input_dtype(vi: onnx.ValueInfoProto) -> str:

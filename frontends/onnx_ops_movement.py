@@ -16,7 +16,7 @@ from relayish.types import DTYPES
 
 from .onnx_ops import _axis, _is_const, _reshape, _shape, _transpose, converter
 from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, _ints, int_list_input, scalar_input
+from .onnx_values import ConversionError, _ints, checked_elements, int_list_input, scalar_input
 
 INDEX_DTYPES = (np.int32, np.int64)
 
@@ -200,6 +200,7 @@ def tile(x, repeats):
     if all(r == 1 for r in reps):
         return x
     if _is_const(x):
+        checked_elements([r * d for r, d in zip(reps, shape)], "the output")  # before np.tile allocates it
         return Constant(np.tile(x.data, reps))
     interleaved = tuple(v for r, d in zip(reps, shape) for v in (1, d))
     target = tuple(v for r, d in zip(reps, shape) for v in (r, d))

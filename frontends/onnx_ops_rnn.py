@@ -177,11 +177,13 @@ def _rows(x: Expr, begin: int, end: int) -> Expr:
     return fold("strided_slice", x, begin=(begin,), end=(end,), axes=(0,))
 
 
-def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None) -> list[Expr]:
-    """x_t @ w^T + bias for every step t at once (one nn.dense), as a list of [batch, units] per step."""
+def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None, dense: Callable | None = None) -> list[Expr]:
+    """x_t @ w^T + bias for every step t at once (one nn.dense, or dense(x) if given), as a list of [batch, units]
+    per step."""
     seq, batch, inputs = _shape(spec.x)
     units = _shape(w)[0]
-    proj = fold("nn.dense", _reshape(spec.x, (seq * batch, inputs)), w)
+    flat = _reshape(spec.x, (seq * batch, inputs))
+    proj = fold("nn.dense", flat, w) if dense is None else dense(flat)
     if bias is not None:
         proj = _binary("add", proj, _reshape(bias, (1, units)))
     proj = _reshape(proj, (seq, batch, units))
@@ -326,10 +328,12 @@ def gru_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_a
 # ---- LSTM ----
 
 def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha, activation_beta, activations,
-          clip, direction, hidden_size, input_forget, layout):
+          clip, direction, hidden_size, input_forget, layout, dense: Callable | None = None):
     """Gates i, o, f, c (in that order in W, R and B; peepholes P in the order i, o, f):
     i = f(Xi + Hi + Pi * C), f = f(Xf + Hf + Pf * C) (or 1 - i with input_forget), c = g(Xc + Hc),
-    C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C')."""
+    C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C').
+    dense(direction, "W" or "R", x): x @ W^T (R^T) of that direction, for the quantized weights of onnxruntime's
+    DynamicQuantizeLSTM (frontends/onnx_ops_contrib_qmatmul.py); default: nn.dense with W and R."""
     if input_forget not in (0, 1):
         raise ConversionError(f"attribute input_forget must be 0 or 1, got {input_forget}")
     spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h), ("initial_c", initial_c)], gates=4,
@@ -340,14 +344,16 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)
-        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, 4 * h), _rows(bias, 4 * h, 8 * h)))
+        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, 4 * h), _rows(bias, 4 * h, 8 * h)),
+                             None if dense is None else (lambda a, d=d: dense(d, "W", a)))
         rd, (f, g, hact) = spec.take(r, d), funcs[d]
+        recur = (lambda a, rd=rd: fold("nn.dense", a, rd)) if dense is None else (lambda a, d=d: dense(d, "R", a))
         peep = None if p is None else [_reshape(_rows(spec.take(p, d), k * h, (k + 1) * h), (1, h))
                                        for k in range(3)]
 
-        def step(t, states, xs=xs, rd=rd, peep=peep, f=f, g=g, hact=hact):
+        def step(t, states, xs=xs, recur=recur, peep=peep, f=f, g=g, hact=hact):
             hprev, cprev = states
-            gates = _binary("add", xs[t], fold("nn.dense", hprev, rd))
+            gates = _binary("add", xs[t], recur(hprev))
             pre_i, pre_o, pre_f, pre_c = (_cols(gates, k * h, (k + 1) * h) for k in range(4))
             if peep is not None:
                 pre_i = _binary("add", pre_i, _binary("multiply", peep[0], cprev))

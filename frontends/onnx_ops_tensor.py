@@ -9,6 +9,8 @@ that needs the node's output count declares the keyword `_outputs` (the importer
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from onnx import helper
 
@@ -17,7 +19,7 @@ from relayish.op import infer_call_type
 from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
 from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
-from .onnx_values import ConversionError, _ints, constant_value, int_list_input
+from .onnx_values import ConversionError, _ints, checked_elements, constant_value, int_list_input
 
 
 def fold(op: str, *args: Expr, **attrs) -> Expr:
@@ -149,7 +151,21 @@ def expand(x, shape):
 def range_(start, limit, delta):
     values = [constant_value(v, name).reshape(()) for v, name in ((start, "start"), (limit, "limit"),
                                                                   (delta, "delta"))]
+    checked_elements((_range_length(*values),), f"the range from {values[0]} to {values[1]} by {values[2]}")
     return Constant(np.arange(*values).astype(values[0].dtype))
+
+
+def _range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:
+    """max(ceil((limit - start) / delta), 0), the spec's element count, computed before anything is allocated (in
+    Python ints for integer ranges: a float would round a long int64 range)."""
+    if delta == 0:
+        raise ConversionError("delta is 0: the range never reaches its limit")
+    if start.dtype.kind in "iu":
+        return max(-((int(start) - int(limit)) // int(delta)), 0)
+    span = (float(limit) - float(start)) / float(delta)
+    if not np.isfinite(span):
+        raise ConversionError(f"the range from {start} to {limit} by {delta} has no finite length")
+    return max(math.ceil(span), 0)
 
 
 @converter("Trilu", since=14)

@@ -180,6 +180,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "MatMulInteger": (10,),
     "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
     "ConvInteger": (10,),
+    "QLinearConv": (10,),  # frontends/onnx_ops_contrib_quant.py (requantized as onnxruntime's kernel)
     # ---- signal and sampling (conf-signal)
     "HannWindow": (17,),
     "HammingWindow": (17,),

@@ -1,7 +1,8 @@
-"""64-byte aligned, C-contiguous numpy buffers: the only kind the native ABI accepts.
+"""64-byte aligned, C-contiguous numpy buffers: the workspace, the weights and the outputs a compiled library writes.
 
-numpy guarantees only 16-byte alignment, while the generated kernels use aligned AVX-512 loads and stores, so every
-buffer handed to a compiled library comes from `aligned_empty` (or has been checked by `is_aligned`).
+Kernels assume only the alignment of their elements (compiler/codegen/llvm.py): a caller's input array is read in
+place when it is C-contiguous and element-aligned, and copied into an `aligned_empty` buffer otherwise. The
+library's own buffers start on cache lines (64 bytes), so that no vector load of them splits one.
 """
 from __future__ import annotations
 

@@ -165,8 +165,9 @@ class Module:
     are ever allocated (on demand, then reused); further calls wait. Its default is the number of cores of this
     process (more overlapping calls would only share the same cores, at the cost of one more workspace each), fewer
     if that many workspaces and the weights would not fit in physical memory.
-    max_concurrent_runs = 1 serializes calls (one workspace, like a lock). Measured on ResNet-18 (README, Limits),
-    overlapping calls gave more throughput than serialized ones with 2 and 4 calling threads, hence the default.
+    max_concurrent_runs = 1 serializes calls (one workspace, like a lock). Measured on ResNet-18 (the Limits section
+    of docs/history/readme-2026-11-28.md), overlapping calls gave more throughput than serialized ones with 2 and 4
+    calling threads, hence the default.
     Inputs are checked before a call waits or runs native code.
     """
 
@@ -307,12 +308,13 @@ class Module:
 
     @staticmethod
     def _bind_inputs(arrays, slot) -> None:
-        """Point the slot's input table at the checked arrays; one that is misaligned or not C-contiguous is first
+        """Point the slot's input table at the checked arrays, read in place (kernels assume only element
+        alignment of their parameters); one whose elements are misaligned or that is not C-contiguous is first
         copied into the slot's aligned buffer for it (copying changes no value)."""
         in_ptrs = slot.in_ptrs
         for i, value in enumerate(arrays):
             address = data_address(value)
-            if address % ALIGNMENT or not value.flags.c_contiguous:
+            if address % value.itemsize or not value.flags.c_contiguous:
                 address = slot.stage_input(i, value)
             in_ptrs[i] = address
 

@@ -8,6 +8,9 @@ import pytest
 # Tests patch the compiler and compare compiles: none may be answered from the compile cache (tests of the cache
 # turn it on with their own directory).
 os.environ["RELAYISH_CACHE"] = "0"
+# Pipeline invariants are checked in every compile of the tests (compiler/passes/constants.py: no kernel reads only
+# constants): a path that leaves constant work to run per call fails the test that takes it.
+os.environ["RELAYISH_CHECK_INVARIANTS"] = "1"
 
 from models import build_resnet18
 

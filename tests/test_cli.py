@@ -62,10 +62,10 @@ def fake_compile(monkeypatch, libs):
     """Install a fake compiler.compile_model; returns the list of its calls. Set .lib to choose the build."""
     calls = []
 
-    def compile_model(model_path_or_proto, input_shapes=None, layout="NCHWc", opt_level=3, records=None,
-                      num_threads=None, verbose=False, winograd=True, cache=None):
-        calls.append(dict(model=model_path_or_proto, input_shapes=input_shapes, layout=layout, opt_level=opt_level,
-                          records=records, num_threads=num_threads, winograd=winograd, cache=cache))
+    def compile_model(model_path_or_proto, *, options):  # the CLI hands over one CompileOptions
+        calls.append(dict(model=model_path_or_proto, input_shapes=options.input_shapes, layout=options.layout,
+                          opt_level=options.opt_level, records=options.records, num_threads=options.num_threads,
+                          winograd=options.winograd, cache=options.cache))
         return runtime.load_module(libs[state.lib])
 
     state = types.SimpleNamespace(lib="good", calls=calls)
@@ -328,7 +328,8 @@ def test_inspect_summarizes_the_fused_graph(conv_model, capsys):
     passes = lines[lines.index("passes (ms):") + 1:]
     assert [p.split()[0] for p in passes] == ["fold_constants", "recognize_patterns", "fold_batch_norm",
                                              "eliminate_identity_ops",
-                                             "alter_layout", "propagate_layout", "fold_constants_2", "fuse"]
+                                             "alter_layout", "propagate_layout", "fold_constants_2", "fuse",
+                                             "fold_constant_kernels"]
 
 
 def test_inspect_options_change_the_pipeline(conv_model, capsys):

@@ -9,6 +9,7 @@ import pytest
 import cli
 import runtime
 from bench import compare
+from bench.report_docs import BENCHMARKS, render_section
 from cli.common import parse_tvmc_shapes
 
 from fixtures_native import have_compiler, probe
@@ -22,7 +23,7 @@ STATS = {k: NUMBER for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "std_ms
 # The report's schema: a dict maps required keys to their schema, a list [schema] is a list of such items,
 # a tuple of types is the allowed types of a leaf, {str: schema} a mapping of any keys to one schema.
 REPORT_SCHEMA = {
-    "report_version": int, "command": {str: object},
+    "report_version": int, "command": {str: object}, "command_line": STRING, "date": STRING,
     "model": {"path": STRING, "inputs": {str: [int]}, "outputs": {str: [int]}, "kernels": int},
     "configuration": {"threads": int, "timing": {"mode": STRING, "runs": int, "warmup": int, "block": (int, NULL),
                                                   "idle_gap_ms": NUMBER},
@@ -91,6 +92,11 @@ def test_bench_json_report_validates(fake_compile, onnx_path, tmp_path, capsys):
     assert report["accuracy"]["passed"] and set(report["accuracy"]["outputs"]) == {"y", "s"}
     assert report["model"]["inputs"] == {"x": [2, 3], "k": [2]} and report["versions"]["onnxruntime"]
     assert [r["name"] for r in report["profile"]] == ["fused_multiply", "fused_add", "fused_sum_add"]
+    assert report["command_line"] == f"relayish bench {onnx_path} --repeat 12 --warmup 1 --threads 1 --block 5 " \
+                                     f"--json {path}" and report["date"][:2] == "20"
+    assert "argv" not in report["command"]
+    section = render_section(next(b for b in BENCHMARKS if b.name == "quickstart"), report, "q.json", "q")
+    assert "| relayish | " in section and f"`relayish bench {onnx_path} --repeat 12" in section
 
 
 def test_bench_strict_timing_says_so(fake_compile, onnx_path, capsys):
@@ -98,6 +104,26 @@ def test_bench_strict_timing_says_so(fake_compile, onnx_path, capsys):
                              "--timing", "strict")
     assert code == 0, err
     assert out.startswith("threads 1, same inputs; timing strict: 3 alternating runs")
+
+
+def test_tune_compare_json_carries_the_table_and_its_provenance(onnx_path, tmp_path, capsys, monkeypatch):
+    import tuning.compare
+    from tuning.compare import StrategyRun
+
+    def fake_tune_compare(model, strategies, trials, out, *args, **kwargs):  # no tuning: two finished runs
+        return [StrategyRun(name, f"{out}/{name}.db", [(0, 0.0, 0.013), (trials, 9.0, final)], failed, trials, 9.0)
+                for name, final, failed in zip(strategies, (0.0114, 0.0125), (0, 1))]
+    monkeypatch.setattr(tuning.compare, "tune_compare", fake_tune_compare)
+    path = tmp_path / "cmp.json"
+    code, out, err = run_cli(capsys, "tune-compare", onnx_path, "--strategies", "autotvm-grid,ansor", "--trials",
+                             "4", "--out", str(tmp_path / "cmp"), "--json", str(path))
+    assert code == 0, err
+    report = json.loads(path.read_text())
+    assert report["command_line"].startswith(f"relayish tune-compare {onnx_path} --strategies autotvm-grid,ansor")
+    assert report["options"]["trials"] == 4 and report["within"] == 0.05 and report["versions"]["relayish"]
+    grid, ansor = report["strategies"]
+    assert grid["name"] == "autotvm-grid" and grid["start_ms"] == 13.0 and grid["final_ms"] == 11.4
+    assert grid["trials_to_within"] == 4 and ansor["trials_to_within"] is None and ansor["failed"] == 1
 
 
 def test_compare_layouts_takes_no_report_flags(onnx_path, capsys):

@@ -1,5 +1,6 @@
 """The three tuning generations on real tasks: every strategy's programs compute the right thing, compile_model
 applies the best record whichever strategy wrote it, and tune_compare writes its plot, curves and table."""
+import json
 import os
 import random
 
@@ -8,6 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from bench.report import tune_compare_report
+from bench.report_docs import BENCHMARKS, render_section
 from compiler import compile_model
 from compiler.backend import choose_schedule
 from compiler.codegen import host_target
@@ -136,5 +139,11 @@ def test_tune_compare_writes_plot_curves_and_table(tmp_path, model_path, monkeyp
     table = open(os.path.join(out, "compare.txt")).read()
     assert table == format_table(runs) + "\n" and "metaschedule-replay" in table
     assert os.path.exists(os.path.join(out, "compare.csv"))
+    report = tune_compare_report(model_path, runs, 0.05, {"trials": 9}, "relayish tune-compare m --trials 9")
+    assert [s["name"] for s in report["strategies"]] == names and report["machine"]["cpu"]
+    assert all(s["start_ms"] == runs[0].curve[0][2] * 1e3 and s["trials"] == 9 for s in report["strategies"])
+    bench = next(b for b in BENCHMARKS if b.name == "tune_compare")  # docs/benchmarks.md's table of it
+    section = render_section(bench, json.loads(json.dumps(report)), "tune_compare_m.json", "m")
+    assert all(f"| {name} | " in section for name in names) and "`relayish tune-compare m --trials 9`" in section
     with pytest.raises(ValueError, match="unknown strategies"):
         tune_compare(model_path, ["autotvm-annealing"], trials=1, out_dir=out)

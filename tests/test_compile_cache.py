@@ -154,3 +154,22 @@ def test_compile_model_keys_every_option(cache_dir):
     compile_model(model, cache=True)
     assert not _hit(compile_model(model, cache=True, default_schedules="naive"))
     assert _hit(compile_model(model, cache=True, default_schedules="naive"))
+
+
+def test_options_as_one_object_key_the_cache_as_the_keywords_do(cache_dir):
+    """compile_model's keywords make a CompileOptions; passing one directly is the same compile (the same cache
+    entry), the enums take their old string spellings, and a bad value is named before anything compiles."""
+    from compiler import CompileOptions, DefaultSchedules, Layout
+    model = conv_model(seed=6)
+    first = compile_model(model, cache=True, layout="NCHW", default_schedules="naive")
+    options = CompileOptions(layout=Layout.NCHW, default_schedules=DefaultSchedules.NAIVE, cache=True)
+    assert not _hit(first) and _hit(compile_model(model, options=options))
+    assert options.layout == "NCHW" and options.default_schedules == "naive"  # str enums: old spellings still equal
+    assert options.replace(opt_level=1).opt_level == 1 and options.opt_level == 3
+    for bad, message in ((dict(default_schedules="fast"), r"default_schedules must be one of \['hand-written', "
+                                                          r"'naive'\], got 'fast'"),
+                         (dict(layout="NHWC"), r"layout must be one of \['NCHWc', 'NCHW'\]"),
+                         (dict(opt_level=4), "opt_level must be an int from 0 to 3, got 4"),
+                         (dict(num_threads=0), "num_threads must be a positive int or None, got 0")):
+        with pytest.raises(ValueError, match=message):
+            compile_model(model, **bad)

@@ -16,7 +16,7 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install -e '.[dask]')")
 
 from compiler.default_schedule import default_schedule  # noqa: E402
-from tuning.dask_measure import _run_all, close_client, local_cluster_client  # noqa: E402
+from tuning.dask_measure import DaskMeasurer, _run_all, close_client, local_cluster_client  # noqa: E402
 from tuning.measure import measure  # noqa: E402
 from tuning.tune import model_tasks, tune_model  # noqa: E402
 
@@ -40,14 +40,16 @@ def test_worker_deaths_in_builds_and_runs_are_candidate_errors(client):
     default = default_schedule(task.initial_state())
     arrived = []
     results = measure(task, [default, default, default, default], number=1, repeat=2, timeout_s=20,
-                      executor=client, _faults={1: "build_crash", 2: "segfault"},
+                      executor=DaskMeasurer(client), _faults={1: "build_crash", 2: "segfault"},
                       on_result=lambda i, r: arrived.append(i))
     errors = [r.error for r in results]
     assert results[0].ok and results[3].ok, errors
     assert errors[1].startswith("build failed: its Dask worker died"), errors[1]
     assert errors[2].startswith("run failed: its Dask worker died"), errors[2]
     assert sorted(arrived) == [0, 1, 2, 3]
-    again = measure(task, [default], number=1, repeat=1, executor=client)  # the cluster still measures
+    again = measure(task, [default], number=1, repeat=1, executor=DaskMeasurer(client))  # still measures
+    with pytest.raises(TypeError, match="measures through tuning.dask_measure.DaskMeasurer"):
+        measure(task, [default], number=1, repeat=1, executor=client)  # measure.py knows nothing of Dask
     assert again[0].ok, again[0].error
 
 

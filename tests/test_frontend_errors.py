@@ -149,3 +149,38 @@ def test_gemm_bias_must_broadcast_one_way_to_the_product():
         from_onnx(make_model("Gemm", a, consts={"b": np.ones((4, 5), np.float32), "c": np.ones((5, 1), np.float32)}))
     for shape in ((5,), (1, 5), (1, 1)):
         from_onnx(make_model("Gemm", a, consts={"b": np.ones((4, 5), np.float32), "c": np.ones(shape, np.float32)}))
+
+
+def test_a_graph_without_outputs_is_refused():
+    """onnxruntime refuses an empty graph; a graph with nodes but no outputs computes nothing either."""
+    empty = helper.make_model(helper.make_graph([], "empty", [], []), opset_imports=[helper.make_opsetid("", 17)])
+    relu = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "no_outputs",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2,))], [])
+    for model in (empty, helper.make_model(relu, opset_imports=[helper.make_opsetid("", 17)])):
+        with pytest.raises(OnnxImportError, match="the graph declares no outputs"):
+            from_onnx(model)
+
+
+def _constant_op_model(op_type: str, inputs: dict) -> object:
+    """A one-node model whose inputs are initializers (name -> array)."""
+    inits = [helper.make_tensor(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape, a.reshape(-1).tolist())
+             for n, a in inputs.items()]
+    graph = helper.make_graph([helper.make_node(op_type, list(inputs), ["y"], name="big")], "big", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op_type, inputs, pattern", [
+    ("Range", {"a": np.float32(0), "b": np.float32(4e9), "c": np.float32(1)},
+     r"node 'big' \(Range\): the range from 0.0 to 4000000000.0 by 1.0 has shape \(4000000000,\): 4000000000 elements"),
+    ("Range", {"a": np.int64(0), "b": np.int64(2 ** 40), "c": np.int64(3)}, r"366503875926 elements"),
+    ("Range", {"a": np.float32(0), "b": np.float32(1), "c": np.float32(0)}, r"\(Range\): delta is 0"),
+    ("Range", {"a": np.float32(0), "b": np.float32(np.inf), "c": np.float32(1)}, r"has no finite length"),
+    ("Tile", {"x": np.ones((2, 2), np.float32), "r": np.array([2 ** 20, 2 ** 20], np.int64)},
+     r"\(Tile\): the output has shape \(2097152, 2097152\)"),
+])
+def test_constant_folding_checks_the_size_before_it_allocates(op_type, inputs, pattern):
+    """Computed at import from constants, an oversized result is a named error, not numpy's MemoryError."""
+    model = _constant_op_model(op_type, {k: np.asarray(v) for k, v in inputs.items()})
+    with pytest.raises(OnnxImportError, match=pattern):
+        from_onnx(model)

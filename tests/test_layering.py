@@ -200,3 +200,79 @@ def test_an_upward_rule_or_an_unlisted_package_is_caught(tmp_path):
     assert violations(tmp_path) == [
         "README.md: runtime/ may import bench/, which is not listed before it (an upward or circular rule)",
         "models/: a package the README's table does not list"]
+
+
+# ---------------------------------------------------------------------------------------------- import cycles
+
+def module_graph(root: Path, packages) -> dict[str, set[str]]:
+    """module -> the project modules it imports (anywhere in it: module level or inside functions; relative
+    imports resolved). A package's __init__ is a facade of re-exports: importing a package is no edge, importing
+    one of its modules is."""
+    files = {".".join(p.relative_to(root).with_suffix("").parts): p for pkg in packages
+             for p in (root / pkg).rglob("*.py")}
+    modules = {m for m in files if not m.endswith(".__init__")}
+
+    def resolve(base: str, name: str | None) -> str | None:
+        if name and f"{base}.{name}" in modules:
+            return f"{base}.{name}"
+        return base if base in modules else None
+
+    graph = {}
+    for mod in modules:
+        path, deps = files[mod], set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                deps |= {m for a in node.names if (m := resolve(a.name, None))}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = mod.split(".")[:-node.level]
+                    base = ".".join(parent + ([base] if base else []))
+                deps |= {m for a in node.names if (m := resolve(base, a.name))}
+        graph[mod] = deps - {mod}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_itself_through_others():
+    """No import cycle among the project's modules (a cycle makes import order matter and hides a missing seam:
+    compiler/compile.py and compiler/specialize.py imported each other, the specializer now gets the compiler
+    handed in)."""
+    packages = [r.package for r in read_rules((REPO / "README.md").read_text(encoding="utf-8"))]
+    assert cycles(module_graph(REPO, packages)) == []
+
+
+def test_the_cycle_check_finds_a_cycle(tmp_path):
+    make_tree(tmp_path, {"pkg/__init__.py": "from .a import f\n", "pkg/a.py": "def f():\n    from .b import g\n",
+                         "pkg/b.py": "from pkg import a\n", "pkg/c.py": "from pkg import b\n"}, "")
+    assert cycles(module_graph(tmp_path, ["pkg"])) == [["pkg.a", "pkg.b"]]

@@ -41,10 +41,12 @@ def assert_close(got, want):
     assert np.abs(got - want).max() <= 1e-4 * max(np.abs(want).max(), 1e-30)
 
 
-def unaligned(a):
+def unaligned(a, by=4):
+    """a's values at an address `by` bytes past a 64-byte boundary (4: element-aligned, read in place; 2: not even
+    element-aligned, copied first)."""
     raw = np.empty(a.nbytes + 64, np.uint8)
-    start = (-raw.ctypes.data) % 64 + 4
-    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    start = (-raw.ctypes.data) % 64 + by
+    out = np.ndarray(a.shape, a.dtype, buffer=raw, offset=start)
     out[...] = a
     return out
 
@@ -69,6 +71,7 @@ SAME_VALUES = {
     "transposed view": lambda a: np.ascontiguousarray(a.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0),
     "read-only": read_only,
     "unaligned": unaligned,
+    "element-misaligned": lambda a: unaligned(a, by=2),
     "big-endian": lambda a: a.astype(a.dtype.newbyteorder(">")),
 }
 
@@ -87,13 +90,27 @@ def test_layouts_give_onnxruntime_results(sess, ort_sess, case):
 
 
 def test_a_reused_staging_buffer_takes_each_calls_values(sess, ort_sess):
-    """A misaligned input is copied into the same aligned buffer of the call's slot every time: each call sees its
-    own values, and the outputs of an earlier call are not changed by a later one."""
+    """An input whose elements are misaligned is copied into the same aligned buffer of the call's slot every time:
+    each call sees its own values, and the outputs of an earlier call are not changed by a later one."""
     feeds = [base_feed(seed) for seed in (1, 2)]
-    got = [sess.run(None, {"x": unaligned(f["x"]), "b": f["b"]}) for f in feeds]
+    got = [sess.run(None, {"x": unaligned(f["x"], by=2), "b": f["b"]}) for f in feeds]
     for g, f in zip(got, feeds):
         for a, w in zip(g, ort_sess.run(None, f)):
             assert_close(a, w)
+
+
+def test_an_element_aligned_input_is_read_in_place_and_a_misaligned_one_copied():
+    """Kernels assume only element alignment: an array 4 bytes past a cache line is handed over as it is (a copy
+    of a large input cost more than the model's kernels), one 2 bytes off is staged into an aligned buffer."""
+    from runtime.module import Module
+    from runtime.workspaces import Slot
+    x = base_feed(4)["x"]
+    in_place, misaligned = unaligned(x), unaligned(x, by=2)
+    slot = Slot(64, 2, 1)
+    Module._bind_inputs([in_place, misaligned], slot)
+    assert slot.in_ptrs[0] == in_place.ctypes.data and slot.staged[0] is None
+    assert slot.in_ptrs[1] != misaligned.ctypes.data and slot.in_ptrs[1] % 64 == 0
+    np.testing.assert_array_equal(slot.staged[1][0], x)
 
 
 def _x_feed(x):
@@ -245,3 +262,23 @@ def test_scalars_and_lists_are_fed_as_arrays_of_the_inputs_dtype(scalar_sess, a,
 def test_scalars_and_lists_that_do_not_fit_are_clear_errors(scalar_sess, a, k, message):
     with pytest.raises(ValueError, match=message):
         scalar_sess.run(None, {"a": a, "k": k})
+
+
+def test_unnamed_dims_bind_through_input_shapes_like_named_ones():
+    """paddle2onnx and tf2onnx write an unknown dim as dim_value -1 or dim_param '?', others leave the dim empty:
+    input_shapes binds each on its own (two '?' need not agree), and the session reports them as onnxruntime does."""
+    from onnx import TensorProto, helper
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "unnamed",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, "?", "h", "?", None])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, "?", "h", "?", None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sess = compile_model(model, input_shapes={"x": (2, 3, 4, 5, 6)})
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
+    ort_sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert sess.get_inputs()[0].shape == ort_sess.get_inputs()[0].shape == [None, "?", "h", "?", None]
+    with pytest.warns(UserWarning, match=r"dim 0 \(unknown\), dim 1 \(unknown\), dim 2 \('h'\), dim 3 \(unknown\), "
+                                         r"dim 4 \(unknown\), compiled as 1"):
+        from_onnx(model)

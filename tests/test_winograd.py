@@ -75,6 +75,31 @@ def test_pipeline_uses_winograd_unless_disabled():
     assert "nn.conv2d_nchwc" in ops(PassContext(winograd=False))
 
 
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_a_convolution_whose_weights_are_not_finite_stays_direct(bad):
+    """One Inf (or NaN) weight: Winograd's transforms would spread it to whole output tiles (Inf - Inf = NaN);
+    the direct convolution puts non-finite values where onnx's reference does (onnxruntime skips the zero-padding
+    taps, so at the border it gives Inf where IEEE gives Inf * 0 = NaN: see the README's Reliability section)."""
+    from onnx.reference import ReferenceEvaluator
+    from compiler import compile_model
+    model = _one_conv_model(size=(12, 12))
+    w = next(t for t in model.graph.initializer if t.name == "w")
+    values = np.frombuffer(w.raw_data, np.float32).copy() if w.raw_data else np.array(w.float_data, np.float32)
+    values[7] = bad
+    w.ClearField("float_data")
+    w.raw_data = values.tobytes()
+    mod = run_pipeline(from_onnx(model), PassContext(), stop_after="fold_constants_2")
+    assert "nn.conv2d_winograd_nchwc" not in {n.op for n in post_order(mod.main.body) if isinstance(n, Call)}
+    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    got, = compile_model(model, cache=False).run(None, {"x": x})
+    want, = ReferenceEvaluator(model).run(None, {"x": x})
+    assert (~np.isfinite(want)).sum() == 12 * 12  # the weight's output channel, everywhere
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("batch,size", [(1, (13, 11)), (2, (8, 8)), (1, (5, 9))])
 def test_models_match_onnxruntime_and_interpreter(batch, size):
     """Compiled (Winograd) vs onnxruntime vs the numpy interpreter; odd sizes leave partial tiles."""

@@ -3,7 +3,7 @@
     client = local_cluster_client(2)                 # or connect_client("tcp://scheduler:8786")
     tune_model("resnet18.onnx", records="r.db", trials=2000, executor=client)
 
-measure(task, schedules, executor=client) comes here. The protocol of tuning/measure.py, spread over machines:
+measure(task, schedules, executor=DaskMeasurer(client)) comes here (tune_model wraps a Client itself). The protocol of tuning/measure.py, spread over machines:
   1. every candidate is built on some worker, all at once (builds share nothing);
   2. then every built candidate is run on some worker, holding a cluster-wide lock named after the worker's host
      (`relayish-measure-<hostname>`) for the whole run: two measurements never share a machine, while machines
@@ -140,6 +140,20 @@ def _run_all(client, fn, jobs: dict, what: str, done, patience_s: float, retry_p
             done(i, None, f"{what} not done: the Dask cluster did not finish its retry in time")
         except Exception as e:
             done(i, None, _died(what, e))
+
+
+class DaskMeasurer:
+    """The measurer of a dask.distributed Client: tuning.measure.measure delegates to measure_candidates (the
+    same arguments as measure_on_dask but the client), so that measure.py needs nothing of this module."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def measure_candidates(self, task, schedules, **options) -> list[MeasureResult]:
+        return measure_on_dask(self.client, task, schedules, **options)
+
+    def __repr__(self):
+        return f"DaskMeasurer({self.client!r})"
 
 
 def measure_on_dask(client, task, schedules, *, number, repeat, timeout_s, check, num_threads, seed, tolerance,

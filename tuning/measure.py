@@ -479,9 +479,9 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
     bad candidate (invalid schedule, build failure, crash, hang, wrong result): that is its error.
 
     number, repeat: see the module docstring. timeout_s: limit of each build job and each run job.
-    executor: a WorkerPool (replaced-on-crash processes), a concurrent.futures.Executor of processes, a
-    dask.distributed Client (tuning/dask_measure.py: builds spread over the cluster, one run per host at a time), or
-    None for default_pool(). on_result(i, result): called as each candidate's result is known (in the order they
+    executor: a WorkerPool (replaced-on-crash processes), a concurrent.futures.Executor of processes, another
+    measurer (an object with measure_candidates: tuning/dask_measure.py's DaskMeasurer, builds spread over a Dask
+    cluster, one run per host at a time; this module knows nothing of Dask), or None for default_pool(). on_result(i, result): called as each candidate's result is known (in the order they
     finish), e.g. to store it at once. check_correctness: compare outputs with the numpy interpreter (None = True). num_threads:
     threads of each timed kernel (default all cores). flush_cache: time each call alone after evicting the caches
     and reading back the task's activation inputs (in-model conditions, see the module docstring).
@@ -501,12 +501,14 @@ def measure(task: Task, schedules, *, number: int = 3, repeat: int = 3, timeout_
         raise ValueError(f"measure: unknown fault(s) {bad}; expected {FAULTS}")
     check = check_correctness is None or bool(check_correctness)
     on_result = on_result or (lambda i, result: None)
+    if hasattr(executor, "measure_candidates"):  # another measurer: tuning.dask_measure.DaskMeasurer
+        return executor.measure_candidates(task, schedules, number=number, repeat=repeat, timeout_s=timeout_s,
+                                           check=check, num_threads=num_threads, seed=seed, tolerance=tolerance,
+                                           flush_cache=flush_cache, on_result=on_result, faults=_faults or {},
+                                           warm=task.activation_inputs())
     if is_dask_client(executor):
-        from .dask_measure import measure_on_dask
-        return measure_on_dask(executor, task, schedules, number=number, repeat=repeat, timeout_s=timeout_s,
-                               check=check, num_threads=num_threads, seed=seed, tolerance=tolerance,
-                               flush_cache=flush_cache, on_result=on_result, faults=_faults or {},
-                               warm=task.activation_inputs())
+        raise TypeError("measure: a dask.distributed Client measures through tuning.dask_measure.DaskMeasurer(client) "
+                        "(tune_model and `relayish tune --dask` wrap it themselves)")
     pool = _as_pool(executor)
     pool.recycle_if_due()
     threads = num_threads or default_num_threads()

@@ -38,7 +38,7 @@ from relayish import get_op
 
 from .annotate import derive_program
 from .cost_model import XGBoostModel
-from .measure import WorkerPool, measure
+from .measure import WorkerPool, is_dask_client, measure
 from .model_check import check_in_model
 from .report import Progress, require_matplotlib, format_task_table, write_curve_png
 from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
@@ -275,6 +275,9 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     algorithm, that its records say are fastest (compiler/algorithms.py). Off: the rule's algorithm and block."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
+    if is_dask_client(executor):  # measure needs it as a measurer (tuning/dask_measure.py)
+        from .dask_measure import DaskMeasurer
+        executor = DaskMeasurer(executor)
     if curve_png and not curve_png.endswith(".csv"):
         require_matplotlib()  # fail now, not after the whole budget
     p = dict(TUNE_PARAMS, **(params or {}))

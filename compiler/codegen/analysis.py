@@ -76,10 +76,11 @@ def vectorize_blocker(loop: For) -> str | None:
 
     Emitting the body once on vectors performs each statement for all lanes before the next statement, which
     equals serial order only without cross-lane dependences through memory. We accept a body when: the extent is a
-    positive constant; it holds no loop and no allocation; every condition is lane-uniform; every store index
-    depends on the loop variable; and every buffer the body writes is accessed at one single index expression
-    (injective in the lane if the buffer is also read). A store at a lane-independent index (a reduction into an
-    accumulator) is refused: it is a loop-carried dependence.
+    positive constant; it holds no loop and no allocation; every condition is lane-uniform, or lane-dependent with
+    no else branch (a split's tail guard: its body runs masked, the lanes where it fails neither store nor load);
+    every store index depends on the loop variable; and every buffer the body writes is accessed at one single
+    index expression (injective in the lane if the buffer is also read). A store at a lane-independent index (a
+    reduction into an accumulator) is refused: it is a loop-carried dependence.
     """
     if not isinstance(loop.extent, IntImm) or loop.extent.value < 1:
         return f"extent {te.expr_str(loop.extent)} is not a positive constant"
@@ -100,8 +101,8 @@ def vectorize_blocker(loop: For) -> str | None:
         elif isinstance(s, Allocate):
             raise _Blocked(f"allocation of {s.buffer.name} inside the loop")
         elif isinstance(s, IfThenElse):
-            if coefficient(s.cond, var, lets) != 0:
-                raise _Blocked(f"condition {te.expr_str(s.cond)} depends on {var.name}")
+            if coefficient(s.cond, var, lets) != 0 and s.else_case is not None:
+                raise _Blocked(f"condition {te.expr_str(s.cond)} depends on {var.name} and has an else branch")
             note_loads(s.cond)
             visit(s.then_case)
             if s.else_case is not None:

@@ -16,6 +16,9 @@ parameter in order (bool buffers are i8 in memory). Semantics:
   `vectorize_blocker` finds nothing unsafe, else a serial loop; parallel -> the body outlined into
   `void NAME.parK(i8* closure, i32 task, i32 ntasks)` run by the module's thread pool (nested parallel -> serial).
 - Allocate -> an `alloca` (align 64) in the entry block of the current LLVM function, so SROA can promote it.
+- Kernel parameters are `noalias` and aligned to their element only (every load and store is too): a graph input
+  is the caller's numpy array as it comes (numpy aligns fresh arrays to 16 bytes, views anywhere), read in place
+  instead of copied into a 64-byte-aligned buffer first (x86 vector loads run at the same speed either way).
 """
 from __future__ import annotations
 
@@ -93,6 +96,7 @@ class _FunctionEmitter:
         self.env: dict = {}
         self.bufs: dict = {}
         self.lanes: int | None = None
+        self.mask = None  # in a vector body under a lane-dependent condition: its <N x i1> (masked stores/loads)
         self.vec_var: Var | None = None
         self.lets: dict = {}  # let-bound Var -> its coefficient in vec_var (vector mode only)
         # integer index arithmetic already emitted in the current block: (id(expr), block, values of its
@@ -147,7 +151,7 @@ class _FunctionEmitter:
     def if_then_else(self, s: IfThenElse):
         cond = self.as_bool(self.expr(s.cond))
         if is_vector(cond):
-            raise self.error(f"lane-dependent condition {te.expr_str(s.cond)} in a vector body")
+            return self.masked(cond, s)
         if s.else_case is None:
             with self.b.if_then(cond):
                 self.stmt(s.then_case)
@@ -157,6 +161,35 @@ class _FunctionEmitter:
                 self.stmt(s.then_case)
             with otherwise:
                 self.stmt(s.else_case)
+
+    def masked(self, cond, s: IfThenElse):
+        """A lane-dependent condition (a split's tail in a vector body): the body runs once for the lanes where it
+        holds, its stores and lane-varying loads masked, and not at all when it holds for none (its lane-uniform
+        loads then read nothing that serial order would not have read)."""
+        if s.else_case is not None:
+            raise self.error(f"lane-dependent condition {te.expr_str(s.cond)} with an else branch in a vector body")
+        outer = self.mask
+        mask = cond if outer is None else self.b.and_(outer, cond)
+        reduce_or = self.k.module.globals.get(f"llvm.vector.reduce.or.v{self.lanes}i1") or ir.Function(
+            self.k.module, ir.FunctionType(ir.IntType(1), [mask.type]), f"llvm.vector.reduce.or.v{self.lanes}i1")
+        with self.b.if_then(self.b.call(reduce_or, [mask])):
+            self.mask = mask
+            try:
+                self.stmt(s.then_case)
+            finally:
+                self.mask = outer
+
+    def masked_intrinsic(self, op: str, vty):
+        """llvm.masked.load / llvm.masked.store of vector type vty (declared on first use)."""
+        elem = vty.element
+        suffix = f"v{vty.count}{'f' if isinstance(elem, (ir.FloatType, ir.DoubleType)) else 'i'}{nbytes(elem) * 8}"
+        name = f"llvm.masked.{op}.{suffix}.p0"
+        fn = self.k.module.globals.get(name)
+        if fn is None:
+            mask_ty = ir.VectorType(ir.IntType(1), vty.count)
+            args = [vty.as_pointer(), I32, mask_ty, vty] if op == "load" else [vty, vty.as_pointer(), I32, mask_ty]
+            fn = ir.Function(self.k.module, ir.FunctionType(vty if op == "load" else VOID, args), name)
+        return fn
 
     def loop(self, s: For):
         if s.kind not in ("serial", "parallel", "vectorize", "unroll"):
@@ -228,7 +261,10 @@ class _FunctionEmitter:
         em = _FunctionEmitter(self.k, fn, in_parallel=True)
         for arg, bf in zip(fn.args, bufs):
             arg.add_attribute("noalias")
-            arg.attributes.align = ALIGN
+            if bf.scope == "local":  # an alloca of this function's caller: 64-byte aligned
+                arg.attributes.align = ALIGN
+            else:
+                arg.attributes.align = nbytes(memory_type(bf.dtype))
             em.bufs[bf] = arg
         for arg, v in zip(fn.args[len(bufs):], vars_):
             em.env[v] = arg
@@ -252,11 +288,19 @@ class _FunctionEmitter:
         value = splat(self.b, value, self.lanes)
         if self.k.coefficient(s.index, self.vec_var, self.lets) == 1:
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
-            self.b.store(value, vptr, align=nbytes(value.type.element))
+            if self.mask is not None:
+                align = I32(nbytes(value.type.element))
+                self.b.call(self.masked_intrinsic("store", value.type), [value, vptr, align, self.mask])
+            else:
+                self.b.store(value, vptr, align=nbytes(value.type.element))
             return
         for lane in range(self.lanes):  # scatter in lane order (= serial order)
             idx = self.b.extract_element(index, I32(lane))
-            self.b.store(self.b.extract_element(value, I32(lane)), self.addr(ptr, idx))
+            if self.mask is not None:
+                with self.b.if_then(self.b.extract_element(self.mask, I32(lane))):
+                    self.b.store(self.b.extract_element(value, I32(lane)), self.addr(ptr, idx))
+            else:
+                self.b.store(self.b.extract_element(value, I32(lane)), self.addr(ptr, idx))
 
     # ------------------------------------------------------------------ memory
 
@@ -293,7 +337,12 @@ class _FunctionEmitter:
         vty = ir.VectorType(elem, self.lanes)
         if coeff == 1:  # contiguous: one vector load
             vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), vty.as_pointer())
+            if self.mask is not None:  # the lanes past a tail read nothing (they may lie past the buffer's end)
+                return self.from_memory(self.b.call(self.masked_intrinsic("load", vty), [
+                    vptr, I32(nbytes(elem)), self.mask, ir.Constant(vty, None)]), e.buffer)
             return self.from_memory(self.b.load(vptr, align=nbytes(elem)), e.buffer)
+        if self.mask is not None:  # a masked-off lane reads element 0 (always there) instead of its own index
+            index = self.b.select(self.mask, index, ir.Constant(index.type, None))
         vec = ir.Constant(vty, ir.Undefined)  # strided or irregular: gather by scalar loads
         for lane in range(self.lanes):
             x = self.b.load(self.addr(ptr, self.b.extract_element(index, I32(lane))))
@@ -571,7 +620,7 @@ def emit_kernel(module: ir.Module, func: PrimFunc) -> ir.Function:
     for arg, p in zip(fn.args, func.params):
         arg.name = p.name
         arg.add_attribute("noalias")
-        arg.attributes.align = ALIGN
+        arg.attributes.align = nbytes(memory_type(p.dtype))  # element alignment: see the module docstring
         em.bufs[p] = arg
     em.stmt(func.body)
     em.finish()

@@ -11,6 +11,7 @@ from typing import Callable
 
 from relayish import IRModule
 
+from .constants import check_constant_kernels, fold_constant_kernels
 from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
 from .patterns import recognize_patterns
@@ -56,6 +57,8 @@ PIPELINE = [
     Pass("fold_constants_2", lambda m, c: fold_constants(m), 0, "pre-transform constant weights"),
     Pass("fuse", lambda m, c: fuse_ops(m, c.max_fused_ops, fuse=c.opt_level >= 1), 0,
          "group ops into primitive functions (one kernel each) by post-dominator fusion"),
+    Pass("fold_constant_kernels", lambda m, c: fold_constant_kernels(m), 0,
+         "evaluate every kernel whose inputs are all constants: constant work is done once (passes/constants.py)"),
 ]
 
 PASS_NAMES = [p.name for p in PIPELINE]

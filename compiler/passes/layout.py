@@ -20,6 +20,7 @@ from relayish.op import get_op
 from relayish.op import Pattern
 from relayish.ops.layout import parse_layout
 from relayish.ops.matmul_pack import pack_weight
+from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
@@ -32,6 +33,13 @@ def channel_block(channels: int, vector_width: int) -> int:
     if pow2:
         return pow2[0]
     return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
+
+
+def dense_block(units: int, vector_width: int) -> int:
+    """The block of output features of a batch-1 dense layer's packed weight: channel_block's, unless that is
+    under half a vector (8210 classes: 2); then a whole vector, the last block padded with zero columns."""
+    block = channel_block(units, vector_width)
+    return block if block >= vector_width // 2 or units < vector_width else vector_width
 
 
 PAD_MIN_CHANNELS = 128  # pad the outputs of convolutions at least this wide ...
@@ -144,10 +152,18 @@ def conv_signature(node: Call) -> str:
 
 def winograd_tiles(node: Call) -> tuple[int, ...]:
     """The Winograd tiles an NCHW conv2d may take (besides 0, direct): (4, 2) for a 3x3, stride-1, undilated,
-    ungrouped convolution of at least WINOGRAD_MIN_CHANNELS input and output channels, else ()."""
-    oc, ic, kh, kw = node.args[1].type.shape
+    ungrouped float convolution of at least WINOGRAD_MIN_CHANNELS input and output channels whose weights are all
+    finite, else (). An Inf or NaN weight would reach every output of a tile through the transforms (Inf - Inf =
+    NaN), where the direct sum touches only the outputs whose window holds it, as onnxruntime does; an integer
+    convolution (ConvInteger) must stay exact: no fractions."""
+    weight = node.args[1]
+    oc, ic, kh, kw = weight.type.shape
+    if not is_float(node.type.dtype):
+        return ()
     if (kh, kw) != (3, 3) or tuple(node.attrs.strides) != (1, 1) or tuple(node.attrs.dilation) != (1, 1) or \
             node.attrs.groups != 1 or min(ic, oc) < WINOGRAD_MIN_CHANNELS:
+        return ()
+    if isinstance(weight, Constant) and not np.isfinite(weight.data.astype(np.float32)).all():
         return ()
     return (4, 2)
 
@@ -210,12 +226,18 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     def dense_to_pack(node: Call, x: Expr, w: Constant):
         rows, n = x.type.shape[0], w.type.shape[0]
         tile = matmul_tile(rows, n, 1, vector_width) if rows > 1 else None
-        nb = tile[1] * tile[2] if tile else channel_block(n, vector_width)  # rows > 1: the matmul tile's columns
+        nb = tile[1] * tile[2] if tile else dense_block(n, vector_width)  # rows > 1: the matmul tile's columns
+        if n % nb:  # zero columns fill the last block (packed at compile time); the op computes the first n
+            padded = Constant(np.pad(w.data, ((0, nb - n % nb), (0, 0))))
+            return Call("nn.dense_pack", (x, _lt(padded, "NK", f"NK{nb}n")), {"units": n})
         return Call("nn.dense_pack", (x, _lt(w, "NK", f"NK{nb}n")))
 
     def matmul_to_pack(node: Call, x: Expr, w: Constant):
         block = packed_matmul_block(node, vector_width)
-        return None if block is None else Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))))
+        if block is None:
+            return None
+        n = w.type.shape[1]
+        return Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))), {"units": n} if n % block else {})
 
     # outputs that may keep padded channels: only direct, ungrouped convolutions read them (_absorb_padding)
     narrow = narrow_padding_sites(mod, lambda conv: conv.attrs.groups == 1 and isinstance(conv.args[1], Constant)
@@ -240,9 +262,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
 
 def packed_matmul_block(node: Call, vector_width: int) -> int | None:
     """Columns per block of a matmul's packed weight: those of its register tile (compiler/matmul_schedule.py),
-    so that a tile reads one contiguous panel; None (keep the matmul) for a 1-D operand or an untileable shape."""
+    so that a tile reads one contiguous panel; None (keep the matmul) for a 1-D operand, an untileable shape or an
+    integer matmul (MatMulInteger's int32 products: the packed form is float-only, the plain matmul exact)."""
     x, w = node.args
-    if x.type.ndim < 2 or w.type.ndim != 2:
+    if x.type.ndim < 2 or w.type.ndim != 2 or not is_float(node.type.dtype):
         return None
     m, n = x.type.shape[-2], w.type.shape[1]
     tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)

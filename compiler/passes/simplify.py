@@ -8,11 +8,24 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import Call, Constant, IRModule, get_op
+from relayish.types import numpy_dtype
 from relayish.expr import Expr, children, post_order
 
 from .rewrite import rewrite
 
-MAX_FOLD_ELEMENTS = 1 << 26  # a folded constant larger than this stays a computation
+# A constant computation is folded whatever its size (a 302 MB fc weight repacked for its dense kernel once at
+# compile time, not on every run), unless folding would blow it up: a result over EXPANSION_MIN_BYTES and more than
+# EXPANSION_FACTOR times the bytes of its constant inputs (a scalar broadcast to a huge shape, a ConstantOfShape)
+# is cheaper to compute per run than to store and read.
+EXPANSION_FACTOR = 4
+EXPANSION_MIN_BYTES = 16 << 20
+
+
+def expands(result_type, inputs) -> bool:
+    """Whether a computation of constants `inputs` (arrays) into a result of `result_type` is an expansion that
+    stays a computation (see EXPANSION_FACTOR)."""
+    out = result_type.size * np.dtype(numpy_dtype(result_type.dtype)).itemsize
+    return out > EXPANSION_MIN_BYTES and out > EXPANSION_FACTOR * sum(a.nbytes for a in inputs)
 
 
 # ---------------------------------------------------------------------------------------------- folding
@@ -21,7 +34,7 @@ def _fold_call(node: Call):
     """op(constants...) -> constant, evaluated with the op's numpy reference."""
     if not node.args or not all(isinstance(a, Constant) for a in node.args):
         return None
-    if node.type.size > MAX_FOLD_ELEMENTS:
+    if expands(node.type, [a.data for a in node.args]):
         return None
     value = get_op(node.op).ref(*[a.data for a in node.args], **node.attrs.as_dict())
     return Constant(np.asarray(value, dtype=node.type.dtype).reshape(node.type.shape))

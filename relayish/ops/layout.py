@@ -236,12 +236,24 @@ def _dp_infer(arg_types, attrs):
     expect_ndim("nn.dense_pack", w, 3, "weight")
     if w.shape[1] != x.shape[1]:
         raise OpError(f"nn.dense_pack: weight {w.shape} has K={w.shape[1]} but data {x.shape} has K={x.shape[1]}")
-    return TensorType((x.shape[0], w.shape[0] * w.shape[2]), x.dtype)
+    return TensorType((x.shape[0], packed_units("nn.dense_pack", w.shape, attrs.units)), x.dtype)
 
 
-def _dp_ref(x, w):
+def packed_units(op: str, w_shape: tuple, units: int) -> int:
+    """The output columns of a packed weight [N/nb, K, nb]: all of them (units=0), or the first `units`, the
+    rest of the last block being zero padding (between (N/nb - 1) * nb and N/nb * nb)."""
+    blocks, _, nb = w_shape
+    if not units:
+        return blocks * nb
+    if not (blocks - 1) * nb < units <= blocks * nb:
+        raise OpError(f"{op}: units={units} must leave only the last of {blocks} blocks of {nb} columns partial")
+    return units
+
+
+def _dp_ref(x, w, units=0):
     nb_n, k, nb = w.shape
-    return (x.astype(np.float64) @ w.transpose(1, 0, 2).reshape(k, nb_n * nb)).astype(x.dtype)
+    y = (x.astype(np.float64) @ w.transpose(1, 0, 2).reshape(k, nb_n * nb)).astype(x.dtype)
+    return y[:, :units] if units else y
 
 
 def _dp_compute(inputs, attrs, out_type):
@@ -254,4 +266,6 @@ def _dp_compute(inputs, attrs, out_type):
 
 register_op("nn.dense_pack", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense", infer=_dp_infer,
             ref=_dp_ref, compute=_dp_compute, flops=lambda a, attrs, o: 2.0 * o.size * a[0].shape[1],
-            doc="dense with the weight in blocks of output features: x [M, K], w [N/b, K, b]")
+            attrs={"units": 0},
+            doc="dense with the weight in blocks of output features: x [M, K], w [N/b, K, b] (units: the first N "
+                "columns only, the last block zero-padded; 0: all)")

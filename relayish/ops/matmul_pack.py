@@ -13,12 +13,15 @@ from .. import te
 from ..types import TensorType
 from ..op import OpError, Pattern, register_op
 from .common import expect_float, same_dtype
+from .layout import packed_units
 
 
 def pack_weight(w: np.ndarray, block: int) -> np.ndarray:
-    """W [K, N] -> [N/block, K, block] (block must divide N)."""
+    """W [K, N] -> [ceil(N/block), K, block], the last block padded with zero columns."""
     k, n = w.shape
-    return np.ascontiguousarray(w.reshape(k, n // block, block).transpose(1, 0, 2))
+    if n % block:
+        w = np.pad(w, ((0, 0), (0, block - n % block)))
+    return np.ascontiguousarray(w.reshape(k, -1, block).transpose(1, 0, 2))
 
 
 def _mp_infer(arg_types, attrs):
@@ -31,12 +34,13 @@ def _mp_infer(arg_types, attrs):
                       f"{w.shape}")
     if w.shape[1] != x.shape[-1]:
         raise OpError(f"{op}: data {x.shape} has K={x.shape[-1]} but the weight {w.shape} has K={w.shape[1]}")
-    return TensorType(x.shape[:-1] + (w.shape[0] * w.shape[2],), x.dtype)
+    return TensorType(x.shape[:-1] + (packed_units(op, w.shape, attrs.units),), x.dtype)
 
 
-def _mp_ref(x, w):
+def _mp_ref(x, w, units=0):
     nbs, k, nb = w.shape
-    return np.matmul(x, w.transpose(1, 0, 2).reshape(k, nbs * nb)).astype(x.dtype)
+    y = np.matmul(x, w.transpose(1, 0, 2).reshape(k, nbs * nb)).astype(x.dtype)
+    return y[..., :units] if units else y
 
 
 def _mp_compute(inputs, attrs, out_type):
@@ -50,4 +54,6 @@ def _mp_compute(inputs, attrs, out_type):
 
 register_op("nn.matmul_pack", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense", infer=_mp_infer,
             ref=_mp_ref, compute=_mp_compute, flops=lambda a, attrs, o: 2.0 * o.size * a[0].shape[-1],
-            doc="x [.., M, K] @ W [K, N] with the weight packed in column blocks: w [N/nb, K, nb]")
+            attrs={"units": 0},
+            doc="x [.., M, K] @ W [K, N] with the weight packed in column blocks: w [N/nb, K, nb] (units: the "
+                "first N columns only, the last block zero-padded; 0: all)")

@@ -14,6 +14,7 @@ from .. import te
 from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import broadcast_shape, expect_float, expect_ndim, int_tuple, pad_stage, same_dtype
+from .rows import ROW_TAG, trailing_reduce
 
 # ---------------------------------------------------------------------------------------------- conv2d
 
@@ -309,6 +310,10 @@ def _global_pool_infer(arg_types, attrs):
 def _global_pool_compute(inputs, attrs, out_type):
     x, = inputs
     h, w = x.shape[2:4]
+    rows = trailing_reduce(x, 2, "sum", "global_avg_pool2d_rows") if x.ndim == 4 else None
+    if rows is not None:  # NCHW: each channel's H*W values are one contiguous row, summed in vector partials
+        return te.compute(out_type.shape, lambda n, c, y, xx: rows[n, c] * te.const(1.0 / (h * w), x.dtype),
+                          name="global_avg_pool2d", tag=ROW_TAG)
     rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
     total = te.compute(out_type.shape,
                        lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),

@@ -41,7 +41,7 @@ def _softmax_compute(inputs, attrs, out_type):
     stage, one reciprocal per row), which compiler/row_schedule.py runs row by row."""
     x, = inputs
     ax = attrs.axis
-    if ax == x.ndim - 1 and row_lanes(x.shape[-1]):
+    if ax == x.ndim - 1 and row_lanes(x.shape[-1], x.dtype):
         return _softmax_rows(x)
     reduced = x.shape[:ax] + x.shape[ax + 1:]
     full, dropped = _axis_indexers(ax)
@@ -99,7 +99,7 @@ def _log_softmax_compute(inputs, attrs, out_type):
     with the log-normalizer once per row in place of the reciprocal; exp is only summed, never stored."""
     x, = inputs
     ax = attrs.axis
-    if ax == x.ndim - 1 and row_lanes(x.shape[-1]):
+    if ax == x.ndim - 1 and row_lanes(x.shape[-1], x.dtype):
         outer, length = x.shape[:-1], x.shape[-1]
         xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "log_softmax_max")
         total = row_reduce(outer, length, lambda i, l: te.exp(x[tuple(i) + (l,)] - xmax[i]), "sum",

@@ -11,6 +11,7 @@ from .. import te
 from ..types import TensorType, is_float
 from ..op import OpError, Pattern, register_op
 from .common import normalize_axis
+from .rows import ROW_TAG, trailing_reduce
 
 
 def _normalize(op):
@@ -71,6 +72,14 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
     reducer = {"sum": te.sum, "prod": te.prod_reduce, "max": te.max_reduce, "min": te.min_reduce}[combiner]
     if not raxes:  # over no axes (all the axes of a 0-d tensor): x itself (a Reduce needs a reduction loop)
         return te.compute(out_shape, lambda *i: x[index(i)], name=name, tag="elemwise")
+    trailing = sorted(axes) == list(range(x.ndim - len(axes), x.ndim)) and len(axes) < x.ndim
+    rows = trailing_reduce(x, len(axes), combiner, name + "_rows") if trailing else None
+    if rows is not None:  # over the last axes: per-lane partials of the contiguous row, vectorized
+
+        def result(*i):  # the kept axes lead the output, with or without keepdims' trailing 1s
+            value = rows[tuple(i[:len(kept)])]
+            return value if scale is None else value * te.const(scale, x.dtype)
+        return te.compute(out_shape, result, name=name, tag=ROW_TAG)
     total = te.compute(out_shape, lambda *i: reducer(x[index(i)], list(raxes.values())), name=name, tag="reduce")
     if scale is None:
         return total

@@ -58,7 +58,7 @@ def _ln_compute(inputs, attrs, out_type):
     ax, nd = attrs.axis, x.ndim
     outer, inner = x.shape[:ax], x.shape[ax:]
     count = int(np.prod(inner, dtype=np.int64))
-    if ax == nd - 1 and nd >= 2 and row_lanes(count):
+    if ax == nd - 1 and nd >= 2 and row_lanes(count, x.dtype):
         return _ln_rows(x, gamma, beta, attrs.epsilon)
     r1 = [te.reduce_axis(n, f"k{d}") for d, n in enumerate(inner)]
     r2 = [te.reduce_axis(n, f"k{d}") for d, n in enumerate(inner)]

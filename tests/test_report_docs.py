@@ -1,0 +1,202 @@
+"""The generated pages: docs/benchmarks.md from the bench commands' JSON (bench/report_docs.py) and docs/ops.md from
+the registries (bench/ops_doc.py). Built here from small synthetic files: every table prints its figures with the
+date, CPU, versions and command of its file, a file missing a field its table needs is refused naming both, and the
+committed pages are what the committed data and the code give."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from bench import ops_doc, report_docs
+from bench.report_docs import BENCHMARKS, ReportError, render_page
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def prov(command: str, cpu: str = "AMD EPYC 9B45", date: str = "2031-02-03T04:05:06+0000") -> dict:
+    return {"date": date, "command_line": command,
+            "machine": {"cpu": "znver5", "cpu_model": cpu, "cores": 2, "load_average": [0.1, 0.2, 0.3],
+                        "peak_gflops": None},
+            "versions": {"python": "3.12.1", "relayish": "9.8.7", "numpy": "2.0", "llvmlite": "0.44",
+                         "onnx": "1.23", "onnxruntime": "1.99.1", "openvino": None}}
+
+
+def stats(median: float) -> dict:
+    return {"median_ms": median, "p90_ms": median * 1.1, "p99_ms": median * 1.2, "min_ms": median * 0.9, "runs": 50}
+
+
+PAIRED = {"ratio": 0.713, "low": 0.701, "high": 0.744, "rounds": 10}
+
+SYNTHETIC = {
+    "quickstart.json": {
+        "report_version": 2, "command": {}, **prov("relayish bench models/resnet18.onnx --json q.json"),
+        "model": {"path": "models/resnet18.onnx", "inputs": {"input": [1, 3, 224, 224]}, "outputs": {}, "kernels": 25},
+        "configuration": {"threads": 2, "timing": {"mode": "steady", "runs": 50, "warmup": 5, "block": 5,
+                                                   "idle_gap_ms": 50.0}},
+        "engines": [{"name": "relayish", **stats(5.8431)}, {"name": "onnxruntime", **stats(8.1122)}],
+        "ratios": {"relayish/onnxruntime": 0.7203}, "paired_ratios": {"relayish/onnxruntime": PAIRED},
+        "accuracy": {"tolerance": 1e-4, "passed": True, "outputs": {"logits": {"max_abs": 1e-6, "max_rel": 3.18e-6,
+                                                                               "passed": True}}},
+        "profile": None},
+    "suite.json": {
+        "benchmark": "suite", **prov("python -m bench.suite suite/ --json s.json"),
+        "configuration": {"threads": 2, "timing": "steady", "repeat": 30, "warmup": 5, "block": 5},
+        "rows": [{"model": "alexnet", "relayish": stats(7.34), "onnxruntime": stats(11.74), "openvino": stats(7.11),
+                  "ratio": 0.625, "paired": PAIRED, "openvino_ratio": 0.606, "openvino_paired": PAIRED,
+                  "max_rel_error": 1.9e-6, "agree": True},
+                 {"model": "gpt", "relayish": stats(0.65), "onnxruntime": stats(0.94), "ratio": 0.69,
+                  "paired": PAIRED, "max_rel_error": 4.7e-7, "agree": True},
+                 {"model": "broken", "error": "compile: OnnxImportError: bad"}]},
+    "payoff.json": [
+        {**prov("python -m bench.payoff suite/ --minutes 15 --out payoff/"), "model": "resnet18", "minutes": 15,
+         "trials": 1591, "tasks": 20, "date": "2031-02-01 10:00", "untuned_ms": 6.37, "tuned_ms": 6.67,
+         "onnxruntime_ms": 8.71, "paired": {"tuned/untuned": PAIRED, "tuned/ort": PAIRED, "untuned/ort": PAIRED},
+         "estimated_ms": 5.9, "kept": 17, "reverted": 1, "max_rel_error": 3e-6, "agree": True},
+        {**prov("python -m bench.payoff suite/ --models gpt --out payoff/", cpu="Intel Xeon 8488C"), "model": "gpt",
+         "minutes": 15, "trials": 750, "tasks": 14, "date": "2031-02-02 11:00", "untuned_ms": 3.21, "tuned_ms": 3.22,
+         "onnxruntime_ms": 3.32, "paired": {"tuned/untuned": PAIRED}, "estimated_ms": 3.81, "kept": None,
+         "reverted": None, "max_rel_error": 4e-7, "agree": True}],
+    "template_free.json": {
+        "benchmark": "template_free", "model": "models/resnet18.onnx",
+        **prov("python -m bench.template_free models/resnet18.onnx --time-budget 900 --records naive.db"),
+        "estimate_ms": {"hand-written": 6.0, "naive": 900.0, "tuned": 5.8},
+        "end_to_end_ms": {"hand-written": 6.06, "naive": 950.0, "tuned from naive": 5.92},
+        "paired_tuned_over_hand_written": PAIRED, "trials": 1415, "seconds": 901.0,
+        "curve": [[20, 30.0, 900.0], [400, 345.2, 6.5], [700, 465.0, 5.99], [1415, 900.0, 5.8]]},
+    "tune_compare_resnet18.json": {
+        "benchmark": "tune_compare", "model": "models/resnet18.onnx", **prov("relayish tune-compare m --trials 320"),
+        "options": {}, "within": 0.05,
+        "strategies": [{"name": "autotvm-grid", "start_ms": 12.40, "final_ms": 11.93, "trials": 320, "seconds": 158.0,
+                        "failed": 0, "trials_to_within": 0, "seconds_to_within": 0.0, "curve": []},
+                       {"name": "ansor", "start_ms": 12.40, "final_ms": 12.00, "trials": 320, "seconds": 227.0,
+                        "failed": 1, "trials_to_within": None, "seconds_to_within": None, "curve": []}]},
+}
+
+
+def write(folder: Path, files: dict) -> Path:
+    folder.mkdir(exist_ok=True)
+    for name, data in files.items():
+        (folder / name).write_text(json.dumps(data))
+    return folder
+
+
+def test_every_benchmark_has_a_synthetic_file():
+    names = {b.name + ("_resnet18" if b.per_file else "") + ".json" for b in BENCHMARKS}
+    assert names == set(SYNTHETIC)
+
+
+def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
+    page = render_page(write(tmp_path / "data", SYNTHETIC))
+    assert "Not measured yet" not in page
+    for bench in BENCHMARKS:
+        assert f"## {bench.title}" in page
+    # figures, formatted, in their tables
+    assert "| relayish | 5.84 | 6.43 | 7.01 | 5.26 | 50 |" in page
+    assert "**0.72x** by medians, paired 0.71 [0.70-0.74] over 10 rounds; max relative error 3.2e-06" in page
+    assert "| alexnet | 7.34 | 11.74 | 7.11 | **0.62** | 0.71 [0.70-0.74] | 0.61 | 0.71 [0.70-0.74] | 1.9e-06 |" in page
+    assert "| gpt | 0.650 | 0.940 | not installed | **0.69** |" in page
+    assert "| broken | error: compile: OnnxImportError: bad | - | - | - | - | - | - | - |" in page
+    assert "| resnet18 | 15 | 1591 | 6.37 | 6.67 | 8.71 | 1.05 | 0.71 [0.70-0.74] | 0.77 | 5.90 | 17 / 1 |" in page
+    assert "| gpt | 15 | 750 |" in page and "| - | 4.0e-07 |" in page  # no model check: no kept / reverted
+    assert "| tuned from naive | 5.92 | 5.80 |" in page and "**0.98x** by medians" in page
+    assert "within 1.1x of the hand-written estimate after 345 s (400 programs) and reached it after 465 s (700 programs)" in page
+    assert "## AutoTVM, Ansor and MetaSchedule on the same tasks: resnet18" in page
+    assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
+    # every table says where, when, with what and how
+    assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 4
+    assert "`relayish bench models/resnet18.onnx --json q.json`" in page
+    assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
+    assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
+    assert "openvino None" not in page
+
+
+def test_a_benchmark_without_data_names_its_command(tmp_path):
+    files = {k: v for k, v in SYNTHETIC.items() if k != "suite.json"}
+    page = render_page(write(tmp_path / "data", files))
+    suite = next(b for b in BENCHMARKS if b.name == "suite")
+    assert page.count("Not measured yet") == 1 and f"Not measured yet: run `{suite.command}`." in page
+
+
+def _delete(data, path: str):
+    *parents, last = path.split(".")
+    for key in parents:
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    del data[int(last) if isinstance(data, list) else last]
+
+
+@pytest.mark.parametrize("file, path, field", [
+    ("quickstart.json", "date", "date"),
+    ("quickstart.json", "command_line", "command_line"),
+    ("quickstart.json", "machine.cpu_model", "machine.cpu_model"),
+    ("quickstart.json", "versions.onnxruntime", "onnxruntime"),
+    ("quickstart.json", "paired_ratios.relayish/onnxruntime", "paired_ratios.relayish/onnxruntime"),
+    ("quickstart.json", "engines.1.p99_ms", "p99_ms"),
+    ("suite.json", "machine", "machine.cpu_model"),
+    ("suite.json", "rows.0.openvino_paired", "openvino_paired"),
+    ("suite.json", "rows.1.max_rel_error", "max_rel_error"),
+    ("suite.json", "configuration.block", "block"),
+    ("payoff.json", "1.command_line", "command_line"),
+    ("payoff.json", "0.paired", "paired.tuned/untuned"),
+    ("payoff.json", "0.kept", "kept"),
+    ("template_free.json", "curve", "curve"),
+    ("template_free.json", "end_to_end_ms.naive", "end_to_end_ms.naive"),
+    ("template_free.json", "versions", "versions"),
+    ("tune_compare_resnet18.json", "strategies.0.start_ms", "start_ms"),
+    ("tune_compare_resnet18.json", "within", "within"),
+])
+def test_a_missing_field_is_refused_naming_file_and_field(tmp_path, file, path, field):
+    files = copy.deepcopy(SYNTHETIC)
+    _delete(files[file], path)
+    with pytest.raises(ReportError, match=f"{file}.*missing field '{field}'"):
+        render_page(write(tmp_path / "data", files))
+
+
+def test_malformed_values_and_orphan_files_are_refused(tmp_path):
+    files = copy.deepcopy(SYNTHETIC)
+    files["suite.json"]["rows"][0]["ratio"] = "fast"
+    with pytest.raises(ReportError, match="suite.json rows\\[0\\]: field 'ratio' must be a number"):
+        render_page(write(tmp_path / "a", files))
+    files = dict(SYNTHETIC, **{"shapes.json": {}})
+    with pytest.raises(ReportError, match="shapes.json: no benchmark of bench/report_docs.py reads it"):
+        render_page(write(tmp_path / "b", files))
+    (write(tmp_path / "c", {}) / "suite.json").write_text("{not json")
+    with pytest.raises(ReportError, match="suite.json: not valid JSON"):
+        render_page(tmp_path / "c")
+
+
+def test_main_writes_and_checks_the_page(tmp_path, capsys):
+    data, page = write(tmp_path / "data", SYNTHETIC), tmp_path / "benchmarks.md"
+    assert report_docs.main([str(data), "--check", str(page)]) == 1
+    assert report_docs.main([str(data), "-o", str(page)]) == 0
+    assert report_docs.main([str(data), "--check", str(page)]) == 0
+    (data / "suite.json").unlink()
+    assert report_docs.main([str(data), "--check", str(page)]) == 1
+    assert "python -m bench.report_docs" in capsys.readouterr().err
+
+
+def test_committed_benchmarks_page_is_what_docs_data_gives():
+    assert render_page(REPO / "docs" / "data") == (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8"), \
+        "docs/benchmarks.md is stale: run `python -m bench.report_docs docs/data -o docs/benchmarks.md`"
+
+
+def test_committed_ops_page_is_what_the_registries_give():
+    page = ops_doc.render_page()
+    assert "| Conv | 7 | 1, 11, 22 |" in page and "| nn.conv2d |" in page
+    assert page == (REPO / "docs" / "ops.md").read_text(encoding="utf-8"), \
+        "docs/ops.md is behind the registries: run `python -m bench.ops_doc -o docs/ops.md`"
+
+
+def test_readme_stays_a_reference():
+    """Under 25 KB, no dated headings (measurement history goes to docs/history/), every local link resolves."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) < 25_000, f"README.md is {len(readme.encode())} bytes: move detail to docs/"
+    dated = [h for h in readme.splitlines() if h.startswith("#") and re.search(r"\b20\d\d-\d\d-\d\d\b", h)]
+    assert not dated, f"dated headings belong in docs/history/: {dated}"
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert "docs/benchmarks.md" in links and "docs/ops.md" in links
+    assert [t for t in links if not t.startswith("http") and not (REPO / t).exists()] == []

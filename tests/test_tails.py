@@ -1,0 +1,118 @@
+"""Extents that are not multiples of the register tile: dense, matmul and softmax over N = 17, 41, 1001, K = 27,
+147, odd rows. Three ways (compiled vs the numpy interpreter vs onnxruntime), and the structure that keeps them fast:
+the full tiles of a split that does not divide run a copy of the nest without its guard (compiler/lower.py
+tail_version), and a packed weight padded to whole blocks lets the last tile compute past the end of the output
+instead of clamping every tile's base (lower.py _reads_in_bounds_past_end)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.codegen.analysis import stmt_exprs, vectorize_blocker, walk_expr, walk_stmt
+from compiler.default_schedule import default_schedule
+from compiler.loopir import For, IfThenElse, Load
+from compiler.lower import lower
+from compiler.passes import PassContext, run_pipeline
+from compiler.task import extract_tasks
+from frontends import from_onnx
+from relayish import te
+from test_compile_ops import check3
+from test_frontend import make_model
+
+RNG = np.random.default_rng(7)
+
+
+def gemm_model(m, k, n):
+    consts = {"w": RNG.standard_normal((n, k)).astype(np.float32), "b": RNG.standard_normal(n).astype(np.float32)}
+    return make_model("Gemm", {"x": (m, k)}, dict(transB=1), 17, consts)
+
+
+def matmul_model(batch, m, k, n):
+    return make_model("MatMul", {"x": (batch, m, k)}, {}, 17, {"w": RNG.standard_normal((k, n)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 27, 17), (1, 147, 1001), (4, 27, 41), (8, 147, 1001), (3, 64, 100),
+                                     (32, 64, 8210)])
+def test_dense_with_a_partial_column_tile(m, k, n):
+    check3(gemm_model(m, k, n))
+
+
+@pytest.mark.parametrize("batch, m, k, n", [(1, 80, 32, 6625), (2, 6, 27, 41), (1, 77, 64, 77)])
+def test_matmul_with_a_partial_column_tile(batch, m, k, n):
+    check3(matmul_model(batch, m, k, n))
+
+
+@pytest.mark.parametrize("n", [17, 1001, 6625])
+def test_softmax_over_a_row_that_is_not_whole_vectors(n):
+    check3(make_model("Softmax", {"x": (3, n)}, dict(axis=-1), 17))
+
+
+def _kernel(model):
+    fused = run_pipeline(from_onnx(model), PassContext())
+    task, = extract_tasks(fused)
+    return lower(default_schedule(task.initial_state(), 16).apply(task.initial_state()))
+
+
+def _loops(stmt):
+    return [s for s in walk_stmt(stmt) if isinstance(s, For)]
+
+
+def test_full_tiles_run_unguarded_vector_loops():
+    """N = 41 in tiles of 2 x 16 columns: the parallel loop's body is versioned; in the full-tile copy no
+    vectorized loop holds a lane-dependent guard, the tail copy keeps one (codegen runs it masked)."""
+    kernel = _kernel(gemm_model(8, 32, 41))
+    versions = [s for s in _loops(kernel.body) if s.kind == "parallel"]
+    assert len(versions) == 1
+    version = next(s for s in walk_stmt(versions[0].body) if isinstance(s, IfThenElse))
+    full = [loop for loop in _loops(version.then_case) if loop.kind == "vectorize"]
+    tail = [loop for loop in _loops(version.else_case) if loop.kind == "vectorize"]
+    assert full and tail and all(vectorize_blocker(loop) is None for loop in full + tail)
+    assert not any(_lane_guards(loop) for loop in full)
+    assert any(_lane_guards(loop) for loop in tail)
+
+
+def _lane_guards(loop) -> list:
+    return [s for s in walk_stmt(loop.body) if isinstance(s, IfThenElse) and loop.var in
+            {v for v in walk_expr(s.cond) if isinstance(v, te.Var)}]
+
+
+def test_a_padded_weight_is_read_without_clamped_tile_bases():
+    """The dense's weight is packed in whole blocks (zero columns past N): the tile's loads of it are affine in the
+    loop variables, with no min/max of a clamped base (which would make every tile's vector load a gather)."""
+    kernel = _kernel(gemm_model(8, 32, 41))
+    weight = kernel.params[1]
+    assert weight.shape[0] * weight.shape[2] == 64  # 41 columns padded to 2 blocks of 32
+    loads = [e for st in walk_stmt(kernel.body) for x in stmt_exprs(st) for e in walk_expr(x)
+             if isinstance(e, Load) and e.buffer is weight]
+    assert loads
+    for load in loads:
+        assert not any(isinstance(n, te.BinOp) and n.op in ("min", "max") for n in walk_expr(load.index))
+
+
+
+@pytest.mark.parametrize("op, shape, axes", [("ReduceMean", (5, 503), [1]), ("ReduceMax", (3, 7, 46, 46), [2, 3]),
+                                             ("ReduceSum", (2, 3, 5, 41), [1, 2, 3]), ("ReduceMin", (4, 9, 33), [2])])
+def test_reductions_over_trailing_axes_as_contiguous_rows(op, shape, axes):
+    """A reduction over the last axes reads them as one contiguous row in vector partials plus a tail."""
+    attrs = {"axes": axes, "keepdims": int(len(shape) % 2)}
+    if op == "ReduceSum":  # opset 13: ReduceSum takes its axes as an input
+        model = make_model(op, {"x": shape}, {"keepdims": attrs["keepdims"]}, 13,
+                           {"axes": np.array(axes, np.int64)})
+    else:
+        model = make_model(op, {"x": shape}, attrs, 13)
+    check3(model)
+
+
+@pytest.mark.parametrize("channels, size", [(1237, 46), (3, 7), (17, 13)])
+def test_global_average_pool_over_rows(channels, size):
+    check3(make_model("GlobalAveragePool", {"x": (1, channels, size, size)}, {}, 17), layout="NCHW")
+
+
+def test_a_reshaped_index_recombines_to_the_flat_one():
+    from compiler.arith import simplify
+    c, l = te.Var("c"), te.Var("l")
+    q = l // 5
+    index = c * 60 + (q // 3) * 15 + (q % 3) * 5 + l % 5  # x[c, l // 15, (l // 5) % 3, l % 5] of x (C, 4, 3, 5)
+    assert te.expr_str(simplify(index, {c: 8, l: 60})) == "((c * 60) + l)"
+    assert te.expr_str(simplify(q * 4 + l % 5, {l: 60})) == te.expr_str(simplify(q * 4 + l % 5, {l: 60}))
+    assert "%" in te.expr_str(simplify(q * 4 + l % 5, {l: 60}))  # 4 is not the modulus: nothing to recombine
