@@ -12,5 +12,9 @@ from . import onnx_ops_convnd  # noqa: F401  (Conv and pools of every rank, Conv
 __all__ = ["OnnxImportError", "describe_model", "from_onnx", "load_model"]
 from . import onnx_ops_resize  # noqa: F401  (Resize, Upsample)
 from . import onnx_ops_rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)
+from . import onnx_ops_training  # noqa: F401  (Dropout, BatchNormalization: their training modes)
+from . import onnx_ops_caches  # noqa: F401  (LinearAttention, TensorScatter)
+from . import onnx_ops_ml  # noqa: F401  (TfIdfVectorizer, the ai.onnx.ml ops)
+from . import onnx_ops_attention_flex  # noqa: F401  (FlexAttention, ai.onnx.preview)
 from . import onnx_ops_contrib, onnx_ops_contrib_attention  # noqa: F401  (onnxruntime's com.microsoft ops)
 from . import onnx_ops_contrib_quant, onnx_ops_contrib_qmatmul  # noqa: F401  (its quantized ops, QLinearConv)

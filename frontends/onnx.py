@@ -4,8 +4,12 @@
 
 The IRModule's main Function has one parameter per graph input that is not an initializer (named as in ONNX) and
 returns the graph outputs (a Tuple if there are several); IRModule.output_names are the ONNX output names.
-Initializers become Constants. Default-domain opsets 7 to 28 are supported; the per-op converters and their
-opset table live in frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py.
+Initializers become Constants. Default-domain opsets 7 to 28 are supported, and older ones (from 1) for the ops
+whose schema there is one of those reviewed (the same schema is in effect from some opset below 7 up to 7 or
+later: `Not` has one version, from opset 1); the per-op converters and their opset table live in
+frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py. Of the other
+domains, the ai.onnx.ml, ai.onnx.preview and ai.onnx.preview.training ops of frontends/onnx_versions_domains.py
+are converted.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -30,8 +34,10 @@ from .onnx_ops import Converter, lookup_converter
 from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
 from .onnx_versions import unreviewed
 from .onnx_versions_contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
+from .onnx_versions_domains import OTHER_DOMAINS, unreviewed_in_domain
 
-MIN_OPSET, MAX_OPSET = 7, 28
+MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
+OLDEST_OPSET = 1  # below MIN_OPSET, an op imports if its schema version there is one reviewed
 # graph inputs may be of these dtypes: ONNX elem type -> relayish dtype (relayish.types.DTYPES, all of them)
 GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
                       TensorProto.BFLOAT16: "bfloat16", TensorProto.INT64: "int64", TensorProto.INT32: "int32",
@@ -248,7 +254,7 @@ def default_opset(model: onnx.ModelProto, source: str) -> int:
     if not versions:
         raise OnnxImportError(f"{source}: the model imports no default-domain (ai.onnx) opset")
     opset = max(versions)
-    if not MIN_OPSET <= opset <= MAX_OPSET:
+    if not OLDEST_OPSET <= opset <= MAX_OPSET:
         raise OnnxImportError(f"{source}: ai.onnx opset {opset} is not supported (supported: {MIN_OPSET} to "
                               f"{MAX_OPSET})")
     return opset
@@ -280,8 +286,9 @@ def check_supported(model: onnx.ModelProto, source: str):
 
 def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[Converter | None, str | None]:
     """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
-    ai.onnx ops at the model's opset (or onnxruntime's own ai.onnx ops where ONNX has none), com.microsoft ops at
-    the model's version of that domain."""
+    ai.onnx ops at the model's opset (or onnxruntime's own ai.onnx ops where ONNX has none), com.microsoft ops and
+    those of the other domains we convert (ai.onnx.ml, ai.onnx.preview, ai.onnx.preview.training:
+    frontends/onnx_versions_domains.py) at the model's version of their domain."""
     if node.domain in _DEFAULT_DOMAINS:
         conv = lookup_converter(node.op_type, opset)
         if conv is not None:
@@ -290,6 +297,9 @@ def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[
             return lookup_converter(node.op_type, 1, ORT_ONNX_DOMAIN), None
         return None, None
     version = domains.get(node.domain)
+    if node.domain in OTHER_DOMAINS:
+        conv = lookup_converter(node.op_type, version or 0, node.domain)
+        return conv, (unreviewed_in_domain(node.domain, node.op_type, version) if conv is not None else None)
     conv = lookup_converter(node.op_type, version or 0, node.domain) if node.domain == CONTRIB else None
     return conv, (unreviewed_contrib(node.op_type, version) if conv is not None else None)
 

@@ -312,13 +312,7 @@ def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     return _binary("add", y, _reshape(b, (_shape(b)[0], 1, 1)))
 
 
-@converter("BatchNormalization")
-def batch_norm(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1, training_mode=0):
-    if training_mode:
-        raise ConversionError("training_mode=1 is not supported (inference only)")
-    if not spatial:
-        raise ConversionError("spatial=0 (per-activation statistics) is not supported")
-    return call("nn.batch_norm", x, scale, b, mean, var, axis=1, epsilon=epsilon)
+# BatchNormalization and Dropout: frontends/onnx_ops_training.py
 
 
 # ONNX MaxPool: registered by frontends/onnx_ops_convnd.py, which calls this for 2-D windows
@@ -412,18 +406,6 @@ def softmax_v13(x, *, axis=-1):
 @converter("LRN")
 def lrn(x, *, size, alpha=1e-4, beta=0.75, bias=1.0):
     return call("nn.lrn", x, size=size, alpha=alpha, beta=beta, bias=bias)
-
-
-@converter("Dropout")
-def dropout_v1(x, *, ratio=0.5, is_test=0):
-    return x  # inference: identity (the mask output is rejected by the importer if used)
-
-
-@converter("Dropout", since=12)
-def dropout_v12(x, ratio=None, training_mode=None, *, seed=0):
-    if training_mode is not None and scalar_input(training_mode, "training_mode"):
-        raise ConversionError("training_mode=True is not supported (inference only)")
-    return x
 
 
 @converter("Identity")

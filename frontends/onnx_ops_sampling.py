@@ -3,11 +3,13 @@
   gather_elements over the flattened spatial dims. Every index is made finite (NaN -> 0) and clipped into its axis
   before the cast to an integer, and gather_elements clamps again, so no grid value (NaN, inf, huge) can make a
   read leave the data;
+- DeformConv: GridSample (bilinear, zeros outside) of each offset group's channels at the kernel taps moved by
+  the run-time offsets, in pixels, times the mask, then one batched matmul with the weights per group;
 - RoiAlign: the sample positions and bilinear weights per roi and axis from the run-time rois, indices clipped the
   same way, a take of each roi's image (the batch index is clamped) and gather_elements (sampling_ratio 0, a
   sample count per roi, needs constant rois).
 
-The numerics follow onnx's reference implementations (onnx/reference/ops/op_grid_sample.py, op_roi_align.py),
+The numerics follow onnx's reference implementations (onnx/reference/ops/op_grid_sample.py, op_deform_conv.py, op_roi_align.py),
 which generated the conformance cases.
 """
 from __future__ import annotations
@@ -94,7 +96,8 @@ def _cubic_coeffs(t: Expr) -> list[Expr]:
     return [outer(g.op("add", t, 1.0)), inner(t), inner(one_minus), outer(g.op("subtract", g.f(2.0), t))]
 
 
-def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims):
+def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims, pixels: bool = False):
+    """GridSample of x at grid, normalized coordinates in [-1, 1] (pixels: coordinates in pixels, DeformConv's)."""
     _expect_float32(x, "X")
     _expect_float32(grid, "grid")
     xs, gs = _shape(x), _shape(grid)
@@ -118,7 +121,9 @@ def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims):
         lo, hi = (0.0, extent - 1.0) if align_corners else (-0.5, extent - 0.5)
         # the grid's last dim lists (x, y[, z]): x is the last spatial dim
         comp = _reshape(fold("strided_slice", flat_grid, begin=(r - 1 - k,), end=(r - k,), axes=(2,)), (n, q))
-        if align_corners:
+        if pixels:
+            pos = comp
+        elif align_corners:
             pos = g.op("multiply", g.op("divide", g.op("add", comp, 1.0), 2.0), extent - 1.0)
         else:
             pos = g.op("divide", g.op("subtract", g.op("multiply", g.op("add", comp, 1.0), float(extent)), 1.0), 2.0)
@@ -318,3 +323,63 @@ def roi_align_v16(x, rois, batch_indices, *, coordinate_transformation_mode="hal
     return _roi_align(x, rois, batch_indices, mode=mode, output_height=output_height, output_width=output_width,
                       sampling_ratio=sampling_ratio, spatial_scale=spatial_scale,
                       half_pixel=coordinate_transformation_mode == "half_pixel")
+
+
+# ---- DeformConv ----
+
+def _ints_or(value, default: list[int], what: str, length: int) -> list[int]:
+    value = list(default if value is None else value)
+    if len(value) != length:
+        raise ConversionError(f"attribute {what} must have {length} values, got {value}")
+    return [int(v) for v in value]
+
+
+@converter("DeformConv", since=19)
+def deform_conv(x, w, offset, b=None, mask=None, *, dilations=None, group=1, kernel_shape=None, offset_group=1,
+                pads=None, strides=None):
+    """2-D deformable convolution: output (i, j) sums, per kernel tap (a, b), the input bilinearly sampled at
+    (i * stride - pad + a * dilation + offset_h, j * stride - pad + b * dilation + offset_w) (zero outside),
+    times the mask and the weight, as onnx's reference (a GridSample with align_corners=1 per tap)."""
+    xs, ws, os_ = _shape(x), _shape(w), _shape(offset)
+    if len(xs) != 4 or len(ws) != 4 or len(os_) != 4:
+        raise ConversionError(f"X, W and offset must be 4-D (2 spatial dims), got {xs}, {ws}, {os_}")
+    n, c, height, width = xs
+    oc, cg, kh, kw = ws
+    if tuple(_ints_or(kernel_shape, [kh, kw], "kernel_shape", 2)) != (kh, kw):
+        raise ConversionError(f"kernel_shape {kernel_shape} does not match W {ws}")
+    dh, dw = _ints_or(dilations, [1, 1], "dilations", 2)
+    sh, sw = _ints_or(strides, [1, 1], "strides", 2)
+    top, left, bottom, right = _ints_or(pads, [0, 0, 0, 0], "pads", 4)
+    oh, ow = (height + top + bottom - (kh - 1) * dh - 1) // sh + 1, (width + left + right - (kw - 1) * dw - 1) // sw + 1
+    if group < 1 or c != cg * group or oc % group or offset_group < 1 or c % offset_group:
+        raise ConversionError(f"channels do not match: X {xs}, W {ws}, group {group}, offset_group {offset_group}")
+    taps, positions = kh * kw, oh * ow
+    if os_ != (n, offset_group * taps * 2, oh, ow):
+        raise ConversionError(f"offset must have shape {(n, offset_group * taps * 2, oh, ow)}, got {os_}")
+    if mask is not None and _shape(mask) != (n, offset_group * taps, oh, ow):
+        raise ConversionError(f"mask must have shape {(n, offset_group * taps, oh, ow)}, got {_shape(mask)}")
+    if b is not None and _shape(b) != (oc,):
+        raise ConversionError(f"B must have shape ({oc},), got {_shape(b)}")
+    # tap (a, b) of output (i, j) before its offset, as [1, 1, taps, positions] per axis
+    rows = (np.arange(kh) * dh)[:, None, None, None] + (np.arange(oh) * sh - top)[None, None, :, None]
+    cols = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(ow) * sw - left)[None, None, None, :]
+    base = [const(np.broadcast_to(v, (kh, kw, oh, ow)).reshape(1, 1, taps, positions), "float32")
+            for v in (rows, cols)]
+    moved = _reshape(offset, (n, offset_group, taps, 2, positions))
+    per_group = c // offset_group
+    sampled = []
+    for g in range(offset_group):
+        at = [fold("add", base[axis], _reshape(fold("strided_slice", moved, begin=(g, axis), end=(g + 1, axis + 1),
+                                                    axes=(1, 3)), (n, 1, taps, positions))) for axis in (0, 1)]
+        grid = fold("concatenate", *[_reshape(a, (n, taps, positions, 1)) for a in (at[1], at[0])], axis=3)  # (x, y)
+        channels = fold("strided_slice", x, begin=(g * per_group,), end=((g + 1) * per_group,), axes=(1,))
+        values = _grid_sample(channels, grid, "linear", "zeros", 1, 2, pixels=True)  # [n, per_group, taps, pos]
+        if mask is not None:
+            weights = fold("strided_slice", mask, begin=(g * taps,), end=((g + 1) * taps,), axes=(1,))
+            values = fold("multiply", values, _reshape(weights, (n, 1, taps, positions)))
+        sampled.append(values)
+    columns = fold("concatenate", *sampled, axis=1) if len(sampled) > 1 else sampled[0]
+    columns = _reshape(columns, (n, group, cg * taps, positions))
+    y = fold("nn.matmul", _reshape(w, (group, oc // group, cg * taps)), columns)  # [n, group, oc / group, pos]
+    y = _reshape(y, (n, oc, oh, ow))
+    return y if b is None else fold("add", y, _reshape(b, (oc, 1, 1)))

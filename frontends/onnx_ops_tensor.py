@@ -69,7 +69,14 @@ def pow_(x, y):
 @converter("Mod", since=10)
 def mod(a, b, *, fmod=0):
     if not fmod and is_float(a.type.dtype):
-        raise ConversionError("fmod=0 on float inputs (defined by ONNX from opset 28) is not supported; fmod=1 is")
+        raise ConversionError("fmod=0 on float inputs is defined by ONNX from opset 28 only (before, float inputs "
+                              "need fmod=1)")
+    return fold("mod", a, b, fmod=int(fmod))
+
+
+@converter("Mod", since=28)
+def mod_v28(a, b, *, fmod=0):
+    """fmod=0 on floats: numpy.mod's floor remainder (the divisor's sign)."""
     return fold("mod", a, b, fmod=int(fmod))
 
 

@@ -1,10 +1,14 @@
 """Converters of the long tail of elementwise ONNX ops (activations, rounding, hyperbolic and trigonometric
-functions, PRelu, IsNaN / IsInf, bitwise ops): one line of relayish per op, ONNX attributes with their ONNX defaults
+functions, PRelu, IsNaN / IsInf, bitwise ops, BitCast): one line of relayish per op, ONNX attributes with their ONNX defaults
 (relayish/ops/activation.py and elemwise_tail.py hold the ops).
 Their reviewed schema versions are in frontends/onnx_versions.py."""
 from __future__ import annotations
 
+import numpy as np
+from onnx import helper
+
 from relayish import call
+from relayish.types import DTYPES
 
 from .onnx_ops import ConversionError, converter
 from .onnx_ops_tensor import fold
@@ -90,3 +94,19 @@ def bitwise_not(x):
 
 for _onnx, _op in (("BitwiseAnd", "bitwise_and"), ("BitwiseOr", "bitwise_or"), ("BitwiseXor", "bitwise_xor")):
     converter(_onnx, since=18)(lambda a, b, op=_op: fold(op, a, b))
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    """The numpy name of an ONNX element type ('float32', 'float8_e4m3fn', ...)."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except (KeyError, TypeError, ValueError):
+        raise ConversionError(f"unknown ONNX element type {elem_type}") from None
+
+
+@converter("BitCast", since=26)
+def bit_cast(x, *, to):
+    dtype = onnx_dtype_name(to)
+    if dtype not in DTYPES:
+        raise ConversionError(f"BitCast to {dtype} is not supported (supported: {', '.join(DTYPES)})")
+    return fold("bitcast", x, dtype=dtype)

@@ -28,8 +28,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   dilations; 11: doc; 12: int8/uint8; 22: as AveragePool-22
     "GlobalAveragePool": (1, 22),  # 22: types
     "GlobalMaxPool": (1, 22),  # 22: types
-    "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (refused if 1), outputs
-    #   renamed (extra outputs refused if used); 15: separate scale/mean types
+    "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (batch statistics, running
+    #   mean and var as outputs 1, 2: frontends/onnx_ops_training.py); 15: separate scale/mean types
     "Cast": (6, 9, 13, 19, 21, 23, 24, 25, 28),  # 19: saturate (float8 only); 24: round_mode (float8e8m0 only,
     #   refused: the converter does not take it); 9-28 otherwise types
     "CastLike": (15, 19, 21, 23, 24, 25),  # as Cast (19: saturate; others types); round_mode of 24+ refused
@@ -39,8 +39,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     #   int(s)/string(s) (numeric handled, strings refused); others types
     "ConstantOfShape": (9, 20, 21, 23, 24, 25),  # types
     "Conv": (1, 11, 22),  # 11: doc only; 22: types
-    "Dropout": (7, 10, 12, 13, 22),  # 10: bool mask; 12: ratio/training_mode inputs (training refused),
-    #   seed; 13, 22: types
+    "Dropout": (7, 10, 12, 13, 22),  # 7, 10: inference only (mask refused); 12: ratio/training_mode inputs, seed
+    #   (training with a seed: the reference's mask, drawn at import; without a seed refused); 13, 22: types
     "Exp": (6, 13),  # types
     "Flatten": (1, 9, 11, 13, 21, 23, 24, 25),  # 11: negative axis (handled); others types
     "Gather": (1, 11, 13),  # 11: negative indices (np.take); 13: types
@@ -93,8 +93,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Where": (9, 16),  # 16: types
     "Expand": (8, 13),  # 13: types
     "Pow": (7, 12, 13, 15),  # 7: broadcasting; 12: the exponent's type separate (mixed dtypes handled); 13, 15: types
-    "Mod": (10, 13, 28),  # 13: types; 28: fmod=0 defined for floats as A - floor(A/B)*B (the converter still
-    #   refuses float fmod=0 with a clear error: a coverage gap, not a wrong answer)
+    "Mod": (10, 13, 28),  # 13: types; 28: fmod=0 defined for floats (numpy.mod: the divisor's sign; mod_v28),
+    #   refused on floats before 28 (the schema then requires fmod=1)
     "Range": (11, 27),  # 27: stash_type for float16/bfloat16 only (not taken: such a node is refused)
     "Trilu": (14,),
     "Slice": (1, 10, 11, 13),  # 1: attrs (slice_v1); 10: starts/ends/axes/steps inputs; 11: negative axes; 13: types
@@ -112,6 +112,10 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "RotaryEmbedding": (23,),  # 3-D (num_heads) or 4-D, interleaved, rotary_embedding_dim, position_ids
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
+    "DeformConv": (19, 22),  # frontends/onnx_ops_sampling.py: 2-D only; 22: types (float32 only)
+    "TfIdfVectorizer": (9,),  # frontends/onnx_ops_ml.py: integer pools only (string tensors refused)
+    "TensorScatter": (24,),  # frontends/onnx_ops_caches.py: a gather of the update per cache position
+    "LinearAttention": (27,),  # frontends/onnx_ops_caches.py: unrolled over the steps; chunk_size ignored (a hint)
     "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
     # ---- elementwise long tail (conf-elemwise): frontends/onnx_ops_unary.py, relayish/ops/elemwise_tail.py
     "Sin": (7, 22), "Cos": (7, 22), "Tan": (7, 22),  # 22: types (bfloat16)
@@ -121,6 +125,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "BitShift": (11, 28),  # 28: signed types; a shift by an amount outside [0, bits) defined (0, or the sign fill
     #   of an arithmetic right shift): relayish bit_shift implements 28's rules, which agree with 11 on unsigned
     "BitwiseAnd": (18,), "BitwiseOr": (18,), "BitwiseXor": (18,), "BitwiseNot": (18,),
+    "BitCast": (26,),  # same-width types only (the op's shape rule); float8/int4/complex/string targets refused
     # ---- reductions and scans (conf-reduce)
     "ReduceProd": (1, 11, 13, 18),  # as ReduceMean (a "prod" combiner)
     "ReduceL1": (1, 11, 13, 18),  # as ReduceMean (abs, then sum)
@@ -240,5 +245,8 @@ def unreviewed(op_type: str, opset: int) -> str | None:
     if version is None:
         return f"{op_type} does not exist in ai.onnx opset {opset}"
     if version not in reviewed:
-        return f"schema {op_type}-{version} has not been reviewed (reviewed: {', '.join(map(str, reviewed))})"
+        older = f"; a model of opset {opset} imports only ops whose schema there is also in effect at opset 7 or " \
+                f"later" if opset < 7 else ""
+        return (f"schema {op_type}-{version} has not been reviewed (reviewed: {', '.join(map(str, reviewed))})"
+                + older)
     return None

@@ -117,6 +117,14 @@ class Cast(PrimExpr):
 
 
 @dataclass(frozen=True, eq=True, repr=False)
+class BitCast(PrimExpr):
+    """The bits of `value` read as `dtype`, a dtype of the same width (ONNX BitCast): no value conversion. A
+    16-bit float is its 16-bit pattern here, not its float32 register value; bool is one byte (0 or 1)."""
+    dtype: str
+    value: PrimExpr
+
+
+@dataclass(frozen=True, eq=True, repr=False)
 class Call(PrimExpr):
     """A math intrinsic, one of relayish/intrinsics.py's table (build it with `intrin`)."""
     name: str
@@ -286,6 +294,11 @@ def select(cond, t, f) -> PrimExpr:
 def cast(dtype, x) -> PrimExpr:
     x = as_expr(x)
     return x if x.dtype == dtype else Cast(dtype, x)
+
+
+def bitcast(dtype, x) -> PrimExpr:
+    x = as_expr(x)
+    return x if x.dtype == dtype else BitCast(dtype, x)
 
 
 def intrin(name, *args) -> PrimExpr:
@@ -488,7 +501,7 @@ def expr_children(e: PrimExpr) -> tuple:
         return e.args
     if isinstance(e, Select):
         return (e.cond, e.true_value, e.false_value)
-    if isinstance(e, Cast):
+    if isinstance(e, (Cast, BitCast)):
         return (e.value,)
     if isinstance(e, Call):
         return e.args
@@ -550,6 +563,9 @@ def _rebuilt(e: PrimExpr, go: Callable) -> PrimExpr:
     if isinstance(e, Cast):
         v = go(e.value)
         return e if v is e.value else Cast(e.dtype, v)
+    if isinstance(e, BitCast):
+        v = go(e.value)
+        return e if v is e.value else BitCast(e.dtype, v)
     if isinstance(e, Call):
         args = tuple(go(a) for a in e.args)
         return e if _same(args, e.args) else Call(e.name, args, e.dtype)
@@ -591,6 +607,8 @@ def expr_str(e: PrimExpr) -> str:
         return f"select({expr_str(e.cond)}, {expr_str(e.true_value)}, {expr_str(e.false_value)})"
     if isinstance(e, Cast):
         return f"{e.dtype}({expr_str(e.value)})"
+    if isinstance(e, BitCast):
+        return f"bitcast<{e.dtype}>({expr_str(e.value)})"
     if isinstance(e, Call):
         return f"{e.name}({', '.join(expr_str(a) for a in e.args)})"
     if isinstance(e, TensorRead):

@@ -6,7 +6,7 @@ import numpy as np
 from compiler import loopir as L
 from relayish import te
 from relayish.intrinsics import INTRINSICS
-from te_eval import bitwise
+from te_eval import bitwise, reinterpret
 
 
 def run_primfunc(func: L.PrimFunc, arrays: list[np.ndarray]) -> None:
@@ -81,6 +81,8 @@ def _ev(e, env, bufs):
     if isinstance(e, te.Cast):
         v = _ev(e.value, env, bufs)
         return np.dtype(e.dtype).type(v)
+    if isinstance(e, te.BitCast):
+        return reinterpret(_ev(e.value, env, bufs), e.value.dtype, e.dtype)[()]
     if isinstance(e, te.Call):
         args = [np.float64(_ev(a, env, bufs)) for a in e.args]
         return np.float32(INTRINSICS[e.name].numpy(*args))

@@ -13,6 +13,7 @@ import numpy as np
 
 from relayish import te
 from relayish.intrinsics import INTRINSICS
+from relayish.types import numpy_dtype
 
 
 def evaluate_te(outputs, feeds: dict) -> list[np.ndarray]:
@@ -78,12 +79,20 @@ def _eval(e, env, values):
                         _eval(e.false_value, env, values))
     if isinstance(e, te.Cast):
         return np.asarray(_eval(e.value, env, values)).astype(e.dtype)
+    if isinstance(e, te.BitCast):
+        return reinterpret(_eval(e.value, env, values), e.value.dtype, e.dtype)
     if isinstance(e, te.Call):
         args = [_eval(a, env, values) for a in e.args]
         return np.asarray(INTRINSICS[e.name].numpy(*args)).astype(e.dtype)
     if isinstance(e, te.TensorRead):
         return _read(e, env, values)
     raise TypeError(f"cannot evaluate {type(e).__name__} {e}")
+
+
+def reinterpret(value, src: str, dst: str):
+    """The bits of value (as a src array) read as dst (te.BitCast); a byte read as bool is value != 0."""
+    out = np.ascontiguousarray(np.asarray(value).astype(numpy_dtype(src))).view(numpy_dtype(dst))
+    return out != 0 if dst == "bool" else out
 
 
 def _binop(op, a, b, dtype):

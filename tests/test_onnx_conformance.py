@@ -62,10 +62,6 @@ def skip_reason(case) -> str | None:
         return f"opset {opset} is below the frontend's floor {MIN_OPSET}"
     if any(_array(a).size == 0 for inputs, outputs in case.data_sets for a in list(inputs) + list(outputs)):
         return "a zero-size tensor (the compiler's shapes have no zero dims)"
-    node = case.model.graph.node[0]
-    if node.op_type == "Mod" and not any(a.name == "fmod" and a.i for a in node.attribute) and \
-            any(t in ("float32", "float64", "float16") for t in _dtypes(case.model)):
-        return "Mod with fmod=0 on floats (defined from opset 28) is refused by the frontend"
     unsupported = sorted(set(_dtypes(case.model)) - SUPPORTED_DTYPES)
     if unsupported:
         return f"dtype(s) {unsupported}: no compiled arithmetic for them"

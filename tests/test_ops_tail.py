@@ -115,6 +115,8 @@ def test_elemwise_tail_float(op, attrs):
     ("bit_shift", [((2, 3), "uint32"), ((3,), "uint32")], {"direction": "LEFT"}),
     ("bit_shift", [((2, 3), "int8"), ((2, 3), "int8")], {"direction": "RIGHT"}),  # negative amounts: the sign fill
     ("bit_shift", [((2, 3), "int64"), ((2, 3), "int64")], {"direction": "LEFT"}),
+    ("bitcast", [((2, 3), F)], {"dtype": "int32"}), ("bitcast", [((2, 3), I)], {"dtype": "float64"}),
+    ("bitcast", [((2, 3), "int8")], {"dtype": "uint8"}), ("bitcast", [((2, 3), B)], {"dtype": "int8"}),
 ], ids=lambda v: str(v))
 def test_elemwise_tail_bitwise(op, specs, attrs):
     check_typed(op, specs, attrs)
@@ -127,6 +129,8 @@ def test_elemwise_tail_refuses_wrong_dtypes():
         call("bitwise_and", Var("a", TensorType((2,))), Var("b", TensorType((2,))))
     with pytest.raises(OpError, match="bitwise_not: input must be an integer tensor"):
         call("bitwise_not", Var("a", TensorType((2,), "bool")))
+    with pytest.raises(OpError, match="bitcast: float32 and float64 differ in width"):
+        call("bitcast", Var("a", TensorType((2,), "float32")), dtype="float64")
     with pytest.raises(OpError, match="attribute 'direction' is required"):
         call("bit_shift", Var("a", TensorType((2,), "uint8")), Var("b", TensorType((2,), "uint8")))
 

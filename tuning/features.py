@@ -403,7 +403,7 @@ def _count_ops(value) -> dict:
             ops["f_math"] += k
         elif isinstance(n, (te.Cmp, te.Select, te.Logic)):
             ops["f_cmp_select"] += k
-        elif isinstance(n, te.Cast):
+        elif isinstance(n, (te.Cast, te.BitCast)):
             ops["f_cast"] += k
     return ops
 

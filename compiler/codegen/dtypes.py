@@ -142,6 +142,20 @@ def widen_int(b: ir.IRBuilder, value, dtype: str, ty: ir.Type):
     return b.zext(value, ty) if is_unsigned(dtype) else b.sext(value, ty)
 
 
+def bitcast(b: ir.IRBuilder, value, src: str, dst: str):
+    """ONNX BitCast of a register value from `src` to `dst`, dtypes of one width: its memory pattern read as dst
+    (a 16-bit float's pattern is the rounded float32 register value's; bool's byte is 0 or 1, and a nonzero
+    byte read as bool is true)."""
+    if _bits(memory_type(src)) != _bits(memory_type(dst)):
+        raise TypeError(f"codegen: bitcast from {src} to {dst}: their widths differ")
+    bits = to_memory(b, value, src)
+    return from_memory(b, b.bitcast(bits, _shaped(memory_type(dst), _lanes(bits))), dst)
+
+
+def _bits(ty: ir.Type) -> int:
+    return {F32: 32, F64: 64}.get(ty) or ty.width
+
+
 def convert(b: ir.IRBuilder, value, src: str, dst: str):
     """ONNX Cast of a register value from `src` to `dst` (both supported dtypes): float -> int truncates toward
     zero, int -> narrower int wraps, anything -> bool is `x != 0` (NaN is true), to float16 / bfloat16 rounds once

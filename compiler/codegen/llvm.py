@@ -27,7 +27,7 @@ import re
 from llvmlite import ir
 
 from relayish import te
-from relayish.te import BITWISE_OPS, BinOp, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
+from relayish.te import BITWISE_OPS, BinOp, BitCast, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
 
 from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
@@ -35,7 +35,7 @@ from . import threadpool
 from .analysis import referenced, vectorize_blocker
 from .cgutils import (ALIGN, bit_width, entry_alloca, for_range, is_float, is_vector, nbytes, scalar_type, shaped,
                       splat)
-from .dtypes import convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
+from .dtypes import bitcast, convert, from_memory, int_constant, is_unsigned, memory_type, to_memory, value_type, widen_int
 from .intrinsics import emit_intrinsic, float_max_min, int_floor_divmod
 from .mathbase import FAST, const
 
@@ -352,7 +352,7 @@ class _FunctionEmitter:
     # ------------------------------------------------------------------ expressions
 
     def expr(self, e):
-        if self._shared is not None and isinstance(e, (Load, BinOp, Cmp, Logic, Select, Cast, Call)):
+        if self._shared is not None and isinstance(e, (Load, BinOp, Cmp, Logic, Select, Cast, BitCast, Call)):
             hit = self._shared.get(id(e))
             if hit is None:
                 hit = self._shared[id(e)] = (e, self._expr(e))
@@ -402,6 +402,8 @@ class _FunctionEmitter:
             return self.b.select(cond, t, f)
         if isinstance(e, Cast):
             return convert(self.b, self.expr(e.value), e.value.dtype, e.dtype)
+        if isinstance(e, BitCast):
+            return bitcast(self.b, self.expr(e.value), e.value.dtype, e.dtype)
         if isinstance(e, Call):
             args = [self.expr(a) for a in e.args]
             if any(is_vector(a) for a in args):

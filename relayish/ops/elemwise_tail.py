@@ -1,7 +1,8 @@
 """The long tail of elementwise ops, second part: trigonometry (float inputs; the intrinsics compute in double and
 round once), NaN / infinity tests (bool results), and bitwise operations and shifts on integers of any width and
 signedness (they wrap as the bits do; a shift by an amount outside [0, bits) is defined as ONNX BitShift-28
-defines it: every bit leaves, giving 0, or for a right shift of a negative value its sign fill -1)."""
+defines it: every bit leaves, giving 0, or for a right shift of a negative value its sign fill -1), and bitcast
+(a value's bits read as another dtype of its width)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ import numpy as np
 
 from .. import te
 from ..op import OpError, Pattern, REQUIRED, register_op
-from ..types import TensorType
+from ..types import DTYPES, TensorType, numpy_dtype
 from .common import expect_float
 from .math import _broadcast_op
 
@@ -121,3 +122,28 @@ def _shift_scalar(x, y, attrs):
 _broadcast_op("bit_shift", _shift_ref, _shift_scalar, dtypes=INT_DTYPES, attrs={"direction": REQUIRED},
               doc="x << y (direction LEFT) or x >> y (RIGHT: arithmetic on signed dtypes); an amount outside "
                   "[0, bits) shifts every bit out")
+
+
+# ---------------------------------------------------------------------------------------------- bit patterns
+
+def _bitcast_infer(arg_types, attrs):
+    src, dst = arg_types[0].dtype, attrs.dtype
+    if dst not in DTYPES:
+        raise OpError(f"bitcast: dtype must be one of {', '.join(DTYPES)}, got {dst!r}")
+    if numpy_dtype(src).itemsize != numpy_dtype(dst).itemsize:
+        raise OpError(f"bitcast: {src} and {dst} differ in width ({numpy_dtype(src).itemsize * 8} and "
+                      f"{numpy_dtype(dst).itemsize * 8} bits)")
+    return TensorType(arg_types[0].shape, dst)
+
+
+def _bitcast_ref(x, dtype):
+    out = np.ascontiguousarray(x).view(numpy_dtype(dtype))
+    return out != 0 if dtype == "bool" else out  # a nonzero byte read as bool is true (and stored as 1)
+
+
+register_op("bitcast", inputs=1, pattern=Pattern.ELEMWISE, op_class="elementwise", infer=_bitcast_infer,
+            ref=_bitcast_ref, attrs={"dtype": REQUIRED},
+            compute=lambda inputs, attrs, out: te.compute(
+                out.shape, lambda *i: te.bitcast(out.dtype, inputs[0][i]), name="bitcast", tag="elemwise",
+                dtype=out.dtype),
+            doc="the bits of x read as dtype, of the same width (little endian): no value conversion")

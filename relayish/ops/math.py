@@ -65,19 +65,34 @@ def _mod_ref(a, b, fmod):
         return np.mod(a, b)
 
 
+def _trunc_rem(x, y):
+    """C's fmod(x, y) on floats: x - y * trunc(x / y) (one FMA), and x itself for a finite x and an infinite y
+    (where y * trunc(x / y) is inf * 0)."""
+    q = x / y
+    r = x - y * te.select(q < 0.0, te.ceil(q), te.floor(q))
+    inf = te.const(float("inf"), x.dtype)
+    return te.select(te.all_of(te.eq(te.fabs(y), inf), te.ne(te.fabs(x), inf)), x, r)
+
+
 def _mod_scalar(x, y, attrs):
-    """fmod=0: the sign of the divisor (Python %, integers); fmod=1: the sign of the dividend (C fmod)."""
+    """fmod=0: the sign of the divisor (Python %); fmod=1: the sign of the dividend (C fmod)."""
+    if is_float(x.dtype):
+        r = _trunc_rem(x, y)
+        if attrs.fmod:
+            return r
+        # numpy's floor mod: a remainder of the dividend's sign moves by one divisor (so -3 mod inf is inf), and a
+        # zero remainder takes the divisor's sign; NaN (x infinite, y zero or NaN operands) stays NaN
+        zero = te.const(0.0, x.dtype)
+        moved = te.select(te.all_of(te.ne(r, zero), te.ne(r < 0.0, y < 0.0)), r + y, r)
+        return te.select(te.eq(r, zero), te.select(y < 0.0, te.const(-0.0, x.dtype), zero), moved)
     if not attrs.fmod:
         return x % y
-    if is_float(x.dtype):
-        q = x / y
-        return x - y * te.select(q < 0.0, te.ceil(q), te.floor(q))
     r = x % y  # floor mod: C's remainder is r - y when r != 0 and x, y have different signs
     return te.select(te.all_of(te.ne(r, te.const(0, x.dtype)), te.ne(x < 0, y < 0)), r - y, r)
 
 
 _broadcast_op("mod", _mod_ref, _mod_scalar, attrs={"fmod": 0},
-              doc="remainder: fmod=0 takes the divisor's sign (integers only in ONNX), fmod=1 the dividend's")
+              doc="remainder: fmod=0 takes the divisor's sign (as numpy.mod), fmod=1 the dividend's (as numpy.fmod)")
 
 # ---------------------------------------------------------------------------------------------- comparisons
 
