@@ -11,3 +11,4 @@ from . import elemwise_tail  # noqa: F401  (trigonometry, isnan / isinf, bitwise
 from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_hot)
 from . import resize  # noqa: F401  (resize: nearest, linear, cubic interpolation)
 from . import convnd  # noqa: F401  (3-D conv and pooling, NCDHW)
+from . import channel_pad  # noqa: F401  (per-group channel padding of blocked layouts)

@@ -1,0 +1,158 @@
+"""Channel maps: which values a network keeps with their channels padded per group, and in which block.
+
+A grouped convolution computes one output block from the input channels of one group, so its blocks must not
+straddle groups: ShuffleNet v1 with 4 groups has 17 channels per group in its bottlenecks, and blocks that divide
+17 are 1 channel wide (a scalar convolution, 6 GFLOP/s of a 231 GFLOP/s peak). Instead each group is padded to whole
+blocks (17 -> 24 channels: 3 blocks of 8), the weights getting zero rows and columns for the padding.
+
+The values that must share one physical layout are those joined by ops that map channel c to channel c: elementwise
+ops, broadcasts of same-shape values or per-channel constants, pools and depthwise convolutions. Each such set (a
+*component*) gets one `ChannelMap`: the groups of every grouped convolution that writes or reads one of its values
+divide its `groups` (their lcm), so that any of them sees its own groups as whole ranges of blocks. Convolutions and
+gathers (channel shuffle, concatenation) at the edges of a component read and write it padded; everything between
+them runs on the padded channels (the layout pass moves the transforms through them). A component no grouped
+convolution touches has no map here: the tail padding of passes/layout.py (padded_channels) applies to it.
+
+The padded channels hold finite values that every reader ignores: a convolution reads them with zero weights (and
+zeroes its own padded outputs, nn.zero_channel_padding, so that 0 x Inf never puts a NaN there), a gather never
+reads them (it writes zeros there), elementwise ops and pools keep them to themselves.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from relayish import Call, Constant, IRModule
+from relayish.expr import Expr, post_order
+from relayish.op import Pattern, get_op
+
+
+class ChannelMap(NamedTuple):
+    """groups x channels logical channels stored as groups x padded, in blocks of `block` (which divides padded):
+    logical channel l sits at physical position (l // channels) * padded + l % channels."""
+    groups: int
+    channels: int  # logical channels per group
+    padded: int  # physical channels per group (== channels: no padding)
+    block: int  # the channel block of the value's blocked layout
+
+    @property
+    def logical(self) -> int:
+        return self.groups * self.channels
+
+    @property
+    def physical(self) -> int:
+        return self.groups * self.padded
+
+    @property
+    def is_padded(self) -> bool:
+        return self.padded != self.channels
+
+    def positions(self) -> np.ndarray:
+        """The physical position of every logical channel."""
+        l = np.arange(self.logical)
+        return (l // self.channels) * self.padded + l % self.channels
+
+    def split(self, parts: int) -> ChannelMap:
+        """The map of one of `parts` equal parts of the channels (a grouped convolution's group; parts divides
+        groups)."""
+        return self._replace(groups=self.groups // parts)
+
+
+def scatter_channels(data: np.ndarray, axis: int, cmap: ChannelMap | None) -> np.ndarray:
+    """data with its axis of cmap.logical entries spread to cmap.physical, zeros at the padding (a weight's rows
+    or columns for padded channels)."""
+    if cmap is None or not cmap.is_padded:
+        return data
+    shape = list(data.shape)
+    shape[axis] = cmap.physical
+    out = np.zeros(shape, data.dtype)
+    index = [slice(None)] * data.ndim
+    index[axis] = cmap.positions()
+    out[tuple(index)] = data
+    return out
+
+
+def pad_channel_values(data: np.ndarray, axis: int, cmap: ChannelMap) -> np.ndarray:
+    """A per-channel constant's axis of cmap.logical values spread to cmap.physical, each group's padding repeating
+    the group's last value (finite and, for a divisor, not zero: the padding is ignored but must stay finite)."""
+    shape = list(data.shape)
+    grouped = data.reshape(shape[:axis] + [cmap.groups, cmap.channels] + shape[axis + 1:])
+    pads = [(0, 0)] * grouped.ndim
+    pads[axis + 1] = (0, cmap.padded - cmap.channels)
+    return np.pad(grouped, pads, mode="edge").reshape(shape[:axis] + [cmap.physical] + shape[axis + 1:])
+
+
+def channel_block(channels: int, vector_width: int) -> int:
+    """The block of channels that forms one vector: the largest power of two <= vector_width that divides the
+    channel count, if it is at least 4; else the largest divisor <= vector_width (3 for RGB)."""
+    pow2 = [b for b in (vector_width, vector_width // 2, vector_width // 4) if b >= 4 and channels % b == 0]
+    if pow2:
+        return pow2[0]
+    return max(b for b in range(1, min(channels, vector_width) + 1) if channels % b == 0)
+
+
+def is_depthwise(node: Call) -> bool:
+    oc, cg = node.args[1].type.shape[:2]
+    return node.attrs.groups == oc == cg * node.attrs.groups
+
+
+def group_map(channels: int, groups: int, block: int) -> ChannelMap:
+    """The map of `channels` in `groups` groups on vectors of `block` lanes: each group padded to whole blocks of
+    `block` or `block / 2` (the fewer padded channels, the wider block on a tie: 17 -> 24 in blocks of 8, not 32
+    in blocks of 16), when that gives fewer vectors per group than the widest block dividing the group (17: blocks
+    of 1; 20: 3 blocks of 8 for 24 channels instead of 5 of 4); else unpadded, in that block (ResNeXt's 4 channels
+    per group stay one block of 4). Blocks of half a vector run as fast as whole ones on a Zen 4 (its AVX-512 FMAs
+    are two 256-bit halves): ShuffleNet g4's 272 -> 68 (4 groups) 1x1 convolution at 28x28 ran 60 us padded to
+    4 x 24 in blocks of 8, 75 us padded to 4 x 32 in blocks of 16, 1,415 us in blocks of 1."""
+    c = channels // groups
+    unpadded = math.gcd(c, channel_block(channels, block))
+    widths = [b for b in (block, block // 2) if b >= 4] or [block]
+    padded, width = min((-(-c // b) * b, -b) for b in widths)
+    width = -width
+    if padded == c or padded // width < c // unpadded:
+        return ChannelMap(groups, c, padded, width)
+    return ChannelMap(groups, c, c, unpadded)
+
+
+def _same_layout_args(node: Call) -> list[Expr]:
+    """The arguments of an NCHW op that share its channel layout: channel c of each is channel c of the result."""
+    if node.type.ndim != 4:
+        return []
+    opdef = get_op(node.op)
+    if node.op == "nn.conv2d":
+        return [node.args[0]] if isinstance(node.args[1], Constant) and is_depthwise(node) else []
+    if opdef.pattern in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return [a for a in node.args if not isinstance(a, Constant) and a.type.shape == node.type.shape]
+    if opdef.blocked_layout and node.op != "nn.channel_shuffle" and node.attrs.layout == "NCHW":
+        return [node.args[0]]  # pools: per channel
+    return []
+
+
+def channel_maps(mod: IRModule, block: int) -> dict[int, ChannelMap]:
+    """id(node) -> its ChannelMap, for every 4-D value of `mod` (an NCHW graph, before alter_layout) in a component
+    that a grouped, not depthwise, convolution with a constant weight writes or reads."""
+    nodes = [n for n in post_order(mod.main.body) if n.type is not None and getattr(n.type, "ndim", 0) == 4]
+    parent: dict[int, int] = {}
+
+    def find(i: int) -> int:
+        while parent.setdefault(i, i) != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for node in nodes:
+        if isinstance(node, Call) and isinstance(node.op, str):
+            for arg in _same_layout_args(node):
+                parent[find(id(arg))] = find(id(node))
+    groups: dict[int, int] = {}
+    for node in nodes:
+        if isinstance(node, Call) and node.op == "nn.conv2d" and node.attrs.groups > 1 and \
+                isinstance(node.args[1], Constant) and not is_depthwise(node):
+            for value in (node, node.args[0]):
+                root = find(id(value))
+                groups[root] = math.lcm(groups.get(root, 1), node.attrs.groups)
+    channels = {find(id(n)): n.type.shape[1] for n in nodes}
+    maps = {root: group_map(channels[root], g, block) for root, g in groups.items()}
+    return {id(n): maps[find(id(n))] for n in nodes if find(id(n)) in maps}
