@@ -84,6 +84,19 @@ def pad_channel_values(data: np.ndarray, axis: int, cmap: ChannelMap) -> np.ndar
     return np.pad(grouped, pads, mode="edge").reshape(shape[:axis] + [cmap.physical] + shape[axis + 1:])
 
 
+UNSAFE_FOR_PADDING = frozenset({"sqrt", "log", "reciprocal", "acosh", "atanh", "asin", "acos", "power", "mod"})
+"""Elementwise ops that may turn a finite value into Inf or NaN (sqrt(-1), log(0), 1 / 0): padding they ran on
+could hold a NaN that a zero weight does not cancel (0 x NaN is NaN)."""
+
+
+def keeps_padding_finite(node: Call) -> bool:
+    """Whether an elementwise or broadcast op maps finite padding to finite padding: not an op of
+    UNSAFE_FOR_PADDING, and a division only by a constant (whose padding repeats a real, finite value)."""
+    if node.op in UNSAFE_FOR_PADDING:
+        return False
+    return node.op != "divide" or isinstance(node.args[1], Constant)
+
+
 def channel_block(channels: int, vector_width: int) -> int:
     """The block of channels that forms one vector: the largest power of two <= vector_width that divides the
     channel count, if it is at least 4; else the largest divisor <= vector_width (3 for RGB)."""

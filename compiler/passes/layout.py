@@ -24,7 +24,8 @@ from relayish.ops.matmul_pack import pack_weight
 
 from ..matmul_schedule import matmul_tile
 from .channel_maps import channel_block
-from .propagate import _crop, _lt, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
+from .channel_maps import ChannelMap, channel_maps, scatter_channels
+from .propagate import _crop, _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
 
@@ -69,8 +70,8 @@ def padded_channels(node: Call, vector_width: int, absorbed: bool = False) -> in
 
 def narrow_padding_sites(mod: IRModule, absorbs: Callable[[Call], bool]) -> set[int]:
     """ids of the NCHW conv2d nodes of `mod` whose every use, through elementwise and same-shape broadcast ops,
-    ends as the data input of a convolution for which absorbs(conv) holds, and never in a graph output or
-    another op: their outputs may carry padded channels to their readers (padded_channels)."""
+    ends as the data input of a convolution for which absorbs(conv) holds or of a channel shuffle, and never in a
+    graph output or another op: their outputs may carry padded channels to their readers (padded_channels)."""
     users: dict[int, list] = {}
     for node in post_order(mod.main.body):
         for k, arg in enumerate(children(node)):
@@ -91,6 +92,8 @@ def narrow_padding_sites(mod: IRModule, absorbs: Callable[[Call], bool]) -> set[
             return False
         if user.op == "nn.conv2d" and k == 0:
             return absorbs(user)
+        if user.op == "reshape" and any(SHUFFLED(t) for t, _ in users.get(id(user), ())):
+            return True  # a channel shuffle gathers the real channels only
         return get_op(user.op).pattern in (Pattern.ELEMWISE, Pattern.BROADCAST) and \
             user.type.shape == node.type.shape and only_convs_read(user)
 
@@ -181,28 +184,69 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     def window(node: Call) -> dict:
         return {"strides": node.attrs.strides, "padding": node.attrs.padding, "dilation": node.attrs.dilation}
 
+    maps = channel_maps(mod, block)
+
+    def cmap(node: Expr) -> ChannelMap | None:  # the map of a value of the rewritten graph (channel_maps.py)
+        return maps.get(origin.get(id(node)))
+
+    padded_inputs = {}
+
+    def blocked_input(x: Expr, m: ChannelMap | None, b: int):  # x as NCHW{b}c, padded per m; once per value
+        key = (id(x), m, b)
+        if key not in padded_inputs:
+            padded_inputs[key] = _lt(_pad(x, m) if m is not None and m.is_padded else x, "NCHW", f"NCHW{b}c")
+        return padded_inputs[key]
+
+    def blocked_output(y: Call, m: ChannelMap, b: int):  # a blocked value back to NCHW, its padding dropped
+        return _unpad(_lt(y, f"NCHW{b}c", "NCHW"), m) if m is not None and m.is_padded else _lt(y, f"NCHW{b}c", "NCHW")
+
     def conv_to_nchwc(node: Call, x: Expr, w: Constant):
         oc, cg = w.type.shape[0], w.type.shape[1]
         groups = node.attrs.groups
-        if groups == oc == cg * groups:  # depthwise
-            b = channel_block(oc, block)
-            conv = Call("nn.depthwise_conv2d_nchwc", (lt_once(x, "NCHW", f"NCHW{b}c"), _lt(w, "OIHW", f"OIHW{b}o")),
-                        window(node))
-            return _lt(conv, f"NCHW{b}c", "NCHW")
+        m_in, m_out = cmap(x), cmap(node)
+        if groups == oc == cg * groups:  # depthwise: channel c of the result is channel c of x (m_in == m_out)
+            b = m_out.block if m_out else channel_block(oc, block)
+            weight = _lt(Constant(scatter_channels(w.data, 0, m_out)), "OIHW", f"OIHW{b}o")
+            conv = Call("nn.depthwise_conv2d_nchwc", (blocked_input(x, m_in, b), weight), window(node))
+            return blocked_output(conv, m_out, b)
         m = tile_of(node)
-        padded = oc if m else padded_channels(node, block, origin.get(id(node)) in narrow)
-        if padded != oc:
-            w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
-        ib, ob = group_block(cg, cg * groups, block), group_block(padded // groups, padded, block)
-        data = lt_once(x, "NCHW", f"NCHW{ib}c")
+        if m_in is not None:  # x keeps its per-group padding: zero weights for the padded channels
+            ib, w = m_in.block, Constant(scatter_channels(w.data, 1, m_in.split(groups)))
+        else:
+            ib = group_block(cg, cg * groups, block)
+        if m_out is not None:  # the outputs padded per group: zero weights make them, zero_channel_padding keeps them 0
+            ob, padded, w = m_out.block, m_out.physical, Constant(scatter_channels(w.data, 0, m_out))
+        else:
+            padded = oc if m else padded_channels(node, block, origin.get(id(node)) in narrow)
+            if padded != oc:
+                w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
+            ob = group_block(padded // groups, padded, block)
+        data = blocked_input(x, m_in, ib)
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         if m:
             weight = Call("nn.winograd_weight_transform", (weight,), {"tile_size": m})
             conv = Call("nn.conv2d_winograd_nchwc", (data, weight), {"tile_size": m, "padding": node.attrs.padding})
         else:
             conv = Call("nn.conv2d_nchwc", (data, weight), dict(window(node), groups=groups))
+        if m_out is not None:
+            if m_out.is_padded:
+                conv = Call("nn.zero_channel_padding", (conv,), {"groups": m_out.groups, "channels": m_out.channels})
+            return blocked_output(conv, m_out, ob)
         out = _lt(conv, f"NCHW{ob}c", "NCHW")
         return out if padded == oc else _crop(out, oc)
+
+    def gather_to_map(node: Call, value: Expr | None = None):
+        """A gather (concatenation, channel shuffle) whose result has a ChannelMap: computed as it is, then padded
+        and blocked for its readers, who find it as blocked_output(..) and cancel the transforms. The copy keeps
+        the blocked value: it is what the gather's kernel writes (lt(lt(v, NCHW->B), B->NCHW) would cancel)."""
+        m = cmap(node)
+        if m is None or (node.op == "concatenate" and (node.attrs.axis % 4 != 1 or node.type.ndim != 4)):
+            return value
+        return blocked_output(Call("copy", (blocked_input(node if value is None else value, m, m.block),)), m, m.block)
+
+    def shuffle(node: Call, shuffled: tuple):
+        value = _channel_shuffle(node, shuffled)
+        return None if value is None else gather_to_map(node, value)
 
     def dense_to_pack(node: Call, x: Expr, w: Constant):
         rows, n = x.type.shape[0], w.type.shape[0]
@@ -237,7 +281,12 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # matmul(x[.., M, K], W[K, N]) -> matmul_pack(x, W as [N/nb, K, nb])     (W constant; nb: the tile's columns)
         (Pat("nn.matmul", (ANY, CONST)), matmul_to_pack),
         # reshape(transpose(reshape(x, [N, g, C/g, H, W]), (0, 2, 1, 3, 4)), [N, C, H, W]) -> channel_shuffle(x, g)
-        (Pat("reshape", (SHUFFLED,)), _channel_shuffle),
+        #    (its result padded and blocked as below when it has a channel map)
+        (Pat("reshape", (SHUFFLED,)), shuffle),
+        # concatenate(xs, axis=1) -> unpad(lt(copy(lt(pad(concatenate(xs), M), NCHW->NCHW{b}c)), NCHW{b}c->NCHW), M)
+        #    (its result has the channel map M: the layout its readers share; propagate_layout moves the outer
+        #    unpad and lt to them, and they cancel against their own pad and lt)
+        (Pat("concatenate"), gather_to_map),
     ]), origin)
 
 

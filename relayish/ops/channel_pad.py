@@ -86,6 +86,52 @@ register_op("nn.unpad_channels", inputs=1, pattern=Pattern.INJECTIVE, op_class="
             doc="the inverse of nn.pad_channels: the first `channels` of each of `groups` equal channel groups")
 
 
+# ---------------------------------------------------------------------------------------------- maps as attributes
+
+# A gather (nn.channel_shuffle, nn.concat_blocked) may read and write padded values directly: its `in_map` /
+# `out_map` attribute is () (every channel is real) or (groups, channels, padded) as above.
+
+
+def check_map(op: str, what: str, cmap, physical: int) -> int:
+    """The logical channels of a value of `physical` channels stored with channel map `cmap`; OpError if the
+    map does not fit."""
+    if not cmap:
+        return physical
+    try:
+        groups, channels, padded = (int(v) for v in cmap)
+    except (TypeError, ValueError):
+        raise OpError(f"{op}: {what} must be () or (groups, channels, padded), got {cmap!r}") from None
+    if groups < 1 or not 1 <= channels <= padded or groups * padded != physical:
+        raise OpError(f"{op}: {what} {tuple(cmap)} does not describe {physical} physical channels")
+    return groups * channels
+
+
+def to_physical(logical, cmap):
+    """The physical position of a logical channel (an int or a te index expression)."""
+    if not cmap:
+        return logical
+    _, c, p = cmap
+    return (logical // c) * p + logical % c
+
+
+def to_logical(physical, cmap):
+    """(logical channel, condition that it is real or None) of a physical position; the channel of a padded
+    position is clamped to its group's last real one (a read that is not taken must stay in bounds)."""
+    if not cmap:
+        return physical, None
+    _, c, p = cmap
+    r = physical % p
+    return (physical // p) * c + te.min_(r, c - 1), r < c
+
+
+def map_array(x, cmap, unpad: bool):
+    """An NCHW array's channels from physical to logical (unpad) or back (zeros in the padding)."""
+    if not cmap:
+        return x
+    groups, channels, padded = cmap
+    return _unpad_ref(x, groups, channels) if unpad else _pad_ref(x, groups, padded)
+
+
 # ---------------------------------------------------------------------------------------------- zeroing
 
 
