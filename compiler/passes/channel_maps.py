@@ -97,6 +97,14 @@ def keeps_padding_finite(node: Call) -> bool:
     return node.op != "divide" or isinstance(node.args[1], Constant)
 
 
+def network_block(maps: dict[int, ChannelMap], block: int, vector_width: int | None = None) -> int:
+    """The block of the whole network: the narrowest of padding_widths that some groups take, if any (ShuffleNet
+    g4 pads 17 channels per group to 24 in blocks of 8, g8 has 24 per group: its other values then take blocks of
+    8 too, one block size throughout), else `block`."""
+    widths = padding_widths(block, vector_width or block)
+    return min((m.block for m in maps.values() if m.block in widths), default=block)
+
+
 def channel_block(channels: int, vector_width: int) -> int:
     """The block of channels that forms one vector: the largest power of two <= vector_width that divides the
     channel count, if it is at least 4; else the largest divisor <= vector_width (3 for RGB)."""
@@ -111,20 +119,27 @@ def is_depthwise(node: Call) -> bool:
     return node.attrs.groups == oc == cg * node.attrs.groups
 
 
-def group_map(channels: int, groups: int, block: int) -> ChannelMap:
-    """The map of `channels` in `groups` groups on vectors of `block` lanes: each group padded to whole blocks of
-    `block` or `block / 2` (the fewer padded channels, the wider block on a tie: 17 -> 24 in blocks of 8, not 32
-    in blocks of 16), when that gives fewer vectors per group than the widest block dividing the group (17: blocks
-    of 1; 20: 3 blocks of 8 for 24 channels instead of 5 of 4); else unpadded, in that block (ResNeXt's 4 channels
-    per group stay one block of 4). Blocks of half a vector run as fast as whole ones on a Zen 4 (its AVX-512 FMAs
-    are two 256-bit halves): ShuffleNet g4's 272 -> 68 (4 groups) 1x1 convolution at 28x28 ran 60 us padded to
+def padding_widths(block: int, vector_width: int) -> list[int]:
+    """The blocks a group may be padded to: a vector and, with 16-lane vectors, half a vector (as fast per FLOP on
+    a Zen 4, whose AVX-512 FMAs are two 256-bit halves; with 8 lanes a half vector is half the speed), no wider
+    than the network's block."""
+    widths = (vector_width, vector_width // 2) if vector_width >= 16 else (vector_width,)
+    return [b for b in widths if b <= block] or [block]
+
+
+def group_map(channels: int, groups: int, block: int, vector_width: int | None = None) -> ChannelMap:
+    """The map of `channels` in `groups` groups: each group padded to whole blocks of one of padding_widths (the
+    fewest padded channels, the wider block on a tie: 17 -> 24 in blocks of 8, not 32 in blocks of 16), when that
+    gives fewer vectors per group than the widest block dividing the group (17: blocks of 1; 20: 3 blocks of 8
+    for 24 channels instead of 5 of 4), or as many and that block is not a power of two (18: 3 blocks of 6);
+    else unpadded, in that block (ResNeXt's 4 channels per group stay one block of 4). ShuffleNet g4's 272 -> 68 (4 groups) 1x1 convolution at 28x28 on a Zen 4 ran 60 us padded to
     4 x 24 in blocks of 8, 75 us padded to 4 x 32 in blocks of 16, 1,415 us in blocks of 1."""
     c = channels // groups
     unpadded = math.gcd(c, channel_block(channels, block))
-    widths = [b for b in (block, block // 2) if b >= 4] or [block]
-    padded, width = min((-(-c // b) * b, -b) for b in widths)
+    padded, width = min((-(-c // b) * b, -b) for b in padding_widths(block, vector_width or block))
     width = -width
-    if padded == c or padded // width < c // unpadded:
+    odd = unpadded & (unpadded - 1) != 0  # a block of 6 or 3 lanes: as many vectors as 8, with messier code
+    if padded == c or padded // width < c // unpadded or (padded // width == c // unpadded and odd):
         return ChannelMap(groups, c, padded, width)
     return ChannelMap(groups, c, c, unpadded)
 
@@ -143,9 +158,10 @@ def _same_layout_args(node: Call) -> list[Expr]:
     return []
 
 
-def channel_maps(mod: IRModule, block: int) -> dict[int, ChannelMap]:
+def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> dict[int, ChannelMap]:
     """id(node) -> its ChannelMap, for every 4-D value of `mod` (an NCHW graph, before alter_layout) in a component
-    that a grouped, not depthwise, convolution with a constant weight writes or reads."""
+    that a grouped, not depthwise, convolution with a constant weight writes or reads. block: the network's widest
+    channel block; vector_width: the target's lanes (default: block)."""
     nodes = [n for n in post_order(mod.main.body) if n.type is not None and getattr(n.type, "ndim", 0) == 4]
     parent: dict[int, int] = {}
 
@@ -167,5 +183,5 @@ def channel_maps(mod: IRModule, block: int) -> dict[int, ChannelMap]:
                 root = find(id(value))
                 groups[root] = math.lcm(groups.get(root, 1), node.attrs.groups)
     channels = {find(id(n)): n.type.shape[1] for n in nodes}
-    maps = {root: group_map(channels[root], g, block) for root, g in groups.items()}
+    maps = {root: group_map(channels[root], g, block, vector_width) for root, g in groups.items()}
     return {id(n): maps[find(id(n))] for n in nodes if find(id(n)) in maps}

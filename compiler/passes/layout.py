@@ -24,7 +24,7 @@ from relayish.ops.matmul_pack import pack_weight
 
 from ..matmul_schedule import matmul_tile
 from .channel_maps import channel_block
-from .channel_maps import ChannelMap, channel_maps, scatter_channels
+from .channel_maps import ChannelMap, channel_maps, network_block, scatter_channels
 from .propagate import _crop, _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
@@ -184,7 +184,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
     def window(node: Call) -> dict:
         return {"strides": node.attrs.strides, "padding": node.attrs.padding, "dilation": node.attrs.dilation}
 
-    maps = channel_maps(mod, block)
+    maps = channel_maps(mod, block, vector_width)
+    if network_block(maps, block, vector_width) < block:  # one block size through the network
+        block = network_block(maps, block, vector_width)
+        maps = channel_maps(mod, block, vector_width)
 
     def cmap(node: Expr) -> ChannelMap | None:  # the map of a value of the rewritten graph (channel_maps.py)
         return maps.get(origin.get(id(node)))
