@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
 from compiler.passes import PassContext, run_pipeline
-from compiler.passes.channel_maps import ChannelMap, channel_maps, group_map, network_block
+from compiler.passes.channel_maps import ChannelMap, channel_maps, group_map, network_block, plain_map
 from compiler.summary import summarize
 from frontends import from_onnx
 from test_compile_ops import check3
@@ -175,15 +175,15 @@ def test_shuffle_stack_keeps_one_blocked_layout(stack):
 def test_channel_maps_of_a_shuffle_stack():
     """The values between ShuffleNet g4's grouped convolutions: 68 = 4 x 17 padded to 4 x 24, 136 = 4 x 34 to
     4 x 40, 248 = 4 x 62 to 4 x 64, the residual 272 = 4 x 68 to 4 x 72, 544 = 4 x 136 unpadded; all in blocks of 8
-    once the network takes one block (network_block); the stem's 24 channels have no map (no grouped convolution
-    touches them)."""
+    once the network takes one block (network_block); the stem's 24 channels have no map (whole blocks of 8)."""
     mod = from_onnx(shuffle_stack(groups=4))
     maps = set(channel_maps(mod, 16, 16).values())
     assert network_block(channel_maps(mod, 16, 16), 16, 16) == 8
     assert maps >= {ChannelMap(4, 17, 24, 8), ChannelMap(4, 34, 40, 8), ChannelMap(4, 68, 72, 8)}
     narrowed = set(channel_maps(mod, 8, 16).values())
     assert narrowed == {ChannelMap(4, 17, 24, 8), ChannelMap(4, 34, 40, 8), ChannelMap(4, 62, 64, 8),
-                        ChannelMap(4, 68, 72, 8), ChannelMap(4, 136, 136, 8)}
+                        ChannelMap(4, 68, 72, 8), ChannelMap(4, 136, 136, 8),
+                        ChannelMap(1, 68, 72, 8)}  # the ungrouped first 1x1's output: padded at its end
 
 
 @pytest.mark.parametrize("channels,groups,expected", [
@@ -240,3 +240,24 @@ def test_a_padded_channel_never_holds_zero_times_inf():
     assert np.isfinite(ref).all()
     ours, = compile_model(model).run(None, {"x": x})
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("channels,expected", [
+    (24, (32, 16)),  # narrow: whole vectors when that wastes at most a third (MobileNetV2)
+    (20, (24, 8)),  # else whole half vectors
+    (17, (24, 8)), (13, (16, 16)), (5, (8, 8)), (3, (8, 8)),  # primes: blocks of 1 otherwise
+    (68, (80, 16)), (1000, (1024, 16)), (200, (208, 16)), (136, (144, 16)),  # wide: pairs, else vectors
+    (48, None), (96, None), (2048, None),  # whole vectors already
+])
+def test_plain_map(channels, expected):
+    m = plain_map(channels, 16, 16)
+    assert (m if m is None else (m.padded, m.block)) == expected
+
+
+def test_odd_channel_net_keeps_one_blocked_layout():
+    """Every value of the odd-channel network in whole blocks (no block of 1 for 17 or 13 channels), no
+    layout_transform but the input's and the two outputs'."""
+    summary = summarize(fused(odd_channel_net()))
+    assert len(summary["layout_transforms"]) == 3
+    blocks = {k["output_shape"][-1] for k in summary["kernels"] if k["ops"][0] == "nn.conv2d_nchwc"}
+    assert blocks <= {8, 16}

@@ -10,8 +10,10 @@ ops, broadcasts of same-shape values or per-channel constants, pools and depthwi
 *component*) gets one `ChannelMap`: the groups of every grouped convolution that writes or reads one of its values
 divide its `groups` (their lcm), so that any of them sees its own groups as whole ranges of blocks. Convolutions and
 gathers (channel shuffle, concatenation) at the edges of a component read and write it padded; everything between
-them runs on the padded channels (the layout pass moves the transforms through them). A component no grouped
-convolution touches has no map here: the tail padding of passes/layout.py (padded_channels) applies to it.
+them runs on the padded channels (the layout pass moves the transforms through them). A component that only
+ungrouped convolutions write is one group: padded at its end when its channels are not whole vectors (plain_map:
+SqueezeNet's 1,000 classes to 1,024, MobileNetV2's 24 channels to 32, a prime 17 to 24), so that a network of
+odd channel counts keeps one blocked layout and whole vectors too.
 
 The padded channels hold finite values that every reader ignores: a convolution reads them with zero weights (and
 zeroes its own padded outputs, nn.zero_channel_padding, so that 0 x Inf never puts a NaN there), a gather never
@@ -98,11 +100,12 @@ def keeps_padding_finite(node: Call) -> bool:
 
 
 def network_block(maps: dict[int, ChannelMap], block: int, vector_width: int | None = None) -> int:
-    """The block of the whole network: the narrowest of padding_widths that some groups take, if any (ShuffleNet
-    g4 pads 17 channels per group to 24 in blocks of 8, g8 has 24 per group: its other values then take blocks of
-    8 too, one block size throughout), else `block`."""
+    """The block of the whole network: the narrowest of padding_widths that some grouped values take, if any
+    (ShuffleNet g4 pads 17 channels per group to 24 in blocks of 8, g8 has 24 per group: its other values then
+    take blocks of 8 too, one block size throughout), else `block`. (Values of one group keep theirs: a
+    convolution reads and writes any blocks, but a network of grouped convolutions reads its values grouped.)"""
     widths = padding_widths(block, vector_width or block)
-    return min((m.block for m in maps.values() if m.block in widths), default=block)
+    return min((m.block for m in maps.values() if m.groups > 1 and m.block in widths), default=block)
 
 
 def channel_block(channels: int, vector_width: int) -> int:
@@ -144,6 +147,41 @@ def group_map(channels: int, groups: int, block: int, vector_width: int | None =
     return ChannelMap(groups, c, c, unpadded)
 
 
+PAD_MIN_CHANNELS = 128  # a value at least this wide is padded ...
+PAD_MAX_WASTE = 1 / 16  # ... when the padding adds at most this fraction of work
+PAD_NARROW_MAX_WASTE = 1 / 3  # a narrower one when it adds at most this (MobileNetV2's 24 -> 32 channels)
+
+
+def plain_map(channels: int, block: int, vector_width: int | None = None) -> ChannelMap | None:
+    """The map of a value of `channels` that convolutions write and no grouped convolution touches (one group),
+    None when the channels fill whole blocks as they are (an even number of them, if wide). A wide value (PAD_MIN_CHANNELS) is padded to an even
+    number of vectors, else to whole vectors, when that wastes at most PAD_MAX_WASTE: the register tile shares each
+    input broadcast between two output blocks, and an odd count of blocks has no such pair (SqueezeNet's 1,000
+    channels as 125 blocks of 8 ran at 84 GFLOP/s on a Zen 3, 1,008 as 126 at ~115). A narrow one to whole
+    blocks of one of padding_widths when that wastes at most PAD_NARROW_MAX_WASTE (MobileNetV2's 144 -> 24
+    projections ran at 40% of the FMA peak in blocks of 8, as 32 channels in blocks of 16 ...). Else unpadded in
+    channel_block, if that is a power of two of at least 4 lanes; else (17, 13 and other primes: blocks of 1)
+    padded to blocks of the narrowest padding width (17 -> 24)."""
+    c = channels
+    widths = padding_widths(block, vector_width or block)
+    if c >= PAD_MIN_CHANNELS:
+        for p in (-(-c // (2 * block)) * 2 * block, -(-c // block) * block):
+            if p == c:
+                return None
+            if p - c <= PAD_MAX_WASTE * c:
+                return ChannelMap(1, c, p, block)
+    elif c % block == 0:
+        return None
+    else:
+        for b in widths:
+            if -(-c // b) * b - c <= PAD_NARROW_MAX_WASTE * c:
+                return ChannelMap(1, c, -(-c // b) * b, b)
+    unpadded = channel_block(c, block)
+    if unpadded >= 4 and unpadded & (unpadded - 1) == 0:
+        return ChannelMap(1, c, c, unpadded)
+    return ChannelMap(1, c, -(-c // widths[-1]) * widths[-1], widths[-1])
+
+
 def _same_layout_args(node: Call) -> list[Expr]:
     """The arguments of an NCHW op that share its channel layout: channel c of each is channel c of the result."""
     if node.type.ndim != 4:
@@ -160,8 +198,9 @@ def _same_layout_args(node: Call) -> list[Expr]:
 
 def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> dict[int, ChannelMap]:
     """id(node) -> its ChannelMap, for every 4-D value of `mod` (an NCHW graph, before alter_layout) in a component
-    that a grouped, not depthwise, convolution with a constant weight writes or reads. block: the network's widest
-    channel block; vector_width: the target's lanes (default: block)."""
+    that a grouped, not depthwise, convolution with a constant weight writes or reads (group_map), or that an
+    ungrouped one writes and whose channels are not a multiple of `block` (plain_map). block: the network's
+    widest channel block; vector_width: the target's lanes (default: block)."""
     nodes = [n for n in post_order(mod.main.body) if n.type is not None and getattr(n.type, "ndim", 0) == 4]
     parent: dict[int, int] = {}
 
@@ -175,13 +214,14 @@ def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> 
         if isinstance(node, Call) and isinstance(node.op, str):
             for arg in _same_layout_args(node):
                 parent[find(id(arg))] = find(id(node))
-    groups: dict[int, int] = {}
+    groups: dict[int, int] = {}  # root -> lcm of the groups of the convolutions that write or read it
     for node in nodes:
-        if isinstance(node, Call) and node.op == "nn.conv2d" and node.attrs.groups > 1 and \
-                isinstance(node.args[1], Constant) and not is_depthwise(node):
-            for value in (node, node.args[0]):
+        if isinstance(node, Call) and node.op == "nn.conv2d" and isinstance(node.args[1], Constant) and \
+                not is_depthwise(node):
+            for value in (node, node.args[0]) if node.attrs.groups > 1 else (node,):
                 root = find(id(value))
                 groups[root] = math.lcm(groups.get(root, 1), node.attrs.groups)
     channels = {find(id(n)): n.type.shape[1] for n in nodes}
-    maps = {root: group_map(channels[root], g, block, vector_width) for root, g in groups.items()}
-    return {id(n): maps[find(id(n))] for n in nodes if find(id(n)) in maps}
+    maps = {root: group_map(channels[root], g, block, vector_width) if g > 1 else
+            plain_map(channels[root], block, vector_width) for root, g in groups.items()}
+    return {id(n): maps[find(id(n))] for n in nodes if maps.get(find(id(n))) is not None}

@@ -2,9 +2,9 @@
 passes/propagate.py then pushes through layout-agnostic ops until they meet their inverse and cancel.
 
 NCHW -> NCHW{c}c: c (the channel block) is chosen per convolution from the vector width and the channel counts,
-or, for the values grouped convolutions write or read, per set of values that must share a layout, with each
-group padded to whole blocks (passes/channel_maps.py); the weights become OIHW{i}i{o}o constants (folded at
-compile time).
+or, for the values convolutions write with channels that are not whole vectors and those grouped convolutions
+read, per set of values that must share a layout, with the channels padded to whole blocks (at their end, or per
+group: passes/channel_maps.py); the weights become OIHW{i}i{o}o constants (folded at compile time).
 
 A table of `pattern -> replacement` rows (passes/rewrite.py), one comment each; `lt(x, A->B)` is
 layout_transform(x, src_layout=A, dst_layout=B).
@@ -12,20 +12,15 @@ layout_transform(x, src_layout=A, dst_layout=B).
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import numpy as np
 
-from relayish import Call, Constant, Expr, IRModule, Tuple
-from relayish.expr import children, post_order
-from relayish.op import get_op
-from relayish.op import Pattern
+from relayish import Call, Constant, Expr, IRModule
 from relayish.ops.matmul_pack import pack_weight
 
 from ..matmul_schedule import matmul_tile
-from .channel_maps import channel_block
-from .channel_maps import ChannelMap, channel_maps, network_block, scatter_channels
-from .propagate import _crop, _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
+from .channel_maps import ChannelMap, channel_block, channel_maps, network_block, scatter_channels
+from .propagate import _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
 
@@ -34,71 +29,6 @@ def dense_block(units: int, vector_width: int) -> int:
     under half a vector (8210 classes: 2); then a whole vector, the last block padded with zero columns."""
     block = channel_block(units, vector_width)
     return block if block >= vector_width // 2 or units < vector_width else vector_width
-
-
-PAD_MIN_CHANNELS = 128  # pad the outputs of convolutions at least this wide ...
-PAD_MAX_WASTE = 1 / 16  # ... when the padding adds at most this fraction of work
-PAD_NARROW_MAX_WASTE = 1 / 3  # a narrower one, when only convolutions read it (MobileNetV2's 24 -> 32 channels)
-
-
-def padded_channels(node: Call, vector_width: int, absorbed: bool = False) -> int:
-    """The output channels an ungrouped, direct NCHW conv2d computes: its own count, or that count rounded up to
-    whole vectors when it is not a multiple of vector_width (SqueezeNet's 1,000-class convolution would take
-    8-channel blocks at half the FMA width; as 1,008 zero-weight-padded channels it takes 16-channel blocks, and
-    a crop (strided_slice over the channels) after its transform back to NCHW drops the padding). Wide
-    convolutions are padded when the waste is small (PAD_MAX_WASTE), to an even number of vectors if that is
-    small too: the register tile shares each input broadcast between two output blocks, and an odd count of
-    blocks has no such pair (SqueezeNet's 1,000 channels as 125 blocks of 8 ran at 84 GFLOP/s on a Zen 3, 1,008 as
-    126 at ~115). A narrow one (MobileNetV2's 144 -> 24 projections: 8-channel blocks at 40% of the FMA peak)
-    only when `absorbed`: every use of its output ends in convolutions that read the padded channels with zero
-    weights (narrow_padding_sites, `_absorb_padding`), so that no crop and no transform is left between them;
-    the padding may then add up to PAD_NARROW_MAX_WASTE."""
-    oc = node.args[1].type.shape[0]
-    if node.attrs.groups != 1:
-        return oc
-    if oc >= PAD_MIN_CHANNELS:
-        pair = -(-oc // (2 * vector_width)) * 2 * vector_width
-        if (pair - oc) <= PAD_MAX_WASTE * oc:
-            return pair
-    padded = -(-oc // vector_width) * vector_width
-    if padded == oc:
-        return oc
-    if oc >= PAD_MIN_CHANNELS:
-        return padded if (padded - oc) <= PAD_MAX_WASTE * oc else oc
-    return padded if absorbed and (padded - oc) <= PAD_NARROW_MAX_WASTE * oc else oc
-
-
-def narrow_padding_sites(mod: IRModule, absorbs: Callable[[Call], bool]) -> set[int]:
-    """ids of the NCHW conv2d nodes of `mod` whose every use, through elementwise and same-shape broadcast ops,
-    ends as the data input of a convolution for which absorbs(conv) holds or of a channel shuffle, and never in a
-    graph output or another op: their outputs may carry padded channels to their readers (padded_channels)."""
-    users: dict[int, list] = {}
-    for node in post_order(mod.main.body):
-        for k, arg in enumerate(children(node)):
-            users.setdefault(id(arg), []).append((node, k))
-    body = mod.main.body
-    outputs = {id(f) for f in body.fields} if isinstance(body, Tuple) else {id(body)}
-
-    known: dict[int, bool] = {}
-
-    def only_convs_read(node: Expr) -> bool:
-        if id(node) not in known:
-            known[id(node)] = id(node) not in outputs and bool(users.get(id(node))) and all(
-                read_by_convs(user, k, node) for user, k in users[id(node)])
-        return known[id(node)]
-
-    def read_by_convs(user: Expr, k: int, node: Expr) -> bool:
-        if not (isinstance(user, Call) and isinstance(user.op, str)):
-            return False
-        if user.op == "nn.conv2d" and k == 0:
-            return absorbs(user)
-        if user.op == "reshape" and any(SHUFFLED(t) for t, _ in users.get(id(user), ())):
-            return True  # a channel shuffle gathers the real channels only
-        return get_op(user.op).pattern in (Pattern.ELEMWISE, Pattern.BROADCAST) and \
-            user.type.shape == node.type.shape and only_convs_read(user)
-
-    return {id(n) for n in post_order(body) if isinstance(n, Call) and n.op == "nn.conv2d"
-            and isinstance(n.args[1], Constant) and n.attrs.groups == 1 and only_convs_read(n)}
 
 
 def group_block(per_group: int, channels: int, vector_width: int) -> int:
@@ -173,14 +103,6 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         m = algorithms.get(conv_signature(node)) if algorithms else None
         return winograd_tile(node) if m is None or (m and m not in winograd_tiles(node)) else m
 
-    transforms = {}
-
-    def lt_once(x, src, dst):  # a value read by several convolutions is transformed once
-        key = (id(x), src, dst)
-        if key not in transforms:
-            transforms[key] = _lt(x, src, dst)
-        return transforms[key]
-
     def window(node: Call) -> dict:
         return {"strides": node.attrs.strides, "padding": node.attrs.padding, "dilation": node.attrs.dilation}
 
@@ -217,13 +139,10 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             ib, w = m_in.block, Constant(scatter_channels(w.data, 1, m_in.split(groups)))
         else:
             ib = group_block(cg, cg * groups, block)
-        if m_out is not None:  # the outputs padded per group: zero weights make them, zero_channel_padding keeps them 0
-            ob, padded, w = m_out.block, m_out.physical, Constant(scatter_channels(w.data, 0, m_out))
+        if m_out is not None:  # padded outputs (per group, or at the end): zero weights, zero_channel_padding keeps 0
+            ob, w = m_out.block, Constant(scatter_channels(w.data, 0, m_out))
         else:
-            padded = oc if m else padded_channels(node, block, origin.get(id(node)) in narrow)
-            if padded != oc:
-                w = Constant(np.pad(w.data, ((0, padded - oc), (0, 0), (0, 0), (0, 0))))
-            ob = group_block(padded // groups, padded, block)
+            ob = group_block(oc // groups, oc, block)
         data = blocked_input(x, m_in, ib)
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         if m:
@@ -231,12 +150,9 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             conv = Call("nn.conv2d_winograd_nchwc", (data, weight), {"tile_size": m, "padding": node.attrs.padding})
         else:
             conv = Call("nn.conv2d_nchwc", (data, weight), dict(window(node), groups=groups))
-        if m_out is not None:
-            if m_out.is_padded:
-                conv = Call("nn.zero_channel_padding", (conv,), {"groups": m_out.groups, "channels": m_out.channels})
-            return blocked_output(conv, m_out, ob)
-        out = _lt(conv, f"NCHW{ob}c", "NCHW")
-        return out if padded == oc else _crop(out, oc)
+        if m_out is not None and m_out.is_padded:
+            conv = Call("nn.zero_channel_padding", (conv,), {"groups": m_out.groups, "channels": m_out.channels})
+        return blocked_output(conv, m_out, ob)
 
     def gather_to_map(node: Call, value: Expr | None = None):
         """A gather (concatenation, channel shuffle) whose result has a ChannelMap: computed as it is, then padded
@@ -267,16 +183,14 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         n = w.type.shape[1]
         return Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))), {"units": n} if n % block else {})
 
-    # outputs that may keep padded channels: only direct, ungrouped convolutions read them (_absorb_padding)
-    narrow = narrow_padding_sites(mod, lambda conv: conv.attrs.groups == 1 and isinstance(conv.args[1], Constant)
-                                  and not tile_of(conv))
     return rewrite(mod, table_rules([
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
         #                     (w constant, any groups; conv2d_winograd_nchwc if winograd_tile says so)
-        # conv2d(x, w) -> crop(lt(conv2d_nchwc(.., w padded to P outputs), NCHW{o}c->NCHW), C)
-        #                     (P = padded_channels: C not a multiple of the vector width, wide enough)
+        # conv2d(x, w) -> unpad(lt(zero_channel_padding(conv2d_nchwc(lt(pad(x, Mx), NCHW->NCHW{i}c), w')), ..), My)
+        #                     (x, y with channel maps Mx, My: channels padded per group or at the end; w' with zero
+        #                     weights for the padding; channel_maps.py)
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
         # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant; n: the channel block, or the
         #                                                              matmul tile's columns when x has rows > 1)

@@ -68,11 +68,13 @@ class Crop(NamedTuple):
     lt: LayoutTransform
     channels: int  # per group
     groups: int = 1
+    unpad: bool = False  # an nn.unpad_channels (the layout pass's, dropping padding), not a strided_slice
 
     def rebuild(self, x: Expr) -> Call:
         """The same crop of another value (its blocked twin)."""
-        return _crop(x, self.channels) if self.groups == 1 else \
-            Call("nn.unpad_channels", (x,), {"groups": self.groups, "channels": self.channels})
+        if self.unpad:
+            return Call("nn.unpad_channels", (x,), {"groups": self.groups, "channels": self.channels})
+        return _crop(x, self.channels)
 
     @property
     def padded(self) -> int:
@@ -88,7 +90,7 @@ def CROPPED(node) -> Crop | None:  # noqa: N802
         return None
     if node.op == "nn.unpad_channels":
         lt = FROM_BLOCKED(node.args[0])
-        return None if lt is None else Crop(lt, node.attrs.channels, node.attrs.groups)
+        return None if lt is None else Crop(lt, node.attrs.channels, node.attrs.groups, unpad=True)
     if not (node.op == "strided_slice" and tuple(node.attrs.axes) == (1,) and tuple(node.attrs.begin) == (0,)
             and tuple(node.attrs.strides) == (1,)):
         return None
@@ -147,7 +149,7 @@ def _absorb_padding(node: Call, crop: Crop, weight: LayoutTransform):
     -> conv2d_nchwc(y, lt(w', OIHW->OIHW{b}i{o}o)), w' = w with zero weights for y's padded channels (b: B's block):
     the convolution reads the padded value as it is, and the padding adds nothing to its sums."""
     y = crop.lt.value
-    if node.attrs.groups != 1 or not _padding_is_finite(y, crop.channels):
+    if node.attrs.groups != 1 or crop.groups != 1 or not _padding_is_finite(y, crop.channels):
         return None
     block = parse_layout(crop.lt.src)[-1][1]
     padded = y.type.shape[1] * y.type.shape[-1]
@@ -246,10 +248,10 @@ def _concat_blocked(node: Call, vector_width: int):
 
 
 def _keeps_finite(node: Call, crop: Crop) -> bool:
-    """Whether an op may run on crop's padding: always for a tail crop (_absorb_padding checks the padding when a
-    convolution reads it), only ops that keep finite padding finite for per-group padding (its readers take it
-    as it is)."""
-    return crop.groups == 1 or keeps_padding_finite(node)
+    """Whether an op may run on crop's padding: always for a strided_slice (_absorb_padding checks the channels
+    it drops when a convolution reads them), only ops that keep finite padding finite for the layout pass's
+    padding (its readers take it as it is)."""
+    return not crop.unpad or keeps_padding_finite(node)
 
 
 def _crop_through_unary(node: Call, crop: Crop):
