@@ -157,7 +157,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
         return
     # register tile: the lanes vectorized, the axis before them split into an unrolled block of columns, and
     # (when one operand is a broadcast) a second unrolled axis that reuses each broadcast
-    tile_axis = len(names) - 2  # names[k] for k < tile_axis is the anchor's root axis k (lane split or not)
+    tile_axis = column_axis(b.stage(out.name).leaf_extents(), names)
     pointwise = windowless(anchor) and vector_registers(vw) < 32
     found = broadcast_reuse(anchor, tile_axis, POINTWISE_REUSE_FACTORS if pointwise else REUSE_FACTORS)
     reuse_axis, reuse = found if found is not None else (None, 1)
@@ -168,7 +168,7 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     cols = _column_tile(b.stage(out.name).leaf_extents(), names, tile_axis, reuse, budget // vectors,
                         exact=streams_weight(anchor))
     b.add(Split(out.name, col, (cols,)))
-    order = names[:tile_axis] + [f"{col}.0"]
+    order = names[:tile_axis] + names[tile_axis + 1:-1] + [f"{col}.0"]  # (the unit axes skipped by column_axis)
     tile = [f"{col}.1", last]
     if reuse_axis is not None:
         r = names[reuse_axis]
@@ -183,6 +183,17 @@ def _schedule_anchor(b: ScheduleBuilder, anchor: Stage, vw: int):
     unrolled = budget if three else unrolled_reduce_budget(vw)
     _anchor_loops(b, anchor, tile_axis, reuse_axis, unroll_reduce=cols * vectors <= unrolled)
     b.scheduled.update((out.name, anchor.name))
+
+
+def column_axis(ext: dict, names: list) -> int:
+    """The axis of the register tile's columns: the one before the lanes, or, when that has extent 1, the
+    nearest one before it that does not (a 1-D convolution stored as (N, C, L, 1): its columns run along L, not
+    along a width of 1; a 256 -> 256, k = 3 one over L = 64 ran 31 GFLOP/s with columns of 1, Zen 4). names[k] for
+    k < the axis is the anchor's root axis k (lane split or not)."""
+    axis = len(names) - 2
+    while axis > 1 and ext[names[axis]] == 1 and ext[names[axis - 1]] > 1:
+        axis -= 1
+    return axis
 
 
 def window_outside(anchor: Stage) -> Reorder | None:

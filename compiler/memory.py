@@ -165,6 +165,8 @@ def _concat_inputs(call: Call) -> list | None:
     body = getattr(fn, "body", None)
     if not isinstance(body, Call) or body.op not in CONCAT_OPS:
         return None
+    if body.op == "nn.concat_blocked" and (body.attrs.in_maps or body.attrs.out_map):
+        return None  # channels padded per group (relayish/ops/channel_pad.py): the inputs are not slices of it
     arg_of = {id(p): a for p, a in zip(fn.params, call.args)}
     if any(id(a) not in arg_of for a in body.args):
         return None

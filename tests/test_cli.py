@@ -326,8 +326,8 @@ def test_inspect_summarizes_the_fused_graph(conv_model, capsys):
                           "  NCHW4c -> NCHW  reads nn.relu (kernel 1)  in kernel 2"]
     assert f"total: {(CONV_FLOPS + 2 * ELEMENTS) / 1e3:.3g} kFLOP" in lines
     passes = lines[lines.index("passes (ms):") + 1:]
-    assert [p.split()[0] for p in passes] == ["fold_constants", "recognize_patterns", "fold_batch_norm",
-                                             "eliminate_identity_ops",
+    assert [p.split()[0] for p in passes] == ["fold_constants", "recognize_patterns", "sink_reshapes",
+                                             "fold_batch_norm", "eliminate_identity_ops",
                                              "alter_layout", "propagate_layout", "fold_constants_2", "fuse",
                                              "fold_constant_kernels"]
 

@@ -348,6 +348,36 @@ def test_blocked_mobile_ops(strides, padding, dilation):
     check_op("nn.concat_blocked", [(1, 3, 2, 2, 8), (1, 9, 2, 2, 4)], {"block": 12})
 
 
+def test_channel_padding_ops():
+    """relayish/ops/channel_pad.py: padding each of 4 groups of 5 channels to 8 and dropping it again is the
+    identity; the padding is zeros, at the end of every group; zeroing a blocked value's padding keeps the rest."""
+    padded, (x,), _ = check_op("nn.pad_channels", [(2, 20, 3, 2)], {"groups": 4, "padded": 8})
+    assert padded.shape == (2, 32, 3, 2) and not padded.reshape(2, 4, 8, 6)[:, :, 5:].any()
+    np.testing.assert_array_equal(padded.reshape(2, 4, 8, 6)[:, :, :5], x.reshape(2, 4, 5, 6))
+    back, (p,), _ = check_op("nn.unpad_channels", [(2, 32, 3, 2)], {"groups": 4, "channels": 5})
+    np.testing.assert_array_equal(back, p.reshape(2, 4, 8, 6)[:, :, :5].reshape(2, 20, 3, 2))
+    check_op("nn.pad_channels", [(1, 6, 7)], {"groups": 1, "padded": 16})
+    zeroed, (z,), _ = check_op("nn.zero_channel_padding", [(1, 4, 2, 3, 8)], {"groups": 2, "channels": 13})
+    nchw = zeroed.transpose(0, 1, 4, 2, 3).reshape(1, 2, 16, 2, 3)
+    assert not nchw[:, :, 13:].any()
+    np.testing.assert_array_equal(nchw[:, :, :13], z.transpose(0, 1, 4, 2, 3).reshape(1, 2, 16, 2, 3)[:, :, :13])
+    # the gathers read and write padded values: a shuffle of 4 groups of 5 (padded to 8, blocks of 4) into 2
+    # groups of 10 padded to 16 in blocks of 8; a concatenation of a padded and a plain input into a padded output
+    check_op("nn.channel_shuffle", [(1, 8, 3, 2, 4)], {"groups": 5, "layout": "NCHW4c", "in_map": (4, 5, 8),
+                                                       "out_map": (2, 10, 16), "out_layout": "NCHW8c"})
+    check_op("nn.channel_shuffle", [(1, 24, 3, 2)], {"groups": 4, "in_map": (1, 20, 24), "out_layout": "NCHW4c"})
+    check_op("nn.concat_blocked", [(1, 8, 2, 3, 4), (1, 3, 2, 3, 4)],
+             {"block": 8, "in_maps": ((4, 5, 8), ()), "out_map": (4, 8, 8)})
+    with pytest.raises(OpError, match=r"out_map \(3, 8, 8\) does not hold the 32 concatenated channels"):
+        call("nn.concat_blocked", Var("x", TensorType((1, 8, 2, 3, 4))), block=8, out_map=(3, 8, 8))
+    with pytest.raises(OpError, match=r"in_map \(4, 5, 6\) does not describe 32 physical channels"):
+        call("nn.channel_shuffle", Var("x", TensorType((1, 8, 2, 3, 4))), groups=4, layout="NCHW4c", in_map=(4, 5, 6))
+    with pytest.raises(OpError, match="padded=3 is less than the 5 channels per group"):
+        call("nn.pad_channels", Var("x", TensorType((1, 20, 2, 2))), groups=4, padded=3)
+    with pytest.raises(OpError, match="groups=3 must divide the 32 input channels"):
+        call("nn.unpad_channels", Var("x", TensorType((1, 32, 2, 2))), groups=3, channels=5)
+
+
 def test_blocked_mobile_ops_bad_inputs():
     x = Var("x", TensorType((1, 2, 6, 6, 8)))
     with pytest.raises(OpError, match=r"is not \[C/b, 1, KH, KW, b\]"):

@@ -15,6 +15,7 @@ from .constants import check_constant_kernels, fold_constant_kernels
 from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
 from .patterns import recognize_patterns
+from .reshapes import sink_reshapes
 from .simplify import eliminate_identity_ops, fold_batch_norm, fold_constants
 
 
@@ -45,6 +46,8 @@ PIPELINE = [
     Pass("fold_constants", lambda m, c: fold_constants(m), 1, "evaluate calls whose inputs are constants"),
     Pass("recognize_patterns", lambda m, c: recognize_patterns(m), 1,
          "layer_norm and gelu from their decompositions; x**2, x**3 as products"),
+    Pass("sink_reshapes", lambda m, c: sink_reshapes(m), 1,
+         "reshapes that add or drop unit axes (1-D convolutions and pools as 2-D ones) past per-channel ops"),
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
     Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
          "drop copies and same-shape reshapes, merge chained reshapes"),

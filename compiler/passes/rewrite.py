@@ -19,11 +19,15 @@ from relayish.expr import Function, rebuild
 
 def rewrite(mod: IRModule, rules, origin: dict | None = None) -> IRModule:
     """Apply rules, (name, function node -> replacement or None) pairs tried in order, to every op call bottom-up,
-    until none fires at the node. origin, if given, is filled with id(rewritten node) -> id(original node), so that
-    rules can ask about the original graph (use counts)."""
+    until none fires at the node. origin, if given, is filled with id(rewritten node) -> id(original node), for
+    the node with its new children and for its final replacement (what its readers get as their argument), so
+    that rules can ask about the original graph (use counts, channel maps)."""
+    alive = []  # every node origin names stays alive, so that no later node reuses its id
+
     def visit(old, node):
         if origin is not None:
             origin[id(node)] = id(old)
+            alive.append(node)
         for _ in range(16):  # a rule's result may match another rule
             for _, rule in rules:
                 got = rule(node) if isinstance(node, Call) and isinstance(node.op, str) else None
@@ -31,7 +35,10 @@ def rewrite(mod: IRModule, rules, origin: dict | None = None) -> IRModule:
                     node = got
                     break
             else:
-                return node
+                break
+        if origin is not None:
+            origin.setdefault(id(node), id(old))
+            alive.append(node)
         return node
     return mod.with_main(Function(mod.main.params, rebuild(mod.main.body, visit), mod.main.attrs))
 

@@ -12,3 +12,4 @@ from . import movement  # noqa: F401  (pad, gather/scatter elements and nd, one_
 from . import resize  # noqa: F401  (resize: nearest, linear, cubic interpolation)
 from . import convnd  # noqa: F401  (3-D conv and pooling, NCDHW)
 from . import recurrent  # noqa: F401  (LSTM, GRU and RNN cells: one time step per kernel)
+from . import channel_pad  # noqa: F401  (per-group channel padding of blocked layouts)

@@ -13,7 +13,8 @@ from ..types import TensorType
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 from .layout import _conv_out
-from .nn import _blocked_ref, _layout_ndim
+from .channel_pad import check_map, map_array, to_logical, to_physical
+from .nn import _layout_ndim
 
 # ---------------------------------------------------------------------------------------------- depthwise
 
@@ -93,10 +94,20 @@ def _shuffle_infer(arg_types, attrs):
     op = "nn.channel_shuffle"
     x, = arg_types
     expect_ndim(op, x, _layout_ndim(op, attrs.layout), f"data (layout {attrs.layout})")
-    channels = x.shape[1] * (x.shape[4] if x.ndim == 5 else 1)
+    channels = check_map(op, "in_map", attrs.in_map, x.shape[1] * (x.shape[4] if x.ndim == 5 else 1))
     if attrs.groups < 1 or channels % attrs.groups:
         raise OpError(f"{op}: groups={attrs.groups} must divide the {channels} channels of {x.shape}")
-    return x
+    out_layout = attrs.out_layout or attrs.layout
+    _layout_ndim(op, out_layout)
+    if attrs.out_map and check_map(op, "out_map", attrs.out_map, attrs.out_map[0] * attrs.out_map[2]) != channels:
+        raise OpError(f"{op}: out_map {tuple(attrs.out_map)} does not hold the {channels} channels")
+    physical = attrs.out_map[0] * attrs.out_map[2] if attrs.out_map else channels
+    if out_layout == "NCHW":
+        return TensorType((x.shape[0], physical) + x.shape[2:4], x.dtype)
+    block = int(out_layout[4:-1])
+    if physical % block:
+        raise OpError(f"{op}: out_layout {out_layout} does not divide the {physical} output channels")
+    return TensorType((x.shape[0], physical // block) + x.shape[2:4] + (block,), x.dtype)
 
 
 def _shuffle_source(j, channels: int, groups: int):
@@ -104,38 +115,72 @@ def _shuffle_source(j, channels: int, groups: int):
     return (j % groups) * (channels // groups) + j // groups
 
 
-def _shuffle_ref(x, groups):
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, groups, c // groups, h, w).transpose(0, 2, 1, 3, 4).reshape(x.shape))
+def _to_nchw(x):
+    return x if x.ndim == 4 else \
+        np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3)).reshape(x.shape[0], -1, *x.shape[2:4])
+
+
+def _from_nchw(y, layout: str):
+    if layout == "NCHW":
+        return y
+    b = int(layout[4:-1])
+    n, c, h, w = y.shape
+    return np.ascontiguousarray(y.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _shuffle_ref(x, groups, layout="NCHW", in_map=(), out_map=(), out_layout=""):
+    y = map_array(_to_nchw(x), in_map, unpad=True)
+    n, c, h, w = y.shape
+    y = y.reshape(n, groups, c // groups, h, w).transpose(0, 2, 1, 3, 4).reshape(y.shape)
+    return _from_nchw(map_array(y, out_map, unpad=False), out_layout or layout)
 
 
 def _shuffle_compute(inputs, attrs, out_type):
+    """Output position j holds logical channel l (out_map), which is input channel s = _shuffle_source(l), stored
+    at physical position to_physical(s, in_map) in the input's block and lane."""
     x, = inputs
-    if x.ndim == 4:
-        channels = x.shape[1]
-        return te.compute(out_type.shape,
-                          lambda n, j, y, xx: x[n, _shuffle_source(j, channels, attrs.groups), y, xx],
-                          name="channel_shuffle", tag="injective")
-    b = x.shape[4]
-    channels = x.shape[1] * b
+    bi = x.shape[4] if x.ndim == 5 else 0
+    channels = check_map("nn.channel_shuffle", "in_map", attrs.in_map, x.shape[1] * (bi or 1))
 
-    def body(n, cb, y, xx, i):
-        src = _shuffle_source(cb * b + i, channels, attrs.groups)
-        return x[n, src // b, y, xx, src % b]
-    return te.compute(out_type.shape, body, name="channel_shuffle", tag="injective")
+    def value(n, j, y, xx):
+        logical, real = to_logical(j, attrs.out_map)
+        src = to_physical(_shuffle_source(logical, channels, attrs.groups), attrs.in_map)
+        read = x[n, src // bi, y, xx, src % bi] if bi else x[n, src, y, xx]
+        return read if real is None else te.select(real, read, te.const(0.0, x.dtype))
+    if len(out_type.shape) == 4:
+        return te.compute(out_type.shape, value, name="channel_shuffle", tag="injective")
+    bo = out_type.shape[4]
+    return te.compute(out_type.shape, lambda n, cb, y, xx, i: value(n, cb * bo + i, y, xx),
+                      name="channel_shuffle", tag="injective")
 
 
 register_op("nn.channel_shuffle", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_shuffle_infer,
-            ref=_blocked_ref(_shuffle_ref), compute=_shuffle_compute, attrs={"groups": REQUIRED, "layout": "NCHW"},
+            ref=_shuffle_ref, compute=_shuffle_compute,
+            attrs={"groups": REQUIRED, "layout": "NCHW", "in_map": (), "out_map": (), "out_layout": ""},
             blocked_layout=True, flops=lambda arg_types, attrs, out: float(out.size),
             doc="ShuffleNet's channel shuffle (Reshape [N, g, C/g, H, W] -> Transpose (0, 2, 1, 3, 4) -> Reshape): "
-                "output channel c * g + k is input channel k * C/g + c; NCHW or NCHW{b}c")
+                "output channel c * g + k is input channel k * C/g + c; NCHW or NCHW{b}c (`layout`), the output in "
+                "`out_layout` (default: the same); in_map / out_map: () or (groups, channels, padded), the "
+                "channels padded per group (relayish/ops/channel_pad.py)")
 
 # ---------------------------------------------------------------------------------------------- concatenate
 
 
 def _channels(shape) -> int:
     return shape[1] * shape[4]
+
+
+def _input_maps(attrs, count: int) -> tuple:
+    maps = tuple(attrs.in_maps) if attrs.in_maps else ((),) * count
+    if len(maps) != count:
+        raise OpError(f"nn.concat_blocked: in_maps has {len(maps)} entries for {count} inputs")
+    return maps
+
+
+def _logical_counts(arg_types, attrs) -> list[int]:
+    maps = _input_maps(attrs, len(arg_types))
+    return [check_map("nn.concat_blocked", f"in_maps[{k}]", m, _channels(t.shape))
+            for k, (t, m) in enumerate(zip(arg_types, maps))]
 
 
 def _concat_blocked_infer(arg_types, attrs):
@@ -146,23 +191,30 @@ def _concat_blocked_infer(arg_types, attrs):
         expect_ndim(op, t, 5, f"input {k}")
         if (t.shape[0],) + t.shape[2:4] != (arg_types[0].shape[0],) + arg_types[0].shape[2:4]:
             raise OpError(f"{op}: input {k} {t.shape} and input 0 {arg_types[0].shape} differ in N, H or W")
-    total = sum(_channels(t.shape) for t in arg_types)
+    total = sum(_logical_counts(arg_types, attrs))
+    if attrs.out_map:
+        groups, channels, padded = attrs.out_map
+        if check_map(op, "out_map", attrs.out_map, groups * padded) != total:
+            raise OpError(f"{op}: out_map {tuple(attrs.out_map)} does not hold the {total} concatenated channels")
+        total = groups * padded
     if attrs.block < 1 or total % attrs.block:
         raise OpError(f"{op}: block {attrs.block} does not divide the {total} concatenated channels")
     n, _, h, w, _ = arg_types[0].shape
     return TensorType((n, total // attrs.block, h, w, attrs.block), arg_types[0].dtype)
 
 
-def _concat_blocked_ref(*xs, block):
-    nchw = [x.transpose(0, 1, 4, 2, 3).reshape(x.shape[0], -1, *x.shape[2:4]) for x in xs]
-    y = np.concatenate(nchw, axis=1)
-    n, c, h, w = y.shape
-    return np.ascontiguousarray(y.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+def _concat_blocked_ref(*xs, block, in_maps=(), out_map=()):
+    maps = in_maps or ((),) * len(xs)
+    y = np.concatenate([map_array(_to_nchw(x), m, unpad=True) for x, m in zip(xs, maps)], axis=1)
+    return _from_nchw(map_array(y, out_map, unpad=False), f"NCHW{block}c")
 
 
 def _concat_blocked_compute(inputs, attrs, out_type):
     """Nested selects on the output channel; input k is read at its own block and lane of that channel. Where the
-    blocks line up (same block, offsets multiples of it) the selects depend on the block index only."""
+    blocks line up (same block, offsets multiples of it, no channel maps) the selects depend on the block index
+    only."""
+    if attrs.in_maps or attrs.out_map:
+        return _mapped_concat_compute(inputs, attrs, out_type)
     b = attrs.block
     offsets = np.cumsum([0] + [_channels(t.shape) for t in inputs]).tolist()
 
@@ -185,7 +237,35 @@ def _concat_blocked_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, body, name="concat_blocked", tag="injective")
 
 
+def _mapped_concat_compute(inputs, attrs, out_type):
+    """The general case: output position -> logical channel (out_map) -> input and its logical channel -> that
+    input's physical position (its map); zero at the output's padding."""
+    b = attrs.block
+    maps = _input_maps(attrs, len(inputs))
+    counts = _logical_counts([te_type(t) for t in inputs], attrs)
+    offsets = np.cumsum([0] + counts).tolist()
+
+    def read(k, n, logical, y, xx):
+        t = inputs[k]
+        src = to_physical(te.min_(te.max_(logical - offsets[k], 0), counts[k] - 1), maps[k])
+        return t[n, src // t.shape[4], y, xx, src % t.shape[4]]
+
+    def body(n, cb, y, xx, i):
+        logical, real = to_logical(cb * b + i, attrs.out_map)
+        value = read(len(inputs) - 1, n, logical, y, xx)
+        for k in range(len(inputs) - 2, -1, -1):
+            value = te.select(logical < offsets[k + 1], read(k, n, logical, y, xx), value)
+        return value if real is None else te.select(real, value, te.const(0.0, out_type.dtype))
+    return te.compute(out_type.shape, body, name="concat_blocked", tag="injective")
+
+
+def te_type(t: te.Tensor) -> TensorType:
+    return TensorType(tuple(t.shape), t.dtype)
+
+
 register_op("nn.concat_blocked", inputs=None, pattern=Pattern.INJECTIVE, op_class="layout",
             infer=_concat_blocked_infer, ref=_concat_blocked_ref, compute=_concat_blocked_compute,
-            attrs={"block": REQUIRED}, flops=lambda arg_types, attrs, out: float(out.size),
-            doc="concatenation over channels of NCHW{b_k}c inputs (any blocks, any channel counts) into NCHW{block}c")
+            attrs={"block": REQUIRED, "in_maps": (), "out_map": ()}, flops=lambda arg_types, attrs, out: float(out.size),
+            doc="concatenation over channels of NCHW{b_k}c inputs (any blocks, any channel counts) into NCHW{block}c; "
+                "in_maps (one per input) / out_map: () or (groups, channels, padded), channels padded per group "
+                "(relayish/ops/channel_pad.py)")
