@@ -370,7 +370,8 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
     funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), spec.dirs)
     h, one = spec.hidden, const(1.0, spec.dtype)
     _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
-    if _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
+    fused = dense is None  # the fused cells read W and R themselves: not the quantized products of dense
+    if fused and _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
         bias = _binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
         return run_layer(spec, "nn.lstm_cell", projection(spec, w, bias, 4), packed_weight(spec, r, 4),
                          _reverse_flags(direction))

@@ -339,7 +339,7 @@ def test_inspect_options_change_the_pipeline(conv_model, capsys):
     code, out, err = run_cli(capsys, "inspect", conv_model, "--opt-level", "0", "--summary-only", "--layout", "NCHW")
     assert code == 0 and "kernels (fused groups): 3" in out
     skipped = [line.split()[0] for line in out.splitlines() if line.endswith("skipped (opt level)")]
-    assert skipped == ["fold_constants", "recognize_patterns", "alter_layout", "propagate_layout"]
+    assert skipped == ["fold_constants", "recognize_patterns", "sink_reshapes", "alter_layout", "propagate_layout"]
     code, out, err = run_cli(capsys, "inspect", conv_model, "--after", "alter_layout", "--summary-only")
     assert code == 0 and "none yet" in out and "reads constant" in out  # the weight transform, not folded yet
     assert out.strip().splitlines()[-1].split()[0] == "alter_layout"
