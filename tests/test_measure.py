@@ -92,6 +92,10 @@ def test_candidates_are_timed_only_once_the_drivers_threads_are_quiet(conv_task,
         return real_call_alone(pool, what, *args)
     monkeypatch.setattr(m, "reference_outputs", reference_then_spin)
     monkeypatch.setattr(m, "_call_alone", call_alone)
+    # the wait is bounded (1 s) so that a process that never quiets cannot stall tuning; on a machine loaded
+    # enough to starve the spinning thread past that bound the order would be the bound's, not the wait's
+    real_idle_wait = m.idle_wait
+    monkeypatch.setattr(m, "idle_wait", lambda gap_s, **kw: real_idle_wait(gap_s, **dict(kw, max_settle_s=120.0)))
     result, = measure(conv_task, [default_schedule(conv_task.initial_state())], number=1, repeat=1, executor=pool)
     spun["thread"].join()
     assert result.ok, result.error
@@ -169,10 +173,10 @@ def test_cache_flush_times_each_call_alone_after_evicting_the_caches(conv_task, 
     events = []
     monkeypatch.setattr(m, "evict_caches", lambda: events.append("evict"))
     costs = m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=True,
-                           wake=lambda: events.append("wake"))
+                           wake=lambda: events.append("wake"), jiffies=None)  # no retakes on a busy machine
     assert len(costs) == 3 and events == ["evict", "wake", "call"] * 6
     events.clear()
-    m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=False)
+    m._timed_calls(lambda: events.append("call"), (), number=2, repeat=3, flush=False, jiffies=None)
     assert events == ["call"] * 6
     default = default_schedule(conv_task.initial_state())
     results = measure(conv_task, [default], number=2, repeat=2, executor=pool, flush_cache=True)
