@@ -14,9 +14,9 @@ from onnx import helper
 
 from compiler import compile_model
 from frontends import from_onnx
+from harness import run_ort
 from relayish.interp import evaluate
 from relayish.types import DTYPES, numpy_dtype
-from test_frontend import run_ort
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOATS = ["float16", "bfloat16", "float32", "float64"]

@@ -13,9 +13,9 @@ from onnx import helper
 
 from compiler import compile_model
 from frontends import from_onnx
+from harness import with_output_shapes
 from relayish.interp import evaluate
 from test_compile_dtypes import INTS, edge_values, elem, ort_or_none
-from test_frontend import with_output_shapes
 
 TRIG = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan"]
 OUT = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)  # typed by shape inference

@@ -13,10 +13,10 @@ from onnx import helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import with_output_shapes
 from relayish.types import numpy_dtype
 from test_compile_dtypes import elem
 from test_conformance_ops import compiled_and_interpreted, reference, run_all_ort
-from test_frontend import with_output_shapes
 
 def domain_model(op, inputs: dict, domain: str, version: int, outputs=("y",), opset=26, **attrs):
     """One node `op` of `domain` over graph inputs {name: (dtype, shape)}; opset None: no ai.onnx import."""
