@@ -216,7 +216,8 @@ def run_ort_or_none(model, feeds):
     try:
         return run_ort(model, feeds)
     except Exception as e:  # onnxruntime's NOT_IMPLEMENTED has no public class to catch
-        if not any(s in str(e) for s in ("NOT_IMPLEMENTED", "Could not find an implementation", "not supported")):
+        message = str(e).lower()
+        if not any(s in message for s in ("not_implemented", "could not find an implementation", "not supported")):
             raise
         return None
 
