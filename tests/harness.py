@@ -261,6 +261,11 @@ def assert_close(ours, ref, what="", rtol=RTOL):
     assert err <= rtol, f"{what}: relative error {err:.3g} > {rtol}"
 
 
+def assert_exactly(ours, ref, what=""):
+    """Equal values (a `close` for three_way where float results must be bit-exact: data movement, indices)."""
+    np.testing.assert_array_equal(ours, ref, err_msg=what)
+
+
 def assert_close_where_finite(ours, ref, what=""):
     """Non-finite values at the same positions; the finite ones within the project tolerance."""
     assert np.array_equal(np.isfinite(ours), np.isfinite(ref)), f"{what}: non-finite positions differ"
