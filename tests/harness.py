@@ -90,9 +90,10 @@ def typed_model(op, inputs, attrs=None, opset=17, consts=None, outputs=1):
 
 
 def node_model(op, inputs, outputs=("y",), attrs=None, domain=CONTRIB, opset=17):
-    """A one-node model of `domain` (onnxruntime's contrib ops by default), IR 8. inputs: per node input, None
-    (omitted), (name, array) for an initializer, or (name, dtype, shape) for a graph input; outputs: names of
-    float32 outputs, (name, dtype), or '' (omitted)."""
+    """A one-node model of `domain` (onnxruntime's contrib ops by default; the default domain at `opset` is
+    imported too), IR 8 or the least the opset needs. inputs: per node input, None (omitted), (name, array) for
+    an initializer, or (name, dtype, shape) for a graph input; outputs: names of float32 outputs, (name, dtype),
+    or '' (omitted)."""
     outputs = [(o, np.float32) if isinstance(o, str) else o for o in outputs]
     graph_inputs, inits, names = [], [], []
     for spec in inputs:
@@ -110,8 +111,9 @@ def node_model(op, inputs, outputs=("y",), attrs=None, domain=CONTRIB, opset=17)
                               [helper.make_tensor_value_info(o, elem(t), None) for o, t in outputs if o], inits)
     for out in graph.output:  # the checker wants a shape, even an unknown one
         out.type.tensor_type.shape.SetInParent()
+    ir_version = max(8, helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid(CONTRIB, 1)]
-    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    return helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
 
 
 def i64(*values) -> np.ndarray:
@@ -130,7 +132,8 @@ def _array(values, dtype):
 
 def case_id(case) -> str:
     """A pytest id for a case: a dict as its k=v pairs; a tuple as its parts joined by "-" (a dict of input specs
-    as name=dtype[shape], small arrays by value, larger ones by dtype and shape; empty parts left out)."""
+    as name=dtype[shape], a tuple of names as a+b, small arrays by value, larger ones by dtype and shape; empty
+    parts left out)."""
     if isinstance(case, dict):
         return "-".join(f"{k}={_show(v)}" for k, v in case.items())
     return "-".join(s for s in map(_show, case) if s)
@@ -141,6 +144,8 @@ def _show(value) -> str:
         return "-".join(f"{k}={_show(v)}" for k, v in value.items())
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], tuple) and isinstance(value[1], str):
         return f"{value[1]}[{'x'.join(map(str, value[0]))}]"  # an input spec (shape, dtype)
+    if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
+        return "+".join(value)  # names
     if isinstance(value, (np.ndarray, np.generic)):
         return str(value.tolist()) if value.size <= 8 else f"{value.dtype}[{'x'.join(map(str, value.shape))}]"
     return str(value).replace(" ", "")
