@@ -2,10 +2,11 @@
 (the compiled module vs the numpy reference interpreter vs onnxruntime, or onnx's reference implementation where
 onnxruntime lacks the op).
 
-Model builders (each returns a ModelProto whose graph outputs carry what onnx's shape inference says):
+One-node model builders (ModelProtos that onnx's checker accepts):
 - make_model: float32 graph inputs given by shape, initializers by value (the importer's grids).
 - typed_model: graph inputs of any dtype, {name: (shape, dtype)} or {name: array} (fed as it is); the op tables.
-- node_model: an ordered input list with omitted slots, named and typed outputs, any domain (contrib ops).
+- node_model: an ordered input list with omitted slots, named and typed outputs, any domain (contrib ops,
+  Attention).
 
 Feeds: random_feeds(model) for a model's graph inputs; feeds_for(inputs, rng) for typed_model's input specs.
 
@@ -132,8 +133,8 @@ def _array(values, dtype):
 
 def case_id(case) -> str:
     """A pytest id for a case: a dict as its k=v pairs; a tuple as its parts joined by "-" (a dict of input specs
-    as name=dtype[shape], a tuple of names as a+b, small arrays by value, larger ones by dtype and shape; empty
-    parts left out)."""
+    as name=dtype[shape], a tuple of names as a+b, small arrays by value (floats to 4 digits), larger ones by
+    dtype and shape; empty parts left out)."""
     if isinstance(case, dict):
         return "-".join(f"{k}={_show(v)}" for k, v in case.items())
     return "-".join(s for s in map(_show, case) if s)
@@ -147,7 +148,11 @@ def _show(value) -> str:
     if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
         return "+".join(value)  # names
     if isinstance(value, (np.ndarray, np.generic)):
-        return str(value.tolist()) if value.size <= 8 else f"{value.dtype}[{'x'.join(map(str, value.shape))}]"
+        if value.dtype.kind in "biu" and value.size <= 8:
+            return str(value.tolist()).replace(" ", "")
+        if value.dtype.kind == "f" and value.size <= 4:
+            return str(np.vectorize(lambda v: float(f"{v:.4g}"))(value).tolist()).replace(" ", "")
+        return f"{value.dtype}[{'x'.join(map(str, value.shape))}]"
     return str(value).replace(" ", "")
 
 
@@ -304,8 +309,8 @@ def assert_matches(ours, ref, what="", close=assert_close, steps=0):
 
 
 def assert_three_way(ours, ref, interp, what="", close=assert_close, steps=0):
-    """One output three ways: the compiled one and the interpreter's each match the reference's (onnxruntime's),
-    and the compiled one matches the interpreter's (assert_matches)."""
+    """One output three ways: the compiled one and the interpreter's each match the reference's, and the compiled
+    one matches the interpreter's (assert_matches)."""
     what = f"{what} " if what else ""
     assert_matches(ours, ref, f"{what}compiled vs reference", close, steps)
     assert_matches(interp, ref, f"{what}interpreter vs reference", close, steps)

@@ -52,7 +52,7 @@ REDUCE_CASES = [
 ]
 
 
-def feeds_of(op, inputs, rng):
+def reduction_feeds(op, inputs, rng):
     """Random feeds: positive floats for a real log and products neither vanishing nor exploding; small ints."""
     positive = op in ("ReduceLogSum", "ReduceProd")
     return feeds_for(inputs, rng, ints=(-3 if op == "ReduceProd" else -5, 4),
@@ -79,7 +79,7 @@ def check(model, feeds):
 def test_reductions_three_way(case):
     op, inputs, attrs, opset, consts = case
     model = typed_model(op, inputs, attrs, opset, consts, 1)
-    check(model, feeds_of(op, inputs, np.random.default_rng(0)))
+    check(model, reduction_feeds(op, inputs, np.random.default_rng(0)))
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceProd", "ReduceL2", "ReduceLogSumExp"])
@@ -144,7 +144,7 @@ ARG_CASES = [
 def test_arg_reductions_three_way(case):
     op, inputs, attrs, opset, consts = case
     model = typed_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of(op, inputs, np.random.default_rng(1))
+    feeds = reduction_feeds(op, inputs, np.random.default_rng(1))
     if inputs["x"][1] == F:  # float ties too
         feeds["x"] = np.round(feeds["x"]).astype(np.float32)
     check(model, feeds)
@@ -195,7 +195,7 @@ SCAN_CASES = [
 def test_scans_three_way(case):
     op, inputs, attrs, opset, consts = case
     model = typed_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of("ReduceProd" if op == "CumProd" else op, inputs, np.random.default_rng(2))
+    feeds = reduction_feeds("ReduceProd" if op == "CumProd" else op, inputs, np.random.default_rng(2))
     check(model, feeds)
 
 
@@ -226,7 +226,7 @@ SOFTMAX_CASES = [
 def test_softmax_relatives_three_way(case):
     op, inputs, attrs, opset, consts = case
     model = typed_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of(op, inputs, np.random.default_rng(3))
+    feeds = reduction_feeds(op, inputs, np.random.default_rng(3))
     if op == "Hardmax":  # ties: the first maximum wins
         feeds["x"] = np.round(feeds["x"]).astype(feeds["x"].dtype)
     check(model, feeds)
