@@ -5,7 +5,8 @@ MaxPool of integer tensors (through the 3-D op); ConvTranspose; Lp pools and nor
 normalization, MaxUnpool with constant and run-time indices.
 Bad nodes give clear errors.
 
-A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initializers {name: array}).
+A case: the arguments of harness.typed_model: (op type, graph inputs {name: (shape, dtype)}, attributes, opset,
+initializers {name: array}).
 """
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ import pytest
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
-from relayish.interp import evaluate
-from test_compile_movement import make_model
-from test_frontend import assert_three_way, run_ort, with_output_shapes
+from harness import assert_exactly, case_id, feeds_for, three_way, typed_model, with_output_shapes
 
 F = "float32"
 
@@ -138,31 +137,9 @@ LP_AND_NORMS = [
 CASES = CONV_1D + CONV_RUN_TIME_WEIGHTS + CONV_3D + POOLS + CONV_TRANSPOSE + LP_AND_NORMS
 
 
-def case_id(case):
-    op, inputs, attrs, opset, consts = case
-    shapes = "-".join("x".join(map(str, s)) for s, _ in inputs.values())
-    return f"{op}-v{opset}-{shapes}-" + "-".join(f"{k}={v}" for k, v in attrs.items()) + \
-        "-" + "-".join(f"{k}{np.shape(v)}" for k, v in consts.items())
-
-
-def check_three_way(case, seed=0):
-    model = make_model(*case)
-    rng = np.random.default_rng(seed)
-    feeds = {n: rng.standard_normal(s).astype(d) if d == F else rng.integers(np.iinfo(d).min, np.iinfo(d).max, s,
-                                                                             endpoint=True).astype(d)
-             for n, (s, d) in case[1].items()}
-    interp, = evaluate(from_onnx(model), feeds)
-    out = model.graph.output[0].type.tensor_type
-    if not out.elem_type:  # onnx's shape inference leaves function ops' outputs untyped (GroupNormalization)
-        out.elem_type = onnx.TensorProto.FLOAT
-    ref, = run_ort(model, feeds)
-    ours, = compile_model(model).run(None, feeds)
-    assert_three_way(ours, ref, interp)
-
-
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_three_way(case):
-    check_three_way(case)
+    three_way(typed_model(*case), feeds_for(case[1], np.random.default_rng(0), ints=None))
 
 
 @pytest.mark.parametrize("op,inputs,attrs,consts,message", [
@@ -192,7 +169,7 @@ def test_three_way(case):
 ])
 def test_bad_nodes_are_refused_clearly(op, inputs, attrs, consts, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, attrs, 12 if op == "MaxPool" else 11, consts))
+        from_onnx(typed_model(op, inputs, attrs, 12 if op == "MaxPool" else 11, consts))
 
 
 @pytest.mark.parametrize("op,inputs,attrs,consts,opset,message", [
@@ -215,7 +192,7 @@ def test_bad_nodes_are_refused_clearly(op, inputs, attrs, consts, message):
 ])
 def test_bad_lp_norm_unpool_nodes_are_refused_clearly(op, inputs, attrs, consts, opset, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, attrs, opset, consts))
+        from_onnx(typed_model(op, inputs, attrs, opset, consts))
 
 
 def unpool_model(indices_at_run_time: bool):
@@ -226,7 +203,7 @@ def unpool_model(indices_at_run_time: bool):
         inputs["i"] = ((1, 2, 2, 3), "int64")
     else:
         consts["i"] = idx
-    return make_model("MaxUnpool", inputs, {"kernel_shape": [2, 3], "strides": [2, 1]}, 11, consts), idx
+    return typed_model("MaxUnpool", inputs, {"kernel_shape": [2, 3], "strides": [2, 1]}, 11, consts), idx
 
 
 @pytest.mark.parametrize("at_run_time", [False, True])
@@ -235,12 +212,8 @@ def test_max_unpool_three_way(at_run_time):
     feeds = {"x": np.random.default_rng(0).standard_normal((1, 2, 2, 3)).astype(np.float32)}
     if at_run_time:
         feeds["i"] = idx
-    interp, = evaluate(from_onnx(model), feeds)
-    ref, = run_ort(model, feeds)
-    ours, = compile_model(model).run(None, feeds)
+    ours, = three_way(model, feeds, close=assert_exactly).compiled
     assert ours.shape == (1, 2, 4, 5)
-    np.testing.assert_array_equal(ours, ref)
-    np.testing.assert_array_equal(ours, interp)
 
 
 def test_max_unpool_run_time_indices_out_of_range_are_refused():
@@ -271,13 +244,7 @@ def test_max_pool_indices_three_way(shape, attrs, dtype):
     x = rng.standard_normal(shape).astype(dtype) if dtype == F else rng.integers(-128, 128, shape).astype(dtype)
     if dtype != F:
         x.flat[::3] = x.flat[0]  # ties: the first largest element wins
-    feeds = {"x": x}
-    interp = evaluate(from_onnx(model), feeds)
-    ref = run_ort(model, feeds)
-    ours = compile_model(model).run(None, feeds)
-    for got, want, other in zip(ours, ref, interp):
-        np.testing.assert_array_equal(got, want, err_msg="vs onnxruntime")
-        np.testing.assert_array_equal(got, other, err_msg="vs interpreter")
+    three_way(model, {"x": x}, close=assert_exactly)
 
 
 def test_max_pool_3d_column_major_indices_are_refused():

@@ -13,17 +13,11 @@ import pytest
 from onnx import helper
 
 from compiler import compile_model
-from frontends import from_onnx
-from relayish.interp import evaluate
+from harness import bits, compiled_and_interpreted, edge_values, elem, run_ort_or_none
 from relayish.types import DTYPES, numpy_dtype
-from test_frontend import run_ort
 
 INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
-
-
-def elem(dtype: str) -> int:
-    return helper.np_dtype_to_tensor_dtype(numpy_dtype(dtype))
 
 
 def one_node(op: str, inputs: dict, out_dtype: str, shape=(8,), opset=21, **attrs):
@@ -34,37 +28,6 @@ def one_node(op: str, inputs: dict, out_dtype: str, shape=(8,), opset=21, **attr
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def bits(x: np.ndarray) -> np.ndarray:
-    """The bit patterns of x (float comparisons that see the sign of zero and NaN payloads)."""
-    return x.view(f"u{x.dtype.itemsize}")
-
-
-def compiled_and_interpreted(model, feeds):
-    ours = compile_model(model).run(None, feeds)[0]
-    with np.errstate(all="ignore"):
-        interp = evaluate(from_onnx(model), feeds)[0]
-    return ours, interp
-
-
-def edge_values(dtype: str, n: int = 16) -> np.ndarray:
-    """n values of an int dtype: its min and max, their neighbours, small ones, and random ones."""
-    info = np.iinfo(dtype)
-    fixed = [info.min, info.max, info.min + 1, info.max - 1, 0, 1, 2, 3, 7, info.max // 2 + 1]
-    rng = np.random.default_rng(len(dtype))
-    rand = rng.integers(info.min, info.max, n - len(fixed), dtype=dtype, endpoint=True)
-    return np.concatenate([np.array(fixed, dtype), rand])
-
-
-def ort_or_none(model, feeds):
-    """onnxruntime's result, or None where it has no kernel for these dtypes."""
-    try:
-        return run_ort(model, feeds)[0]
-    except Exception as e:  # onnxruntime's NOT_IMPLEMENTED has no public class to catch
-        if "NOT_IMPLEMENTED" in str(e) or "Could not find an implementation" in str(e):
-            return None
-        raise
-
-
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Max", "Min", "Div", "Mod"])
 @pytest.mark.parametrize("dtype", INTS)
 def test_integer_arithmetic_wraps(op, dtype):
@@ -73,10 +36,10 @@ def test_integer_arithmetic_wraps(op, dtype):
         b = np.where((b == 0) | (b == -1 if dtype[0] == "i" else False), 3, b).astype(dtype)
     model = one_node(op, {"a": dtype, "b": dtype}, dtype, shape=(16,))
     feeds = {"a": a, "b": b}
-    ours, interp = compiled_and_interpreted(model, feeds)
+    (ours,), (interp,) = compiled_and_interpreted(model, feeds)
     assert ours.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(ours, interp)
-    ref = ort_or_none(model, feeds)
+    ref, = run_ort_or_none(model, feeds) or [None]
     if ref is not None:
         np.testing.assert_array_equal(ours, ref)
 
@@ -89,7 +52,7 @@ def test_integer_division_by_zero_and_minus_one_never_traps(dtype):
     if dtype[0] == "i":
         b[[4, 6]] = -1
     for op in ("Div", "Mod"):
-        ours, interp = compiled_and_interpreted(one_node(op, {"a": dtype, "b": dtype}, dtype), {"a": a, "b": b})
+        (ours,), (interp,) = compiled_and_interpreted(one_node(op, {"a": dtype, "b": dtype}, dtype), {"a": a, "b": b})
         np.testing.assert_array_equal(ours, interp, err_msg=op)
         assert not ours[:3].any(), f"{op}: a divisor of 0 gives 0"
 
@@ -99,7 +62,7 @@ def test_integer_division_by_zero_and_minus_one_never_traps(dtype):
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64", "int8", "int16"])
 def test_comparisons_see_the_sign_of_the_dtype(op, ref, dtype):
     a, b = edge_values(dtype), np.roll(edge_values(dtype), 3)
-    ours, interp = compiled_and_interpreted(one_node(op, {"a": dtype, "b": dtype}, "bool", shape=(16,)),
+    (ours,), (interp,) = compiled_and_interpreted(one_node(op, {"a": dtype, "b": dtype}, "bool", shape=(16,)),
                                             {"a": a, "b": b})
     np.testing.assert_array_equal(ours, ref(a, b))
     np.testing.assert_array_equal(interp, ref(a, b))
@@ -118,7 +81,7 @@ def _float_probes() -> np.ndarray:
 @pytest.mark.parametrize("dst", ["float16", "bfloat16"])
 def test_cast_to_half_types_rounds_to_nearest_even(dst):
     x = _float_probes()
-    ours, _ = compiled_and_interpreted(one_node("Cast", {"a": "float32"}, dst, shape=x.shape, to=elem(dst)),
+    (ours,), _ = compiled_and_interpreted(one_node("Cast", {"a": "float32"}, dst, shape=x.shape, to=elem(dst)),
                                        {"a": x})
     with np.errstate(over="ignore"):
         ref = x.astype(numpy_dtype(dst))
@@ -131,7 +94,7 @@ def test_float64_to_float16_rounds_once():
     base = np.random.default_rng(4).integers(1024, 2048, 64).astype(np.float64)
     x = np.concatenate([(base + 0.5) * 2.0**-10 + d for d in (1e-12, -1e-12, 0.0)] +
                        [np.array([np.nan, np.inf, -np.inf, -0.0, 1e300, 1e-300, 65519.99, 65520.0])])
-    ours, _ = compiled_and_interpreted(one_node("Cast", {"a": "float64"}, "float16", shape=x.shape,
+    (ours,), _ = compiled_and_interpreted(one_node("Cast", {"a": "float64"}, "float16", shape=x.shape,
                                                 to=elem("float16")), {"a": x})
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(bits(ours), bits(x.astype(np.float16)))
@@ -164,7 +127,7 @@ def test_half_types_compute_in_float32_and_round_once(op, dtype):
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal(64).astype(numpy_dtype(dtype)) for _ in range(2))
     model = one_node(op, {"a": dtype, "b": dtype}, dtype, shape=(64,))
-    ours, interp = compiled_and_interpreted(model, {"a": a, "b": b})
+    (ours,), (interp,) = compiled_and_interpreted(model, {"a": a, "b": b})
     ref = getattr(np, {"Add": "add", "Mul": "multiply", "Div": "divide", "Max": "maximum"}[op])(
         a.astype(np.float32), b.astype(np.float32)).astype(numpy_dtype(dtype))
     np.testing.assert_array_equal(bits(ours), bits(ref))
@@ -175,11 +138,11 @@ def test_float64_is_computed_in_double():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal(64), rng.standard_normal(64) + 3.0
     for op, ref in [("Add", a + b), ("Sub", a - b), ("Mul", a * b), ("Div", a / b)]:
-        ours, _ = compiled_and_interpreted(one_node(op, {"a": "float64", "b": "float64"}, "float64", shape=(64,)),
+        (ours,), _ = compiled_and_interpreted(one_node(op, {"a": "float64", "b": "float64"}, "float64", shape=(64,)),
                                            {"a": a, "b": b})
         np.testing.assert_array_equal(ours, ref, err_msg=op)
     small = np.full(64, 1e-300)  # below float32's range: float32 arithmetic would give 0 or inf
-    ours, _ = compiled_and_interpreted(one_node("Mul", {"a": "float64", "b": "float64"}, "float64", shape=(64,)),
+    (ours,), _ = compiled_and_interpreted(one_node("Mul", {"a": "float64", "b": "float64"}, "float64", shape=(64,)),
                                        {"a": small, "b": small + 1.0})
     np.testing.assert_array_equal(ours, small * (small + 1.0))
 
@@ -203,7 +166,7 @@ def _cast_source(src: str, dst: str) -> np.ndarray:
 def test_cast_between_all_dtypes(src, dst):
     x = _cast_source(src, dst)
     model = one_node("Cast", {"a": src}, dst, shape=(16,), to=elem(dst))
-    ours, interp = compiled_and_interpreted(model, {"a": x})
+    (ours,), (interp,) = compiled_and_interpreted(model, {"a": x})
     assert ours.dtype == numpy_dtype(dst)
     np.testing.assert_array_equal(bits(ours) if ours.dtype.kind != "b" else ours,
                                   bits(x.astype(numpy_dtype(dst))) if ours.dtype.kind != "b" else x.astype(bool))
@@ -222,7 +185,7 @@ def test_reductions_and_constants_of_other_dtypes(dtype):
          helper.make_tensor("axes", elem("int64"), (1,), [0])])
     graph.node[1].input.append("axes")
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    ours, interp = compiled_and_interpreted(model, {"x": x})
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
     np.testing.assert_array_equal(bits(ours), bits((x + c).max(axis=0)))
     np.testing.assert_array_equal(bits(interp), bits(ours))
 

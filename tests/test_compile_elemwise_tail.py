@@ -13,9 +13,9 @@ from onnx import helper
 
 from compiler import compile_model
 from frontends import from_onnx
+from harness import compiled_and_interpreted, edge_values, elem, run_ort_or_none, with_output_shapes
 from relayish.interp import evaluate
-from test_compile_dtypes import INTS, edge_values, elem, ort_or_none
-from test_frontend import with_output_shapes
+from test_compile_dtypes import INTS
 
 TRIG = ["Sin", "Cos", "Tan", "Asin", "Acos", "Atan"]
 OUT = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)  # typed by shape inference
@@ -31,13 +31,11 @@ def model_of(op: str, inputs: dict, shape=(4, 37), opset=21, **attrs):
 
 def run_three(model, feeds):
     """(compiled, interpreted, onnxruntime's or None where it has no kernel, opset or feed type for the model)."""
-    ours = compile_model(model).run(None, feeds)[0]
-    with np.errstate(all="ignore"):
-        interp = evaluate(from_onnx(model), feeds)[0]
+    (ours,), (interp,) = compiled_and_interpreted(model, feeds)
     if any(v.dtype.name == "bfloat16" for v in feeds.values()):  # onnxruntime's Python API cannot feed it
         return ours, interp, None
     try:
-        ref = ort_or_none(model, feeds)
+        ref, = run_ort_or_none(model, feeds) or [None]
     except Exception as e:  # an opset onnxruntime does not know yet (BitShift-28)
         if "opset" not in str(e).lower():
             raise

@@ -3,8 +3,9 @@ TopK (largest / smallest, ties, NaN, negative axes), Einsum, If, Loop, the data-
 Unique) folded at import, ReverseSequence, Det, CenterCropPad, MatMulInteger, QLinearMatMul; and the clear errors
 of the nodes they refuse.
 
-A case: (op type, graph inputs {name: (shape, dtype) or an array fed as it is}, attributes, opset, initializers
-{name: array}, output count). Node inputs are the graph inputs then the initializers, in order.
+A case: the arguments of harness.typed_model: (op type, graph inputs {name: (shape, dtype) or an array fed as it
+is}, attributes, opset, initializers {name: array, or None for an omitted input}, output count). Node inputs are the
+graph inputs then the initializers, in order.
 """
 from __future__ import annotations
 
@@ -15,61 +16,10 @@ from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import case_id, feeds_for, i64, run_ort, three_way, typed_model, with_output_shapes
 from relayish.interp import evaluate
-from test_frontend import assert_three_way, run_ort, with_output_shapes
 
 F, F64, I64, I32, U8, I8 = "float32", "float64", "int64", "int32", "uint8", "int8"
-
-
-def i64(*values):
-    return np.array(values, np.int64)
-
-
-def make_model(op, inputs, attrs, opset, consts, outputs=1):
-    def info(name, spec):
-        shape, dtype = spec if isinstance(spec, tuple) else (spec.shape, spec.dtype)
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
-    names = list(inputs) + [n if np.asarray(v).size or n == "empty" else "" for n, v in consts.items()]
-    outs = [f"y{i}" for i in range(outputs)]
-    node = helper.make_node(op, names, outs, **attrs)
-    graph = helper.make_graph(
-        [node], "t", [info(n, s) for n, s in inputs.items()],
-        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs],
-        [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items() if np.asarray(v).size or n == "empty"])
-    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
-
-
-def feeds_of(inputs, rng):
-    feeds = {}
-    for name, spec in inputs.items():
-        if not isinstance(spec, tuple):
-            feeds[name] = np.asarray(spec)
-        elif spec[1] in (F, F64):
-            feeds[name] = rng.standard_normal(spec[0]).astype(spec[1])
-        elif spec[1] == "bool":
-            feeds[name] = rng.integers(0, 2, spec[0]).astype(bool)
-        else:
-            feeds[name] = rng.integers(-9 if spec[1] not in (U8,) else 0, 10, spec[0]).astype(spec[1])
-    return feeds
-
-
-def check_three_way(model, feeds):
-    interp = evaluate(from_onnx(model), feeds)
-    for out, value in zip(model.graph.output, interp):  # where onnx's shape inference does not say
-        if not out.type.tensor_type.elem_type:
-            out.type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype)
-    refs = run_ort(model, feeds)
-    ours = compile_model(model).run(None, feeds)
-    for o, i, r in zip(ours, interp, refs):
-        assert_three_way(o, r, i)
-
-
-def case_id(case):
-    op, inputs, attrs, opset, consts = case[:5]
-    dtypes = "-".join(v[1] if isinstance(v, tuple) else str(np.asarray(v).dtype) for v in inputs.values())
-    return f"{op}-v{opset}-{dtypes}-" + "-".join(f"{k}={v}" for k, v in attrs.items()) + \
-        "-" + "-".join(f"{k}={np.asarray(v).tolist()}" for k, v in consts.items())
-
 
 TIES = np.array([[3, 1, 3, 2, 1], [0, 0, 0, 0, 0], [5, -1, 5, 7, 7]], np.float32)
 
@@ -89,15 +39,15 @@ TOPKS = [
 
 @pytest.mark.parametrize("case", TOPKS, ids=case_id)
 def test_three_way(case):
-    model = make_model(*case)
-    check_three_way(model, feeds_of(case[1], np.random.default_rng(0)))
+    model = typed_model(*case)
+    three_way(model, feeds_for(case[1], np.random.default_rng(0)))
 
 
 @pytest.mark.parametrize("largest", [1, 0])
 def test_topk_nan_ordering_follows_the_reference(largest):
     # the reference's lexsort puts NaN above every number (first when largest, last when smallest)
     x = np.array([[1.0, np.nan, -np.inf, np.nan, 2.0, np.inf]], np.float32)
-    model = make_model("TopK", {"x": x}, {"largest": largest}, 11, {"k": i64(6)}, 2)
+    model = typed_model("TopK", {"x": x}, {"largest": largest}, 11, {"k": i64(6)}, 2)
     from onnx.reference import ReferenceEvaluator
     want_v, want_i = ReferenceEvaluator(model).run(None, {"x": x})
     for values, indices in (compile_model(model).run(None, {"x": x}), evaluate(from_onnx(model), {"x": x})):
@@ -113,7 +63,7 @@ def test_topk_nan_ordering_follows_the_reference(largest):
 ])
 def test_bad_nodes_are_refused_clearly(op, inputs, consts, attrs, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, attrs, 18, consts, 2))
+        from_onnx(typed_model(op, inputs, attrs, 18, consts, 2))
 
 
 EINSUMS = [  # (equation, input shapes, dtype)
@@ -145,9 +95,9 @@ EINSUMS = [  # (equation, input shapes, dtype)
 @pytest.mark.parametrize("equation,shapes,dtype", EINSUMS, ids=lambda v: str(v))
 def test_einsum_three_way(equation, shapes, dtype):
     inputs = {f"x{i}": (s, dtype) for i, s in enumerate(shapes)}
-    model = make_model("Einsum", inputs, {"equation": equation}, 12, {})
-    feeds = feeds_of(inputs, np.random.default_rng(0))
-    check_three_way(model, feeds)
+    model = typed_model("Einsum", inputs, {"equation": equation}, 12, {})
+    feeds = feeds_for(inputs, np.random.default_rng(0))
+    three_way(model, feeds)
     want = np.einsum(equation.replace(" ", ""), *feeds.values())
     got, = compile_model(model).run(None, feeds)
     assert got.shape == want.shape
@@ -159,15 +109,15 @@ def test_einsum_three_way(equation, shapes, dtype):
 def test_einsum_ellipses_of_different_ranks_broadcast_as_numpy(equation, shapes):
     # onnx's shape inference (and onnxruntime) refuse these; numpy right-aligns the ellipsis dims, and so do we
     inputs = {f"x{i}": (s, F) for i, s in enumerate(shapes)}
-    model = make_model("Einsum", inputs, {"equation": equation}, 12, {})
-    feeds = feeds_of(inputs, np.random.default_rng(0))
+    model = typed_model("Einsum", inputs, {"equation": equation}, 12, {})
+    feeds = feeds_for(inputs, np.random.default_rng(0))
     want = np.einsum(equation, *feeds.values())
     for got in (compile_model(model).run(None, feeds)[0], evaluate(from_onnx(model), feeds)[0]):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
 def test_einsum_matmul_runs_on_matmul():
-    model = make_model("Einsum", {"a": ((2, 3, 4), F), "b": ((2, 4, 5), F)}, {"equation": "bij,bjk->bik"}, 12, {})
+    model = typed_model("Einsum", {"a": ((2, 3, 4), F), "b": ((2, 4, 5), F)}, {"equation": "bij,bjk->bik"}, 12, {})
     text = str(from_onnx(model))
     assert "nn.matmul" in text and "sum(" not in text, text
 
@@ -182,7 +132,7 @@ def test_einsum_matmul_runs_on_matmul():
 def test_einsum_bad_equations_are_refused(equation, shapes, message):
     inputs = {f"x{i}": (s, F) for i, s in enumerate(shapes)}
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model("Einsum", inputs, {"equation": equation}, 12, {}))
+        from_onnx(typed_model("Einsum", inputs, {"equation": equation}, 12, {}))
 
 
 # ---- If, Loop ----
@@ -213,7 +163,7 @@ def _if_model(cond_initializer=None):
 def test_if_with_a_constant_condition_inlines_the_taken_branch(cond):
     model = _if_model(cond)
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)}
-    check_three_way(model, feeds)
+    three_way(model, feeds)
     assert "multiply" in str(from_onnx(model)) if not cond else "add" in str(from_onnx(model))
 
 
@@ -261,7 +211,7 @@ def _loop_model(trip, cond, body_cond="lt", scan=True, carried_init=None):
                                                  (200, True, "same")])
 def test_loop_with_known_trip_count_and_condition_is_unrolled(trip, cond, body_cond):
     model = _loop_model(trip, cond, body_cond)
-    check_three_way(model, {"x": np.arange(3, dtype=np.float32) + 1})
+    three_way(model, {"x": np.arange(3, dtype=np.float32) + 1})
 
 
 def test_loop_refusals_are_clear():
@@ -300,7 +250,7 @@ FOLDED = [
 
 @pytest.mark.parametrize("op,attrs,opset,consts,outputs", FOLDED, ids=lambda v: str(v)[:30])
 def test_constant_data_is_folded(op, attrs, opset, consts, outputs):
-    model = make_model(op, {}, attrs, opset, consts, outputs)
+    model = typed_model(op, {}, attrs, opset, consts, outputs)
     ours = from_onnx(model)
     refs = run_ort(model, {})
     got = evaluate(ours, {})
@@ -312,9 +262,9 @@ def test_constant_data_is_folded(op, attrs, opset, consts, outputs):
 def test_compress_with_a_constant_condition_is_a_take(axis):
     cond = np.array([True, False, True])
     attrs = {} if axis is None else {"axis": axis}
-    model = make_model("Compress", {"x": ((3, 4), F)}, attrs, 11, {"c": cond})
-    feeds = feeds_of({"x": ((3, 4), F)}, np.random.default_rng(0))
-    check_three_way(model, feeds)
+    model = typed_model("Compress", {"x": ((3, 4), F)}, attrs, 11, {"c": cond})
+    feeds = feeds_for({"x": ((3, 4), F)}, np.random.default_rng(0))
+    three_way(model, feeds)
     assert "take" in str(from_onnx(model))
 
 
@@ -327,11 +277,11 @@ def test_compress_with_a_constant_condition_is_a_take(axis):
 ])
 def test_data_dependent_shapes_are_refused_clearly(op, inputs, consts, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, {}, 13, consts))
+        from_onnx(typed_model(op, inputs, {}, 13, consts))
 
 
 def test_run_time_data_compiles_per_value():
-    model = make_model("NonZero", {"x": ((2, 3), F)}, {}, 13, {})
+    model = typed_model("NonZero", {"x": ((2, 3), F)}, {}, 13, {})
     sess = compile_model(model)
     for x in (DATA[:2], DATA[1:]):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.array(np.nonzero(x)))
@@ -352,13 +302,13 @@ MOVES = [
 
 @pytest.mark.parametrize("case", MOVES, ids=case_id)
 def test_movement_three_way(case):
-    model = make_model(*case)
-    check_three_way(model, feeds_of(case[1], np.random.default_rng(0)))
+    model = typed_model(*case)
+    three_way(model, feeds_for(case[1], np.random.default_rng(0)))
 
 
 def test_reverse_sequence_run_time_lengths_out_of_range_are_clamped():
     # onnxruntime refuses them; we clamp to [0, max_time]: never a read outside the input
-    model = make_model("ReverseSequence", {"x": ((4, 3), F), "l": ((3,), I64)}, {}, 10, {})
+    model = typed_model("ReverseSequence", {"x": ((4, 3), F), "l": ((3,), I64)}, {}, 10, {})
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     lens = i64(99, -5, 2)
     got, = compile_model(model).run(None, {"x": x, "l": lens})
@@ -371,10 +321,10 @@ def test_reverse_sequence_run_time_lengths_out_of_range_are_clamped():
 @pytest.mark.parametrize("shape,dtype", [((2, 2), F), ((3, 3), F), ((2, 4, 4), F), ((5, 5), F64), ((1, 1), F),
                                          ((2, 2, 4, 4), F64)])
 def test_det_matches_numpy(shape, dtype):
-    model = make_model("Det", {"x": (shape, dtype)}, {}, 11, {})
-    feeds = feeds_of({"x": (shape, dtype)}, np.random.default_rng(1))
+    model = typed_model("Det", {"x": (shape, dtype)}, {}, 11, {})
+    feeds = feeds_for({"x": (shape, dtype)}, np.random.default_rng(1))
     if dtype == F:  # onnxruntime has no float64 Det
-        check_three_way(model, feeds)
+        three_way(model, feeds)
     want = np.linalg.det(feeds["x"])
     np.testing.assert_allclose(compile_model(model).run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(evaluate(from_onnx(model), feeds)[0], want, rtol=1e-4, atol=1e-5)
@@ -384,7 +334,7 @@ def test_det_of_singular_and_pivoting_matrices():
     x = np.array([[[1, 2, 3], [2, 4, 6], [1, 0, 1]],   # singular
                   [[0, 1, 0], [0, 0, 1], [1, 0, 0]],   # needs row swaps
                   [[0, 0, 0], [1, 2, 3], [4, 5, 6]]], np.float32)
-    model = make_model("Det", {"x": ((3, 3, 3), F)}, {}, 11, {})
+    model = typed_model("Det", {"x": ((3, 3, 3), F)}, {}, 11, {})
     np.testing.assert_allclose(compile_model(model).run(None, {"x": x})[0], np.linalg.det(x), atol=1e-5)
 
 
@@ -397,7 +347,7 @@ def test_det_of_singular_and_pivoting_matrices():
 ])
 def test_more_bad_nodes_are_refused_clearly(op, inputs, consts, attrs, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, attrs, 18, consts))
+        from_onnx(typed_model(op, inputs, attrs, 18, consts))
 
 
 # ---- MatMulInteger, QLinearMatMul ----
@@ -421,17 +371,17 @@ INTEGER_MATMULS = [
 
 @pytest.mark.parametrize("case", INTEGER_MATMULS, ids=case_id)
 def test_matmul_integer_three_way(case):
-    model = make_model(*case)
-    feeds = feeds_of(case[1], np.random.default_rng(0))
+    model = typed_model(*case)
+    feeds = feeds_for(case[1], np.random.default_rng(0))
     for name, spec in case[1].items():
         lo, hi = (0, 256) if spec[1] == U8 else (-128, 128)
         feeds[name] = np.random.default_rng(1).integers(lo, hi, spec[0]).astype(spec[1])
-    check_three_way(model, feeds)
+    three_way(model, feeds)
 
 
 def test_matmul_integer_per_row_zero_point_of_a():
     # the spec allows a per-row zero point of A (onnxruntime does not)
-    model = make_model("MatMulInteger", {"a": ((3, 4), I8), "b": ((4, 2), I8)}, {}, 10, {"az": s8(1, -2, 3)})
+    model = typed_model("MatMulInteger", {"a": ((3, 4), I8), "b": ((4, 2), I8)}, {}, 10, {"az": s8(1, -2, 3)})
     rng = np.random.default_rng(3)
     a, b = rng.integers(-128, 128, (3, 4)).astype(np.int8), rng.integers(-128, 128, (4, 2)).astype(np.int8)
     want = (a.astype(np.int32) - np.array([[1], [-2], [3]])) @ b.astype(np.int32)
@@ -469,7 +419,7 @@ def test_qlinear_matmul_requantizes_as_the_reference(shape_a, shape_b, dtype):
 ])
 def test_integer_matmul_bad_nodes_are_refused(op, inputs, consts, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, {}, 10, consts))
+        from_onnx(typed_model(op, inputs, {}, 10, consts))
 
 
 CONV_INTEGERS = [
@@ -482,17 +432,17 @@ CONV_INTEGERS = [
 
 @pytest.mark.parametrize("case", CONV_INTEGERS, ids=case_id)
 def test_conv_integer_three_way(case):
-    model = make_model(*case)
+    model = typed_model(*case)
     rng = np.random.default_rng(4)
     feeds = {n: rng.integers(*((0, 256) if s[1] == U8 else (-128, 128)), s[0]).astype(s[1])
              for n, s in case[1].items()}
-    check_three_way(model, feeds)
+    three_way(model, feeds)
 
 
 def test_conv_integer_per_channel_weight_zero_point():
     # the spec allows one w zero point per output channel (onnxruntime does not): checked against numpy
-    model = make_model("ConvInteger", {"x": ((1, 1, 3, 3), U8), "w": ((2, 1, 2, 2), U8)}, {}, 10,
-                       {"xz": np.array([], np.uint8), "wz": u8(1, 2)})
+    model = typed_model("ConvInteger", {"x": ((1, 1, 3, 3), U8), "w": ((2, 1, 2, 2), U8)}, {}, 10,
+                       {"xz": None, "wz": u8(1, 2)})
     x = np.arange(9, dtype=np.uint8).reshape(1, 1, 3, 3)
     w = np.arange(8, dtype=np.uint8).reshape(2, 1, 2, 2)
     ws = w.astype(np.int32) - np.array([1, 2]).reshape(2, 1, 1, 1)

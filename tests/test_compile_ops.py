@@ -7,50 +7,40 @@ import pytest
 
 from compiler import compile_model
 from frontends import from_onnx
+from harness import assert_close, case_id, make_model, random_feeds, run_ort, three_way_random
 from relayish.interp import evaluate
-from test_frontend import (BROADCASTS, CONV_CASES, GEMM_CASES, POOL_CASES, assert_close, case_id, conv_model,
-                           make_model, random_feeds, run_ort)
-
-
-def check3(model, positive=False, layout="NCHWc", opt_level=3):
-    feeds = random_feeds(model, 0, positive)
-    refs = run_ort(model, feeds)
-    interp = evaluate(from_onnx(model), feeds)
-    sess = compile_model(model, layout=layout, opt_level=opt_level)
-    ours = sess.run(None, feeds)
-    for name, a, b, c in zip(sess.output_names, ours, interp, refs):
-        assert_close(a, c, f"{name} vs onnxruntime")
-        assert_close(a, b, f"{name} vs interpreter")
+from test_frontend import BROADCASTS, CONV_CASES, GEMM_CASES, POOL_CASES, conv_model
 
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("case", CONV_CASES, ids=case_id)
 def test_conv(case, layout):
-    check3(conv_model(case, 11), layout=layout)
+    three_way_random(conv_model(case, 11), layout=layout)
 
 
 def test_conv_wide_channels_blocked():
     rng = np.random.default_rng(3)
     consts = {"w": rng.standard_normal((32, 16, 3, 3)).astype(np.float32),
               "b": rng.standard_normal(32).astype(np.float32)}
-    check3(make_model("Conv", {"x": (1, 16, 13, 11)}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 17, consts))
+    model = make_model("Conv", {"x": (1, 16, 13, 11)}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 17, consts)
+    three_way_random(model)
 
 
 @pytest.mark.parametrize("case", POOL_CASES, ids=case_id)
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pool(case, op):
-    check3(make_model(op, {"x": (2, 3, 9, 10)}, case, 19))
+    three_way_random(make_model(op, {"x": (2, 3, 9, 10)}, case, 19))
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
 def test_global_pool(op):
-    check3(make_model(op, {"x": (2, 5, 6, 7)}))
+    three_way_random(make_model(op, {"x": (2, 5, 6, 7)}))
 
 
 @pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
 def test_binary(op, shapes):
-    check3(make_model(op, {"a": shapes[0], "b": shapes[1]}), positive=op == "Div")
+    three_way_random(make_model(op, {"a": shapes[0], "b": shapes[1]}), positive=op == "Div")
 
 
 @pytest.mark.parametrize("op,attrs", [("Relu", {}), ("LeakyRelu", {"alpha": 0.2}), ("Sigmoid", {}), ("Tanh", {}),
@@ -58,7 +48,7 @@ def test_binary(op, shapes):
                                       ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSigmoid", {})])
 def test_unary(op, attrs):
     opset = 7 if op == "Clip" else 17
-    check3(make_model(op, {"x": (2, 3, 4, 5)}, attrs, opset))
+    three_way_random(make_model(op, {"x": (2, 3, 4, 5)}, attrs, opset))
 
 
 @pytest.mark.parametrize("op,attrs", [("Floor", {}), ("Ceil", {}), ("Round", {}), ("Sign", {}), ("Elu", {"alpha": 0.5}),
@@ -67,15 +57,15 @@ def test_unary(op, attrs):
                                       ("Shrink", {"lambd": 0.4, "bias": 0.1}), ("Sinh", {}), ("Cosh", {}),
                                       ("Asinh", {})])
 def test_unary_long_tail(op, attrs):
-    check3(make_model(op, {"x": (2, 3, 4, 5)}, attrs, 18))
+    three_way_random(make_model(op, {"x": (2, 3, 4, 5)}, attrs, 18))
 
 
 def test_prelu_broadcast_slope():
-    check3(make_model("PRelu", {"x": (2, 3, 4, 5), "slope": (3, 1, 1)}, opset=16))
+    three_way_random(make_model("PRelu", {"x": (2, 3, 4, 5), "slope": (3, 1, 1)}, opset=16))
 
 
 def test_sum_variadic():
-    check3(make_model("Sum", {"a": (2, 3, 4), "b": (4,), "c": (3, 1)}, opset=13))
+    three_way_random(make_model("Sum", {"a": (2, 3, 4), "b": (4,), "c": (3, 1)}, opset=13))
 
 
 @pytest.mark.parametrize("b_const", [True, False])
@@ -93,39 +83,40 @@ def test_gemm(case, b_const):
         inputs["b"] = b_shape
     if c_shape is not None:
         consts["c"] = rng.standard_normal(c_shape).astype(np.float32)
-    check3(make_model("Gemm", inputs, case, 13, consts))
+    three_way_random(make_model("Gemm", inputs, case, 13, consts))
 
 
 @pytest.mark.parametrize("shapes", [((4, 5), (5, 6)), ((2, 4, 5), (5, 6)), ((2, 1, 4, 5), (3, 5, 6)), ((5,), (5, 3))],
                          ids=str)
 def test_matmul(shapes):
-    check3(make_model("MatMul", {"a": shapes[0], "b": shapes[1]}))
+    three_way_random(make_model("MatMul", {"a": shapes[0], "b": shapes[1]}))
 
 
 @pytest.mark.parametrize("opset,axis", [(11, 1), (11, -1), (13, 1), (13, -1)])
 def test_softmax(opset, axis):
-    check3(make_model("Softmax", {"x": (2, 3, 5)}, {"axis": axis}, opset))
+    three_way_random(make_model("Softmax", {"x": (2, 3, 5)}, {"axis": axis}, opset))
 
 
 def test_lrn():
-    check3(make_model("LRN", {"x": (1, 6, 5, 5)}, dict(size=3, alpha=1e-2, beta=0.75, bias=1.0)), positive=True)
+    three_way_random(make_model("LRN", {"x": (1, 6, 5, 5)}, dict(size=3, alpha=1e-2, beta=0.75, bias=1.0)),
+                     positive=True)
 
 
 @pytest.mark.parametrize("perm", [None, (0, 2, 3, 1)], ids=str)
 def test_transpose(perm):
-    check3(make_model("Transpose", {"x": (2, 3, 4, 5)}, {"perm": list(perm)} if perm else {}))
+    three_way_random(make_model("Transpose", {"x": (2, 3, 4, 5)}, {"perm": list(perm)} if perm else {}))
 
 
 def test_concat_flatten_reshape():
-    check3(make_model("Concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}))
-    check3(make_model("Flatten", {"x": (2, 3, 4, 5)}, {"axis": 2}, 13))
-    check3(make_model("Reshape", {"x": (2, 3, 4)}, opset=13, consts={"s": np.array([4, -1], np.int64)}))
+    three_way_random(make_model("Concat", {"a": (2, 3, 4), "b": (2, 5, 4)}, {"axis": 1}))
+    three_way_random(make_model("Flatten", {"x": (2, 3, 4, 5)}, {"axis": 2}, 13))
+    three_way_random(make_model("Reshape", {"x": (2, 3, 4)}, opset=13, consts={"s": np.array([4, -1], np.int64)}))
 
 
 def test_unfused_opt_level_0_matches():
     rng = np.random.default_rng(5)
     consts = {"w": rng.standard_normal((8, 4, 3, 3)).astype(np.float32)}
-    check3(make_model("Conv", {"x": (1, 4, 8, 8)}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 13, consts),
+    three_way_random(make_model("Conv", {"x": (1, 4, 8, 8)}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), 13, consts),
            opt_level=0)
 
 

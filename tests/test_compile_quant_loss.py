@@ -5,7 +5,8 @@ to even; losses with each reduction, weights, ignore_index and N-D inputs. Run-t
 refused by the runtime with a clear error (the ignore_index is allowed), types relayish lacks refused by name.
 
 A case: (op type, graph inputs {name: array}, initializers {name: array or None (an omitted input)}, attributes,
-opset, number of outputs). Node inputs are the graph inputs then the initializers, in order.
+opset, number of outputs): harness.typed_model's arguments, initializers before attributes. Node inputs are the
+graph inputs then the initializers, in order.
 """
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import from_onnx
-from relayish.interp import evaluate
-from test_frontend import assert_three_way, run_ort, with_output_shapes
+from harness import case_id, f32, run_ort, three_way, typed_model, with_output_shapes
 
 R = np.random.default_rng(11)
 TP = onnx.TensorProto
@@ -31,10 +31,6 @@ def ticks(shape, limit, step):
     flat = values.reshape(-1)
     flat[:4] = np.float32([limit * step, -limit * step, 0.5 * 2 * step, -0.5 * 2 * step])
     return values
-
-
-def f32(*values):
-    return np.array(values, np.float32)
 
 
 QUANT_CASES = [
@@ -114,58 +110,39 @@ LOSS_CASES = [
 ]
 
 
-def case_id(case):
-    op, inputs, consts, attrs, opset, _ = case
-    dtypes = "-".join(str(np.asarray(v).dtype) for v in list(inputs.values()) + list(consts.values()))
-    return f"{op}-v{opset}-{dtypes}-" + "-".join(f"{k}={v}" for k, v in attrs.items())
+def case_model(case):
+    op, inputs, consts, attrs, opset, n_outputs = case
+    return typed_model(op, inputs, attrs, opset, consts, n_outputs)
 
 
-def make_model(op, inputs, consts, attrs, opset, n_outputs):
-    node = helper.make_node(op, list(inputs) + [n if v is not None else "" for n, v in consts.items()],
-                            [f"y{i}" for i in range(n_outputs)], **attrs)
-    graph = helper.make_graph(
-        [node], "t", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype),
-                                                    np.shape(v)) for n, v in inputs.items()],
-        [helper.make_tensor_value_info(f"y{i}", TP.UNDEFINED, None) for i in range(n_outputs)],
-        [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items() if v is not None])
-    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
-
-
-def three_way(case):
-    model = make_model(*case)
-    feeds = {n: np.asarray(v) for n, v in case[1].items()}
-    refs = run_ort(model, feeds)
-    interp = evaluate(from_onnx(model), feeds)
-    ours = compile_model(model).run(None, feeds)
-    assert len(ours) == len(refs)
-    for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert_three_way(a, c, b, f"output {k}:")
-    return ours
+def check_case(case):
+    """harness.three_way of a case, fed its inputs' values; returns the compiled outputs."""
+    return three_way(case_model(case), {n: np.asarray(v) for n, v in case[1].items()}).compiled
 
 
 @pytest.mark.parametrize("case", QUANT_CASES, ids=case_id)
 def test_quantization_three_way(case):
-    three_way(case)
+    check_case(case)
 
 
 @pytest.mark.parametrize("case", LOSS_CASES, ids=case_id)
 def test_loss_three_way(case):
-    three_way(case)
+    check_case(case)
 
 
 def test_quantize_rounds_ties_to_even_and_saturates():
     x = f32(0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 126.5, 127.5, -128.5, -129.5, 1e9, -1e9)
     case = ("QuantizeLinear", {"x": x}, {"s": np.float32(1.0), "zp": np.int8(0)}, {}, 13, 1)
-    y, = three_way(case)
+    y, = check_case(case)
     np.testing.assert_array_equal(y, np.int8([0, 2, 2, 0, -2, -2, 126, 127, -128, -128, 127, -128]))
     case = ("QuantizeLinear", {"x": x}, {"s": np.float32(1.0), "zp": np.uint8(128)}, {}, 13, 1)
-    y, = three_way(case)
+    y, = check_case(case)
     np.testing.assert_array_equal(y, np.uint8([128, 130, 130, 128, 126, 126, 254, 255, 0, 0, 255, 0]))
 
 
 def _loss_session(ignore_index=None):
     attrs = {"reduction": "none"} if ignore_index is None else {"reduction": "none", "ignore_index": ignore_index}
-    model = make_model("SoftmaxCrossEntropyLoss", {"x": scores(2, 3), "t": labels((2,), 3)}, {}, attrs, 13, 1)
+    model = typed_model("SoftmaxCrossEntropyLoss", {"x": scores(2, 3), "t": labels((2,), 3)}, attrs, 13, {}, 1)
     return compile_model(model)
 
 
@@ -186,8 +163,8 @@ def test_loss_label_equal_to_ignore_index_outside_the_classes_is_allowed():
 
 
 def test_constant_label_out_of_range_is_refused_at_import():
-    model = make_model("NegativeLogLikelihoodLoss", {"x": scores(2, 3)}, {"t": np.array([0, 3], np.int64)},
-                       {"reduction": "sum"}, 13, 1)
+    model = typed_model("NegativeLogLikelihoodLoss", {"x": scores(2, 3)}, {"reduction": "sum"}, 13,
+                        {"t": np.array([0, 3], np.int64)}, 1)
     with pytest.raises(Exception, match="target holds 3, out of range for 3 classes"):
         from_onnx(model)
 
@@ -195,25 +172,25 @@ def test_constant_label_out_of_range_is_refused_at_import():
 @pytest.mark.parametrize("zp,name", [(np.zeros(1, ml_dtypes.float8_e4m3fn), "(?i)float8_?e4m3fn"),
                                      (np.zeros(1, ml_dtypes.int4), "(?i)int4")])
 def test_quantized_types_relayish_lacks_are_refused_by_name(zp, name):
-    model = make_model("QuantizeLinear", {"x": scores(2, 3)}, {"s": np.float32(1.0), "zp": zp}, {}, 21, 1)
+    model = typed_model("QuantizeLinear", {"x": scores(2, 3)}, {}, 21, {"s": np.float32(1.0), "zp": zp}, 1)
     with pytest.raises(Exception, match=name):
         from_onnx(model)
-    model = make_model("QuantizeLinear", {"x": scores(2, 3)}, {"s": np.float32(1.0)},
-                       {"output_dtype": helper.np_dtype_to_tensor_dtype(zp.dtype)}, 21, 1)
+    model = typed_model("QuantizeLinear", {"x": scores(2, 3)},
+                        {"output_dtype": helper.np_dtype_to_tensor_dtype(zp.dtype)}, 21, {"s": np.float32(1.0)}, 1)
     with pytest.raises(Exception, match=name):
         from_onnx(model)
 
 
 def test_blocked_scale_of_the_wrong_shape_is_refused():
-    model = make_model("DequantizeLinear", {"x": R.integers(0, 9, (2, 6)).astype(np.uint8)},
-                       {"s": np.ones((2, 3), np.float32)}, {"axis": 1, "block_size": 4}, 21, 1)
+    model = typed_model("DequantizeLinear", {"x": R.integers(0, 9, (2, 6)).astype(np.uint8)},
+                        {"axis": 1, "block_size": 4}, 21, {"s": np.ones((2, 3), np.float32)}, 1)
     with pytest.raises(Exception, match=r"expected \(2, 2\)"):
         from_onnx(model)
 
 
 def test_quantize_nan_and_infinities_saturate_as_in_onnxruntime():
     x = f32(np.nan, np.inf, -np.inf, 1.5, 3e9, -3e9)
-    y, = three_way(("QuantizeLinear", {"x": x}, {"s": np.float32(1.0), "zp": np.int8(3)}, {}, 13, 1))
+    y, = check_case(("QuantizeLinear", {"x": x}, {"s": np.float32(1.0), "zp": np.int8(3)}, {}, 13, 1))
     np.testing.assert_array_equal(y, np.int8([-128, 127, -128, 5, 127, -128]))
 
 

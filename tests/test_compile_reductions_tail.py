@@ -3,8 +3,8 @@ Sum/Mean/Max/Min: ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSu
 LogSoftmax, Hardmax, CumSum, CumProd; over negative axes, keepdims 0/1, the attribute and input forms of axes,
 several dtypes, ties and NaNs.
 
-A case is as in tests/test_compile_tensor_ops.py: (op type, graph inputs {name: (shape, dtype)}, attributes,
-opset, initializers {name: array}).
+A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initializers {name: array}), the
+arguments of harness.typed_model.
 """
 from __future__ import annotations
 
@@ -15,15 +15,10 @@ from onnx import helper, numpy_helper
 from compiler import compile_model
 from frontends import from_onnx
 from frontends.onnx import OnnxImportError
+from harness import assert_close, case_id, feeds_for, i64, run_ort_or_none, three_way, typed_model
 from relayish.interp import evaluate
-from test_compile_tensor_ops import case_id, make_model
-from test_frontend import assert_close, assert_three_way, run_ort
 
 F, D, H, I32, I64 = "float32", "float64", "float16", "int32", "int64"
-
-
-def i64(*values):
-    return np.array(values, np.int64)
 
 
 REDUCE_CASES = [
@@ -57,65 +52,50 @@ REDUCE_CASES = [
 ]
 
 
-def feeds_of(op, inputs, rng):
-    feeds = {}
-    for name, (shape, dtype) in inputs.items():
-        if np.dtype(dtype).kind == "f":
-            x = rng.standard_normal(shape)
-            if op in ("ReduceLogSum", "ReduceProd"):  # a real log; products neither vanishing nor exploding
-                x = np.abs(x) * 0.5 + 0.75
-            feeds[name] = x.astype(dtype)
-        else:
-            low = 0 if dtype.startswith("uint") else -3 if op == "ReduceProd" else -5
-            feeds[name] = rng.integers(low, 4, shape).astype(dtype)
-    return feeds
+def reduction_feeds(op, inputs, rng):
+    """Random feeds: positive floats for a real log and products neither vanishing nor exploding; small ints."""
+    positive = op in ("ReduceLogSum", "ReduceProd")
+    return feeds_for(inputs, rng, ints=(-3 if op == "ReduceProd" else -5, 4),
+                     floats=(lambda x: np.abs(x) * 0.5 + 0.75) if positive else None)
 
 
 def assert_close_16(ours, ref, what):
     """float16 results within 2**-9 of the largest (2 to 4 ulp of it): the compositions round to 16 bits between
-    their ops, where onnxruntime's fused kernels may not."""
+    their ops, where onnxruntime's fused kernels may not; other floats within the project tolerance."""
+    if ref.dtype != np.float16:
+        return assert_close(ours, ref, what)
     scale = float(np.max(np.abs(ref.astype(np.float64))))
     err = float(np.max(np.abs(ours.astype(np.float64) - ref.astype(np.float64))))
     assert err <= 2.0 ** -9 * scale, f"{what}: error {err:.3g} > 2**-9 of {scale:.3g}"
 
 
-def three_way(model, feeds):
-    """Compiled, interpreted and onnxruntime's outputs, compared (floats within the project tolerance, integers
-    exactly). Where onnxruntime has no kernel (Hardmax of float64), compiled vs interpreted only."""
-    interp = evaluate(from_onnx(model), feeds)
-    ours = compile_model(model).run(None, feeds)
-    try:
-        refs = run_ort(model, feeds)
-    except Exception as e:  # noqa: BLE001
-        if "NOT_IMPLEMENTED" not in str(e) and "not supported" not in str(e).lower():
-            raise
-        refs = interp
-    for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert_three_way(a, c, b, f"output {k}:", assert_close_16 if c.dtype == np.float16 else assert_close)
-    return ours
+def check(model, feeds):
+    """harness.three_way, float16 within assert_close_16; where onnxruntime has no kernel (Hardmax of float64),
+    compiled vs interpreted only."""
+    return three_way(model, feeds, close=assert_close_16, reference=run_ort_or_none)
 
 
 @pytest.mark.parametrize("case", REDUCE_CASES, ids=case_id)
 def test_reductions_three_way(case):
     op, inputs, attrs, opset, consts = case
-    model = make_model(op, inputs, attrs, opset, consts, 1)
-    three_way(model, feeds_of(op, inputs, np.random.default_rng(0)))
+    model = typed_model(op, inputs, attrs, opset, consts, 1)
+    check(model, reduction_feeds(op, inputs, np.random.default_rng(0)))
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceProd", "ReduceL2", "ReduceLogSumExp"])
 def test_reducing_a_scalar_is_the_scalar_every_run(op):
     # a reduction over no axes once kept no reduction loop, so its accumulator was never reset between runs
-    model = make_model(op, {"x": ((), F)}, {"keepdims": 0}, 13, {}, 1)
+    model = typed_model(op, {"x": ((), F)}, {"keepdims": 0}, 13, {}, 1)
     session = compile_model(model)
     for value in (1.5, 2.5, 4.0):
         x = np.array(value, np.float32)
         y, = session.run(None, {"x": x})
         assert y.shape == () and float(y) == pytest.approx(value, rel=1e-6)
-    three_way(model, {"x": np.array(0.75, np.float32)})
+    check(model, {"x": np.array(0.75, np.float32)})
 
 
 def test_log_sum_exp_does_not_overflow_and_keeps_infinities():
-    model = make_model("ReduceLogSumExp", {"x": ((4, 3), F)}, {"axes": [1], "keepdims": 0}, 13, {}, 1)
+    model = typed_model("ReduceLogSumExp", {"x": ((4, 3), F)}, {"axes": [1], "keepdims": 0}, 13, {}, 1)
     x = np.array([[100, 100, 90], [-np.inf, -np.inf, -np.inf], [np.inf, 1, -np.inf], [1000, -1000, 3]], np.float32)
     y, = compile_model(model).run(None, {"x": x})
     np.testing.assert_allclose(y, [100 + np.log(2 + np.exp(-10)), -np.inf, np.inf, 1000], rtol=1e-6)
@@ -123,7 +103,7 @@ def test_log_sum_exp_does_not_overflow_and_keeps_infinities():
 
 @pytest.mark.parametrize("op", ["ReduceLogSum", "ReduceLogSumExp"])
 def test_log_reductions_refuse_integers(op):
-    model = make_model(op, {"x": ((2, 3), I64)}, {"axes": [1]}, 13, {}, 1)
+    model = typed_model(op, {"x": ((2, 3), I64)}, {"axes": [1]}, 13, {}, 1)
     with pytest.raises(OnnxImportError, match=f"{op} of int64 tensors is not supported"):
         from_onnx(model)
 
@@ -163,11 +143,11 @@ ARG_CASES = [
 @pytest.mark.parametrize("case", ARG_CASES, ids=case_id)
 def test_arg_reductions_three_way(case):
     op, inputs, attrs, opset, consts = case
-    model = make_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of(op, inputs, np.random.default_rng(1))
+    model = typed_model(op, inputs, attrs, opset, consts, 1)
+    feeds = reduction_feeds(op, inputs, np.random.default_rng(1))
     if inputs["x"][1] == F:  # float ties too
         feeds["x"] = np.round(feeds["x"]).astype(np.float32)
-    three_way(model, feeds)
+    check(model, feeds)
 
 
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
@@ -175,7 +155,7 @@ def test_arg_reductions_three_way(case):
 def test_arg_reductions_take_nan_as_the_extreme_as_numpy(op, last):
     """numpy (the onnx reference): a NaN is the maximum and the minimum, the first (or, with select_last_index,
     the last) one wins. onnxruntime differs (it skips NaNs unless one comes first), so numpy is the truth here."""
-    model = make_model(op, {"x": ((3, 5), F)}, {"axis": 1, "keepdims": 0, "select_last_index": last}, 13, {}, 1)
+    model = typed_model(op, {"x": ((3, 5), F)}, {"axis": 1, "keepdims": 0, "select_last_index": last}, 13, {}, 1)
     x = np.array([[1, np.nan, 7, np.nan, 2], [np.nan, 1, 2, 3, 4], [5, 5, -1, -1, 0]], np.float32)
     y, = compile_model(model).run(None, {"x": x})
     flip = x[:, ::-1]
@@ -214,13 +194,13 @@ SCAN_CASES = [
 @pytest.mark.parametrize("case", SCAN_CASES, ids=case_id)
 def test_scans_three_way(case):
     op, inputs, attrs, opset, consts = case
-    model = make_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of("ReduceProd" if op == "CumProd" else op, inputs, np.random.default_rng(2))
-    three_way(model, feeds)
+    model = typed_model(op, inputs, attrs, opset, consts, 1)
+    feeds = reduction_feeds("ReduceProd" if op == "CumProd" else op, inputs, np.random.default_rng(2))
+    check(model, feeds)
 
 
 def test_scan_axis_must_be_one_constant_value():
-    model = make_model("CumSum", {"x": ((3, 4), F)}, {}, 14, {"axis": np.array([0, 1], np.int64)}, 1)
+    model = typed_model("CumSum", {"x": ((3, 4), F)}, {}, 14, {"axis": np.array([0, 1], np.int64)}, 1)
     with pytest.raises(OnnxImportError, match="input 'axis' must hold one value"):
         from_onnx(model)
 
@@ -245,11 +225,11 @@ SOFTMAX_CASES = [
 @pytest.mark.parametrize("case", SOFTMAX_CASES, ids=case_id)
 def test_softmax_relatives_three_way(case):
     op, inputs, attrs, opset, consts = case
-    model = make_model(op, inputs, attrs, opset, consts, 1)
-    feeds = feeds_of(op, inputs, np.random.default_rng(3))
+    model = typed_model(op, inputs, attrs, opset, consts, 1)
+    feeds = reduction_feeds(op, inputs, np.random.default_rng(3))
     if op == "Hardmax":  # ties: the first maximum wins
         feeds["x"] = np.round(feeds["x"]).astype(feeds["x"].dtype)
-    three_way(model, feeds)
+    check(model, feeds)
 
 
 # ---- the new stages under random schedules: every sketch and annotation the tuner may try computes the same

@@ -3,7 +3,7 @@ Upsample (7, 9): nearest (every nearest_mode), linear and cubic, every coordinat
 axes, keep_aspect_ratio_policy, antialias, tf_crop_and_resize with roi and extrapolation_value; float and int data.
 Bad nodes are refused with a clear error.
 
-Cases as in tests/test_compile_movement.py: (op type, graph inputs, attributes, opset, initializers); an empty
+A case: the arguments of harness.typed_model: (op type, graph inputs, attributes, opset, initializers); a None
 initializer is an omitted input ("").
 """
 from __future__ import annotations
@@ -13,20 +13,11 @@ import pytest
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import assert_close, case_id, f32, feeds_for, i64, run_ort, three_way, typed_model
 from relayish.interp import evaluate
-from test_compile_movement import case_id, feeds_of, make_model
-from test_frontend import assert_close, assert_three_way, run_ort
 
 F = "float32"
-NONE = np.array([], np.float32)  # an omitted optional input (roi, scales)
-
-
-def f32(*values):
-    return np.array(values, np.float32)
-
-
-def i64(*values):
-    return np.array(values, np.int64)
+NONE = None  # an omitted optional input (roi, scales)
 
 
 def scales(*values):
@@ -107,19 +98,14 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_three_way(case):
-    model = make_model(*case)
-    feeds = feeds_of(case[1], np.random.default_rng(0))
-    interp, = evaluate(from_onnx(model), feeds)
-    ref, = run_ort(model, feeds)
-    ours, = compile_model(model).run(None, feeds)
-    assert_three_way(ours, ref, interp)
+    three_way(typed_model(*case), feeds_for(case[1], np.random.default_rng(0)))
 
 
 @pytest.mark.parametrize("x", [np.array([[2 ** 62 + 1, -2 ** 60 - 3], [5, 7]], np.int64),
                                np.array([[True, False], [False, True]])], ids=["int64", "bool"])
 def test_nearest_gathers_exactly_in_the_data_dtype(x):
     """onnxruntime has no int64 or bool Resize: compiled vs the interpreter and a direct gather."""
-    model = make_model("Resize", {"x": x}, {"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, 13,
+    model = typed_model("Resize", {"x": x}, {"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, 13,
                        scales(2, 1.5))
     want = x[[0, 0, 1, 1]][:, [0, 1, 1]]  # y / 1.5 = 0, 0.67, 1.33 rounds to 0, 1, 1
     np.testing.assert_array_equal(compile_model(model).run(None, {"x": x})[0], want)
@@ -156,11 +142,11 @@ def test_nearest_2x_reads_with_integer_arithmetic():
 ])
 def test_bad_nodes_are_refused_clearly(attrs, opset, consts, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model("Resize", {"x": ((1, 1, 4, 5), F)}, attrs, opset, consts))
+        from_onnx(typed_model("Resize", {"x": ((1, 1, 4, 5), F)}, attrs, opset, consts))
 
 
 def test_run_time_sizes_are_refused_at_import():
-    model = make_model("Resize", {"x": ((1, 1, 4, 5), F), "sizes": ((4,), "int64")},
+    model = typed_model("Resize", {"x": ((1, 1, 4, 5), F), "sizes": ((4,), "int64")},
                        {"_order": ["x", "", "", "sizes"]}, 13, {})
     with pytest.raises(OnnxImportError, match="input 'sizes' must be a constant"):
         from_onnx(model)

@@ -16,8 +16,8 @@ from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import assert_close, case_id, run_ort, three_way
 from relayish.interp import evaluate
-from test_frontend import assert_close, run_ort
 
 SEQ, BATCH, INPUT, HIDDEN = 4, 3, 5, 6
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -107,12 +107,6 @@ CASES = [
 ]
 
 
-def case_id(case):
-    op, attrs, opset, given, lens, run_time = case
-    return (f"{op}-v{opset}-" + "-".join(f"{k}={v}" for k, v in attrs.items()) + f"-{'+'.join(given) or 'none'}"
-            + ("" if lens is None else f"-lens={lens}{'@run' if run_time else ''}"))
-
-
 def ort_outputs(case, feeds, sizes=None):
     """onnxruntime's outputs; it refuses layout=1, so a batch-major case runs as its layout-0 twin (the same
     weights) on transposed inputs, its outputs transposed back."""
@@ -129,14 +123,7 @@ def ort_outputs(case, feeds, sizes=None):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_three_way(case):
     model, feeds = make_case(*case)
-    refs = ort_outputs(case, feeds)
-    interp = evaluate(from_onnx(model), feeds)
-    ours = compile_model(model).run(None, feeds)
-    assert len(ours) == len(refs) == len(interp)
-    for name, a, i, r in zip(("Y", "Y_h", "Y_c"), ours, interp, refs):
-        assert a.dtype == r.dtype
-        assert_close(a, r, f"{name} vs onnxruntime")
-        assert_close(a, i, f"{name} vs interpreter")
+    three_way(model, feeds, reference=lambda _, feeds: ort_outputs(case, feeds))
 
 
 # ---- the fused form: one kernel per time step for every direction (frontends/onnx_rnn_cells.py) ----
@@ -167,18 +154,13 @@ def cell_calls(module, op: str) -> list[dict]:
     return [k for k in module.meta["kernels"] if k["ops"] == [f"nn.{op.lower()}_cell"]]
 
 
-@pytest.mark.parametrize("case", FUSED, ids=lambda c: case_id((c[0], c[1], 14, c[2], c[3], False)) + f"-{c[4]}")
+@pytest.mark.parametrize("case", FUSED, ids=case_id)
 def test_fused_three_way(case):
     op, attrs, given, lens, sizes = case
     model, feeds = make_case(op, attrs, 14, given, lens, sizes=sizes)
-    refs = ort_outputs((op, attrs, 14, given, lens, False), feeds, sizes)
-    interp = evaluate(from_onnx(model), feeds)
-    module = compile_model(model)
-    ours = module.run(None, feeds)
-    assert len(cell_calls(module, op)) == sizes[0]  # the fused form: one kernel per step
-    for name, a, i, r in zip(("Y", "Y_h", "Y_c"), ours, interp, refs):
-        assert_close(a, r, f"{name} vs onnxruntime")
-        assert_close(a, i, f"{name} vs interpreter")
+    runs = three_way(model, feeds,
+                     reference=lambda _, feeds: ort_outputs((op, attrs, 14, given, lens, False), feeds, sizes))
+    assert len(cell_calls(runs.session, op)) == sizes[0]  # the fused form: one kernel per step
 
 
 def test_a_bidirectional_lstm_is_one_kernel_per_step():
@@ -317,13 +299,7 @@ SCANS = {
 
 @pytest.mark.parametrize("name", SCANS)
 def test_scan_three_way(name):
-    model, feeds = scan_model(*SCANS[name])
-    refs = run_ort(model, feeds)
-    interp = evaluate(from_onnx(model), feeds)
-    ours = compile_model(model).run(None, feeds)
-    for i, (a, b, r) in enumerate(zip(ours, interp, refs)):
-        assert_close(a, r, f"output {i} vs onnxruntime")
-        assert_close(a, b, f"output {i} vs interpreter")
+    three_way(*scan_model(*SCANS[name]))
 
 
 def test_scan_refuses_bad_bodies_clearly():

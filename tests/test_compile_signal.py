@@ -3,7 +3,7 @@ GridSample (every mode, padding mode and align_corners, 4-D and 5-D), AffineGrid
 MelWeightMatrix, DFT (opsets 17 and 20, real and complex, onesided, inverse, dft_length) and STFT; grids holding
 NaN, inf and huge values read nothing out of bounds; bad nodes give clear errors.
 
-Cases as in tests/test_compile_movement.py: (op type, graph inputs, attributes, opset, initializers).
+A case: the arguments of harness.typed_model: (op type, graph inputs, attributes, opset, initializers).
 """
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import case_id, f32, feeds_for, i64, run_ort, run_reference, three_way, typed_model
 from relayish.interp import evaluate
-from test_compile_movement import case_id, f32, feeds_of, i64, make_model
-from test_frontend import assert_close, run_ort
 
 F = "float32"
 
@@ -43,7 +42,7 @@ DFTS = [
     ("DFT", {"x": ((2, 8, 3, 1), F)}, {}, 17, {}),
     ("DFT", {"x": ((2, 8, 3, 1), F)}, {"onesided": 1}, 17, {"n": i64(10)}),
     ("DFT", {"x": ((2, 7, 3, 2), F)}, {}, 17, {"n": i64(5)}),
-    ("DFT", {"x": ((2, 8, 3, 1), F)}, {"onesided": 1}, 20, {"n": np.array([], np.int64), "a": i64(-3)}),
+    ("DFT", {"x": ((2, 8, 3, 1), F)}, {"onesided": 1}, 20, {"n": None, "a": i64(-3)}),
     ("DFT", {"x": ((2, 5, 2), F)}, {"inverse": 1, "onesided": 1}, 20, {"n": i64(8), "a": i64(1)}),
     ("STFT", {"x": ((2, 40, 1), F)}, {}, 17, {"step": i64(6), "w": np.hanning(10).astype(np.float32)}),
     ("STFT", {"x": ((1, 32, 2), F), "w": ((8,), F)}, {"onesided": 0, "_order": ["x", "step", "w"]}, 17,
@@ -93,40 +92,27 @@ def _scalar_consts(case):
     """Window sizes and STFT steps are scalars in ONNX: 1-element 1-D initializers become 0-D."""
     op, inputs, attrs, opset, consts = case
     scalars = {"n", "step", "m", "d", "r", "lo", "hi", "a"} if op != "AffineGrid" else set()
-    consts = {k: (np.asarray(v).reshape(()) if k in scalars and np.asarray(v).size == 1 else v)
+    consts = {k: (np.asarray(v).reshape(()) if k in scalars and v is not None and np.asarray(v).size == 1 else v)
               for k, v in consts.items()}
     if op == "DFT" and "a" in consts and "n" not in consts:
-        consts = {"n": np.array([], np.int64), **consts}
+        consts = {"n": None, **consts}
     return op, inputs, attrs, opset, consts
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_three_way(case):
-    model = make_model(*_scalar_consts(case))
-    feeds = feeds_of(case[1], np.random.default_rng(0))
-    interp, = evaluate(from_onnx(model), feeds)
-    ours, = compile_model(model).run(None, feeds)
-    assert_close(ours, interp, "vs interpreter")
-    if case[0] in ("MelWeightMatrix", "DFT", "STFT") or (case[2].get("mode") == "max" and case[3] >= 16):
-        # onnxruntime's float32 FFTs err by ~1e-5 relative; its RoiAlign max mode differs from the ONNX reference
-        # (whose RoiAlign always defaults to half_pixel, wrong at opset 10, where onnxruntime is right)
-        want = _reference(model, feeds)
-        assert_close(ours, want, "vs onnx's reference")
-        return
-    ref, = run_ort(model, feeds)
-    assert ours.dtype == ref.dtype
-    assert_close(ours, ref, "vs onnxruntime")
-
-
-def _reference(model, feeds):
-    from onnx.reference import ReferenceEvaluator
-    return ReferenceEvaluator(model).run(None, feeds)[0]
+    model = typed_model(*_scalar_consts(case))
+    # onnxruntime's float32 FFTs err by ~1e-5 relative; its RoiAlign max mode differs from the ONNX reference
+    # (whose RoiAlign always defaults to half_pixel, wrong at opset 10, where onnxruntime is right)
+    onnx_reference = case[0] in ("MelWeightMatrix", "DFT", "STFT") or (case[2].get("mode") == "max" and case[3] >= 16)
+    three_way(model, feeds_for(case[1], np.random.default_rng(0)),
+              reference=run_reference if onnx_reference else run_ort)
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 def test_grid_sample_wild_grid_values_stay_in_bounds(mode, padding):
-    model = make_model("GridSample", {"x": ((1, 2, 3, 4), F), "g": ((1, 2, 4, 2), F)},
+    model = typed_model("GridSample", {"x": ((1, 2, 3, 4), F), "g": ((1, 2, 4, 2), F)},
                        {"mode": mode, "padding_mode": padding}, 16, {})
     x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
     g = np.array([np.nan, np.inf, -np.inf, 1e30, -1e30, 3e9, -7.5, 0.25] * 2, np.float32).reshape(1, 2, 4, 2)
@@ -140,7 +126,7 @@ def test_grid_sample_wild_grid_values_stay_in_bounds(mode, padding):
 
 
 def test_roi_align_wild_rois_and_batch_indices_stay_in_bounds():
-    model = make_model("RoiAlign", {"x": ((2, 1, 4, 5), F), "r": ((4, 4), F), "b": ((4,), "int64")},
+    model = typed_model("RoiAlign", {"x": ((2, 1, 4, 5), F), "r": ((4, 4), F), "b": ((4,), "int64")},
                        {"output_height": 2, "output_width": 2, "sampling_ratio": 2}, 16, {})
     x = np.arange(40, dtype=np.float32).reshape(2, 1, 4, 5)
     rois = np.array([[np.nan, 0, 3, 3], [np.inf, -np.inf, 1e30, 1e30], [-1e30, 2, 3e9, 3], [0, 0, 3, 3]], np.float32)
@@ -173,4 +159,4 @@ def test_roi_align_wild_rois_and_batch_indices_stay_in_bounds():
 ])
 def test_bad_nodes_are_refused(op, inputs, attrs, opset, consts, message):
     with pytest.raises(OnnxImportError, match=message):
-        from_onnx(make_model(op, inputs, attrs, opset, consts))
+        from_onnx(typed_model(op, inputs, attrs, opset, consts))

@@ -1,28 +1,22 @@
 """Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the ops transformers need, one node
 per model, over broadcasts, negative axes, integer and boolean tensors and the opset forms of each op.
 
-A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initializers {name: array}). Node
-inputs are the graph inputs then the initializers, in order (a None initializer is an omitted input).
+A case: (op type, graph inputs {name: (shape, dtype)}, attributes, opset, initializers {name: array}), the
+arguments of harness.typed_model but the output count. Node inputs are the graph inputs then the initializers, in
+order (a None initializer is an omitted input).
 """
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from compiler import compile_model
-from frontends import from_onnx
-from relayish.interp import evaluate
-from test_frontend import assert_three_way, run_ort, with_output_shapes
+from harness import case_id, feeds_for, i64, three_way, typed_model
 
 F, I64, B = "float32", "int64", "bool"
 R = np.random.default_rng(7)
-
-
-def i64(*values):
-    return np.array(values, np.int64)
-
 
 CASES = [
     ("LayerNormalization", {"x": ((2, 5, 8), F)}, {"axis": -1, "epsilon": 1e-5}, 17,
@@ -81,35 +75,6 @@ CASES = [
 ]
 
 
-def case_id(case):
-    op, inputs, attrs, opset, consts = case
-    dtypes = "-".join(d for _, d in inputs.values())
-    return f"{op}-v{opset}-{dtypes}-" + "-".join(f"{k}={v}" for k, v in attrs.items() if k != "to") + \
-        (f"-to{attrs['to']}" if "to" in attrs else "")
-
-
-def make_model(op, inputs, attrs, opset, consts, n_outputs):
-    node = helper.make_node(op, list(inputs) + list(consts), [f"y{i}" for i in range(n_outputs)], **attrs)
-    graph = helper.make_graph(
-        [node], "t", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(d)), s)
-                      for n, (s, d) in inputs.items()],
-        [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.UNDEFINED, None) for i in range(n_outputs)],
-        [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
-    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
-
-
-def feeds_of(inputs, rng):
-    feeds = {}
-    for name, (shape, dtype) in inputs.items():
-        if dtype == F:
-            feeds[name] = rng.standard_normal(shape).astype(np.float32)
-        elif dtype == B:
-            feeds[name] = rng.integers(0, 2, shape).astype(bool)
-        else:  # ints in [-5, 5) (indices: in range of a 5-row table, negatives included)
-            feeds[name] = rng.integers(-5, 5, shape).astype(dtype)
-    return feeds
-
-
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_three_way(case):
     op, inputs, attrs, opset, consts = case
@@ -118,17 +83,13 @@ def test_three_way(case):
         n_outputs = attrs["num_outputs"]
     elif op == "Split" and "split" in attrs:
         n_outputs = len(attrs["split"])
-    model = make_model(op, inputs, attrs, opset, consts, n_outputs)
-    feeds = feeds_of(inputs, np.random.default_rng(0))
+    model = typed_model(op, inputs, attrs, opset, consts, n_outputs)
+    feeds = feeds_for(inputs, np.random.default_rng(0), ints=(-5, 5))  # indices in range of a 5-row table
     if op == "Pow":  # a real result
         feeds["a"] = np.abs(feeds["a"]) + np.float32(0.1)
     if op == "Mod":  # no division by zero
         feeds["b"] = np.where(feeds["b"] == 0, 3, feeds["b"]).astype(feeds["b"].dtype)
-    refs = run_ort(model, feeds)
-    interp = evaluate(from_onnx(model), feeds)
-    ours = compile_model(model).run(None, feeds)
-    for k, (a, b, c) in enumerate(zip(ours, interp, refs)):
-        assert_three_way(a, c, b, f"output {k}:")
+    three_way(model, feeds)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

@@ -13,7 +13,7 @@ from compiler.codegen import vector_width
 from compiler.memory import nbytes
 from compiler.passes import PassContext, run_pipeline
 from frontends import from_onnx
-from test_compile_ops import check3
+from harness import three_way_random
 
 C = 16  # channels of every convolution: one 16-channel block
 
@@ -48,7 +48,7 @@ def in_place_calls(model, layout="NCHWc") -> list:
 
 @pytest.mark.parametrize("layout,op", [("NCHWc", "nn.concat_blocked"), ("NCHW", "concatenate")])
 def test_nested_concatenations_run_in_place_and_match(layout, op):
-    check3(fire_and_dense(), layout=layout)
+    three_way_random(fire_and_dense(), layout=layout)
     assert in_place_calls(fire_and_dense(), layout) == [[op], [op]]
 
 
@@ -91,16 +91,16 @@ def two_inputs(kind):
 @pytest.mark.parametrize("kind", ["graph output", "same value twice", "input also an output"])
 def test_concatenations_that_must_copy(kind):
     layout = "NCHW" if kind == "input also an output" else "NCHWc"
-    check3(two_inputs(kind), layout=layout)
+    three_way_random(two_inputs(kind), layout=layout)
     assert in_place_calls(two_inputs(kind), layout) == []
 
 
 def test_a_value_in_two_concatenations_goes_in_place_into_one():
-    check3(two_inputs("in two concatenations"))
+    three_way_random(two_inputs("in two concatenations"))
     assert len(in_place_calls(two_inputs("in two concatenations"))) == 1
 
 
 def test_batch_two_keeps_the_copy():
     """With 2 images the slices of an input are not contiguous in the output."""
-    check3(fire_and_dense(batch=2))
+    three_way_random(fire_and_dense(batch=2))
     assert in_place_calls(fire_and_dense(batch=2)) == []

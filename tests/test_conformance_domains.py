@@ -13,10 +13,8 @@ from onnx import helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
+from harness import compiled_and_interpreted, elem, run_ort, run_reference, with_output_shapes
 from relayish.types import numpy_dtype
-from test_compile_dtypes import elem
-from test_conformance_ops import compiled_and_interpreted, reference, run_all_ort
-from test_frontend import with_output_shapes
 
 def domain_model(op, inputs: dict, domain: str, version: int, outputs=("y",), opset=26, **attrs):
     """One node `op` of `domain` over graph inputs {name: (dtype, shape)}; opset None: no ai.onnx import."""
@@ -56,13 +54,13 @@ def test_binarizer_three_ways(dtype, threshold):
         x.flat[:3] = [np.nan, threshold, np.inf]
     model = domain_model("Binarizer", {"x": (dtype, x.shape)}, "ai.onnx.ml", 1, threshold=threshold)
     (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
-    want = reference(model, {"x": x})[0]
+    want = run_reference(model, {"x": x})[0]
     np.testing.assert_array_equal(ours, want)
     np.testing.assert_array_equal(interp, want)
     if dtype == "float32":  # onnxruntime's Binarizer takes float only, and refuses NaN
         finite = np.nan_to_num(x)
         np.testing.assert_array_equal(compile_model(model).run(None, {"x": finite})[0],
-                                      run_all_ort(model, {"x": finite})[0])
+                                      run_ort(model, {"x": finite})[0])
 
 
 @pytest.mark.parametrize("shape,indices", [((3, 4), [2, 0]), ((2, 3, 5), [[4, -1, 0]]), ((6,), [5, 1, 1])])
@@ -71,11 +69,11 @@ def test_array_feature_extractor_three_ways(shape, indices):
     i = np.array(indices, np.int64)
     model = domain_model("ArrayFeatureExtractor", {"x": ("float32", shape), "i": ("int64", i.shape)}, "ai.onnx.ml", 1)
     (ours,), (interp,) = compiled_and_interpreted(model, {"x": x, "i": i})
-    want = reference(model, {"x": x, "i": i})[0]
+    want = run_reference(model, {"x": x, "i": i})[0]
     np.testing.assert_array_equal(ours, want)
     np.testing.assert_array_equal(interp, want)
     if (i >= 0).all():  # onnxruntime refuses negative indices
-        np.testing.assert_array_equal(ours, run_all_ort(model, {"x": x, "i": i})[0])
+        np.testing.assert_array_equal(ours, run_ort(model, {"x": x, "i": i})[0])
 
 
 def tree_ensemble_attrs(aggregate, dtype):
@@ -104,11 +102,11 @@ def test_tree_ensemble_three_ways(aggregate, dtype):
     model = domain_model("TreeEnsemble", {"x": (dtype, x.shape)}, "ai.onnx.ml", 5,
                          **tree_ensemble_attrs(aggregate, dtype))
     (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
-    want = run_all_ort(model, {"x": x})[0]
+    want = run_ort(model, {"x": x})[0]
     assert ours.dtype == want.dtype and ours.shape == (40, 2)
     np.testing.assert_allclose(ours, want, rtol=1e-6)
     np.testing.assert_allclose(interp, want, rtol=1e-6)
-    theirs = reference(model, {"x": x})[0]  # where a leaf names the target (else: its start value, not 0)
+    theirs = run_reference(model, {"x": x})[0]  # where a leaf names the target (else: its start value, not 0)
     named = np.abs(theirs) < np.finfo(theirs.dtype).max
     np.testing.assert_allclose(ours[named], theirs[named], rtol=1e-6)
     assert aggregate in (0, 1) or not named.all()
@@ -152,7 +150,7 @@ def test_flex_attention_against_onnx_reference(case):
     feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(dtype)
              for i in model.graph.input}
     (ours,), (interp,) = compiled_and_interpreted(model, feeds)
-    want = reference(model, feeds)[0]
+    want = run_reference(model, feeds)[0]
     assert ours.dtype == want.dtype and ours.shape == want.shape
     tol = 2e-3 if dtype == "float16" else 1e-5
     np.testing.assert_allclose(ours, want, rtol=tol, atol=tol)
@@ -198,7 +196,7 @@ def test_optimizer_step_against_onnx_reference(op, attrs, step, dtype):
         if k in feeds:
             feeds[k] = np.abs(feeds[k])
     ours, interp = compiled_and_interpreted(model, feeds)
-    for got, inter, want, name in zip(ours, interp, reference(model, feeds), outputs):
+    for got, inter, want, name in zip(ours, interp, run_reference(model, feeds), outputs):
         assert got.shape == want.shape, name
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(inter, want, rtol=1e-5, atol=1e-6, err_msg=name)

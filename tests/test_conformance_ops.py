@@ -16,14 +16,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
-from relayish.interp import evaluate
+from harness import (bits, compiled_and_interpreted, edge_values, elem, run_ort, run_ort_or_none, run_reference,
+                     with_output_shapes)
 from relayish.types import numpy_dtype
-from test_compile_dtypes import bits, edge_values, elem, ort_or_none
-from test_frontend import with_output_shapes
 
 OUT = helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)  # typed by shape inference
 
@@ -36,27 +34,6 @@ def node_model(op: str, inputs: dict, opset: int, outputs=("y",), domain="", **a
         [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outputs])
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
     return with_output_shapes(helper.make_model(graph, opset_imports=opsets))
-
-
-def compiled_and_interpreted(model, feeds):
-    """The compiled model's outputs and the interpreter's (the inputs that the import needs as values, such as
-    Dropout's training_mode, bound as the compiled session binds them)."""
-    ours = compile_model(model).run(None, feeds)
-    try:
-        module, rest = from_onnx(model), feeds
-    except OnnxImportError as e:
-        if not e.needs_values:
-            raise
-        module = from_onnx(model, input_values={n: feeds[n] for n in e.needs_values})
-        rest = {n: v for n, v in feeds.items() if n not in e.needs_values}
-    with np.errstate(all="ignore"):
-        interp = evaluate(module, rest)
-    return ours, [np.asarray(v) for v in interp]
-
-
-def reference(model, feeds):
-    with np.errstate(all="ignore"):
-        return ReferenceEvaluator(model).run(None, feeds)
 
 
 # ---------------------------------------------------------------------------------------------- BitCast
@@ -91,7 +68,7 @@ def test_bitcast_reads_the_same_bits(src, dst):
     np.testing.assert_array_equal(bits(interp) if dst != "bool" else interp,
                                   bits(expected) if dst != "bool" else expected)
     if "bfloat16" not in (src, dst) and "bool" not in (src, dst):  # what onnxruntime's Python API can feed/fetch
-        ref = ort_or_none(model, {"x": x})
+        ref, = run_ort_or_none(model, {"x": x}) or [None]
         if ref is not None:
             np.testing.assert_array_equal(bits(ours), bits(ref))
 
@@ -126,7 +103,7 @@ def test_float_mod_matches_numpy_and_onnxruntime(dtype, fmod):
     with np.errstate(all="ignore"):
         expected = (np.fmod if fmod else np.mod)(a, b)
     refs = [("numpy", expected), ("interpreter", interp)]
-    ref = ort_or_none(model, {"a": a, "b": b})
+    ref, = run_ort_or_none(model, {"a": a, "b": b}) or [None]
     if ref is not None:
         refs.append(("onnxruntime", ref))
     for name, want in refs:
@@ -190,7 +167,7 @@ def test_training_dropout_draws_the_references_mask(dtype, ratio_dtype, ratio):
                          (dropout_model(dtype, shape, ratio_dtype, seed=5, constant_ratio=r),
                           {"x": x, "t": np.array(True)})):
         (y, mask), interp = compiled_and_interpreted(model, feeds)
-        want_y, want_mask = reference(model, feeds)
+        want_y, want_mask = run_reference(model, feeds)
         np.testing.assert_array_equal(mask, want_mask)
         np.testing.assert_array_equal(interp[1], want_mask)
         assert y.dtype == want_y.dtype
@@ -204,7 +181,7 @@ def test_dropout_in_inference_is_identity_with_a_mask_of_ones():
     feeds = {"x": x, "r": np.array(0.5, np.float32), "t": np.array(False)}
     for model in (dropout_model(seed=None), dropout_model(seed=3)):
         (y, mask), interp = compiled_and_interpreted(model, feeds)
-        for want in (run_all_ort(model, feeds), interp):
+        for want in (run_ort(model, feeds), interp):
             np.testing.assert_array_equal(y, want[0])
             np.testing.assert_array_equal(mask, want[1])
         assert mask.dtype == np.bool_ and mask.all()
@@ -222,11 +199,6 @@ def test_training_dropout_without_a_seed_is_refused():
         compile_model(dropout_model(seed=None)).run(None, feeds)
 
 
-def run_all_ort(model, feeds):
-    from test_frontend import run_ort
-    return run_ort(model, feeds)
-
-
 # ---------------------------------------------------------------------------------------------- BatchNormalization
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 3), (2, 5, 7)])
@@ -240,7 +212,7 @@ def test_batch_norm_training_outputs_batch_normalized_and_running_statistics(sha
     feeds = {n: (rng.standard_normal(s) * 2 + 1).astype(np.float32) for n, (_, s) in inputs.items()}
     feeds["v"] = np.abs(feeds["v"])
     ours, interp = compiled_and_interpreted(model, feeds)
-    for got, inter, want in zip(ours, interp, reference(model, feeds)):
+    for got, inter, want in zip(ours, interp, run_reference(model, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(inter, want, rtol=1e-5, atol=1e-5)
 
@@ -254,7 +226,7 @@ def test_not_at_opset_1():
     (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
     np.testing.assert_array_equal(ours, ~x)
     np.testing.assert_array_equal(interp, ~x)
-    np.testing.assert_array_equal(ours, run_all_ort(model, {"x": x})[0])
+    np.testing.assert_array_equal(ours, run_ort(model, {"x": x})[0])
 
 
 # ---------------------------------------------------------------------------------------------- LinearAttention
@@ -298,8 +270,8 @@ def linear_attention_case(rule, b=2, t=5, hq=4, hkv=2, dk=3, dv=4, past=False, d
 def test_linear_attention_three_ways(case):
     model, feeds = linear_attention_case(**case)
     ours, interp = compiled_and_interpreted(model, feeds)
-    ref = run_all_ort(model, feeds)
-    evaluator = reference(model, feeds)
+    ref = run_ort(model, feeds)
+    evaluator = run_reference(model, feeds)
     tol = 3e-3 if case.get("dtype") == "float16" else 1e-5
     for got, inter, want, want_ref in zip(ours, interp, ref, evaluator):
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -334,10 +306,10 @@ def test_tensor_scatter_three_ways(mode, axis, shape, steps, indices):
     if indices is not None:
         feeds["w"] = np.array(indices, np.int64)
     (ours,), (interp,) = compiled_and_interpreted(model, feeds)
-    want = reference(model, feeds)[0]
+    want = run_reference(model, feeds)[0]
     np.testing.assert_array_equal(ours, want)
     np.testing.assert_array_equal(interp, want)
-    np.testing.assert_array_equal(ours, run_all_ort(model, feeds)[0])
+    np.testing.assert_array_equal(ours, run_ort(model, feeds)[0])
 
 
 # ---------------------------------------------------------------------------------------------- TfIdfVectorizer
@@ -361,12 +333,12 @@ def test_tfidf_vectorizer_three_ways(mode, weights, lengths, skip, shape, dtype)
     model = node_model("TfIdfVectorizer", {"x": (dtype, shape)}, 9, **attrs)
     x = np.random.default_rng(10).integers(2, 9, shape).astype(dtype)
     (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
-    want = run_all_ort(model, {"x": x})[0]
+    want = run_ort(model, {"x": x})[0]
     assert ours.dtype == np.float32 and ours.shape == want.shape
     np.testing.assert_array_equal(ours, want)
     np.testing.assert_array_equal(interp, want)
     if weights is None and mode == "TF":  # onnx's reference fails on IDF and TFIDF without weights (len(None))
-        np.testing.assert_array_equal(ours, reference(model, {"x": x})[0])  # and reads weights per output
+        np.testing.assert_array_equal(ours, run_reference(model, {"x": x})[0])  # and reads weights per output
     assert ours.any()
 
 
@@ -408,8 +380,8 @@ def test_deform_conv_three_ways(case):
                                for k, v in feeds.items()], [OUT])
     model = with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))
     (ours,), (interp,) = compiled_and_interpreted(model, feeds)
-    want = run_all_ort(model, feeds)[0]
+    want = run_ort(model, feeds)[0]
     assert ours.shape == want.shape == (n, 4, oh, ow)
-    for other in (want, interp, reference(model, feeds)[0]):
+    for other in (want, interp, run_reference(model, feeds)[0]):
         np.testing.assert_allclose(ours, other, rtol=1e-4, atol=1e-4 * float(np.max(np.abs(want))))
 

@@ -14,8 +14,8 @@ from compiler.passes import PassContext, run_pipeline
 from compiler.passes import constants as const_pass
 from compiler.passes import simplify
 from frontends import from_onnx
+from harness import with_output_shapes
 from relayish import Call, Constant, Function, IRModule, TensorType, Var
-from test_frontend import with_output_shapes
 
 RNG = np.random.default_rng(5)
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from compiler import compile_model
-from contrib_helpers import node_model, relative_error, three_way
 from frontends import OnnxImportError, from_onnx
+from harness import node_model, relative_error, three_way
 from relayish.interp import evaluate
 
 F32, I32 = np.float32, np.int32

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrib_helpers import node_model, three_way
 from frontends import OnnxImportError, from_onnx
+from harness import node_model, three_way
 
 F32, I32, U8, I8 = np.float32, np.int32, np.uint8, np.int8
 

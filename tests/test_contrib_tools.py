@@ -23,7 +23,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from compiler import compile_model
-from contrib_helpers import relative_error, run_ort
+from harness import relative_error, run_ort
 from models._builder import Graph, calibrate, make_model, tensor_info
 from models.bert import make_bert
 from models.gpt import make_gpt

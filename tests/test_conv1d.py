@@ -15,8 +15,7 @@ from compiler.schedule import Split
 from compiler.summary import summarize
 from compiler.task import extract_tasks
 from frontends import from_onnx
-from test_compile_ops import check3
-from test_frontend import make_model
+from harness import make_model, three_way_random
 from test_odd_channels import Net
 
 
@@ -46,7 +45,7 @@ def conv1d_net(length=60):
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_conv1d_network(layout):
-    check3(conv1d_net(), layout=layout)
+    three_way_random(conv1d_net(), layout=layout)
 
 
 def test_conv1d_network_stays_blocked():
@@ -76,7 +75,8 @@ def test_unit_extent_convolutions(form, layout):
     shape, wshape, attrs = form
     rng = np.random.default_rng(sum(shape))
     consts = {"w": rng.standard_normal(wshape).astype(np.float32), "b": rng.standard_normal(wshape[0]).astype(np.float32)}
-    check3(make_model("Conv", {"x": shape}, dict(attrs, kernel_shape=list(wshape[2:])), 17, consts), layout=layout)
+    model = make_model("Conv", {"x": shape}, dict(attrs, kernel_shape=list(wshape[2:])), 17, consts)
+    three_way_random(model, layout=layout)
 
 
 def test_columns_run_along_the_long_axis():

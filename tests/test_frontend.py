@@ -5,85 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from frontends import OnnxImportError, from_onnx
+from harness import assert_close, case_id, make_model, random_feeds, run_ort, with_output_shapes
 from relayish import Constant, IRModule, Tuple
 from relayish.interp import evaluate
 
-RTOL = 1e-4
-
 
 # ---- helpers ----
-
-def make_model(op_type, inputs, attrs=None, opset=17, consts=None, n_outputs=1, produced=(), extra_nodes=()):
-    """A one-node model. Node inputs, in order: `inputs` (name -> shape: float32 graph inputs), `produced` (names
-    computed by extra_nodes), `consts` (name -> array: initializers; a name of None is an omitted input "")."""
-    consts = consts or {}
-    node_inputs = list(inputs) + list(produced) + [name or "" for name in consts]
-    outputs = [f"out{i}" for i in range(n_outputs)]
-    node = helper.make_node(op_type, node_inputs, outputs, name=f"{op_type.lower()}_node", **(attrs or {}))
-    opsets = [helper.make_opsetid("", opset)]
-    ir_version = helper.find_min_ir_version_for(opsets)
-    inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items() if n]
-    graph_inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()]
-    if ir_version < 4:  # initializers must also be graph inputs before IR 4
-        graph_inputs += [helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in inits]
-    graph = helper.make_graph([*extra_nodes, node], "test", graph_inputs,
-                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
-    return with_output_shapes(helper.make_model(graph, opset_imports=opsets, ir_version=ir_version))
-
-
-def with_output_shapes(model):
-    """The checker wants a shape on every graph output: infer it (left empty where inference fails, as in the
-    models of the error tests)."""
-    model = onnx.shape_inference.infer_shapes(model)
-    for out in model.graph.output:
-        out.type.tensor_type.shape.SetInParent()
-    return model
-
-
-def run_ort(model, feeds):
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the op semantics, unfused
-    opts.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return sess.run(None, feeds)
-
-
-def random_feeds(model, seed=0, positive=False):
-    rng = np.random.default_rng(seed)
-    feeds, inits = {}, {t.name for t in model.graph.initializer}
-    for vi in (vi for vi in model.graph.input if vi.name not in inits):
-        shape = [d.dim_value for d in vi.type.tensor_type.shape.dim]
-        x = rng.standard_normal(shape).astype(np.float32)
-        feeds[vi.name] = np.asarray(np.abs(x) + 0.1 if positive else x, np.float32)
-    return feeds
-
-
-def assert_close(ours, ref, what=""):
-    assert ours.shape == ref.shape, f"{what}: shape {ours.shape} != onnxruntime's {ref.shape}"
-    scale = max(float(np.max(np.abs(ref))), 1e-30) if ref.size else 1.0
-    err = float(np.max(np.abs(ours.astype(np.float64) - ref))) / scale if ref.size else 0.0
-    assert err <= RTOL, f"{what}: relative error {err:.3g} > {RTOL}"
-
-
-def assert_three_way(ours, ref, interp, what="", close=assert_close):
-    """A compiled output against onnxruntime's and the interpreter's: onnxruntime's dtype and shape, floats within
-    `close` (default: the project tolerance), other dtypes exactly."""
-    what = f"{what} " if what else ""
-    interp = np.asarray(interp)
-    assert ours.dtype == ref.dtype, f"{what}dtype {ours.dtype} != onnxruntime's {ref.dtype}"
-    assert ours.shape == ref.shape, f"{what}shape {ours.shape} != onnxruntime's {ref.shape}"
-    if ref.dtype.kind == "f":
-        close(ours, ref, f"{what}vs onnxruntime")
-        close(ours, interp, f"{what}vs interpreter")
-    else:
-        np.testing.assert_array_equal(ours, ref, err_msg=f"{what}vs onnxruntime")
-        np.testing.assert_array_equal(ours, interp, err_msg=f"{what}vs interpreter")
-
 
 def check(model, positive=False, seed=0):
     """Import, evaluate with the interpreter and compare every output with onnxruntime's. Returns the IRModule."""
@@ -96,10 +27,6 @@ def check(model, positive=False, seed=0):
     for name, a, b in zip(module.output_names, ours, refs):
         assert_close(a, b, name)
     return module
-
-
-def case_id(case):
-    return "-".join(f"{k}={v}" for k, v in case.items()).replace(" ", "")
 
 
 # ---- elementwise ----

@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from frontends import OnnxImportError, from_onnx
+from harness import make_model, with_output_shapes
 
-from test_frontend import make_model, with_output_shapes
 
 
 def test_unsupported_ops_are_listed_in_one_error():

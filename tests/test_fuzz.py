@@ -22,7 +22,7 @@ SEEDS = seed_models()
 
 def test_seeds_match_onnxruntime():
     from compiler import compile_model
-    from test_frontend import random_feeds, run_ort
+    from harness import random_feeds, run_ort
     for name, model in SEEDS.items():
         feeds = random_feeds(model)
         ours = compile_model(model).run(None, feeds)
@@ -171,7 +171,7 @@ def test_small_campaign_is_clean(tmp_path):
 
 def _found_cases():
     """Classes of mutants the campaigns found that we ran or failed on unclearly; each now a clear error."""
-    from test_frontend import make_model
+    from harness import make_model
     w = np.ones((2, 3, 3, 3), np.float32)
     yield "Conv", make_model("Conv", {"x": (1, 3, 6, 6)}, dict(auto_pad="VALID", pads=[1, 1, 1, 1]), 13, {"w": w}), \
         "auto_pad=VALID together with explicit pads"

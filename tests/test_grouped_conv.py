@@ -17,11 +17,10 @@ from compiler.schedule import Annotate
 from compiler.summary import summarize
 from compiler.task import extract_tasks
 from frontends import from_onnx
+from harness import assert_close, make_model, three_way_random
 from relayish import Constant, Function, IRModule, TensorType, Var, call, get_op, te
 from relayish.interp import evaluate
 from te_eval import evaluate_te
-from test_compile_ops import check3
-from test_frontend import assert_close, make_model
 from test_models import CNNS, feeds, session, small_model
 
 # (input shape, output channels, group, kernel, strides, pads, dilations)
@@ -62,7 +61,7 @@ def conv_model(case, activation=None):
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("case", CONVS, ids=conv_id)
 def test_conv_variant(case, layout):
-    check3(conv_model(case), layout=layout)
+    three_way_random(conv_model(case), layout=layout)
 
 
 def blocked_ops(onnx_model) -> dict:
@@ -205,7 +204,7 @@ def padded_head(channels=200, size=7):
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_padded_convolutions(layout):
-    check3(padded_head(), layout=layout)
+    three_way_random(padded_head(), layout=layout)
 
 
 def test_wide_convolutions_are_padded_to_whole_vectors():
@@ -228,7 +227,7 @@ def test_an_odd_count_of_wide_blocks_is_padded_to_pairs():
     fused = run_pipeline(from_onnx(padded_head(channels=136)), PassContext(winograd=False, vector_width=8))
     convs = [k for k in extract_tasks(fused) if k.ops[0] == "nn.conv2d_nchwc"]
     assert sorted(k.outputs[0].shape[1:] for k in convs)[-2:] == [(18, 7, 7, 8), (18, 7, 7, 8)]
-    check3(padded_head(channels=136))
+    three_way_random(padded_head(channels=136))
 
 
 def narrow_bottleneck(size=9):
@@ -255,7 +254,7 @@ def narrow_bottleneck(size=9):
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_narrow_padded_convolutions(layout):
-    check3(narrow_bottleneck(), layout=layout)
+    three_way_random(narrow_bottleneck(), layout=layout)
 
 
 def test_narrow_convolutions_read_by_convolutions_are_padded():
@@ -299,7 +298,7 @@ def test_a_slice_of_real_channels_is_not_read_as_padding():
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 def test_shuffle_unit(layout):
-    check3(shuffle_unit(), layout=layout)
+    three_way_random(shuffle_unit(), layout=layout)
 
 
 def test_shuffle_unit_stays_blocked():

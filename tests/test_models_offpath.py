@@ -12,6 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from harness import assert_close
 import models
 from compiler import compile_model
 from frontends import from_onnx
@@ -20,7 +21,6 @@ from models.shufflenet_v1 import bottleneck
 from models.suite import SUITE
 from models.zfnet512 import features, legacy_pool_pad
 from relayish.interp import evaluate
-from test_frontend import assert_close
 from test_models import attr, convs, producers
 
 SMALL = {  # suite name -> (maker, small options)

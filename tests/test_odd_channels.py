@@ -15,8 +15,7 @@ from compiler.passes import PassContext, run_pipeline
 from compiler.passes.channel_maps import ChannelMap, channel_maps, group_map, network_block, plain_map
 from compiler.summary import summarize
 from frontends import from_onnx
-from test_compile_ops import check3
-from test_frontend import with_output_shapes
+from harness import three_way_random, with_output_shapes
 from test_models import session
 
 
@@ -89,7 +88,7 @@ def odd_channel_net(c_in=3, a=17, b=13, c=68, d=136, e=24, f=1000, size=11):
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("widths", [dict(), dict(c_in=5, a=7, b=11, c=31, d=37, e=19, f=29)], ids=["suite", "primes"])
 def test_odd_channel_counts(widths, layout):
-    check3(odd_channel_net(**widths), layout=layout)
+    three_way_random(odd_channel_net(**widths), layout=layout)
 
 
 # ---------------------------------------------------------------------------------------------- grouped
@@ -142,13 +141,13 @@ STACKS = {"g4": dict(groups=4), "g8": dict(groups=8, widths=(384, 768)), "g3": d
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("stack", STACKS)
 def test_shuffle_stacks(stack, layout):
-    check3(shuffle_stack(**STACKS[stack]), layout=layout)
+    three_way_random(shuffle_stack(**STACKS[stack]), layout=layout)
 
 
 @pytest.mark.parametrize("layout", ["NCHWc", "NCHW"])
 @pytest.mark.parametrize("per_group", [17, 34, 5])
 def test_grouped_windows(per_group, layout):
-    check3(grouped_window_net(per_group=per_group), layout=layout)
+    three_way_random(grouped_window_net(per_group=per_group), layout=layout)
 
 
 def fused(model):

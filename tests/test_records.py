@@ -291,7 +291,7 @@ def test_compile_model_takes_tuned_schedules_for_this_target_only(tmp_path):
     from compiler.passes import PassContext, run_pipeline
     from frontends import from_onnx
     from relayish.interp import evaluate
-    from test_frontend import make_model, random_feeds
+    from harness import make_model, random_feeds
 
     rng = np.random.default_rng(0)
     model = make_model("Conv", {"x": (1, 4, 8, 8)}, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 11,

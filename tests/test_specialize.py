@@ -12,8 +12,8 @@ from compiler import compile_model
 from compiler import specialize
 from compiler.specialize import ValueSpecializedSession
 from frontends import OnnxImportError
+from harness import run_ort
 from runtime import Module
-from test_frontend import run_ort
 
 
 def reshape_model():

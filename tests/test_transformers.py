@@ -11,10 +11,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
 from frontends import from_onnx
+from harness import assert_close, with_output_shapes
 from models.bert import make_bert
 from models.gpt import make_gpt
 from relayish.interp import evaluate
-from test_frontend import assert_close, with_output_shapes
 
 VOCAB, SEQ = 50, 16
 SMALL = dict(seq_len=SEQ, layers=2, d_model=32, heads=4, vocab_size=VOCAB)

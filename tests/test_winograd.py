@@ -17,13 +17,12 @@ from compiler.passes.layout import winograd_tile
 from compiler.schedule import Annotate, Loc, Reorder, Schedule, initial_state
 from compiler.task import build_task
 from frontends import from_onnx
+from harness import make_model, three_way_random
 from relayish import te
 from relayish.expr import Attrs, Call, Function, TensorType, Var, call, post_order
 from relayish.interp import evaluate
 from relayish.ops.layout import _cn_ref
 from relayish.ops.winograd import _wt_ref, winograd_matrices
-from test_compile_ops import check3
-from test_frontend import make_model
 from test_kernels import TOLERANCE, run_compiled
 from tuning.annotate import random_programs
 from tuning.sketch import generate_sketches
@@ -103,7 +102,7 @@ def test_a_convolution_whose_weights_are_not_finite_stays_direct(bad):
 @pytest.mark.parametrize("batch,size", [(1, (13, 11)), (2, (8, 8)), (1, (5, 9))])
 def test_models_match_onnxruntime_and_interpreter(batch, size):
     """Compiled (Winograd) vs onnxruntime vs the numpy interpreter; odd sizes leave partial tiles."""
-    check3(_one_conv_model(size=size, batch=batch))
+    three_way_random(_one_conv_model(size=size, batch=batch))
 
 
 # ---------------------------------------------------------------------------------------------- kernels

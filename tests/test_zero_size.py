@@ -6,13 +6,10 @@ the module, an empty output still an output."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler import compile_model
-from frontends import from_onnx
-from relayish.interp import evaluate
+from harness import three_way, with_output_shapes
 from runtime import load_module
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -23,26 +20,17 @@ def model(nodes, inputs: dict, outputs: list, inits: dict | None = None, opset=1
     graph = helper.make_graph(nodes, "zero", [helper.make_tensor_value_info(n, F, s) for n, s in inputs.items()],
                               [helper.make_tensor_value_info(o, F, None) for o in outputs],
                               [numpy_helper.from_array(np.asarray(a), n) for n, a in (inits or {}).items()])
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    import onnx
-    m = onnx.shape_inference.infer_shapes(m)
-    for out in m.graph.output:
-        out.type.tensor_type.shape.SetInParent()
-    return m
+    return with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def assert_allclose(ours, ref, what):
+    np.testing.assert_allclose(ours, ref, rtol=1e-5, atol=1e-6, err_msg=what)
 
 
 def check3(m, feeds: dict, input_shapes=None):
-    """Compiled vs interpreter vs onnxruntime: same shapes, dtypes and values."""
-    sess = compile_model(m, input_shapes=input_shapes)
-    got = sess.run(None, feeds)
-    interp = evaluate(from_onnx(m, input_shapes=input_shapes), feeds)
-    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    assert len(got) == len(want)
-    for g, i, w in zip(got, interp, want):
-        assert g.shape == i.shape == w.shape and g.dtype == w.dtype, (g.shape, i.shape, w.shape)
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(i, w, rtol=1e-5, atol=1e-6)
-    return sess, got
+    """harness.three_way within rtol 1e-5 and atol 1e-6: (the compiled session, its outputs)."""
+    runs = three_way(m, feeds, close=assert_allclose, input_shapes=input_shapes)
+    return runs.session, runs.compiled
 
 
 def rand(*shape):
