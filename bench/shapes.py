@@ -355,11 +355,10 @@ def main(argv=None) -> int:
     if args.json:
         import json
 
-        from bench.report import machine, versions
+        from bench.report import provenance
         with open(args.json, "w") as f:
-            json.dump({"benchmark": "shapes", "command": "python -m bench.shapes " + " ".join(argv or sys.argv[1:]),
-                       "date": time.strftime("%Y-%m-%d"), "seed": args.seed, "n": args.n, "threads": args.threads,
-                       "repeat": args.repeat, "machine": machine(), "versions": versions(),
+            json.dump({"benchmark": "shapes", **provenance("python -m bench.shapes " + " ".join(argv or sys.argv[1:])),
+                       "seed": args.seed, "n": args.n, "threads": args.threads, "repeat": args.repeat,
                        "summary": summary, "cases": rows}, f, indent=1, default=float)
     return 1 if any(r["ratio"] is None for r in rows) else 0
 

@@ -51,6 +51,24 @@ SYNTHETIC = {
                  {"model": "gpt", "relayish": stats(0.65), "onnxruntime": stats(0.94), "ratio": 0.69,
                   "paired": PAIRED, "max_rel_error": 4.7e-7, "agree": True},
                  {"model": "broken", "error": "compile: OnnxImportError: bad"}]},
+    "wild.json": {
+        "benchmark": "suite", **prov("python -m bench.suite wild/ --json w.json"),
+        "configuration": {"threads": 2, "timing": "steady", "repeat": 30, "warmup": 5, "block": 5},
+        "rows": [{"model": "ppocr_v6_rec", "relayish": stats(12.56), "onnxruntime": stats(12.62),
+                  "openvino": stats(12.46), "ratio": 0.995, "paired": PAIRED, "openvino_ratio": 0.987,
+                  "openvino_paired": PAIRED, "max_rel_error": 4.7e-6, "agree": True}]},
+    "shapes.json": {
+        "benchmark": "shapes", **prov("python -m bench.shapes --seed 5 --json sh.json"), "seed": 5, "n": 8,
+        "threads": 2, "repeat": 30,
+        "summary": [{"class": "conv1x1", "cases": 8, "failures": 0, "geomean": 0.912, "p90": 1.104, "worst": 1.21,
+                     "worst_shape": "conv1x1 c=17 o=3 9x9 k=1 s1"},
+                    {"class": "lstm", "cases": 8, "failures": 1, "geomean": None, "p90": None, "worst": None,
+                     "worst_shape": None}],
+        "cases": []},
+    "rnn.json": {
+        "benchmark": "rnn", **prov("python -m bench.rnn --json r.json"), "threads": 2, "repeat": 30,
+        "cases": [{"shape": "LSTM T=8 B=1 I=64 H=64 forward", "ours_ms": 0.0412, "ort_ms": 0.0577, "ratio": 0.714},
+                  {"shape": "GRU T=512 B=4 I=64 H=64 forward", "ratio": None, "error": "compile: boom"}]},
     "payoff.json": [
         {**prov("python -m bench.payoff suite/ --minutes 15 --out payoff/"), "model": "resnet18", "minutes": 15,
          "trials": 1591, "tasks": 20, "date": "2031-02-01 10:00", "untuned_ms": 6.37, "tuned_ms": 6.67,
@@ -108,11 +126,16 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 4
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 7
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
     assert "openvino None" not in page
+    assert "| ppocr_v6_rec | 12.56 | 12.62 | 12.46 | **0.99** |" in page
+    assert "| conv1x1 | 8 | 0 | **0.91** | 1.10 | 1.21 | `conv1x1 c=17 o=3 9x9 k=1 s1` |" in page
+    assert "| lstm | 8 | 1 | **-** | - | - | `-` |" in page
+    assert "| LSTM T=8 B=1 I=64 H=64 forward | 0.041 | 0.058 | **0.71** |" in page
+    assert "| GRU T=512 B=4 I=64 H=64 forward | - | - | failed: compile: boom |" in page
 
 
 def test_a_benchmark_without_data_names_its_command(tmp_path):
@@ -144,6 +167,10 @@ def _delete(data, path: str):
     ("payoff.json", "0.paired", "paired.tuned/untuned"),
     ("payoff.json", "0.kept", "kept"),
     ("template_free.json", "curve", "curve"),
+    ("shapes.json", "summary.0.p90", "p90"),
+    ("shapes.json", "seed", "seed"),
+    ("rnn.json", "cases.0.ort_ms", "ort_ms"),
+    ("wild.json", "rows.0.paired", "paired"),
     ("template_free.json", "end_to_end_ms.naive", "end_to_end_ms.naive"),
     ("template_free.json", "versions", "versions"),
     ("tune_compare_resnet18.json", "strategies.0.start_ms", "start_ms"),
@@ -161,8 +188,8 @@ def test_malformed_values_and_orphan_files_are_refused(tmp_path):
     files["suite.json"]["rows"][0]["ratio"] = "fast"
     with pytest.raises(ReportError, match="suite.json rows\\[0\\]: field 'ratio' must be a number"):
         render_page(write(tmp_path / "a", files))
-    files = dict(SYNTHETIC, **{"shapes.json": {}})
-    with pytest.raises(ReportError, match="shapes.json: no benchmark of bench/report_docs.py reads it"):
+    files = dict(SYNTHETIC, **{"speed.json": {}})
+    with pytest.raises(ReportError, match="speed.json: no benchmark of bench/report_docs.py reads it"):
         render_page(write(tmp_path / "b", files))
     (write(tmp_path / "c", {}) / "suite.json").write_text("{not json")
     with pytest.raises(ReportError, match="suite.json: not valid JSON"):
