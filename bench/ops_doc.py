@@ -12,9 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from frontends.onnx import MAX_OPSET, MIN_OPSET
-from frontends.onnx_ops import lookup_converter, supported_ops
-from frontends.onnx_versions import REVIEWED
+from frontends.onnx import MAX_OPSET, MIN_OPSET, lookup_converter, supported_ops
+from frontends.onnx.versions.default import REVIEWED
 from relayish.op import op_table
 
 GENERATOR = "python -m bench.ops_doc -o docs/ops.md"

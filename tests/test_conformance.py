@@ -11,7 +11,7 @@ import pytest
 
 from conformance import load_cases, main, run_cases, select
 from conformance.engines import run_relayish
-from frontends.onnx_ops import supported_ops
+from frontends.onnx import supported_ops
 
 from fixtures_native import have_compiler
 

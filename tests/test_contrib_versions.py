@@ -10,8 +10,8 @@ import pytest
 
 from contrib_helpers import node_model
 from frontends import OnnxImportError, from_onnx
-from frontends.onnx_ops import lookup_converter, supported_ops
-from frontends.onnx_versions_contrib import CONTRIB, REVIEWED
+from frontends.onnx import lookup_converter, supported_ops
+from frontends.onnx.versions.contrib import CONTRIB, REVIEWED
 
 ORT_SCHEMAS = {s.name: s for s in ort_c.get_all_operator_schema() if s.domain == CONTRIB}
 

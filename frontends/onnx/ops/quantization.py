@@ -16,10 +16,10 @@ from onnx import helper
 from relayish import Constant, Expr, const
 from relayish.types import DTYPES
 
-from .onnx_ops import _axis, _binary, _reshape, _shape, converter
-from .onnx_ops_attention import _cast
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
+from .basic import _axis, _binary, _reshape, _shape, converter
+from .attention import _cast
+from .tensor import fold
+from ..values import ConversionError
 
 # quantized integer types relayish has, and their ranges (ONNX's _QUANT_INTEGER_RANGES)
 QUANT_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}

@@ -15,10 +15,10 @@ import numpy as np
 from relayish import Constant, Expr
 from relayish.types import numpy_dtype
 
-from .onnx_ops import _shape, _transpose, converter
-from .onnx_ops_attention import _cast, _float_dtype, _grouped_matmul
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
+from .basic import _shape, _transpose, converter
+from .attention import _cast, _float_dtype, _grouped_matmul
+from .tensor import fold
+from ..values import ConversionError
 
 
 def _modified(scope, graph, value: Expr, what: str) -> Expr:

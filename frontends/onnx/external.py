@@ -14,6 +14,9 @@ Then each file is opened with O_NOFOLLOW, checked to be the file that was inspec
 their bytes as raw_data and no longer refer to any file.
 
 A model given as bytes or as a ModelProto has no folder: external references in it are refused.
+
+`external_data_locations` lists the files a model's bytes refer to, for the compile cache's key
+(compiler/cache.py).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pathlib import Path, PurePosixPath
 
 import onnx
 from onnx import TensorProto, helper
+from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
 
 MAX_TENSOR_BYTES = 1 << 36  # 64 GiB: no tensor of a model we can compile is larger
 
@@ -164,3 +168,13 @@ def _read(path: Path, st: os.stat_result, offset: int, size: int, where: str) ->
     if len(data) != size:
         raise ExternalDataError(f"{where}: read {len(data)} of {size} bytes from {path}")
     return data
+
+
+def external_data_locations(data: bytes) -> list[str]:
+    """The sorted relative paths of the external-data files the model in `data` names; [] if none, or if the bytes
+    do not parse (reporting that is from_onnx's job)."""
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception:  # noqa: BLE001 - any parse failure: not ours to report here
+        return []
+    return sorted({ExternalDataInfo(t).location for t in _get_all_tensors(proto) if uses_external_data(t)})

@@ -12,10 +12,10 @@ import numpy as np
 
 from relayish import Expr, const
 
-from .onnx_ops import _axis, _reshape, _shape, _transpose, converter
-from .onnx_ops_attention import _cast, _grouped_matmul, _to_heads
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
+from .basic import _axis, _reshape, _shape, _transpose, converter
+from .attention import _cast, _grouped_matmul, _to_heads
+from .tensor import fold
+from ..values import ConversionError
 
 MAX_STEPS = 1024  # time steps LinearAttention is unrolled to (each adds a few ops to the graph)
 _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True), "gated_delta": (True, True)}

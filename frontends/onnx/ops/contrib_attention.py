@@ -16,11 +16,11 @@ import numpy as np
 
 from relayish import Constant, Expr, const
 
-from .onnx_ops import _binary, _flag, _reshape, _shape, _transpose, converter, matmul
-from .onnx_ops_contrib import _same_dtype
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
-from .onnx_versions_contrib import CONTRIB
+from .basic import _binary, _flag, _reshape, _shape, _transpose, converter, matmul
+from .contrib import _same_dtype
+from .tensor import fold
+from ..values import ConversionError
+from ..versions.contrib import CONTRIB
 
 MASK_FILTER_VALUE = -10000.0
 

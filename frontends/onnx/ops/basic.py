@@ -20,7 +20,7 @@ import numpy as np
 
 from relayish import Constant, Expr, call, const, get_op
 
-from .onnx_values import ConversionError, checked_elements, int_list_input, scalar_input, tensor_array
+from ..values import ConversionError, checked_elements, int_list_input, scalar_input, tensor_array
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from onnx import helper
 from relayish import call
 from relayish.types import DTYPES
 
-from .onnx_ops import ConversionError, converter
-from .onnx_ops_tensor import fold
+from .basic import ConversionError, converter
+from .tensor import fold
 
 
 def _simple(op_type: str, op: str, since: int):

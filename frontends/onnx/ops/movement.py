@@ -14,9 +14,9 @@ from onnx import helper
 from relayish import Constant, Expr, call, get_op
 from relayish.types import DTYPES, numpy_dtype
 
-from .onnx_ops import _axis, _is_const, _reshape, _shape, _transpose, converter
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, _ints, checked_elements, int_list_input, scalar_input
+from .basic import _axis, _is_const, _reshape, _shape, _transpose, converter
+from .tensor import fold
+from ..values import ConversionError, _ints, checked_elements, int_list_input, scalar_input
 
 INDEX_DTYPES = (np.int32, np.int64)
 

@@ -29,12 +29,12 @@ from onnx import TensorProto, helper
 from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var, get_op
 from relayish.types import numpy_dtype
 
-from .onnx_external import ExternalDataError, load_external_data, refuse_external_data
-from .onnx_ops import Converter, lookup_converter
-from .onnx_values import ConversionError, check_tensor_data, checked_elements, tensor_array
-from .onnx_versions import unreviewed
-from .onnx_versions_contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
-from .onnx_versions_domains import OTHER_DOMAINS, unreviewed_in_domain
+from .external import ExternalDataError, load_external_data, refuse_external_data
+from .ops.basic import Converter, lookup_converter
+from .values import ConversionError, check_tensor_data, checked_elements, tensor_array
+from .versions.default import unreviewed
+from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
+from .versions.domains import OTHER_DOMAINS, unreviewed_in_domain
 
 MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
 OLDEST_OPSET = 1  # below MIN_OPSET, an op imports if its schema version there is one reviewed

@@ -20,10 +20,10 @@ import numpy as np
 
 from relayish import Constant, Expr, const
 
-from .onnx_ops import _binary, _reshape, _shape, converter
-from .onnx_ops_signal import MAX_MATRIX_ELEMENTS, _expect_float32
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
+from .basic import _binary, _reshape, _shape, converter
+from .signal import MAX_MATRIX_ELEMENTS, _expect_float32
+from .tensor import fold
+from ..values import ConversionError
 
 
 # ---- GridSample ----

@@ -20,11 +20,11 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.types import DTYPES
 
-from .onnx_ops import _axis, _binary, _reshape, _shape, _transpose, converter
-from .onnx_ops_attention import _cast
-from .onnx_ops_quant import _elem_type_name
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, constant_value, int_list_input, scalar_input
+from .basic import _axis, _binary, _reshape, _shape, _transpose, converter
+from .attention import _cast
+from .quantization import _elem_type_name
+from .tensor import fold
+from ..values import ConversionError, constant_value, int_list_input, scalar_input
 
 MAX_MATRIX_ELEMENTS = 1 << 24  # a DFT matrix of 128 MB in float64 is far beyond real uses
 FLOAT_INPUTS = ("float32",)

@@ -16,8 +16,8 @@ import numpy as np
 
 from relayish import Constant, Expr, call
 
-from .onnx_ops import _binary, _reshape, _shape, _transpose
-from .onnx_ops_tensor import fold
+from .basic import _binary, _reshape, _shape, _transpose
+from .tensor import fold
 
 PACK_BLOCK = 16  # columns of a packed weight block: a float32 vector of AVX-512, two of AVX2
 

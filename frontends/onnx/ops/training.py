@@ -15,9 +15,9 @@ import numpy as np
 from relayish import Constant, Expr, call
 from relayish.types import numpy_dtype
 
-from .onnx_ops import _shape, converter
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, scalar_input
+from .basic import _shape, converter
+from .tensor import fold
+from ..values import ConversionError, scalar_input
 
 
 def _const(value, dtype: str) -> Constant:

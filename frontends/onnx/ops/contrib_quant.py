@@ -24,14 +24,14 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.ops.nn import pool_out_size
 
-from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _transpose, _window, converter
-from .onnx_ops_attention import _cast
-from .onnx_ops_convnd import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
-from .onnx_ops_misc import conv_integer
-from .onnx_ops_quant import _dequantize, _quantize
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
-from .onnx_versions_contrib import CONTRIB
+from .basic import _axis, _binary, _flag, _reshape, _shape, _transpose, _window, converter
+from .attention import _cast
+from .conv import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
+from .misc import conv_integer
+from .quantization import _dequantize, _quantize
+from .tensor import fold
+from ..values import ConversionError
+from ..versions.contrib import CONTRIB
 
 Q8 = {"uint8": (0, 255), "int8": (-128, 127)}
 

@@ -14,9 +14,9 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import numpy_dtype
 
-from .onnx_ops import _reshape, _shape, converter
-from .onnx_ops_tensor import fold, gather
-from .onnx_values import ConversionError
+from .basic import _reshape, _shape, converter
+from .tensor import fold, gather
+from ..values import ConversionError
 
 MAX_MATCH_ELEMENTS = 1 << 26  # n-gram comparisons (rows x pool n-grams x positions) of one size and skip
 

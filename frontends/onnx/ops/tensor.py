@@ -18,8 +18,8 @@ from relayish import Constant, Expr, call, const, get_op
 from relayish.op import infer_call_type
 from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
 
-from .onnx_ops import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
-from .onnx_values import ConversionError, _ints, checked_elements, constant_value, int_list_input
+from .basic import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
+from ..values import ConversionError, _ints, checked_elements, constant_value, int_list_input
 
 
 def fold(op: str, *args: Expr, **attrs) -> Expr:

@@ -16,9 +16,9 @@ from onnx import helper
 from relayish import Constant, Expr, const
 from relayish.types import DTYPES, is_float
 
-from .onnx_ops import _axis, _binary, _reshape, _shape, _transpose, converter
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
+from .basic import _axis, _binary, _reshape, _shape, _transpose, converter
+from .tensor import fold
+from ..values import ConversionError
 
 NEG_INF = -math.inf
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from relayish import Expr
 
-from .onnx_ops import _axis, _shape, converter
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, constant_value, int_list_input
+from .basic import _axis, _shape, converter
+from .tensor import fold
+from ..values import ConversionError, constant_value, int_list_input
 
 POLICIES = ("stretch", "not_larger", "not_smaller")
 

@@ -17,10 +17,10 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.ops.nn import pool_out_size
 
-from . import onnx_ops
-from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _window, converter
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, int_list_input
+from . import basic as onnx_ops
+from .basic import _axis, _binary, _flag, _reshape, _shape, _window, converter
+from .tensor import fold
+from ..values import ConversionError, int_list_input
 
 
 def _spatial_rank(x: Expr, op: str) -> int:

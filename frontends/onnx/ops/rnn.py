@@ -27,10 +27,10 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import is_float
 
-from .onnx_ops import _binary, _reshape, _shape, _transpose, converter
-from .onnx_ops_tensor import fold
-from .onnx_rnn_cells import default_activations, pad_units, packed_weight, projection, run_layer, zero_constant
-from .onnx_values import ConversionError
+from .basic import _binary, _reshape, _shape, _transpose, converter
+from .tensor import fold
+from .rnn_cells import default_activations, pad_units, packed_weight, projection, run_layer, zero_constant
+from ..values import ConversionError
 
 # activation name (lower case) -> (number of alpha values, number of beta values, default alpha, default beta)
 _ACTIVATION_ARGS = {"relu": (0, 0), "tanh": (0, 0), "sigmoid": (0, 0), "softsign": (0, 0), "softplus": (0, 0),

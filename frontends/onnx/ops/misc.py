@@ -14,10 +14,10 @@ import numpy as np
 from relayish import Constant, Expr, const, free_vars
 from relayish.types import numpy_dtype
 
-from .onnx_ops import _axis, _binary, _reshape, _shape, conv, converter, matmul
-from .onnx_ops_attention import _cast
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
+from .basic import _axis, _binary, _reshape, _shape, conv, converter, matmul
+from .attention import _cast
+from .tensor import fold
+from ..values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 

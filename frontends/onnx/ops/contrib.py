@@ -19,12 +19,12 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import is_float
 
-from .onnx_ops import _axis, _binary, _flag, _reshape, _shape, _transpose, converter, gemm
-from .onnx_ops_attention import _cast, _last_axis
-from .onnx_ops_convnd import conv as onnx_conv
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
-from .onnx_versions_contrib import CONTRIB, ORT_ONNX_DOMAIN
+from .basic import _axis, _binary, _flag, _reshape, _shape, _transpose, converter, gemm
+from .attention import _cast, _last_axis
+from .conv import conv as onnx_conv
+from .tensor import fold
+from ..values import ConversionError
+from ..versions.contrib import CONTRIB, ORT_ONNX_DOMAIN
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
 
@@ -151,7 +151,7 @@ def _matmul_operand(x: Expr, trans: bool, trans_batch: bool) -> Expr:
 
 
 def _fused_matmul(a, b, alpha, trans_a, trans_b, trans_batch_a, trans_batch_b):
-    from .onnx_ops import matmul  # numpy matmul semantics (1-D operands, broadcast batch dims)
+    from .basic import matmul  # numpy matmul semantics (1-D operands, broadcast batch dims)
     _same_dtype({"A": a, "B": b})
     y = matmul(_matmul_operand(a, _flag(trans_a, "transA"), _flag(trans_batch_a, "transBatchA")),
                _matmul_operand(b, _flag(trans_b, "transB"), _flag(trans_batch_b, "transBatchB")))

@@ -17,15 +17,15 @@ import numpy as np
 
 from relayish import Constant, Expr, const
 
-from .onnx_ops import _binary, _flag, _reshape, _shape, _transpose, converter, matmul
-from .onnx_ops_attention import _cast
-from .onnx_ops_contrib_attention import MASK_FILTER_VALUE, attention_of_projections
-from .onnx_ops_contrib_quant import q8, requantize, scalar, zero_point
-from .onnx_ops_quant import dynamic_quantize
-from .onnx_ops_rnn import _lstm
-from .onnx_ops_tensor import fold
-from .onnx_values import ConversionError
-from .onnx_versions_contrib import CONTRIB
+from .basic import _binary, _flag, _reshape, _shape, _transpose, converter, matmul
+from .attention import _cast
+from .contrib_attention import MASK_FILTER_VALUE, attention_of_projections
+from .contrib_quant import q8, requantize, scalar, zero_point
+from .quantization import dynamic_quantize
+from .rnn import _lstm
+from .tensor import fold
+from ..values import ConversionError
+from ..versions.contrib import CONTRIB
 
 
 def _per_column(p: Expr | None, columns: int, dtype: str, what: str) -> Expr | None:

@@ -1,0 +1,18 @@
+"""The converters, one module per op family; importing this package registers them all (frontends/onnx/registry.py).
+"""
+from . import basic, tensor, unary  # noqa: F401  (register their converters)
+from . import attention  # noqa: F401  (Attention, RMSNormalization, RotaryEmbedding, Swish, SwiGLU)
+from . import movement  # noqa: F401  (Pad, Gather/Scatter Elements and ND, OneHot, Tile...)
+from . import quantization  # noqa: F401  (Quantize/DequantizeLinear, DynamicQuantizeLinear, losses)
+from . import misc  # noqa: F401  (TopK, Einsum, If, Loop, NonZero, Compress, Unique...)
+from . import signal  # noqa: F401  (windows, Mel, DFT, STFT, AffineGrid, Col2Im)
+from . import sampling  # noqa: F401  (GridSample, RoiAlign)
+from . import conv  # noqa: F401  (Conv and pools of every rank, ConvTranspose, normalizations)
+from . import resize  # noqa: F401  (Resize, Upsample)
+from . import rnn  # noqa: F401  (RNN, GRU, LSTM: unrolled compositions)
+from . import training  # noqa: F401  (Dropout, BatchNormalization: their training modes)
+from . import caches  # noqa: F401  (LinearAttention, TensorScatter)
+from . import ml  # noqa: F401  (TfIdfVectorizer, the ai.onnx.ml ops)
+from . import attention_flex  # noqa: F401  (FlexAttention, ai.onnx.preview)
+from . import contrib, contrib_attention  # noqa: F401  (onnxruntime's com.microsoft ops)
+from . import contrib_quant, contrib_qmatmul  # noqa: F401  (its quantized ops, QLinearConv)
