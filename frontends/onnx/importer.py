@@ -30,10 +30,10 @@ from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorTy
 from relayish.types import numpy_dtype
 
 from .external import ExternalDataError, load_external_data, refuse_external_data
-from .ops.basic import Converter, lookup_converter
+from .registry import Converter, lookup_converter
 from .values import ConversionError, check_tensor_data, checked_elements, tensor_array
-from .versions.default import unreviewed
 from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
+from .versions.default import unreviewed
 from .versions.domains import OTHER_DOMAINS, unreviewed_in_domain
 
 MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)

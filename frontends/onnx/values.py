@@ -16,7 +16,7 @@ class ConversionError(ValueError):
     """A node that its converter cannot handle (unsupported attribute value, non-constant shape input...)."""
 
 
-def _ints(values) -> tuple[int, ...]:
+def int_tuple(values) -> tuple[int, ...]:
     return tuple(int(v) for v in np.asarray(values).reshape(-1))
 
 
@@ -105,4 +105,4 @@ def int_list_input(expr: Expr, what: str, dtypes=(np.int64,)) -> tuple[int, ...]
                               f"{value.dtype}")
     if value.ndim > 1:
         raise ConversionError(f"input {what!r} must be 1-D, got shape {value.shape}")
-    return _ints(value)
+    return int_tuple(value)

@@ -15,10 +15,10 @@ import numpy as np
 from relayish import Constant, Expr
 from relayish.types import numpy_dtype
 
-from .basic import _shape, _transpose, converter
-from .attention import _cast, _float_dtype, _grouped_matmul
-from .tensor import fold
+from ..builders import astype, fold, shape_of, transpose
+from ..registry import converter
 from ..values import ConversionError
+from .attention import float_dtype, grouped_matmul
 
 
 def _modified(scope, graph, value: Expr, what: str) -> Expr:
@@ -27,15 +27,15 @@ def _modified(scope, graph, value: Expr, what: str) -> Expr:
         raise ConversionError(f"{what} must have one input and one output, got {len(graph.input)} and "
                               f"{len(graph.output)}")
     out, = scope.convert(graph, [value], what)
-    if _shape(out) != _shape(value) or out.type.dtype != value.type.dtype:
-        raise ConversionError(f"{what} must keep the shape {_shape(value)} and dtype {value.type.dtype} of its "
-                              f"input, got {_shape(out)} {out.type.dtype}")
+    if shape_of(out) != shape_of(value) or out.type.dtype != value.type.dtype:
+        raise ConversionError(f"{what} must keep the shape {shape_of(value)} and dtype {value.type.dtype} of its "
+                              f"input, got {shape_of(out)} {out.type.dtype}")
     return out
 
 
 @converter("FlexAttention", since=1, domain="ai.onnx.preview")
 def flex_attention(q, k, v, *, scale=None, score_mod=None, prob_mod=None, softmax_precision=None, _scope=None):
-    shapes = [_shape(t) for t in (q, k, v)]
+    shapes = [shape_of(t) for t in (q, k, v)]
     if any(len(s) != 4 for s in shapes):
         raise ConversionError(f"Q, K and V must be 4-D [batch, heads, seq, size], got {shapes}")
     (b, hq, _, e), (bk, hkv, s, ek), (bv, hv, sv, _) = shapes
@@ -46,15 +46,15 @@ def flex_attention(q, k, v, *, scale=None, score_mod=None, prob_mod=None, softma
     if k.type.dtype != dtype or v.type.dtype != dtype or dtype not in ("float32", "float64", "float16", "bfloat16"):
         raise ConversionError(f"Q, K and V must have one float dtype, got {q.type.dtype}, {k.type.dtype}, "
                               f"{v.type.dtype}")
-    compute = _float_dtype(softmax_precision, "softmax_precision") if softmax_precision is not None else \
+    compute = float_dtype(softmax_precision, "softmax_precision") if softmax_precision is not None else \
         ("float64" if dtype == "float64" else "float32")
     scale = 1.0 / math.sqrt(e) if scale is None else float(scale)
     root = Constant(np.asarray(np.sqrt(np.float32(scale)), numpy_dtype(dtype)))
-    scores = _grouped_matmul(fold("multiply", q, root), _transpose(fold("multiply", k, root), (0, 1, 3, 2)))
-    scores = _cast(scores, compute)
+    scores = grouped_matmul(fold("multiply", q, root), transpose(fold("multiply", k, root), (0, 1, 3, 2)))
+    scores = astype(scores, compute)
     if score_mod is not None:
         scores = _modified(_scope, score_mod, scores, "score_mod")
     probs = fold("nn.softmax", scores, axis=3)
     if prob_mod is not None:
         probs = _modified(_scope, prob_mod, probs, "prob_mod")
-    return _cast(_grouped_matmul(probs, _cast(v, compute)), dtype)
+    return astype(grouped_matmul(probs, astype(v, compute)), dtype)

@@ -12,10 +12,10 @@ import numpy as np
 
 from relayish import Expr, const
 
-from .basic import _axis, _reshape, _shape, _transpose, converter
-from .attention import _cast, _grouped_matmul, _to_heads
-from .tensor import fold
+from ..builders import astype, fold, normalize_axis, reshape, shape_of, transpose
+from ..registry import converter
 from ..values import ConversionError
+from .attention import grouped_matmul, to_heads
 
 MAX_STEPS = 1024  # time steps LinearAttention is unrolled to (each adds a few ops to the graph)
 _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True), "gated_delta": (True, True)}
@@ -25,10 +25,10 @@ _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, Tru
 
 def _per_step(x: Expr, heads: int, width: int, what: str) -> Expr:
     """decay or beta, [B, T, heads * width] -> [B, heads, T, width] in float32."""
-    b, t, last = _shape(x)
+    b, t, last = shape_of(x)
     if last != heads * width:
         raise ConversionError(f"input {what}: last dim {last} must be {heads * width}")
-    return _cast(_transpose(_reshape(x, (b, t, heads, width)), (0, 2, 1, 3)), "float32")
+    return astype(transpose(reshape(x, (b, t, heads, width)), (0, 2, 1, 3)), "float32")
 
 
 def _step(x: Expr, i: int) -> Expr:
@@ -56,39 +56,39 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
     if q_num_heads <= 0 or kv_num_heads <= 0 or q_num_heads % kv_num_heads:
         raise ConversionError(f"q_num_heads ({q_num_heads}) must be a positive multiple of kv_num_heads "
                               f"({kv_num_heads})")
-    if any(len(_shape(x)) != 3 for x in (query, key, value)):
+    if any(len(shape_of(x)) != 3 for x in (query, key, value)):
         raise ConversionError(f"query, key and value must be 3-D [batch, steps, heads * size], got "
-                              f"{_shape(query)}, {_shape(key)}, {_shape(value)}")
-    q, k, v = (_cast(_to_heads(x, h, what), "float32") for x, h, what in
+                              f"{shape_of(query)}, {shape_of(key)}, {shape_of(value)}")
+    q, k, v = (astype(to_heads(x, h, what), "float32") for x, h, what in
                ((query, q_num_heads, "query"), (key, kv_num_heads, "key"), (value, kv_num_heads, "value")))
-    b, _, steps, d_k = _shape(q)
-    d_v = _shape(v)[3]
-    if _shape(k) != (b, kv_num_heads, steps, d_k) or _shape(v)[:3] != (b, kv_num_heads, steps):
-        raise ConversionError(f"query {_shape(query)}, key {_shape(key)} and value {_shape(value)} do not agree "
+    b, _, steps, d_k = shape_of(q)
+    d_v = shape_of(v)[3]
+    if shape_of(k) != (b, kv_num_heads, steps, d_k) or shape_of(v)[:3] != (b, kv_num_heads, steps):
+        raise ConversionError(f"query {shape_of(query)}, key {shape_of(key)} and value {shape_of(value)} do not agree "
                               f"in batch, steps and key size")
     if steps > MAX_STEPS:
         raise ConversionError(f"{steps} time steps: LinearAttention is unrolled to at most {MAX_STEPS}")
     state_shape = (b, kv_num_heads, d_k, d_v)
     if past_state is None:
         state_dtype, state = query.type.dtype, fold("broadcast_to", const(0.0, "float32"), shape=state_shape)
-    elif _shape(past_state) != state_shape:
-        raise ConversionError(f"past_state has shape {_shape(past_state)}, expected {state_shape}")
+    elif shape_of(past_state) != state_shape:
+        raise ConversionError(f"past_state has shape {shape_of(past_state)}, expected {state_shape}")
     else:
-        state_dtype, state = past_state.type.dtype, _cast(past_state, "float32")
+        state_dtype, state = past_state.type.dtype, astype(past_state, "float32")
     if gated:  # per kv head, or per key dim: a factor on the state's rows
-        last = _shape(decay)[-1] if len(_shape(decay)) == 3 else 0
+        last = shape_of(decay)[-1] if len(shape_of(decay)) == 3 else 0
         width = last // kv_num_heads if last in (kv_num_heads, kv_num_heads * d_k) else 0
         if not width:
             raise ConversionError(f"decay must be [batch, steps, {kv_num_heads}] or [batch, steps, "
-                                  f"{kv_num_heads * d_k}], got {_shape(decay)}")
-        factors = _transpose(fold("exp", _per_step(decay, kv_num_heads, width, "decay")), (0, 1, 3, 2))
+                                  f"{kv_num_heads * d_k}], got {shape_of(decay)}")
+        factors = transpose(fold("exp", _per_step(decay, kv_num_heads, width, "decay")), (0, 1, 3, 2))
     if delta:
-        heads = _shape(beta)[2] if len(_shape(beta)) == 3 else 0
+        heads = shape_of(beta)[2] if len(shape_of(beta)) == 3 else 0
         if heads not in (1, kv_num_heads):
             raise ConversionError(f"beta must be [batch, steps, {kv_num_heads}] or [batch, steps, 1], got "
-                                  f"{_shape(beta)}")
+                                  f"{shape_of(beta)}")
         rates = _per_step(beta, heads, 1, "beta")
-    k_cols = _transpose(k, (0, 1, 3, 2))  # [B, H, d_k, T]: k_t as a column
+    k_cols = transpose(k, (0, 1, 3, 2))  # [B, H, d_k, T]: k_t as a column
     scale = float(scale) if scale else 1.0 / math.sqrt(d_k)
     outputs = []
     for i in range(steps):
@@ -99,10 +99,10 @@ def linear_attention(query, key, value, past_state=None, decay=None, beta=None, 
             v_t = _mul(_step(rates, i), fold("subtract", v_t, fold("nn.matmul", k_t, state)))
         k_col = fold("strided_slice", k_cols, begin=(i,), end=(i + 1,), strides=(1,), axes=(3,))
         state = fold("add", state, _mul(k_col, v_t))
-        outputs.append(_grouped_matmul(_step(q, i), state))
+        outputs.append(grouped_matmul(_step(q, i), state))
     out = _mul(fold("concatenate", *outputs, axis=2) if len(outputs) > 1 else outputs[0], const(scale, "float32"))
-    out = _reshape(_transpose(out, (0, 2, 1, 3)), (b, steps, q_num_heads * d_v))
-    return _cast(out, query.type.dtype), _cast(state, state_dtype)
+    out = reshape(transpose(out, (0, 2, 1, 3)), (b, steps, q_num_heads * d_v))
+    return astype(out, query.type.dtype), astype(state, state_dtype)
 
 
 # ---- TensorScatter ----
@@ -115,8 +115,8 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="lin
     outside the cache (linear mode, w + sequence_length > max_sequence_length) is not made."""
     if mode not in ("linear", "circular"):
         raise ConversionError(f"mode must be 'linear' or 'circular', got {mode!r}")
-    shape, ushape = _shape(past_cache), _shape(update)
-    axis = _axis(axis, len(shape))
+    shape, ushape = shape_of(past_cache), shape_of(update)
+    axis = normalize_axis(axis, len(shape))
     if axis == 0:
         raise ConversionError("axis must not be the batch axis 0")
     if len(ushape) != len(shape) or any(u != s for d, (u, s) in enumerate(zip(ushape, shape)) if d != axis) or \
@@ -126,12 +126,12 @@ def tensor_scatter(past_cache, update, write_indices=None, *, axis=-2, mode="lin
     batch, length, steps = shape[0], shape[axis], ushape[axis]
     if write_indices is None:
         write_indices = const([0] * batch, "int64")
-    if _shape(write_indices) != (batch,) or write_indices.type.dtype != "int64":
+    if shape_of(write_indices) != (batch,) or write_indices.type.dtype != "int64":
         raise ConversionError(f"write_indices must be int64 of shape ({batch},), got {write_indices.type.dtype} "
-                              f"{_shape(write_indices)}")
+                              f"{shape_of(write_indices)}")
     rank = len(shape)
     position = const(np.arange(length).reshape([length if d == axis else 1 for d in range(rank)]), "int64")
-    offset = fold("subtract", position, _reshape(write_indices, (batch,) + (1,) * (rank - 1)))
+    offset = fold("subtract", position, reshape(write_indices, (batch,) + (1,) * (rank - 1)))
     if mode == "circular":
         offset = fold("mod", offset, const(length, "int64"), fmod=0)
     written = fold("logical_and", fold("greater_equal", offset, const(0, "int64")),

@@ -19,12 +19,12 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import is_float
 
-from .basic import _axis, _binary, _flag, _reshape, _shape, _transpose, converter, gemm
-from .attention import _cast, _last_axis
-from .conv import conv as onnx_conv
-from .tensor import fold
+from ..builders import astype, binary, flag, fold, normalize_axis, reshape, shape_of, slice_last_axis, transpose
+from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB, ORT_ONNX_DOMAIN
+from .basic import gemm
+from .conv import conv as onnx_conv
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
 
@@ -34,7 +34,7 @@ def _float_input(x: Expr, name: str) -> None:
         raise ConversionError(f"input {name} must be a float tensor, got {x.type.dtype}")
 
 
-def _same_dtype(named: dict[str, Expr | None]) -> str:
+def same_dtype(named: dict[str, Expr | None]) -> str:
     given = {n: v for n, v in named.items() if v is not None}
     dtypes = {v.type.dtype for v in given.values()}
     if len(dtypes) != 1:
@@ -47,8 +47,8 @@ def _same_dtype(named: dict[str, Expr | None]) -> str:
 
 
 def _vector(v: Expr, size: int, name: str) -> None:
-    if _shape(v) != (size,):
-        raise ConversionError(f"input {name} must be 1-D of {size} elements, got shape {_shape(v)}")
+    if shape_of(v) != (size,):
+        raise ConversionError(f"input {name} must be 1-D of {size} elements, got shape {shape_of(v)}")
 
 
 # ---- the GELU family ----
@@ -66,9 +66,9 @@ def _add_bias(x: Expr, bias: Expr | None, name: str = "bias") -> Expr:
     """x + bias over the last axis (a 1-D bias of x's last dim, as onnxruntime's kernels require)."""
     if bias is None:
         return x
-    _same_dtype({"X": x, name: bias})
-    _vector(bias, _shape(x)[-1], name)
-    return _binary("add", x, bias)
+    same_dtype({"X": x, name: bias})
+    _vector(bias, shape_of(x)[-1], name)
+    return binary("add", x, bias)
 
 
 @converter("Gelu", domain=CONTRIB)
@@ -92,27 +92,27 @@ def fast_gelu(x, bias=None):
 def quick_gelu(x, *, alpha=1.702):
     """x * sigmoid(alpha * x)."""
     _float_input(x, "X")
-    return _binary("multiply", x, fold("sigmoid", _binary("multiply", x, const(alpha, x.type.dtype))))
+    return binary("multiply", x, fold("sigmoid", binary("multiply", x, const(alpha, x.type.dtype))))
 
 
 @converter("BiasSplitGelu", domain=CONTRIB)
 def bias_split_gelu(x, bias):
     """(x + bias) split in halves [left, right] on the last axis -> left * gelu(right) (exact erf GELU)."""
-    if len(_shape(x)) != 3 or _shape(x)[-1] % 2:
-        raise ConversionError(f"input X must be 3-D (N, S, D) with an even D, got shape {_shape(x)}")
+    if len(shape_of(x)) != 3 or shape_of(x)[-1] % 2:
+        raise ConversionError(f"input X must be 3-D (N, S, D) with an even D, got shape {shape_of(x)}")
     y = _add_bias(x, bias)
-    half = _shape(x)[-1] // 2
-    return _binary("multiply", _last_axis(y, 0, half), _gelu_erf(_last_axis(y, half, 2 * half)))
+    half = shape_of(x)[-1] // 2
+    return binary("multiply", slice_last_axis(y, 0, half), _gelu_erf(slice_last_axis(y, half, 2 * half)))
 
 
 @converter("BiasAdd", domain=CONTRIB)
 def bias_add(x, bias, skip):
     """x + bias + skip, with x and skip (N, S, C) and bias (C)."""
-    if len(_shape(x)) != 3 or _shape(skip) != _shape(x):
-        raise ConversionError(f"inputs X and skip must be 3-D (N, S, C) of one shape, got {_shape(x)} and "
-                              f"{_shape(skip)}")
-    _same_dtype({"X": x, "bias": bias, "skip": skip})
-    return _binary("add", _add_bias(x, bias), skip)
+    if len(shape_of(x)) != 3 or shape_of(skip) != shape_of(x):
+        raise ConversionError(f"inputs X and skip must be 3-D (N, S, C) of one shape, got {shape_of(x)} and "
+                              f"{shape_of(skip)}")
+    same_dtype({"X": x, "bias": bias, "skip": skip})
+    return binary("add", _add_bias(x, bias), skip)
 
 
 @converter("BiasSoftmax", domain=CONTRIB)
@@ -120,17 +120,17 @@ def bias_softmax(data, bias, *, is_inner_broadcast, axis=1):
     """softmax(data + bias) over the axes from `axis` on (flattened). The bias broadcasts over data's leading
     dims (is_inner_broadcast=0) or over the dims between its batch and `axis` (1): right-aligned numpy broadcasting
     covers the first; the second is aligned at the batch dims."""
-    _same_dtype({"data": data, "bias": bias})
-    shape, bshape = _shape(data), _shape(bias)
-    axis = _axis(axis, len(shape))
-    if _flag(is_inner_broadcast, "is_inner_broadcast") and len(bshape) < len(shape):
+    same_dtype({"data": data, "bias": bias})
+    shape, bshape = shape_of(data), shape_of(bias)
+    axis = normalize_axis(axis, len(shape))
+    if flag(is_inner_broadcast, "is_inner_broadcast") and len(bshape) < len(shape):
         lead = len(shape) - len(bshape)  # bias [B, 1..., inner] -> broadcast as [B, 1 x lead, inner]
-        bias = _reshape(bias, bshape[:1] + (1,) * lead + bshape[1:])
-    x = _binary("add", data, bias)
+        bias = reshape(bias, bshape[:1] + (1,) * lead + bshape[1:])
+    x = binary("add", data, bias)
     if axis == len(shape) - 1:
         return fold("nn.softmax", x, axis=-1)
-    flat = _reshape(x, shape[:axis] + (math.prod(shape[axis:]),))
-    return _reshape(fold("nn.softmax", flat, axis=-1), shape)
+    flat = reshape(x, shape[:axis] + (math.prod(shape[axis:]),))
+    return reshape(fold("nn.softmax", flat, axis=-1), shape)
 
 
 # ---- FusedMatMul, TransposeMatMul ----
@@ -138,7 +138,7 @@ def bias_softmax(data, bias, *, is_inner_broadcast, axis=1):
 def _matmul_operand(x: Expr, trans: bool, trans_batch: bool) -> Expr:
     """x as FusedMatMul reads it: transBatch moves dim 0 behind the batch dims (before the last one), trans swaps
     the last two (a 1-D operand is never transposed)."""
-    rank = len(_shape(x))
+    rank = len(shape_of(x))
     if rank == 1:
         return x
     if trans_batch and rank > 2:
@@ -147,15 +147,15 @@ def _matmul_operand(x: Expr, trans: bool, trans_batch: bool) -> Expr:
         perm = list(range(rank))
     if trans:
         perm[-1], perm[-2] = perm[-2], perm[-1]
-    return _transpose(x, perm)
+    return transpose(x, perm)
 
 
 def _fused_matmul(a, b, alpha, trans_a, trans_b, trans_batch_a, trans_batch_b):
     from .basic import matmul  # numpy matmul semantics (1-D operands, broadcast batch dims)
-    _same_dtype({"A": a, "B": b})
-    y = matmul(_matmul_operand(a, _flag(trans_a, "transA"), _flag(trans_batch_a, "transBatchA")),
-               _matmul_operand(b, _flag(trans_b, "transB"), _flag(trans_batch_b, "transBatchB")))
-    return y if alpha == 1.0 else _binary("multiply", y, const(alpha, y.type.dtype))
+    same_dtype({"A": a, "B": b})
+    y = matmul(_matmul_operand(a, flag(trans_a, "transA"), flag(trans_batch_a, "transBatchA")),
+               _matmul_operand(b, flag(trans_b, "transB"), flag(trans_batch_b, "transBatchB")))
+    return y if alpha == 1.0 else binary("multiply", y, const(alpha, y.type.dtype))
 
 
 @converter("FusedMatMul", domain=CONTRIB)
@@ -174,44 +174,44 @@ def _layer_norm_outputs(x: Expr, gamma: Expr, beta: Expr | None, epsilon: float,
     """(y, mean, inv_std_var) over the last axis, in float32 for the statistics (onnxruntime's U type); the
     statistics keep the normalized axis as 1 (its kernels' shapes). simplified: RMS normalization, whose mean
     output onnxruntime leaves unwritten (zeros here)."""
-    dtype, ndim = x.type.dtype, len(_shape(x))
-    hidden = _shape(x)[-1]
+    dtype, ndim = x.type.dtype, len(shape_of(x))
+    hidden = shape_of(x)[-1]
     _vector(gamma, hidden, "gamma")
     if beta is not None:
         _vector(beta, hidden, "beta")
-    xs = _cast(x, "float32")
+    xs = astype(x, "float32")
     if simplified:  # root mean square: no centering, no beta
         mean = None
-        square = fold("mean", _binary("multiply", xs, xs), axes=(ndim - 1,), keepdims=True)
-        inv = fold("reciprocal", fold("sqrt", _binary("add", square, const(epsilon, "float32"))))
-        y = _binary("multiply", _cast(_binary("multiply", xs, inv), dtype), gamma)
-        return y, Constant(np.zeros(_shape(x)[:-1] + (1,), np.float32)), inv
+        square = fold("mean", binary("multiply", xs, xs), axes=(ndim - 1,), keepdims=True)
+        inv = fold("reciprocal", fold("sqrt", binary("add", square, const(epsilon, "float32"))))
+        y = binary("multiply", astype(binary("multiply", xs, inv), dtype), gamma)
+        return y, Constant(np.zeros(shape_of(x)[:-1] + (1,), np.float32)), inv
     bias = beta if beta is not None else Constant(np.zeros((hidden,), dtype=gamma.data.dtype if isinstance(
         gamma, Constant) else gamma.type.dtype))
     y = fold("nn.layer_norm", x, gamma, bias, axis=ndim - 1, epsilon=float(epsilon))
     mean = fold("mean", xs, axes=(ndim - 1,), keepdims=True)
-    diff = _binary("subtract", xs, mean)
-    var = fold("mean", _binary("multiply", diff, diff), axes=(ndim - 1,), keepdims=True)
-    inv = fold("reciprocal", fold("sqrt", _binary("add", var, const(epsilon, "float32"))))
+    diff = binary("subtract", xs, mean)
+    var = fold("mean", binary("multiply", diff, diff), axes=(ndim - 1,), keepdims=True)
+    inv = fold("reciprocal", fold("sqrt", binary("add", var, const(epsilon, "float32"))))
     return y, mean, inv
 
 
 def _skip_sum(x, skip, bias):
     """input + skip (+ bias): skip of x's shape, or broadcast from (1, S, D) or (S, D), as onnxruntime allows."""
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) not in (2, 3):
         raise ConversionError(f"input must be 2-D or 3-D, got shape {shape}")
-    if _shape(skip) != shape and _shape(skip) not in ((1,) + shape[1:], shape[1:]):
-        raise ConversionError(f"input skip of shape {_shape(skip)} must be {shape}, {(1,) + shape[1:]} or "
+    if shape_of(skip) != shape and shape_of(skip) not in ((1,) + shape[1:], shape[1:]):
+        raise ConversionError(f"input skip of shape {shape_of(skip)} must be {shape}, {(1,) + shape[1:]} or "
                               f"{shape[1:]}")
-    total = _binary("add", x, skip)
+    total = binary("add", x, skip)
     return total if bias is None else _add_bias(total, bias)
 
 
 @converter("SkipLayerNormalization", domain=CONTRIB)
 def skip_layer_norm(x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
     """Outputs (output, mean, inv_std_var, input_skip_bias_sum): layer_norm(input + skip + bias)."""
-    _same_dtype({"input": x, "skip": skip, "gamma": gamma, "beta": beta, "bias": bias})
+    same_dtype({"input": x, "skip": skip, "gamma": gamma, "beta": beta, "bias": bias})
     total = _skip_sum(x, skip, bias)
     y, mean, inv = _layer_norm_outputs(total, gamma, beta, epsilon, simplified=False)
     return y, mean, inv, total
@@ -221,38 +221,38 @@ def skip_layer_norm(x, skip, gamma, beta=None, bias=None, *, epsilon=1e-12):
 def skip_simplified_layer_norm(x, skip, gamma, bias=None, *, epsilon=1e-12):
     """Outputs (output, mean, inv_std_var, input_skip_bias_sum): RMS normalization of input + skip + bias (the
     mean output is not computed by onnxruntime's kernel: it is used by no fusion; zeros here)."""
-    _same_dtype({"input": x, "skip": skip, "gamma": gamma, "bias": bias})
+    same_dtype({"input": x, "skip": skip, "gamma": gamma, "bias": bias})
     total = _skip_sum(x, skip, bias)
     y, mean, inv = _layer_norm_outputs(total, gamma, None, epsilon, simplified=True)
     return y, mean, inv, total
 
 
 def _last_axis_norm(x, scale, bias, axis, epsilon, simplified):
-    shape = _shape(x)
-    axis = _axis(axis, len(shape))
-    if axis != len(shape) - 1 and _shape(scale) != shape[axis:]:
+    shape = shape_of(x)
+    axis = normalize_axis(axis, len(shape))
+    if axis != len(shape) - 1 and shape_of(scale) != shape[axis:]:
         raise ConversionError(f"normalizing over axes {axis}.. of shape {shape} needs a scale of shape "
-                              f"{shape[axis:]}, got {_shape(scale)}")
-    flat = _reshape(x, shape[:axis] + (math.prod(shape[axis:]),))
-    hidden = _shape(flat)[-1]
-    y, mean, inv = _layer_norm_outputs(flat, _reshape(scale, (hidden,)),
-                                       None if bias is None else _reshape(bias, (hidden,)), epsilon, simplified)
+                              f"{shape[axis:]}, got {shape_of(scale)}")
+    flat = reshape(x, shape[:axis] + (math.prod(shape[axis:]),))
+    hidden = shape_of(flat)[-1]
+    y, mean, inv = _layer_norm_outputs(flat, reshape(scale, (hidden,)),
+                                       None if bias is None else reshape(bias, (hidden,)), epsilon, simplified)
     stats = shape[:axis] + (1,) * (len(shape) - axis)
-    return _reshape(y, shape), _reshape(mean, stats), _reshape(inv, stats)
+    return reshape(y, shape), reshape(mean, stats), reshape(inv, stats)
 
 
 @converter("LayerNormalization", domain=ORT_ONNX_DOMAIN)
 def ort_layer_norm(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
     """onnxruntime's own ai.onnx LayerNormalization, which it runs at opsets before 17 (its transformer optimizer
     writes it into opset-11..16 models): the same op as ONNX's LayerNormalization-17."""
-    _same_dtype({"X": x, "scale": scale, "B": bias})
+    same_dtype({"X": x, "scale": scale, "B": bias})
     return _last_axis_norm(x, scale, bias, axis, epsilon, simplified=False)
 
 
 @converter("SimplifiedLayerNormalization", domain=ORT_ONNX_DOMAIN)
 def simplified_layer_norm(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     """onnxruntime's ai.onnx RMS normalization: x / sqrt(mean(x^2) + epsilon) * scale (outputs Y, inv_std_var)."""
-    _same_dtype({"X": x, "scale": scale})
+    same_dtype({"X": x, "scale": scale})
     y, _, inv = _last_axis_norm(x, scale, None, axis, epsilon, simplified=True)
     return y, inv
 
@@ -260,8 +260,8 @@ def simplified_layer_norm(x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
 def _ids(ids: Expr, rows: int, what: str) -> Expr:
     """int32 ids into a table of `rows` rows, as take indices (checked at run time by the runtime's index
     bounds, at import when constant)."""
-    if ids.type.dtype != "int32" or len(_shape(ids)) != 2:
-        raise ConversionError(f"input {what} must be 2-D int32, got {ids.type.dtype} of shape {_shape(ids)}")
+    if ids.type.dtype != "int32" or len(shape_of(ids)) != 2:
+        raise ConversionError(f"input {what} must be 2-D int32, got {ids.type.dtype} of shape {shape_of(ids)}")
     if isinstance(ids, Constant) and ((ids.data < 0) | (ids.data >= rows)).any():
         raise ConversionError(f"input {what} holds ids outside [0, {rows})")
     return ids
@@ -276,40 +276,40 @@ def embed_layer_norm(input_ids, segment_ids=None, word_embedding=None, position_
     embedding_sum = the sum before normalization."""
     if any(v is None for v in (word_embedding, position_embedding, gamma, beta)):
         raise ConversionError("inputs word_embedding, position_embedding, gamma and beta are required")
-    _same_dtype({"word_embedding": word_embedding, "position_embedding": position_embedding,
+    same_dtype({"word_embedding": word_embedding, "position_embedding": position_embedding,
                          "segment_embedding": segment_embedding, "gamma": gamma, "beta": beta})
-    batch, seq = _shape(_ids(input_ids, _shape(word_embedding)[0], "input_ids"))
-    hidden = _shape(word_embedding)[1]
+    batch, seq = shape_of(_ids(input_ids, shape_of(word_embedding)[0], "input_ids"))
+    hidden = shape_of(word_embedding)[1]
     for name, table in (("position_embedding", position_embedding), ("segment_embedding", segment_embedding)):
-        if table is not None and (len(_shape(table)) != 2 or _shape(table)[1] != hidden):
-            raise ConversionError(f"input {name} must be 2-D (rows, {hidden}), got shape {_shape(table)}")
+        if table is not None and (len(shape_of(table)) != 2 or shape_of(table)[1] != hidden):
+            raise ConversionError(f"input {name} must be 2-D (rows, {hidden}), got shape {shape_of(table)}")
     if (segment_ids is None) != (segment_embedding is None):
         raise ConversionError("inputs segment_ids and segment_embedding must be given together")
     total = fold("take", word_embedding, input_ids, axis=0)
     if position_ids is None:
-        if seq > _shape(position_embedding)[0]:
-            raise ConversionError(f"sequence length {seq} exceeds the {_shape(position_embedding)[0]} positions")
-        positions = _reshape(_slice_rows(position_embedding, seq), (1, seq, hidden))
+        if seq > shape_of(position_embedding)[0]:
+            raise ConversionError(f"sequence length {seq} exceeds the {shape_of(position_embedding)[0]} positions")
+        positions = reshape(_slice_rows(position_embedding, seq), (1, seq, hidden))
     else:
-        if _shape(position_ids) not in ((batch, seq), (1, seq)):
+        if shape_of(position_ids) not in ((batch, seq), (1, seq)):
             raise ConversionError(f"input position_ids must be ({batch}, {seq}) or (1, {seq}), got "
-                                  f"{_shape(position_ids)}")
-        positions = fold("take", position_embedding, _ids(position_ids, _shape(position_embedding)[0],
+                                  f"{shape_of(position_ids)}")
+        positions = fold("take", position_embedding, _ids(position_ids, shape_of(position_embedding)[0],
                                                           "position_ids"), axis=0)
-    total = _binary("add", total, positions)
+    total = binary("add", total, positions)
     if segment_ids is not None:
-        if _shape(segment_ids) != (batch, seq):
-            raise ConversionError(f"input segment_ids must be ({batch}, {seq}), got {_shape(segment_ids)}")
-        total = _binary("add", total, fold("take", segment_embedding, _ids(segment_ids, _shape(
+        if shape_of(segment_ids) != (batch, seq):
+            raise ConversionError(f"input segment_ids must be ({batch}, {seq}), got {shape_of(segment_ids)}")
+        total = binary("add", total, fold("take", segment_embedding, _ids(segment_ids, shape_of(
             segment_embedding)[0], "segment_ids"), axis=0))
     y, _, _ = _layer_norm_outputs(total, gamma, beta, epsilon, simplified=False)
     if mask is None:
         mask_index = Constant(np.zeros((batch,), np.int32))
     else:
-        if mask.type.dtype != "int32" or _shape(mask) != (batch, seq):
+        if mask.type.dtype != "int32" or shape_of(mask) != (batch, seq):
             raise ConversionError(f"input mask must be int32 ({batch}, {seq}), got {mask.type.dtype} "
-                                  f"{_shape(mask)}")
-        ones = _cast(fold("equal", mask, const(1, "int32")), "int32")  # onnxruntime counts the 1s
+                                  f"{shape_of(mask)}")
+        ones = astype(fold("equal", mask, const(1, "int32")), "int32")  # onnxruntime counts the 1s
         mask_index = fold("sum", ones, axes=(1,), keepdims=False)
     return y, mask_index, total
 
@@ -347,13 +347,13 @@ def _activation(x: Expr, name: str, params) -> Expr:
 def fused_conv(x, w, b=None, z=None, *, activation="", activation_params=None, auto_pad="NOTSET", dilations=None,
                group=1, kernel_shape=None, pads=None, strides=None):
     """activation(Conv(x, w, b) + z): the sum input Z is added before the activation (onnxruntime's kernel)."""
-    _same_dtype({"X": x, "W": w, "B": b, "Z": z})
+    same_dtype({"X": x, "W": w, "B": b, "Z": z})
     y = onnx_conv(x, w, b, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
                   pads=pads, strides=strides)
     if z is not None:
-        if _shape(z) != _shape(y):
-            raise ConversionError(f"input Z of shape {_shape(z)} must have the output's shape {_shape(y)}")
-        y = _binary("add", y, z)
+        if shape_of(z) != shape_of(y):
+            raise ConversionError(f"input Z of shape {shape_of(z)} must have the output's shape {shape_of(y)}")
+        y = binary("add", y, z)
     return _activation(y, activation, activation_params)
 
 

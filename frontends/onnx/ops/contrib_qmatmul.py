@@ -17,47 +17,47 @@ import numpy as np
 
 from relayish import Constant, Expr, const
 
-from .basic import _binary, _flag, _reshape, _shape, _transpose, converter, matmul
-from .attention import _cast
+from ..builders import astype, binary, flag, fold, reshape, shape_of, transpose
+from ..registry import converter
+from ..values import ConversionError
+from ..versions.contrib import CONTRIB
+from .basic import matmul
 from .contrib_attention import MASK_FILTER_VALUE, attention_of_projections
 from .contrib_quant import q8, requantize, scalar, zero_point
 from .quantization import dynamic_quantize
-from .rnn import _lstm
-from .tensor import fold
-from ..values import ConversionError
-from ..versions.contrib import CONTRIB
+from .rnn import lstm
 
 
 def _per_column(p: Expr | None, columns: int, dtype: str, what: str) -> Expr | None:
     """A scale or zero point of B: one value (a 0-d tensor) or one per column of B (N,)."""
     if p is None:
         return None
-    if p.type.dtype != dtype or math.prod(_shape(p)) not in (1, columns):
+    if p.type.dtype != dtype or math.prod(shape_of(p)) not in (1, columns):
         raise ConversionError(f"{what} must be one {dtype} value or one per column of B ({columns}), got "
-                              f"{p.type.dtype} of shape {_shape(p)}")
-    return _reshape(p, () if math.prod(_shape(p)) == 1 else (columns,))
+                              f"{p.type.dtype} of shape {shape_of(p)}")
+    return reshape(p, () if math.prod(shape_of(p)) == 1 else (columns,))
 
 
 def _shifted(x: Expr, zp: Expr | None) -> Expr:
-    x32 = _cast(x, "int32")
-    return x32 if zp is None else _binary("subtract", x32, _cast(zp, "int32"))
+    x32 = astype(x, "int32")
+    return x32 if zp is None else binary("subtract", x32, astype(zp, "int32"))
 
 
 def integer_matmul(a: Expr, a_zp: Expr | None, b: Expr, b_zp: Expr | None) -> Expr:
     """(a - a_zp) @ (b - b_zp) in int32, numpy matmul semantics; b_zp one value or one per column of b."""
     q8(a, "A")
     q8(b, "B")
-    columns = _shape(b)[-1]
+    columns = shape_of(b)[-1]
     return matmul(_shifted(a, a_zp), _shifted(b, _per_column(b_zp, columns, b.type.dtype, "B's zero point")))
 
 
 def _bias(y: Expr, bias: Expr | None) -> Expr:
     if bias is None:
         return y
-    if bias.type.dtype != y.type.dtype or _shape(bias) != (_shape(y)[-1],):
-        raise ConversionError(f"bias must be {y.type.dtype} of shape ({_shape(y)[-1]},), got {bias.type.dtype} "
-                              f"{_shape(bias)}")
-    return _binary("add", y, bias)
+    if bias.type.dtype != y.type.dtype or shape_of(bias) != (shape_of(y)[-1],):
+        raise ConversionError(f"bias must be {y.type.dtype} of shape ({shape_of(y)[-1]},), got {bias.type.dtype} "
+                              f"{shape_of(bias)}")
+    return binary("add", y, bias)
 
 
 @converter("MatMulIntegerToFloat", domain=CONTRIB)
@@ -69,9 +69,9 @@ def matmul_integer_to_float(a, b, a_scale, b_scale, a_zero_point=None, b_zero_po
                               f"{b_scale.type.dtype}")
     a_zp = None if a_zero_point is None else scalar(a_zero_point, "a_zero_point", a.type.dtype)
     acc = integer_matmul(a, a_zp, b, b_zero_point)
-    sb = _per_column(b_scale, _shape(b)[-1], dtype, "b_scale")
-    scale = _binary("multiply", scalar(a_scale, "a_scale", dtype), sb)
-    return _bias(_binary("multiply", _cast(acc, dtype), scale), bias)
+    sb = _per_column(b_scale, shape_of(b)[-1], dtype, "b_scale")
+    scale = binary("multiply", scalar(a_scale, "a_scale", dtype), sb)
+    return _bias(binary("multiply", astype(acc, dtype), scale), bias)
 
 
 @converter("DynamicQuantizeMatMul", domain=CONTRIB)
@@ -88,7 +88,7 @@ def matmul_integer16(a, b):
     for name, v in (("A", a), ("B", b)):
         if v.type.dtype not in ("int16", "uint16"):
             raise ConversionError(f"input {name} must be int16 or uint16, got {v.type.dtype}")
-    return matmul(_cast(a, "int32"), _cast(b, "int32"))
+    return matmul(astype(a, "int32"), astype(b, "int32"))
 
 
 @converter("QGemm", domain=CONTRIB)
@@ -97,30 +97,30 @@ def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=No
     """acc = (A' - a_zp) @ (B' - b_zp) + C in int32; Y = acc * alpha * a_scale * b_scale (float), or that over
     y_scale plus y_zero_point, quantized (when y_scale is given)."""
     for name, v in (("A", a), ("B", b)):
-        if len(_shape(v)) != 2:
-            raise ConversionError(f"input {name} must be 2-D, got shape {_shape(v)}")
-    a2 = _transpose(a, (1, 0)) if _flag(transA, "transA") else a
-    b2 = _transpose(b, (1, 0)) if _flag(transB, "transB") else b
-    n = _shape(b2)[1]
+        if len(shape_of(v)) != 2:
+            raise ConversionError(f"input {name} must be 2-D, got shape {shape_of(v)}")
+    a2 = transpose(a, (1, 0)) if flag(transA, "transA") else a
+    b2 = transpose(b, (1, 0)) if flag(transB, "transB") else b
+    n = shape_of(b2)[1]
     b_zp = b_zero_point
-    if b_zp is not None and math.prod(_shape(b_zp)) == 1:
-        b_zp = _reshape(b_zp, ())
+    if b_zp is not None and math.prod(shape_of(b_zp)) == 1:
+        b_zp = reshape(b_zp, ())
     acc = integer_matmul(a2, scalar(a_zero_point, "a_zero_point", a.type.dtype), b2, b_zp)
     if c is not None:
-        if c.type.dtype != "int32" or len(_shape(c)) > 2 or any(d not in (1, e) for d, e in
-                                                                 zip(_shape(c)[::-1], _shape(acc)[::-1])):
-            raise ConversionError(f"input C must be int32 broadcastable to {_shape(acc)}, got {c.type.dtype} "
-                                  f"{_shape(c)}")
-        acc = _binary("add", acc, c)
-    scale = _binary("multiply", scalar(a_scale, "a_scale"), _per_column(b_scale, n, "float32", "b_scale"))
+        if c.type.dtype != "int32" or len(shape_of(c)) > 2 or any(d not in (1, e) for d, e in
+                                                                 zip(shape_of(c)[::-1], shape_of(acc)[::-1])):
+            raise ConversionError(f"input C must be int32 broadcastable to {shape_of(acc)}, got {c.type.dtype} "
+                                  f"{shape_of(c)}")
+        acc = binary("add", acc, c)
+    scale = binary("multiply", scalar(a_scale, "a_scale"), _per_column(b_scale, n, "float32", "b_scale"))
     if alpha != 1.0:
-        scale = _binary("multiply", scale, const(alpha, "float32"))
+        scale = binary("multiply", scale, const(alpha, "float32"))
     if y_scale is None:
         if y_zero_point is not None:
             raise ConversionError("y_zero_point without y_scale")
-        return _binary("multiply", _cast(acc, "float32"), scale)
+        return binary("multiply", astype(acc, "float32"), scale)
     out = q8(y_zero_point, "y_zero_point") if y_zero_point is not None else "uint8"
-    return requantize(acc, _binary("divide", scale, scalar(y_scale, "y_scale")),
+    return requantize(acc, binary("divide", scale, scalar(y_scale, "y_scale")),
                       zero_point(y_zero_point, out, "y_zero_point"), out)
 
 
@@ -151,8 +151,8 @@ def matmul_nbits(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
     if b.data.dtype != np.uint8 or b.data.shape != (N, blocks, blob):
         raise ConversionError(f"input B must be uint8 of shape ({N}, {blocks}, {blob}), got {b.data.dtype} "
                               f"{b.data.shape}")
-    if a.type.dtype != "float32" or _shape(a)[-1] != K:
-        raise ConversionError(f"input A must be float32 with {K} columns, got {a.type.dtype} {_shape(a)}")
+    if a.type.dtype != "float32" or shape_of(a)[-1] != K:
+        raise ConversionError(f"input A must be float32 with {K} columns, got {a.type.dtype} {shape_of(a)}")
     scale = scales.data.astype(np.float32).reshape(N, blocks) if scales.data.size == N * blocks else None
     if scale is None or scales.data.dtype != np.float32:
         raise ConversionError(f"scales must be float32 of {N} x {blocks} values, got {scales.data.dtype} "
@@ -173,11 +173,11 @@ def matmul_nbits(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
 
 def _direction_params(p: Expr, d: int, what: str, units: int):
     """Direction d's scale or zero point: per tensor (num_directions,) or per channel (num_directions, units)."""
-    shape = _shape(p)
+    shape = shape_of(p)
     if len(shape) == 1:
-        return _reshape(fold("strided_slice", p, begin=(d,), end=(d + 1,), axes=(0,)), ())
+        return reshape(fold("strided_slice", p, begin=(d,), end=(d + 1,), axes=(0,)), ())
     if len(shape) == 2 and shape[1] == units:
-        return _reshape(fold("strided_slice", p, begin=(d,), end=(d + 1,), axes=(0,)), (units,))
+        return reshape(fold("strided_slice", p, begin=(d,), end=(d + 1,), axes=(0,)), (units,))
     raise ConversionError(f"{what} must be (num_directions,) or (num_directions, {units}), got shape {shape}")
 
 
@@ -185,10 +185,10 @@ def _quantized_dense(x2d: Expr, w: Expr, d: int, scale: Expr, zp: Expr, units: i
     """x2d @ W[d] with x2d quantized to uint8 at run time over the whole matrix (onnxruntime's quantized GEMM
     of its LSTM: the input projection once for all steps, the recurrence once per step)."""
     qx, sx, zx = dynamic_quantize(x2d)
-    wd = _reshape(fold("strided_slice", w, begin=(d,), end=(d + 1,), axes=(0,)), _shape(w)[1:])
+    wd = reshape(fold("strided_slice", w, begin=(d,), end=(d + 1,), axes=(0,)), shape_of(w)[1:])
     acc = integer_matmul(qx, zx, wd, _direction_params(zp, d, f"{what}_zero_point", units))
-    return _binary("multiply", _cast(acc, "float32"),
-                   _binary("multiply", sx, _direction_params(scale, d, f"{what}_scale", units)))
+    return binary("multiply", astype(acc, "float32"),
+                   binary("multiply", sx, _direction_params(scale, d, f"{what}_scale", units)))
 
 
 @converter("DynamicQuantizeLSTM", domain=CONTRIB)
@@ -203,18 +203,18 @@ def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, i
         raise ConversionError("inputs W_scale, W_zero_point, R_scale and R_zero_point are required")
     for name, t in (("W", w), ("R", r)):
         q8(t, name)
-        if len(_shape(t)) != 3:
-            raise ConversionError(f"input {name} must be 3-D, got shape {_shape(t)}")
-    units = _shape(w)[2]
+        if len(shape_of(t)) != 3:
+            raise ConversionError(f"input {name} must be 3-D, got shape {shape_of(t)}")
+    units = shape_of(w)[2]
     # float stand-ins of W and R in LSTM's layout: the shapes the LSTM checks (their values are never read)
-    w_like = Constant(np.zeros((_shape(w)[0], units, _shape(w)[1]), np.float32))
-    r_like = Constant(np.zeros((_shape(r)[0], units, _shape(r)[1]), np.float32))
+    w_like = Constant(np.zeros((shape_of(w)[0], units, shape_of(w)[1]), np.float32))
+    r_like = Constant(np.zeros((shape_of(r)[0], units, shape_of(r)[1]), np.float32))
 
     def dense(d, which, x2d):
         if which == "W":
             return _quantized_dense(x2d, w, d, w_scale, w_zero_point, units, "W")
         return _quantized_dense(x2d, r, d, r_scale, r_zero_point, units, "R")
-    return _lstm(x, w_like, r_like, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
+    return lstm(x, w_like, r_like, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                  hidden_size=hidden_size, input_forget=input_forget, layout=0, dense=dense)
 
@@ -229,13 +229,13 @@ def qattention(x, weight, bias, input_scale, weight_scale, mask_index=None, inpu
     weight_scale) + bias (weights per tensor or per column)."""
     if past_present_share_buffer or do_rotary:
         raise ConversionError("past_present_share_buffer and do_rotary are not supported")
-    if len(_shape(x)) != 3 or len(_shape(weight)) != 2 or _shape(weight)[1] % 3:
-        raise ConversionError(f"input must be 3-D and weight 2-D (D, 3 * hidden), got {_shape(x)} and "
-                              f"{_shape(weight)}")
+    if len(shape_of(x)) != 3 or len(shape_of(weight)) != 2 or shape_of(weight)[1] % 3:
+        raise ConversionError(f"input must be 3-D and weight 2-D (D, 3 * hidden), got {shape_of(x)} and "
+                              f"{shape_of(weight)}")
     x_zp = None if input_zero_point is None else scalar(input_zero_point, "input_zero_point", x.type.dtype)
-    columns = _shape(weight)[1]
-    qkv = matmul_integer_to_float(x, weight, _reshape(scalar(input_scale, "input_scale"), (1,)),
-                                  weight_scale, None if x_zp is None else _reshape(x_zp, (1,)), weight_zero_point,
+    columns = shape_of(weight)[1]
+    qkv = matmul_integer_to_float(x, weight, reshape(scalar(input_scale, "input_scale"), (1,)),
+                                  weight_scale, None if x_zp is None else reshape(x_zp, (1,)), weight_zero_point,
                                   bias)
     hidden = columns // 3
     parts = [fold("strided_slice", qkv, begin=(i * hidden,), end=((i + 1) * hidden,), axes=(2,)) for i in range(3)]

@@ -24,14 +24,13 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.ops.nn import pool_out_size
 
-from .basic import _axis, _binary, _flag, _reshape, _shape, _transpose, _window, converter
-from .attention import _cast
-from .conv import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
-from .misc import conv_integer
-from .quantization import _dequantize, _quantize
-from .tensor import fold
+from ..builders import astype, binary, flag, fold, normalize_axis, reshape, shape_of, transpose, window_attrs
+from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB
+from .conv import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
+from .misc import conv_integer
+from .quantization import dequantize_linear, quantize_linear
 
 Q8 = {"uint8": (0, 255), "int8": (-128, 127)}
 
@@ -46,10 +45,10 @@ def q8(x: Expr, what: str) -> str:
 
 def scalar(p: Expr, what: str, dtype: str = "float32") -> Expr:
     """A per-tensor scale or zero point: one element of `dtype`, as a 0-d tensor."""
-    if p.type.dtype != dtype or math.prod(_shape(p)) != 1:
+    if p.type.dtype != dtype or math.prod(shape_of(p)) != 1:
         raise ConversionError(f"{what} must be one {dtype} value (per-tensor quantization), got {p.type.dtype} of "
-                              f"shape {_shape(p)}")
-    return _reshape(p, ())
+                              f"shape {shape_of(p)}")
+    return reshape(p, ())
 
 
 def zero_point(zp: Expr | None, dtype: str, what: str) -> Expr:
@@ -59,26 +58,26 @@ def zero_point(zp: Expr | None, dtype: str, what: str) -> Expr:
 
 def dequantize(x: Expr, scale: Expr, zp: Expr | None) -> Expr:
     """scale * (x - zero_point) in float32; scale and zp broadcastable to x."""
-    diff = _cast(x, "int32")
+    diff = astype(x, "int32")
     if zp is not None:
-        diff = _binary("subtract", diff, _cast(zp, "int32"))
-    return _binary("multiply", _cast(diff, "float32"), scale)
+        diff = binary("subtract", diff, astype(zp, "int32"))
+    return binary("multiply", astype(diff, "float32"), scale)
 
 
 def quantize(y: Expr, scale: Expr, zp: Expr, dtype: str) -> Expr:
     """round_half_even(y / scale) + zp, saturated to dtype's range (MLAS's QuantizeLinear)."""
-    return _saturate(_binary("divide", y, scale), zp, dtype)
+    return _saturate(binary("divide", y, scale), zp, dtype)
 
 
 def requantize(acc: Expr, multiplier: Expr, zp: Expr, dtype: str) -> Expr:
     """An int32 accumulation -> round_half_even(float32(acc) * multiplier) + zp, saturated (RequantizeOutput)."""
-    return _saturate(_binary("multiply", _cast(acc, "float32"), multiplier), zp, dtype)
+    return _saturate(binary("multiply", astype(acc, "float32"), multiplier), zp, dtype)
 
 
 def _saturate(scaled: Expr, zp: Expr, dtype: str) -> Expr:
     lo, hi = Q8[dtype]
-    q = _binary("add", fold("round", scaled), _cast(zp, "float32"))
-    return _cast(fold("clip", q, a_min=float(lo), a_max=float(hi)), dtype)
+    q = binary("add", fold("round", scaled), astype(zp, "float32"))
+    return astype(fold("clip", q, a_min=float(lo), a_max=float(hi)), dtype)
 
 
 def _operand(x, scale, zp, what):
@@ -103,14 +102,14 @@ def _binary_q(fn, a, a_scale, a_zp, b, b_scale, b_zp, c_scale, c_zp):
 @converter("QLinearAdd", domain=CONTRIB)
 def qlinear_add(a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero_point=None, c_scale=None,
                 c_zero_point=None):
-    return _binary_q(lambda x, y: _binary("add", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+    return _binary_q(lambda x, y: binary("add", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      c_scale, c_zero_point)
 
 
 @converter("QLinearMul", domain=CONTRIB)
 def qlinear_mul(a, a_scale, a_zero_point=None, b=None, b_scale=None, b_zero_point=None, c_scale=None,
                 c_zero_point=None):
-    return _binary_q(lambda x, y: _binary("multiply", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+    return _binary_q(lambda x, y: binary("multiply", x, y), a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                      c_scale, c_zero_point)
 
 
@@ -143,20 +142,20 @@ def qlinear_softmax(x, x_scale, x_zero_point, y_scale, y_zero_point, *, opset, a
     around: a row whose one element takes all the probability gives -128 there, 127 here)."""
     dtype, sx, _ = _operand(x, x_scale, x_zero_point, "X")
     sy, zy = scalar(y_scale, "y_scale"), zero_point(y_zero_point, dtype, "y_zero_point")
-    shape = _shape(x)
-    ax = _axis(axis if axis != -1 or opset >= 13 else 1, len(shape)) if shape else 0
-    rows = x if opset >= 13 or ax == len(shape) - 1 else _reshape(x, shape[:ax] + (math.prod(shape[ax:]),))
-    ax = ax if rows is x else len(_shape(rows)) - 1
-    d = _shape(rows)[ax]
-    xi = _cast(rows, "int32")
-    offset = _cast(_binary("subtract", xi, fold("max", xi, axes=(ax,), keepdims=True)), "float64")
-    sx64 = _cast(sx, "float64")
+    shape = shape_of(x)
+    ax = normalize_axis(axis if axis != -1 or opset >= 13 else 1, len(shape)) if shape else 0
+    rows = x if opset >= 13 or ax == len(shape) - 1 else reshape(x, shape[:ax] + (math.prod(shape[ax:]),))
+    ax = ax if rows is x else len(shape_of(rows)) - 1
+    d = shape_of(rows)[ax]
+    xi = astype(rows, "int32")
+    offset = astype(binary("subtract", xi, fold("max", xi, axes=(ax,), keepdims=True)), "float64")
+    sx64 = astype(sx, "float64")
     shift = const(max(0.0, math.log(FLT_MAX / d) - 5.0), "float64")
-    e = _cast(fold("exp", _binary("add", _binary("multiply", offset, sx64), shift)), "float32")
+    e = astype(fold("exp", binary("add", binary("multiply", offset, sx64), shift)), "float32")
     total = fold("sum", e, axes=(ax,), keepdims=True)
     levels = fold("floor", fold("reciprocal", sy))
-    y = _saturate(_binary("divide", _binary("multiply", e, levels), total), zy, dtype)
-    return y if rows is x else _reshape(y, shape)
+    y = _saturate(binary("divide", binary("multiply", e, levels), total), zy, dtype)
+    return y if rows is x else reshape(y, shape)
 
 
 @converter("QLinearWhere", domain=CONTRIB)
@@ -191,20 +190,20 @@ def qlinear_concat(y_scale, y_zero_point, *inputs, axis):
         same = all(isinstance(v, Constant) for v in (sx, zx, sy, zy)) and \
             float(sx.data) == float(sy.data) and int(zx.data) == int(zy.data)
         parts.append(x if same else quantize(dequantize(x, sx, zx), sy, zy, dtype))
-    rank = len(_shape(parts[0]))
-    return fold("concatenate", *parts, axis=_axis(axis, rank))
+    rank = len(shape_of(parts[0]))
+    return fold("concatenate", *parts, axis=normalize_axis(axis, rank))
 
 
 # ---- pooling ----
 
 def _nchw(x: Expr, channels_last: int) -> Expr:
-    rank = len(_shape(x))
-    return _transpose(x, (0, rank - 1) + tuple(range(1, rank - 1))) if _flag(channels_last, "channels_last") else x
+    rank = len(shape_of(x))
+    return transpose(x, (0, rank - 1) + tuple(range(1, rank - 1))) if flag(channels_last, "channels_last") else x
 
 
 def _from_nchw(y: Expr, channels_last: int) -> Expr:
-    rank = len(_shape(y))
-    return _transpose(y, (0,) + tuple(range(2, rank)) + (1,)) if channels_last else y
+    rank = len(shape_of(y))
+    return transpose(y, (0,) + tuple(range(2, rank)) + (1,)) if channels_last else y
 
 
 @converter("QLinearGlobalAveragePool", domain=CONTRIB)
@@ -213,13 +212,13 @@ def qlinear_global_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, 
     dtype, sx, zx = _operand(x, x_scale, x_zero_point, "X")
     sy, zy = scalar(y_scale, "y_scale"), zero_point(y_zero_point, dtype, "y_zero_point")
     xc = _nchw(x, channels_last)
-    if len(_shape(xc)) < 3:
-        raise ConversionError(f"input X must be at least 3-D, got shape {_shape(x)}")
-    axes = tuple(range(2, len(_shape(xc))))
-    count = math.prod(_shape(xc)[2:])
-    total = fold("sum", _cast(xc, "int32"), axes=axes, keepdims=True)
-    acc = _binary("subtract", total, _binary("multiply", _cast(zx, "int32"), const(count, "int32")))
-    multiplier = _binary("divide", sx, _binary("multiply", sy, const(float(count), "float32")))
+    if len(shape_of(xc)) < 3:
+        raise ConversionError(f"input X must be at least 3-D, got shape {shape_of(x)}")
+    axes = tuple(range(2, len(shape_of(xc))))
+    count = math.prod(shape_of(xc)[2:])
+    total = fold("sum", astype(xc, "int32"), axes=axes, keepdims=True)
+    acc = binary("subtract", total, binary("multiply", astype(zx, "int32"), const(count, "int32")))
+    multiplier = binary("divide", sx, binary("multiply", sy, const(float(count), "float32")))
     return _from_nchw(requantize(acc, multiplier, zy, dtype), channels_last)
 
 
@@ -232,9 +231,9 @@ def qlinear_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, ke
     unpadded."""
     dtype, sx, zx = _operand(x, x_scale, x_zero_point, "X")
     xf = dequantize(_nchw(x, channels_last), sx, zx)
-    if _flag(count_include_pad, "count_include_pad") and len(_shape(xf)) == 4:
-        window = _window(xf, kernel_shape, strides, None, auto_pad, pads)
-        sizes = _shape(xf)[2:]
+    if flag(count_include_pad, "count_include_pad") and len(shape_of(xf)) == 4:
+        window = window_attrs(xf, kernel_shape, strides, None, auto_pad, pads)
+        sizes = shape_of(xf)[2:]
         rank = len(sizes)
         begin, end = tuple(window["padding"][:rank]), list(window["padding"][rank:])
         for i, (size, k, st) in enumerate(zip(sizes, kernel_shape, window["strides"])):
@@ -247,8 +246,8 @@ def qlinear_avg_pool(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, ke
                                count_include_pad=count_include_pad, pads=pads, strides=strides)
     zy = zero_point(y_zero_point, dtype, "y_zero_point")
     lo, hi = Q8[dtype]
-    y = fold("round", _binary("add", _binary("divide", pooled, scalar(y_scale, "y_scale")), _cast(zy, "float32")))
-    return _from_nchw(_cast(fold("clip", y, a_min=float(lo), a_max=float(hi)), dtype), channels_last)
+    y = fold("round", binary("add", binary("divide", pooled, scalar(y_scale, "y_scale")), astype(zy, "float32")))
+    return _from_nchw(astype(fold("clip", y, a_min=float(lo), a_max=float(hi)), dtype), channels_last)
 
 
 @converter("NhwcMaxPool", domain=CONTRIB)
@@ -267,21 +266,21 @@ def _qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y
     channel by x_scale * w_scale / y_scale."""
     _, sx, zx = _operand(x, x_scale, x_zero_point, "x")
     q8(w, "w")
-    if len(_shape(w)) != 4:
-        raise ConversionError(f"only 2-D QLinearConv (a 4-D weight) is supported, got weight shape {_shape(w)}")
+    if len(shape_of(w)) != 4:
+        raise ConversionError(f"only 2-D QLinearConv (a 4-D weight) is supported, got weight shape {shape_of(w)}")
     out_type = q8(y_zero_point, "y_zero_point")
-    channels = _shape(w)[0]
-    if w_scale.type.dtype != "float32" or math.prod(_shape(w_scale)) not in (1, channels):
+    channels = shape_of(w)[0]
+    if w_scale.type.dtype != "float32" or math.prod(shape_of(w_scale)) not in (1, channels):
         raise ConversionError(f"w_scale must be one float32 value or one per output channel ({channels}), got "
-                              f"{w_scale.type.dtype} of shape {_shape(w_scale)}")
+                              f"{w_scale.type.dtype} of shape {shape_of(w_scale)}")
     xc = _nchw(x, channels_last)
-    acc = conv_integer(xc, w, _reshape(zx, (1,)), w_zero_point, **window)
+    acc = conv_integer(xc, w, reshape(zx, (1,)), w_zero_point, **window)
     if b is not None:
-        if b.type.dtype != "int32" or _shape(b) != (channels,):
-            raise ConversionError(f"input B must be int32 of shape ({channels},), got {b.type.dtype} {_shape(b)}")
-        acc = _binary("add", acc, _reshape(b, (channels, 1, 1)))
-    ws = _reshape(w_scale, () if math.prod(_shape(w_scale)) == 1 else (channels, 1, 1))
-    multiplier = _binary("divide", _binary("multiply", sx, ws), scalar(y_scale, "y_scale"))
+        if b.type.dtype != "int32" or shape_of(b) != (channels,):
+            raise ConversionError(f"input B must be int32 of shape ({channels},), got {b.type.dtype} {shape_of(b)}")
+        acc = binary("add", acc, reshape(b, (channels, 1, 1)))
+    ws = reshape(w_scale, () if math.prod(shape_of(w_scale)) == 1 else (channels, 1, 1))
+    multiplier = binary("divide", binary("multiply", sx, ws), scalar(y_scale, "y_scale"))
     return _from_nchw(requantize(acc, multiplier, zero_point(y_zero_point, out_type, "y_zero_point"), out_type),
                       channels_last)
 
@@ -307,11 +306,11 @@ def qlinear_conv_contrib(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_s
 # ---- com.microsoft QuantizeLinear / DequantizeLinear (ai.onnx's opset-13 forms) ----
 
 @converter("QuantizeLinear", domain=CONTRIB)
-def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1):
-    return _quantize(x, y_scale, y_zero_point, axis=axis)
+def quantize_linear_contrib(x, y_scale, y_zero_point=None, *, axis=1):
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis)
 
 
 @converter("DequantizeLinear", domain=CONTRIB)
-def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis)
+def dequantize_linear_contrib(x, x_scale, x_zero_point=None, *, axis=1):
+    return dequantize_linear(x, x_scale, x_zero_point, axis=axis)
 

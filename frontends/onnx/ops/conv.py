@@ -18,28 +18,28 @@ from relayish import Constant, Expr, call, const
 from relayish.ops.nn import pool_out_size
 
 from . import basic as onnx_ops
-from .basic import _axis, _binary, _flag, _reshape, _shape, _window, converter
-from .tensor import fold
+from ..builders import binary, flag, fold, normalize_axis, reshape, shape_of, window_attrs
+from ..registry import converter
 from ..values import ConversionError, int_list_input
 
 
 def _spatial_rank(x: Expr, op: str) -> int:
-    rank = len(_shape(x)) - 2
+    rank = len(shape_of(x)) - 2
     if rank not in (1, 2, 3):
         raise ConversionError(f"{op} takes a 3-D (N, C, L), 4-D (N, C, H, W) or 5-D (N, C, D, H, W) input, got "
-                              f"shape {_shape(x)}")
+                              f"shape {shape_of(x)}")
     return rank
 
 
 def _to_2d(x: Expr) -> Expr:
     """(N, C, L) -> (N, C, 1, L)."""
-    n, c, length = _shape(x)
-    return _reshape(x, (n, c, 1, length))
+    n, c, length = shape_of(x)
+    return reshape(x, (n, c, 1, length))
 
 
 def _from_2d(y: Expr) -> Expr:
-    n, c, _, length = _shape(y)
-    return _reshape(y, (n, c, length))
+    n, c, _, length = shape_of(y)
+    return reshape(y, (n, c, length))
 
 
 def _window_1d_as_2d(kernel_shape, strides, dilations, pads):
@@ -60,27 +60,27 @@ def _window_1d_as_2d(kernel_shape, strides, dilations, pads):
 @converter("Conv")
 def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     rank = _spatial_rank(x, "Conv")
-    if len(_shape(w)) != rank + 2:
-        raise ConversionError(f"weight shape {_shape(w)} does not match a {rank}-D convolution of input shape "
-                              f"{_shape(x)}")
+    if len(shape_of(w)) != rank + 2:
+        raise ConversionError(f"weight shape {shape_of(w)} does not match a {rank}-D convolution of input shape "
+                              f"{shape_of(x)}")
     if rank == 2:
         return onnx_ops.conv(x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
                              kernel_shape=kernel_shape, pads=pads, strides=strides)
-    kernel = _shape(w)[2:]
+    kernel = shape_of(w)[2:]
     if kernel_shape is not None and tuple(kernel_shape) != kernel:
-        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {_shape(w)}")
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {shape_of(w)}")
     if rank == 1:
         kernel_2d, strides, dilations, pads = _window_1d_as_2d(kernel, strides, dilations, pads)
-        w2 = _reshape(w, _shape(w)[:2] + (1,) + kernel)
+        w2 = reshape(w, shape_of(w)[:2] + (1,) + kernel)
         y = onnx_ops.conv(_to_2d(x), w2, b, auto_pad=auto_pad, dilations=dilations, group=group,
                           kernel_shape=kernel_2d, pads=pads, strides=strides)
         return _from_2d(y)
-    y = call("nn.conv3d", x, w, groups=group, **_window(x, kernel, strides, dilations, auto_pad, pads))
+    y = call("nn.conv3d", x, w, groups=group, **window_attrs(x, kernel, strides, dilations, auto_pad, pads))
     if b is None:
         return y
-    if _shape(b) != (_shape(w)[0],):
-        raise ConversionError(f"bias shape {_shape(b)} does not match {_shape(w)[0]} output channels")
-    return _binary("add", y, _reshape(b, (_shape(b)[0], 1, 1, 1)))
+    if shape_of(b) != (shape_of(w)[0],):
+        raise ConversionError(f"bias shape {shape_of(b)} does not match {shape_of(w)[0]} output channels")
+    return binary("add", y, reshape(b, (shape_of(b)[0], 1, 1, 1)))
 
 
 def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d, **attrs):
@@ -88,7 +88,7 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
     rank = _spatial_rank(x, op)
     if len(kernel_shape) != rank:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
-                              f"{_shape(x)}")
+                              f"{shape_of(x)}")
     if op == "MaxPool" and not x.type.dtype.startswith(("float", "bfloat")):
         return _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs)
     if rank == 2:
@@ -98,13 +98,13 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
         return _from_2d(pool_2d(_to_2d(x), kernel_shape, strides, dilations, pads))
     name = "nn.max_pool3d" if op == "MaxPool" else "nn.avg_pool3d"
     return call(name, x, pool_size=tuple(kernel_shape),
-                **_window(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
+                **window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads), **attrs)
 
 
 def _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads):
     """x of any spatial rank as a 5-D view with leading spatial dims of 1 (windows of 1 there: no padding in any
     auto_pad mode), and the 3-D window attrs over it."""
-    shape = _shape(x)
+    shape = shape_of(x)
     extra = 5 - len(shape)
     if pads is not None and len(pads) != 2 * (len(shape) - 2):
         raise ConversionError(f"pads {tuple(pads)} must have {2 * (len(shape) - 2)} values for input shape {shape}")
@@ -112,13 +112,13 @@ def _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads):
     if pads is not None:
         half = len(pads) // 2
         pads = lift(pads[:half], 0) + lift(pads[half:], 0)
-    x5 = _reshape(x, shape[:2] + (1,) * extra + shape[2:])
-    return x5, dict(pool_size=lift(kernel_shape, 1), **_window(x5, lift(kernel_shape, 1), lift(strides, 1),
+    x5 = reshape(x, shape[:2] + (1,) * extra + shape[2:])
+    return x5, dict(pool_size=lift(kernel_shape, 1), **window_attrs(x5, lift(kernel_shape, 1), lift(strides, 1),
                                                                   lift(dilations, 1), auto_pad, pads))
 
 
 def _from_3d(y, like):
-    return _reshape(y, _shape(like)[:2] + _shape(y)[7 - len(_shape(like)):])
+    return reshape(y, shape_of(like)[:2] + shape_of(y)[7 - len(shape_of(like)):])
 
 
 def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs):
@@ -136,14 +136,14 @@ def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None,
         return onnx_ops.max_pool(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=d, pads=p,
                                  storage_order=storage_order, strides=s)
     y = _pool("MaxPool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
-              ceil_mode=_flag(ceil_mode, "ceil_mode"))
+              ceil_mode=flag(ceil_mode, "ceil_mode"))
     if _outputs < 2:
         return y
-    order = _flag(storage_order, "storage_order")
-    if order and len(_shape(x)) == 5:
+    order = flag(storage_order, "storage_order")
+    if order and len(shape_of(x)) == 5:
         raise ConversionError("storage_order=1 (column-major Indices) of a 3-D MaxPool is not supported")
     x5, window = _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads)
-    indices = call("nn.max_pool3d_argmax", x5, ceil_mode=_flag(ceil_mode, "ceil_mode"), storage_order=int(order),
+    indices = call("nn.max_pool3d_argmax", x5, ceil_mode=flag(ceil_mode, "ceil_mode"), storage_order=int(order),
                    **window)
     return y, _from_3d(indices, x)
 
@@ -155,7 +155,7 @@ def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_p
         return onnx_ops.avg_pool(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode,
                                  count_include_pad=count_include_pad, dilations=d, pads=p, strides=s)
     return _pool("AveragePool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
-                 ceil_mode=_flag(ceil_mode, "ceil_mode"), count_include_pad=_flag(count_include_pad,
+                 ceil_mode=flag(ceil_mode, "ceil_mode"), count_include_pad=flag(count_include_pad,
                                                                                  "count_include_pad"))
 
 
@@ -184,13 +184,13 @@ def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape,
     """ConvTranspose's (pad_begin, output_size) per spatial axis, as onnxruntime computes them. The full output
     of an axis is (in - 1) * stride + (k - 1) * dilation + 1 + output_padding; pads (or auto_pad, or output_shape)
     cut it at the front and the back. An output_shape longer than the full output extends it with zeros."""
-    rank = len(_shape(x)) - 2
-    in_sp, kernel = _shape(x)[2:], _shape(w)[2:]
+    rank = len(shape_of(x)) - 2
+    in_sp, kernel = shape_of(x)[2:], shape_of(w)[2:]
 
     def per_axis(values, name, default):
         values = tuple(values) if values is not None else (default,) * rank
         if len(values) != rank:
-            raise ConversionError(f"attribute {name} {values} must have {rank} values for input shape {_shape(x)}")
+            raise ConversionError(f"attribute {name} {values} must have {rank} values for input shape {shape_of(x)}")
         return values
     strides, dilations = per_axis(strides, "strides", 1), per_axis(dilations, "dilations", 1)
     output_padding = per_axis(output_padding, "output_padding", 0)
@@ -221,7 +221,7 @@ def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape,
         return strides, dilations, pad_begin, output_shape
     pads = tuple(pads) if pads is not None and auto_pad == "NOTSET" else (0,) * (2 * rank)
     if len(pads) != 2 * rank or any(p < 0 for p in pads):
-        raise ConversionError(f"pads {pads} must be {2 * rank} values >= 0 for input shape {_shape(x)}")
+        raise ConversionError(f"pads {pads} must be {2 * rank} values >= 0 for input shape {shape_of(x)}")
     output_size = tuple(f - pads[a] - pads[rank + a] for a, f in enumerate(full))
     if any(o < 1 for o in output_size):
         raise ConversionError(f"pads {pads} leave no output (full output {tuple(full)})")
@@ -233,19 +233,19 @@ def _conv_transpose_as_conv2d(x, w: np.ndarray, groups, strides, dilations, pad_
     zeros after each element, padded by (k - 1) * dilation - pad_begin in front (negative: cropped) and to the
     length the output needs at the back, convolved with the kernel flipped and its channel axes swapped per
     group. out[o] = sum_k x_up[o + pad_begin - k * d] * w[k] = sum_k' x_pad[o + k' * d] * w[K - 1 - k']."""
-    rank = len(_shape(x)) - 2
+    rank = len(shape_of(x)) - 2
     if rank == 1:  # (N, C, L) as (N, C, 1, L)
         x, w = _to_2d(x), w.reshape(w.shape[:2] + (1,) + w.shape[2:])
         strides, dilations, output_size = ((1,) + tuple(v) for v in (strides, dilations, output_size))
         pad_begin = (0,) + tuple(pad_begin)
         return _from_2d(_conv_transpose_as_conv2d(x, w, groups, strides, dilations, pad_begin, output_size))
-    n, c, h, wd = _shape(x)
+    n, c, h, wd = shape_of(x)
     (sh, sw), kernel = strides, w.shape[2:]
     if sh > 1 or sw > 1:
-        x = call("pad", _reshape(x, (n, c, h, 1, wd, 1)), pads=(0,) * 9 + (sh - 1, 0, sw - 1))
-        x = _reshape(x, (n, c, h * sh, wd * sw))
+        x = call("pad", reshape(x, (n, c, h, 1, wd, 1)), pads=(0,) * 9 + (sh - 1, 0, sw - 1))
+        x = reshape(x, (n, c, h * sh, wd * sw))
     front = [(k - 1) * d - p for k, d, p in zip(kernel, dilations, pad_begin)]
-    back = [o + (k - 1) * d - f - u for o, k, d, f, u in zip(output_size, kernel, dilations, front, _shape(x)[2:])]
+    back = [o + (k - 1) * d - f - u for o, k, d, f, u in zip(output_size, kernel, dilations, front, shape_of(x)[2:])]
     if min(front + back) < 0:  # crop; the convolution pads (its padding is >= 0)
         x = call("pad", x, pads=(0, 0, min(front[0], 0), min(front[1], 0), 0, 0, min(back[0], 0), min(back[1], 0)))
     mg = w.shape[1]
@@ -259,16 +259,16 @@ def _conv_transpose_as_conv2d(x, w: np.ndarray, groups, strides, dilations, pad_
 def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
                    output_padding=None, output_shape=None, pads=None, strides=None):
     rank = _spatial_rank(x, "ConvTranspose")
-    if len(_shape(w)) != rank + 2:
-        raise ConversionError(f"weight shape {_shape(w)} does not match a {rank}-D transposed convolution of "
-                              f"input shape {_shape(x)}")
-    if kernel_shape is not None and tuple(kernel_shape) != _shape(w)[2:]:
-        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {_shape(w)}")
-    if math.prod(_shape(w)[2:]) > onnx_ops.MAX_WINDOW_TAPS:
-        raise ConversionError(f"kernel {_shape(w)[2:]} has more than {onnx_ops.MAX_WINDOW_TAPS} taps")
+    if len(shape_of(w)) != rank + 2:
+        raise ConversionError(f"weight shape {shape_of(w)} does not match a {rank}-D transposed convolution of "
+                              f"input shape {shape_of(x)}")
+    if kernel_shape is not None and tuple(kernel_shape) != shape_of(w)[2:]:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {shape_of(w)}")
+    if math.prod(shape_of(w)[2:]) > onnx_ops.MAX_WINDOW_TAPS:
+        raise ConversionError(f"kernel {shape_of(w)[2:]} has more than {onnx_ops.MAX_WINDOW_TAPS} taps")
     strides, dilations, pad_begin, output_size = _transpose_geometry(x, w, auto_pad, dilations, output_padding,
                                                                      output_shape, pads, strides)
-    fits = group >= 1 and _shape(x)[1] % group == 0 and _shape(w)[0] == _shape(x)[1]  # else the op says why
+    fits = group >= 1 and shape_of(x)[1] % group == 0 and shape_of(w)[0] == shape_of(x)[1]  # else the op says why
     if rank <= 2 and isinstance(w, Constant) and x.type.dtype == "float32" and fits:
         y = _conv_transpose_as_conv2d(x, w.data, group, strides, dilations, pad_begin, output_size)
     else:
@@ -276,10 +276,10 @@ def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, 
                  output_size=output_size, groups=group)
     if b is None:
         return y
-    channels = _shape(y)[1]
-    if _shape(b) != (channels,):
-        raise ConversionError(f"bias shape {_shape(b)} does not match {channels} output channels")
-    return _binary("add", y, _reshape(b, (channels,) + (1,) * rank))
+    channels = shape_of(y)[1]
+    if shape_of(b) != (channels,):
+        raise ConversionError(f"bias shape {shape_of(b)} does not match {channels} output channels")
+    return binary("add", y, reshape(b, (channels,) + (1,) * rank))
 
 
 # ---- Lp pools and norms: sum of |x|^p, then its p-th root
@@ -289,7 +289,7 @@ def _abs_power(x: Expr, p) -> Expr:
     if p == 1:
         return fold("abs", x)
     if p == 2:
-        return _binary("multiply", x, x)
+        return binary("multiply", x, x)
     return fold("power", fold("abs", x), const(float(p), x.type.dtype))
 
 
@@ -315,8 +315,8 @@ def _lp_pool(x, kernel_shape, auto_pad, ceil_mode, dilations, p, pads, strides):
     _check_p(p, x)
     if len(kernel_shape) != rank:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
-                              f"{_shape(x)}")
-    if _flag(ceil_mode, "ceil_mode") and auto_pad == "NOTSET":
+                              f"{shape_of(x)}")
+    if flag(ceil_mode, "ceil_mode") and auto_pad == "NOTSET":
         strides_ = tuple(strides) if strides is not None else (1,) * rank
         dil = tuple(dilations) if dilations is not None else (1,) * rank
         pads = list(pads) if pads is not None else [0] * (2 * rank)
@@ -324,10 +324,10 @@ def _lp_pool(x, kernel_shape, auto_pad, ceil_mode, dilations, p, pads, strides):
             raise ConversionError(f"pads {tuple(pads)}, strides {strides_}, dilations {dil} do not fit a {rank}-D "
                                   f"window")
         for a in range(rank):
-            size, k, s, d = _shape(x)[2 + a], kernel_shape[a], strides_[a], dil[a]
+            size, k, s, d = shape_of(x)[2 + a], kernel_shape[a], strides_[a], dil[a]
             out = pool_out_size(size, k, s, d, pads[a], pads[rank + a], True)
             pads[rank + a] = max(pads[rank + a], (out - 1) * s + (k - 1) * d + 1 - size - pads[a])
-    channels = _shape(x)[1]
+    channels = shape_of(x)[1]
     ones = Constant(np.ones((channels, 1) + tuple(kernel_shape), np.float32))
     total = conv(_abs_power(x, p), ones, auto_pad=auto_pad, dilations=dilations, group=channels,
                  kernel_shape=kernel_shape, pads=pads, strides=strides)
@@ -346,9 +346,9 @@ def lp_pool_v18(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=No
 
 @converter("GlobalLpPool")
 def global_lp_pool(x, *, p=2.0):
-    rank = len(_shape(x)) - 2
+    rank = len(shape_of(x)) - 2
     if rank < 1:
-        raise ConversionError(f"GlobalLpPool takes an (N, C, spatial...) input, got shape {_shape(x)}")
+        raise ConversionError(f"GlobalLpPool takes an (N, C, spatial...) input, got shape {shape_of(x)}")
     _check_p(p, x)
     return _root(fold("sum", _abs_power(x, p), axes=tuple(range(2, rank + 2)), keepdims=True), p)
 
@@ -358,10 +358,10 @@ def lp_normalization(x, *, axis=-1, p=2):
     if p not in (1, 2):
         raise ConversionError(f"attribute p must be 1 or 2, got {p}")
     _check_p(p, x)
-    axis = _axis(axis, len(_shape(x)))
+    axis = normalize_axis(axis, len(shape_of(x)))
     norm = _root(fold("sum", _abs_power(x, p), axes=(axis,), keepdims=True), p)
     one = const(1.0, x.type.dtype)  # a zero norm means a zero x there: 0 / 1 gives the 0 ONNX wants
-    return _binary("divide", x, fold("where", _binary("equal", norm, const(0.0, x.type.dtype)), one, norm))
+    return binary("divide", x, fold("where", binary("equal", norm, const(0.0, x.type.dtype)), one, norm))
 
 
 # ---- normalizations over channels and groups
@@ -369,15 +369,15 @@ def lp_normalization(x, *, axis=-1, p=2):
 
 def _per_channel(v: Expr, ndim: int) -> Expr:
     """A (C,) vector shaped to broadcast over (N, C, spatial...) of ndim dims."""
-    return _reshape(v, (_shape(v)[0],) + (1,) * (ndim - 2))
+    return reshape(v, (shape_of(v)[0],) + (1,) * (ndim - 2))
 
 
 def _normalize_rows(x: Expr, rows: tuple[int, ...], epsilon: float) -> Expr:
     """x viewed as rows (N, G, rest) normalized over `rest` (mean 0, variance 1), in x's shape."""
-    flat = _reshape(x, rows + (int(np.prod(_shape(x))) // int(np.prod(rows)),))
+    flat = reshape(x, rows + (int(np.prod(shape_of(x))) // int(np.prod(rows)),))
     one = Constant(np.ones((1,), np.float32))
     zero = Constant(np.zeros((1,), np.float32))
-    return _reshape(fold("nn.layer_norm", flat, one, zero, axis=len(rows), epsilon=float(epsilon)), _shape(x))
+    return reshape(fold("nn.layer_norm", flat, one, zero, axis=len(rows), epsilon=float(epsilon)), shape_of(x))
 
 
 def _expect_float32(x: Expr, op: str):
@@ -387,13 +387,13 @@ def _expect_float32(x: Expr, op: str):
 
 @converter("InstanceNormalization")
 def instance_norm(x, scale, b, *, epsilon=1e-5):
-    shape = _shape(x)
-    if len(shape) < 2 or _shape(scale) != (shape[1],) or _shape(b) != (shape[1],):
-        raise ConversionError(f"input (N, C, ...) {shape} needs scale and B of shape (C,), got {_shape(scale)} "
-                              f"and {_shape(b)}")
+    shape = shape_of(x)
+    if len(shape) < 2 or shape_of(scale) != (shape[1],) or shape_of(b) != (shape[1],):
+        raise ConversionError(f"input (N, C, ...) {shape} needs scale and B of shape (C,), got {shape_of(scale)} "
+                              f"and {shape_of(b)}")
     _expect_float32(x, "InstanceNormalization")
     y = _normalize_rows(x, shape[:2], epsilon)
-    return _binary("add", _binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(b, len(shape)))
+    return binary("add", binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(b, len(shape)))
 
 
 @converter("GroupNormalization", since=21)
@@ -402,17 +402,17 @@ def group_norm(x, scale, bias, *, num_groups, epsilon=1e-5, stash_type=1):
     refuses models that use it, so it has no converter."""
     if stash_type != 1:
         raise ConversionError(f"stash_type={stash_type}: only 1 (float32 statistics) is supported")
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) < 2:
         raise ConversionError(f"input must be (N, C, ...), got shape {shape}")
     _expect_float32(x, "GroupNormalization")
     n, c = shape[:2]
     if num_groups < 1 or c % num_groups:
         raise ConversionError(f"num_groups={num_groups} must divide the {c} channels")
-    if _shape(scale) != (c,) or _shape(bias) != (c,):
-        raise ConversionError(f"scale and bias must have shape {(c,)}, got {_shape(scale)} and {_shape(bias)}")
+    if shape_of(scale) != (c,) or shape_of(bias) != (c,):
+        raise ConversionError(f"scale and bias must have shape {(c,)}, got {shape_of(scale)} and {shape_of(bias)}")
     y = _normalize_rows(x, (n, num_groups), epsilon)
-    return _binary("add", _binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(bias, len(shape)))
+    return binary("add", binary("multiply", y, _per_channel(scale, len(shape))), _per_channel(bias, len(shape)))
 
 
 @converter("MeanVarianceNormalization", since=9)
@@ -420,12 +420,12 @@ def mean_variance_normalization(x, *, axes=(0, 2, 3)):
     """(x - mean) / (sqrt(variance) + 1e-9) over axes (ONNX's function body; the variance as the mean of the
     squared deviations)."""
     _expect_float32(x, "MeanVarianceNormalization")
-    ndim = len(_shape(x))
-    axes = tuple(sorted({_axis(a, ndim) for a in axes}))
+    ndim = len(shape_of(x))
+    axes = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
     mean = fold("mean", x, axes=axes, keepdims=True)
-    diff = _binary("subtract", x, mean)
-    std = fold("sqrt", fold("mean", _binary("multiply", diff, diff), axes=axes, keepdims=True))
-    return _binary("divide", diff, _binary("add", std, const(1e-9, x.type.dtype)))
+    diff = binary("subtract", x, mean)
+    std = fold("sqrt", fold("mean", binary("multiply", diff, diff), axes=axes, keepdims=True))
+    return binary("divide", diff, binary("add", std, const(1e-9, x.type.dtype)))
 
 
 # ---- MaxUnpool: the values scattered to their flat indices into zeros
@@ -433,12 +433,12 @@ def mean_variance_normalization(x, *, axes=(0, 2, 3)):
 
 @converter("MaxUnpool", since=9)
 def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
-    shape = _shape(x)
+    shape = shape_of(x)
     rank = len(shape) - 2
     if rank < 1 or len(kernel_shape) != rank:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not fit input shape {shape}")
-    if _shape(indices) != shape:
-        raise ConversionError(f"indices shape {_shape(indices)} must equal the input shape {shape}")
+    if shape_of(indices) != shape:
+        raise ConversionError(f"indices shape {shape_of(indices)} must equal the input shape {shape}")
     if indices.type.dtype != "int64":
         raise ConversionError(f"indices must be int64, got {indices.type.dtype}")
     strides = tuple(strides) if strides is not None else (1,) * rank
@@ -462,6 +462,6 @@ def max_unpool(x, indices, output_shape=None, *, kernel_shape, pads=None, stride
             raise ConversionError(f"indices hold {int(bad.flat[0])}, outside [0, {total}) of the output {out}")
     zeros = Constant(np.zeros((total,), np.dtype(x.type.dtype)))
     size = (int(np.prod(shape)),)
-    flat = fold("scatter_elements", zeros, _reshape(indices, size), _reshape(x, size), axis=0,
+    flat = fold("scatter_elements", zeros, reshape(indices, size), reshape(x, size), axis=0,
                 reduction="none")
-    return _reshape(flat, out)
+    return reshape(flat, out)

@@ -14,10 +14,10 @@ import numpy as np
 from relayish import Constant, Expr, const, free_vars
 from relayish.types import numpy_dtype
 
-from .basic import _axis, _binary, _reshape, _shape, conv, converter, matmul
-from .attention import _cast
-from .tensor import fold
+from ..builders import astype, binary, fold, normalize_axis, reshape, shape_of
+from ..registry import converter
 from ..values import ConversionError, RunTimeValueNeeded, constant_value, int_list_input
+from .basic import conv, matmul
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -31,10 +31,10 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
     index and NaN greater than every number, as the reference's lexsort. Each element's rank is the count of the
     elements that come before it (O(n^2) comparisons along the axis); the ranks are a permutation, so scattering
     the positions to their ranks gives the sorted order, whose first k positions gather the values."""
-    shape = _shape(x)
+    shape = shape_of(x)
     if not shape:
         raise ConversionError("the input must be at least 1-D, got a scalar")
-    axis = _axis(axis, len(shape))
+    axis = normalize_axis(axis, len(shape))
     n = shape[axis]
     if not 0 <= k <= n:
         raise ConversionError(f"k = {k} must be in [0, {n}] (the size of axis {axis})")
@@ -46,8 +46,8 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
     if comparisons > MAX_TOPK_COMPARISONS:
         raise ConversionError(f"TopK over axis {axis} of {n} elements of a {shape} input needs {comparisons} pairwise "
                               f"comparisons, more than the {MAX_TOPK_COMPARISONS} this composition allows")
-    xi = _reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])  # element i on axis, j on axis + 1
-    xj = _reshape(x, shape[:axis] + (1,) + shape[axis:])
+    xi = reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])  # element i on axis, j on axis + 1
+    xj = reshape(x, shape[:axis] + (1,) + shape[axis:])
     better = fold("greater" if largest else "less", xj, xi)
     tie = fold("equal", xj, xi)
     if x.type.dtype in FLOAT_DTYPES:
@@ -59,7 +59,7 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
     lower = np.arange(n)[None, :] < np.arange(n)[:, None]  # [i, j]: j < i
     lower = Constant(lower.reshape((n, n) + (1,) * (len(shape) - axis - 1)))
     before = fold("logical_or", better, fold("logical_and", tie, lower))
-    rank = fold("sum", _cast(before, "int64"), axes=(axis + 1,), keepdims=False)
+    rank = fold("sum", astype(before, "int64"), axes=(axis + 1,), keepdims=False)
     positions = np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (len(shape) - axis - 1))
     positions = Constant(np.ascontiguousarray(np.broadcast_to(positions, shape)))
     order = fold("scatter_elements", Constant(np.zeros(shape, np.int64)), rank, positions, axis=axis)
@@ -147,14 +147,14 @@ def _diagonal(x: Expr, labels: list[str]) -> tuple[Expr, list[str]]:
     while len(set(labels)) != len(labels):
         label = next(c for c in labels if labels.count(c) > 1)
         first, second = [i for i, c in enumerate(labels) if c == label][:2]
-        shape = _shape(x)
+        shape = shape_of(x)
         if shape[first] != shape[second]:
             raise ConversionError(f"label {label!r} has sizes {shape[first]} and {shape[second]} in one operand")
         rest = [i for i in range(len(shape)) if i not in (first, second)]
         x = fold("transpose", x, axes=tuple(rest + [first, second])) if rest + [first, second] != \
             list(range(len(shape))) else x
         n = shape[first]
-        x = _reshape(x, tuple(shape[i] for i in rest) + (n * n,))
+        x = reshape(x, tuple(shape[i] for i in rest) + (n * n,))
         x = fold("take", x, Constant(np.arange(n, dtype=np.int64) * (n + 1)), axis=len(rest))
         labels = [labels[i] for i in rest] + [label]
     return x, labels
@@ -173,8 +173,8 @@ def _arrange(x: Expr, labels: list[str], order: list[str]) -> Expr:
     perm = tuple(labels.index(c) for c in mine)
     if perm != tuple(range(len(perm))):
         x = fold("transpose", x, axes=perm)
-    sizes = dict(zip(mine, _shape(x)))
-    return _reshape(x, tuple(sizes.get(c, 1) for c in order))
+    sizes = dict(zip(mine, shape_of(x)))
+    return reshape(x, tuple(sizes.get(c, 1) for c in order))
 
 
 def _contract(a: Expr, la: list[str], b: Expr, lb: list[str], keep: set[str]) -> tuple[Expr, list[str]]:
@@ -182,7 +182,7 @@ def _contract(a: Expr, la: list[str], b: Expr, lb: list[str], keep: set[str]) ->
     (a broadcast multiply when nothing is summed). Labels of one operand only that are not kept are summed first."""
     a, la = _sum_labels(a, la, {c for c in la if c not in lb and c not in keep})
     b, lb = _sum_labels(b, lb, {c for c in lb if c not in la and c not in keep})
-    size_a, size_b = dict(zip(la, _shape(a))), dict(zip(lb, _shape(b)))
+    size_a, size_b = dict(zip(la, shape_of(a))), dict(zip(lb, shape_of(b)))
     shared = [c for c in la if c in lb]
     summed = [c for c in shared if c not in keep]
     for c in summed:  # a summed label broadcast from size 1 on one side: sum the other side first
@@ -198,17 +198,17 @@ def _contract(a: Expr, la: list[str], b: Expr, lb: list[str], keep: set[str]) ->
     only_b = [c for c in lb if c not in la]
     out_labels = batch + only_a + only_b
     if not summed:
-        return _binary("multiply", _arrange(a, la, out_labels), _arrange(b, lb, out_labels)), out_labels
+        return binary("multiply", _arrange(a, la, out_labels), _arrange(b, lb, out_labels)), out_labels
     batch_a = tuple(size_a[c] for c in batch)
     batch_b = tuple(size_b[c] for c in batch)
     m = int(np.prod([size_a[c] for c in only_a]))
     n = int(np.prod([size_b[c] for c in only_b]))
     k = int(np.prod([size_a[c] for c in summed]))
-    a3 = _reshape(_arrange(a, la, batch + only_a + summed), batch_a + (m, k))
-    b3 = _reshape(_arrange(b, lb, batch + summed + only_b), batch_b + (k, n))
+    a3 = reshape(_arrange(a, la, batch + only_a + summed), batch_a + (m, k))
+    b3 = reshape(_arrange(b, lb, batch + summed + only_b), batch_b + (k, n))
     y = fold("nn.matmul", a3, b3)
-    batch_out = _shape(y)[:len(batch)]
-    return _reshape(y, batch_out + tuple(size_a[c] for c in only_a) + tuple(size_b[c] for c in only_b)), out_labels
+    batch_out = shape_of(y)[:len(batch)]
+    return reshape(y, batch_out + tuple(size_a[c] for c in only_a) + tuple(size_b[c] for c in only_b)), out_labels
 
 
 @converter("Einsum", since=12)
@@ -218,11 +218,11 @@ def einsum(*inputs, equation):
     dtypes = {x.type.dtype for x in inputs}
     if len(dtypes) != 1:
         raise ConversionError(f"the inputs must have one dtype, got {sorted(dtypes)}")
-    terms, output = _parse_einsum(equation, [len(_shape(x)) for x in inputs])
+    terms, output = _parse_einsum(equation, [len(shape_of(x)) for x in inputs])
     operands = [_diagonal(x, labels) for x, labels in zip(inputs, terms)]
     sizes = {}
     for x, labels in operands:
-        for c, d in zip(labels, _shape(x)):
+        for c, d in zip(labels, shape_of(x)):
             if sizes.get(c, 1) not in (1, d) and d != 1:
                 raise ConversionError(f"equation {equation!r}: label {c!r} has sizes {sizes[c]} and {d}")
             sizes[c] = max(sizes.get(c, 1), d)
@@ -233,7 +233,7 @@ def einsum(*inputs, equation):
     x, labels = _sum_labels(x, labels, {c for c in labels if c not in output})
     x = _arrange(x, labels, output)
     full = tuple(sizes[c] for c in output)
-    return x if _shape(x) == full else fold("broadcast_to", x, shape=full)
+    return x if shape_of(x) == full else fold("broadcast_to", x, shape=full)
 
 
 # ---- If, Loop: control flow decided at import ----
@@ -301,10 +301,10 @@ def loop(max_trip_count=None, cond=None, *v_initial, body, _scope=None):
         if not values:
             raise ConversionError(f"scan output {k} of a loop that runs no iteration is empty (zero-size tensors "
                                   f"are not supported)")
-        shapes = {_shape(v) for v in values}
+        shapes = {shape_of(v) for v in values}
         if len(shapes) != 1:
             raise ConversionError(f"scan output {k} has different shapes in different iterations {sorted(shapes)}")
-        stacked.append(fold("concatenate", *[_reshape(v, (1,) + _shape(v)) for v in values], axis=0))
+        stacked.append(fold("concatenate", *[reshape(v, (1,) + shape_of(v)) for v in values], axis=0))
     return tuple(carried + stacked)
 
 
@@ -334,10 +334,10 @@ def compress(x, condition, *, axis=None):
     if cond.ndim != 1:
         raise ConversionError(f"input 'condition' must be 1-D, got shape {cond.shape}")
     if axis is None:
-        x, axis = _reshape(x, (int(np.prod(_shape(x))),)), 0
-    axis = _axis(axis, len(_shape(x)))
-    if cond.size > _shape(x)[axis]:
-        raise ConversionError(f"condition has {cond.size} values, more than the {_shape(x)[axis]} of axis {axis}")
+        x, axis = reshape(x, (int(np.prod(shape_of(x))),)), 0
+    axis = normalize_axis(axis, len(shape_of(x)))
+    if cond.size > shape_of(x)[axis]:
+        raise ConversionError(f"condition has {cond.size} values, more than the {shape_of(x)[axis]} of axis {axis}")
     picked = np.nonzero(cond.astype(bool))[0].astype(np.int64)
     return fold("take", x, Constant(picked), axis=axis)  # nothing selected: an empty result
 
@@ -348,7 +348,7 @@ def unique(x, *, axis=None, sorted=1):  # noqa: A002  (ONNX's attribute name)
     spec)."""
     value = _data_value(x, "X", "Unique")
     if axis is not None:
-        axis = _axis(axis, value.ndim)
+        axis = normalize_axis(axis, value.ndim)
         flat = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)
     else:
         flat = value.reshape(-1, 1)
@@ -378,25 +378,25 @@ def reverse_sequence(x, sequence_lens, *, batch_axis=1, time_axis=0):
     """out[t, b] = x[len[b] - 1 - t, b] for t < len[b], else x[t, b]: a gather along the time axis of indices
     computed from the lengths. Lengths given at run time are clamped to [0, max_time] first, so the indices are
     always in range (onnxruntime refuses such lengths; no length can make native code read outside the input)."""
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) < 2:
         raise ConversionError(f"the input must be at least 2-D, got shape {shape}")
     if sorted((batch_axis, time_axis)) != [0, 1]:
         raise ConversionError(f"batch_axis and time_axis must be 0 and 1 in some order, got {batch_axis} and "
                               f"{time_axis}")
     t_len, b_len = shape[time_axis], shape[batch_axis]
-    if sequence_lens.type.dtype != "int64" or _shape(sequence_lens) != (b_len,):
+    if sequence_lens.type.dtype != "int64" or shape_of(sequence_lens) != (b_len,):
         raise ConversionError(f"input 'sequence_lens' must be int64 of shape ({b_len},), got "
-                              f"{sequence_lens.type.dtype} of shape {_shape(sequence_lens)}")
+                              f"{sequence_lens.type.dtype} of shape {shape_of(sequence_lens)}")
     if isinstance(sequence_lens, Constant) and np.any((sequence_lens.data < 0) | (sequence_lens.data > t_len)):
         raise ConversionError(f"sequence_lens {sequence_lens.data.tolist()} must be in [0, {t_len}]")
-    lens = _binary("minimum", _binary("maximum", sequence_lens, const(0, "int64")), const(t_len, "int64"))
+    lens = binary("minimum", binary("maximum", sequence_lens, const(0, "int64")), const(t_len, "int64"))
     both = (t_len, 1) if time_axis == 0 else (1, t_len)
     t = Constant(np.arange(t_len, dtype=np.int64).reshape(both))
-    lens = _reshape(lens, (1, b_len) if time_axis == 0 else (b_len, 1))
-    index = fold("where", fold("less", t, lens), _binary("subtract", _binary("subtract", lens, const(1, "int64")),
+    lens = reshape(lens, (1, b_len) if time_axis == 0 else (b_len, 1))
+    index = fold("where", fold("less", t, lens), binary("subtract", binary("subtract", lens, const(1, "int64")),
                                                         t), t)
-    index = _reshape(index, _shape(index) + (1,) * (len(shape) - 2))
+    index = reshape(index, shape_of(index) + (1,) * (len(shape) - 2))
     index = fold("broadcast_to", index, shape=shape)
     return fold("gather_elements", x, index, axis=time_axis)
 
@@ -407,9 +407,9 @@ def reverse_sequence(x, sequence_lens, *, batch_axis=1, time_axis=0):
 def center_crop_pad(x, shape, *, axes=None):
     """Each axis cropped or zero-padded to its target size, centered (an odd difference leaves the extra element at
     the end), as the reference: a slice, then a pad."""
-    dims = _shape(x)
+    dims = shape_of(x)
     target = int_list_input(shape, "shape", (np.int64, np.int32))
-    axes = tuple(range(len(dims))) if axes is None else tuple(_axis(a, len(dims), "axes value") for a in axes)
+    axes = tuple(range(len(dims))) if axes is None else tuple(normalize_axis(a, len(dims), "axes value") for a in axes)
     if len(set(axes)) != len(axes):
         raise ConversionError(f"repeated axes {axes}")
     if len(target) != len(axes):
@@ -448,7 +448,7 @@ def det(x):
     """The determinant of the [..., n, n] matrices, by Gaussian elimination with partial pivoting unrolled over the
     n columns (the pivot row picked by argmax of the column's magnitudes, swapped in by selects): the product of
     the pivots, negated for each swap. A zero pivot gives 0 (it is replaced by 1 in the divisions)."""
-    shape, dtype = _shape(x), x.type.dtype
+    shape, dtype = shape_of(x), x.type.dtype
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise ConversionError(f"the input must be [..., n, n], got shape {shape}")
     if dtype not in ("float32", "float64", "float16"):
@@ -457,30 +457,30 @@ def det(x):
     if n > MAX_DET_SIZE:
         raise ConversionError(f"matrices of size {n} are above the {MAX_DET_SIZE} that Det unrolls")
     work = "float32" if dtype == "float16" else dtype
-    a = _cast(x, work)
+    a = astype(x, work)
     zero, one = const(0.0, work), const(1.0, work)
     result = None
     for k in range(n):
         m = n - k
-        column = _reshape(_slice(a, -1, 0, 1), batch + (m,))
+        column = reshape(_slice(a, -1, 0, 1), batch + (m,))
         pivot = fold("argmax", fold("abs", column), axis=-1, keepdims=True)  # [..., 1]
         chosen = fold("equal", pivot, Constant(np.arange(m, dtype=np.int64)))  # [..., m]
-        chosen_rows = _reshape(chosen, batch + (m, 1))
+        chosen_rows = reshape(chosen, batch + (m, 1))
         pivot_row = fold("sum", fold("where", chosen_rows, a, zero), axes=(len(batch),), keepdims=True)  # [..., 1, m]
         first_row = _slice(a, -2, 0, 1)
         is_first = Constant((np.arange(m) == 0).reshape(m, 1))
         a = fold("where", is_first, pivot_row, fold("where", chosen_rows, first_row, a))
-        p = _reshape(_slice(pivot_row, -1, 0, 1), batch)
-        sign = fold("where", fold("equal", _reshape(pivot, batch), const(0, "int64")), one, const(-1.0, work))
-        factor = _binary("multiply", sign, p)
-        result = factor if result is None else _binary("multiply", result, factor)
+        p = reshape(_slice(pivot_row, -1, 0, 1), batch)
+        sign = fold("where", fold("equal", reshape(pivot, batch), const(0, "int64")), one, const(-1.0, work))
+        factor = binary("multiply", sign, p)
+        result = factor if result is None else binary("multiply", result, factor)
         if m > 1:
             safe = fold("where", fold("equal", p, zero), one, p)
             below = _slice(_slice(a, -2, 1, m), -1, 0, 1)  # [..., m-1, 1]
-            ratio = _binary("divide", below, _reshape(safe, batch + (1, 1)))
-            a = _binary("subtract", _slice(_slice(a, -2, 1, m), -1, 1, m),
-                        _binary("multiply", ratio, _slice(pivot_row, -1, 1, m)))
-    return _cast(result, dtype)
+            ratio = binary("divide", below, reshape(safe, batch + (1, 1)))
+            a = binary("subtract", _slice(_slice(a, -2, 1, m), -1, 1, m),
+                        binary("multiply", ratio, _slice(pivot_row, -1, 1, m)))
+    return astype(result, dtype)
 
 
 # ---- MatMulInteger, QLinearMatMul ----
@@ -491,26 +491,26 @@ QUANT_TYPES = ("int8", "uint8")
 def _per_row_or_column(p: Expr, x: Expr, rows: bool, what: str) -> Expr:
     """A zero point or scale of a matmul operand made broadcastable to it: one value -> a scalar; 1-D of the
     operand's row count (a, per row: [M, 1]) or column count (b, per column: [N])."""
-    shape, pshape = _shape(x), _shape(p)
+    shape, pshape = shape_of(x), shape_of(p)
     if int(np.prod(pshape)) == 1:
-        return _reshape(p, ())
+        return reshape(p, ())
     extent = shape[-2] if rows and len(shape) > 1 else shape[-1]
     if len(pshape) != 1 or pshape[0] != extent:
         raise ConversionError(f"{what} of shape {pshape} must be one value or 1-D of the {extent} "
                               f"{'rows' if rows else 'columns'} of the operand {shape}")
-    return _reshape(p, (extent, 1)) if rows and len(shape) > 1 else p
+    return reshape(p, (extent, 1)) if rows and len(shape) > 1 else p
 
 
 def _integer_operand(x: Expr, zero_point: Expr | None, rows: bool, name: str) -> Expr:
     """x - zero_point in int32."""
     if x.type.dtype not in QUANT_TYPES:
         raise ConversionError(f"input {name} must be int8 or uint8, got {x.type.dtype}")
-    x32 = _cast(x, "int32")
+    x32 = astype(x, "int32")
     if zero_point is None:
         return x32
     if zero_point.type.dtype != x.type.dtype:
         raise ConversionError(f"the zero point of {name} must be {x.type.dtype}, got {zero_point.type.dtype}")
-    return _binary("subtract", x32, _cast(_per_row_or_column(zero_point, x, rows, f"{name}'s zero point"),
+    return binary("subtract", x32, astype(_per_row_or_column(zero_point, x, rows, f"{name}'s zero point"),
                                           "int32"))
 
 
@@ -535,15 +535,15 @@ def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, 
     c = matmul(_integer_operand(a, a_zero_point, True, "a"), _integer_operand(b, b_zero_point, False, "b"))
     sa = _per_row_or_column(a_scale, a, True, "a_scale")
     sb = _per_row_or_column(b_scale, b, False, "b_scale")
-    if int(np.prod(_shape(y_scale))) != 1:
-        raise ConversionError(f"y_scale must hold one value, got shape {_shape(y_scale)}")
-    scale = _binary("divide", _binary("multiply", sa, sb), _reshape(y_scale, ()))
-    d = _binary("multiply", _cast(c, "float64"), _cast(scale, "float64"))
-    d = _binary("add", d, _cast(_reshape(y_zero_point, ()) if int(np.prod(_shape(y_zero_point))) == 1 else
+    if int(np.prod(shape_of(y_scale))) != 1:
+        raise ConversionError(f"y_scale must hold one value, got shape {shape_of(y_scale)}")
+    scale = binary("divide", binary("multiply", sa, sb), reshape(y_scale, ()))
+    d = binary("multiply", astype(c, "float64"), astype(scale, "float64"))
+    d = binary("add", d, astype(reshape(y_zero_point, ()) if int(np.prod(shape_of(y_zero_point))) == 1 else
                                 _per_row_or_column(y_zero_point, b, False, "y_zero_point"), "float64"))
     out = y_zero_point.type.dtype
     lo, hi = (0.0, 255.0) if out == "uint8" else (-128.0, 127.0)
-    return _cast(fold("clip", fold("round", d), a_min=lo, a_max=hi), out)
+    return astype(fold("clip", fold("round", d), a_min=lo, a_max=hi), out)
 
 
 @converter("ConvInteger", since=10)
@@ -554,18 +554,18 @@ def conv_integer(x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET
     for name, v in (("x", x), ("w", w)):
         if v.type.dtype not in QUANT_TYPES:
             raise ConversionError(f"input {name} must be int8 or uint8, got {v.type.dtype}")
-    x32, w32 = _cast(x, "int32"), _cast(w, "int32")
+    x32, w32 = astype(x, "int32"), astype(w, "int32")
     if x_zero_point is not None:
-        if x_zero_point.type.dtype != x.type.dtype or int(np.prod(_shape(x_zero_point))) != 1:
+        if x_zero_point.type.dtype != x.type.dtype or int(np.prod(shape_of(x_zero_point))) != 1:
             raise ConversionError(f"x_zero_point must be one {x.type.dtype} value, got {x_zero_point.type.dtype} "
-                                  f"of shape {_shape(x_zero_point)}")
-        x32 = _binary("subtract", x32, _cast(_reshape(x_zero_point, ()), "int32"))
+                                  f"of shape {shape_of(x_zero_point)}")
+        x32 = binary("subtract", x32, astype(reshape(x_zero_point, ()), "int32"))
     if w_zero_point is not None:
-        channels = _shape(w)[0]
-        if w_zero_point.type.dtype != w.type.dtype or int(np.prod(_shape(w_zero_point))) not in (1, channels):
+        channels = shape_of(w)[0]
+        if w_zero_point.type.dtype != w.type.dtype or int(np.prod(shape_of(w_zero_point))) not in (1, channels):
             raise ConversionError(f"w_zero_point must be one {w.type.dtype} value or one per output channel "
-                                  f"({channels}), got {w_zero_point.type.dtype} of shape {_shape(w_zero_point)}")
-        zp = _reshape(w_zero_point, () if int(np.prod(_shape(w_zero_point))) == 1 else (channels, 1, 1, 1))
-        w32 = _binary("subtract", w32, _cast(zp, "int32"))
+                                  f"({channels}), got {w_zero_point.type.dtype} of shape {shape_of(w_zero_point)}")
+        zp = reshape(w_zero_point, () if int(np.prod(shape_of(w_zero_point))) == 1 else (channels, 1, 1, 1))
+        w32 = binary("subtract", w32, astype(zp, "int32"))
     return conv(x32, w32, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape, pads=pads,
                 strides=strides)

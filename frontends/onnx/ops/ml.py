@@ -14,9 +14,10 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import numpy_dtype
 
-from .basic import _reshape, _shape, converter
-from .tensor import fold, gather
+from ..builders import fold, reshape, shape_of
+from ..registry import converter
 from ..values import ConversionError
+from .tensor import gather
 
 MAX_MATCH_ELEMENTS = 1 << 26  # n-gram comparisons (rows x pool n-grams x positions) of one size and skip
 
@@ -44,7 +45,7 @@ def _pool_ngrams(pool: list[int], counts: list[int], min_len: int, max_len: int)
 def _ngram_counts(x: Expr, grams: list, size: int, skips: range) -> Expr:
     """[rows, len(grams)]: how often each n-gram of `size` occurs in each row of x, over every skip in `skips`
     (items skip + 1 apart)."""
-    rows, length = _shape(x)
+    rows, length = shape_of(x)
     total = None
     for skip in skips:
         step = skip + 1
@@ -58,7 +59,7 @@ def _ngram_counts(x: Expr, grams: list, size: int, skips: range) -> Expr:
         for j in range(size):  # item j of every window, against item j of every pool n-gram
             items = fold("strided_slice", x, begin=(j * step,), end=(j * step + positions,), strides=(1,), axes=(1,))
             wanted = Constant(np.array([g[j] for _, g in grams], dtype=x.type.dtype).reshape(1, -1, 1))
-            equal = fold("equal", _reshape(items, (rows, 1, positions)), wanted)
+            equal = fold("equal", reshape(items, (rows, 1, positions)), wanted)
             match = equal if match is None else fold("logical_and", match, equal)
         found = fold("sum", fold("cast", match, dtype="float32"), axes=(2,), keepdims=False)
         total = found if total is None else fold("add", total, found)
@@ -73,8 +74,8 @@ def tfidf_vectorizer(x, *, mode, min_gram_length, max_gram_length, max_skip_coun
     weights[k] (or 1) if it occurs, TFIDF weights[k] (or 1) times its count."""
     if pool_strings is not None or pool_int64s is None:
         raise ConversionError("only integer pools (pool_int64s) are supported; string tensors are not")
-    if x.type.dtype not in ("int32", "int64") or len(_shape(x)) not in (1, 2):
-        raise ConversionError(f"X must be a 1-D or 2-D int32/int64 tensor, got {x.type.dtype} {_shape(x)}")
+    if x.type.dtype not in ("int32", "int64") or len(shape_of(x)) not in (1, 2):
+        raise ConversionError(f"X must be a 1-D or 2-D int32/int64 tensor, got {x.type.dtype} {shape_of(x)}")
     if mode not in ("TF", "IDF", "TFIDF"):
         raise ConversionError(f"mode must be TF, IDF or TFIDF, got {mode!r}")
     if not 1 <= min_gram_length <= max_gram_length or max_skip_count < 0:
@@ -88,8 +89,8 @@ def tfidf_vectorizer(x, *, mode, min_gram_length, max_gram_length, max_skip_coun
     weights = list(weights) if weights else [1.0] * ids  # an empty list: no weights
     if len(weights) != ids:
         raise ConversionError(f"weights must hold one value per pool n-gram ({ids}), got {len(weights)}")
-    rows = _reshape(x, (1, _shape(x)[0])) if len(_shape(x)) == 1 else x
-    out = fold("broadcast_to", const(0.0, "float32"), shape=(_shape(rows)[0], width))
+    rows = reshape(x, (1, shape_of(x)[0])) if len(shape_of(x)) == 1 else x
+    out = fold("broadcast_to", const(0.0, "float32"), shape=(shape_of(rows)[0], width))
     for size, grams in sorted(by_size.items()):
         found = _ngram_counts(rows, grams, size, range(1) if size == 1 else range(max_skip_count + 1))
         if found is None:
@@ -103,7 +104,7 @@ def tfidf_vectorizer(x, *, mode, min_gram_length, max_gram_length, max_skip_coun
         scatter[np.arange(len(grams)), [ngram_indexes[i] for i, _ in grams]] = \
             [weights[i] if mode != "TF" else 1.0 for i, _ in grams]
         out = fold("add", out, fold("nn.matmul", found, Constant(scatter)))
-    return _reshape(out, (width,)) if len(_shape(x)) == 1 else out
+    return reshape(out, (width,)) if len(shape_of(x)) == 1 else out
 
 
 # ---- ai.onnx.ml: Binarizer, ArrayFeatureExtractor ----
@@ -125,9 +126,9 @@ def array_feature_extractor(x, indices):
     """x's last axis taken at the (flattened) indices: [..., len(indices)], a 1-D x giving one row."""
     if indices.type.dtype != "int64":
         raise ConversionError(f"Y (the indices) must be int64, got {indices.type.dtype}")
-    count = math.prod(_shape(indices))
-    taken = gather(x, _reshape(indices, (count,)), axis=-1)
-    return _reshape(taken, (1, count)) if len(_shape(x)) == 1 else taken
+    count = math.prod(shape_of(indices))
+    taken = gather(x, reshape(indices, (count,)), axis=-1)
+    return reshape(taken, (1, count)) if len(shape_of(x)) == 1 else taken
 
 
 def _const(value, dtype: str) -> Constant:
@@ -204,8 +205,8 @@ def tree_ensemble(x, *, nodes_splits, nodes_featureids, nodes_modes, nodes_truen
     weights are summed (SUM, AVERAGE / number of trees) or reduced (MIN, MAX; 0 where none) per target, in x's
     dtype."""
     dtype = x.type.dtype
-    if dtype not in ("float32", "float64") or len(_shape(x)) != 2:
-        raise ConversionError(f"X must be a 2-D float or double tensor, got {dtype} {_shape(x)}")
+    if dtype not in ("float32", "float64") or len(shape_of(x)) != 2:
+        raise ConversionError(f"X must be a 2-D float or double tensor, got {dtype} {shape_of(x)}")
     if post_transform != 0:
         raise ConversionError(f"post_transform {post_transform} is not supported (only 0, NONE)")
     if aggregate_function not in range(4):
@@ -220,8 +221,8 @@ def tree_ensemble(x, *, nodes_splits, nodes_featureids, nodes_modes, nodes_truen
     if len(leaf_targetids) != len(weights) or not all(0 <= t < n_targets for t in leaf_targetids):
         raise ConversionError(f"leaf_targetids and leaf_weights must have one entry per leaf, targets in "
                               f"[0, {n_targets})")
-    if min(nodes_featureids, default=0) < 0 or max(nodes_featureids, default=0) >= _shape(x)[1]:
-        raise ConversionError(f"nodes_featureids must be in [0, {_shape(x)[1]})")
+    if min(nodes_featureids, default=0) < 0 or max(nodes_featureids, default=0) >= shape_of(x)[1]:
+        raise ConversionError(f"nodes_featureids must be in [0, {shape_of(x)[1]})")
     for ids, leafs in ((nodes_truenodeids, nodes_trueleafs), (nodes_falsenodeids, nodes_falseleafs)):
         if any(not 0 <= i < (len(weights) if leaf else n_nodes) for i, leaf in zip(ids, leafs)):
             raise ConversionError("a node or leaf id of the trees is out of range")
@@ -250,8 +251,8 @@ def tree_ensemble(x, *, nodes_splits, nodes_featureids, nodes_modes, nodes_truen
     low = aggregate_function == 2
     start = np.finfo(numpy_dtype(dtype)).max if low else np.finfo(numpy_dtype(dtype)).min
     table = _const(np.where(targets, values[:, None], start), dtype)  # [paths, targets]
-    n = _shape(x)[0]
-    chosen = fold("where", _reshape(reached, (n, len(paths), 1)), table, _const(start, dtype))
+    n = shape_of(x)[0]
+    chosen = fold("where", reshape(reached, (n, len(paths), 1)), table, _const(start, dtype))
     best = fold("min" if low else "max", chosen, axes=(1,), keepdims=False)
     named = fold("nn.matmul", fold("cast", reached, dtype=dtype), _const(targets, dtype))  # [N, targets]
     return fold("where", fold("greater", named, _const(0, dtype)), best, _const(0, dtype))

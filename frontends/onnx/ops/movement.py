@@ -14,16 +14,16 @@ from onnx import helper
 from relayish import Constant, Expr, call, get_op
 from relayish.types import DTYPES, numpy_dtype
 
-from .basic import _axis, _is_const, _reshape, _shape, _transpose, converter
-from .tensor import fold
-from ..values import ConversionError, _ints, checked_elements, int_list_input, scalar_input
+from ..builders import fold, is_const, normalize_axis, reshape, shape_of, transpose
+from ..registry import converter
+from ..values import ConversionError, checked_elements, int_list_input, int_tuple, scalar_input
 
 INDEX_DTYPES = (np.int32, np.int64)
 
 
 def _check_constant_indices(indices, extents, what: str):
     """Constant indices: int32/int64, each in [-n, n) of its extent (extents broadcast against the values)."""
-    if not _is_const(indices):
+    if not is_const(indices):
         return
     value = indices.data
     if value.dtype not in INDEX_DTYPES:
@@ -40,10 +40,10 @@ def _check_constant_indices(indices, extents, what: str):
 def _pad(data, pads, mode, value, axes=None):
     """value: a number, or a run-time scalar tensor (constant mode: the data padded with 0, then a where with the
     constant mask of the data's positions puts value around it)."""
-    ndim = len(_shape(data))
+    ndim = len(shape_of(data))
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise ConversionError(f"mode must be 'constant', 'reflect', 'edge' or 'wrap', got {mode!r}")
-    axes = tuple(range(ndim)) if axes is None else tuple(_axis(a, ndim, "axes value") for a in axes)
+    axes = tuple(range(ndim)) if axes is None else tuple(normalize_axis(a, ndim, "axes value") for a in axes)
     if len(set(axes)) != len(axes):
         raise ConversionError(f"repeated axes {axes}")
     if len(pads) != 2 * len(axes):
@@ -57,15 +57,15 @@ def _pad(data, pads, mode, value, axes=None):
         return fold("pad", data, pads=tuple(full), mode=mode, value=float(value))
     if value.type.dtype != data.type.dtype or value.type.size != 1:
         raise ConversionError(f"input 'constant_value' must be one {data.type.dtype} value, got shape "
-                              f"{_shape(value)} of {value.type.dtype}")
+                              f"{shape_of(value)} of {value.type.dtype}")
     padded = fold("pad", data, pads=tuple(full), mode=mode, value=0.0)
-    inside = get_op("pad").ref(np.ones(_shape(data), bool), pads=tuple(full), mode=mode, value=0.0)
-    return fold("where", Constant(inside), padded, _reshape(value, ()))
+    inside = get_op("pad").ref(np.ones(shape_of(data), bool), pads=tuple(full), mode=mode, value=0.0)
+    return fold("where", Constant(inside), padded, reshape(value, ()))
 
 
 @converter("Pad", since=2)
 def pad_v2(data, *, pads, mode="constant", value=0.0):
-    return _pad(data, _ints(pads), mode, value)
+    return _pad(data, int_tuple(pads), mode, value)
 
 
 @converter("Pad", since=11)
@@ -76,7 +76,7 @@ def pad_v11(data, pads, constant_value=None, axes=None, *, mode="constant"):
     axes = None if axes is None else int_list_input(axes, "axes", (np.int64, np.int32))
     if constant_value is None or mode != "constant":
         value = 0.0
-    elif _is_const(constant_value):
+    elif is_const(constant_value):
         value = scalar_input(constant_value, "constant_value")
     else:
         value = constant_value
@@ -87,15 +87,15 @@ def pad_v11(data, pads, constant_value=None, axes=None, *, mode="constant"):
 
 @converter("GatherElements", since=11)
 def gather_elements(data, indices, *, axis=0):
-    axis = _axis(axis, len(_shape(data)))
-    _check_constant_indices(indices, _shape(data)[axis], f"axis {axis} of size {_shape(data)[axis]}")
+    axis = normalize_axis(axis, len(shape_of(data)))
+    _check_constant_indices(indices, shape_of(data)[axis], f"axis {axis} of size {shape_of(data)[axis]}")
     return fold("gather_elements", data, indices, axis=axis)
 
 
 @converter("GatherND", since=11)
 def gather_nd(data, indices, *, batch_dims=0):
-    k = _shape(indices)[-1] if _shape(indices) else 0
-    dims = _shape(data)[batch_dims:batch_dims + k]
+    k = shape_of(indices)[-1] if shape_of(indices) else 0
+    dims = shape_of(data)[batch_dims:batch_dims + k]
     if len(dims) == k:
         _check_constant_indices(indices, dims, f"data dims {dims}")
     return fold("gather_nd", data, indices, batch_dims=int(batch_dims))
@@ -105,8 +105,8 @@ def gather_nd(data, indices, *, batch_dims=0):
 
 @converter("ScatterElements", since=11)
 def scatter_elements(data, indices, updates, *, axis=0, reduction="none"):
-    axis = _axis(axis, len(_shape(data)))
-    _check_constant_indices(indices, _shape(data)[axis], f"axis {axis} of size {_shape(data)[axis]}")
+    axis = normalize_axis(axis, len(shape_of(data)))
+    _check_constant_indices(indices, shape_of(data)[axis], f"axis {axis} of size {shape_of(data)[axis]}")
     return fold("scatter_elements", data, indices, updates, axis=axis, reduction=reduction)
 
 
@@ -118,8 +118,8 @@ def scatter(data, indices, updates, *, axis=0):
 
 @converter("ScatterND", since=11)
 def scatter_nd(data, indices, updates, *, reduction="none"):
-    k = _shape(indices)[-1] if _shape(indices) else 0
-    dims = _shape(data)[:k]
+    k = shape_of(indices)[-1] if shape_of(indices) else 0
+    dims = shape_of(data)[:k]
     if len(dims) == k:
         _check_constant_indices(indices, dims, f"data dims {dims}")
     return fold("scatter_nd", data, indices, updates, reduction=reduction)
@@ -135,14 +135,14 @@ def one_hot(indices, depth, values, *, axis=-1):
         raise ConversionError(f"input 'depth' must be a positive integer, got {depth}")
     if indices.type.dtype not in ("int32", "int64"):
         indices = fold("cast", indices, dtype="int64")
-    if _shape(values) != (2,):
-        raise ConversionError(f"input 'values' must be [off_value, on_value] (shape (2,)), got {_shape(values)}")
-    return fold("one_hot", indices, values, depth=int(depth), axis=_axis(axis, len(_shape(indices)) + 1))
+    if shape_of(values) != (2,):
+        raise ConversionError(f"input 'values' must be [off_value, on_value] (shape (2,)), got {shape_of(values)}")
+    return fold("one_hot", indices, values, depth=int(depth), axis=normalize_axis(axis, len(shape_of(indices)) + 1))
 
 
 @converter("EyeLike", since=9)
 def eye_like(x, *, dtype=None, k=0):
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) != 2:
         raise ConversionError(f"input must be 2-D, got shape {shape}")
     out = x.type.dtype if dtype is None else np.dtype(helper.tensor_dtype_to_np_dtype(dtype)).name
@@ -154,13 +154,13 @@ def eye_like(x, *, dtype=None, k=0):
 # ---- rearrangements: reshape, transpose, broadcast ----
 
 def _blocks(x, blocksize, mode):
-    if len(_shape(x)) != 4:
-        raise ConversionError(f"input must be 4-D (N, C, H, W), got shape {_shape(x)}")
+    if len(shape_of(x)) != 4:
+        raise ConversionError(f"input must be 4-D (N, C, H, W), got shape {shape_of(x)}")
     if mode not in ("DCR", "CRD"):
         raise ConversionError(f"mode must be 'DCR' or 'CRD', got {mode!r}")
     if blocksize < 1:
         raise ConversionError(f"blocksize must be >= 1, got {blocksize}")
-    return _shape(x)
+    return shape_of(x)
 
 
 @converter("DepthToSpace", since=1)
@@ -170,10 +170,10 @@ def depth_to_space(x, *, blocksize, mode="DCR"):
     if c % (s * s):
         raise ConversionError(f"channels {c} are not a multiple of blocksize^2 = {s * s}")
     if mode == "DCR":
-        tmp = _transpose(_reshape(x, (b, s, s, c // (s * s), h, w)), (0, 3, 4, 1, 5, 2))
+        tmp = transpose(reshape(x, (b, s, s, c // (s * s), h, w)), (0, 3, 4, 1, 5, 2))
     else:
-        tmp = _transpose(_reshape(x, (b, c // (s * s), s, s, h, w)), (0, 1, 4, 2, 5, 3))
-    return _reshape(tmp, (b, c // (s * s), h * s, w * s))
+        tmp = transpose(reshape(x, (b, c // (s * s), s, s, h, w)), (0, 1, 4, 2, 5, 3))
+    return reshape(tmp, (b, c // (s * s), h * s, w * s))
 
 
 @converter("SpaceToDepth", since=1)
@@ -183,15 +183,15 @@ def space_to_depth(x, *, blocksize, mode="DCR"):
     s = blocksize
     if h % s or w % s:
         raise ConversionError(f"height {h} and width {w} must be multiples of blocksize {s}")
-    tmp = _reshape(x, (b, c, h // s, s, w // s, s))
-    tmp = _transpose(tmp, (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
-    return _reshape(tmp, (b, c * s * s, h // s, w // s))
+    tmp = reshape(x, (b, c, h // s, s, w // s, s))
+    tmp = transpose(tmp, (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
+    return reshape(tmp, (b, c * s * s, h // s, w // s))
 
 
 @converter("Tile", since=6)
 def tile(x, repeats):
     """x with each dim d repeated repeats[d] times: broadcast a new leading dim of repeats[d] before each dim."""
-    shape = _shape(x)
+    shape = shape_of(x)
     reps = int_list_input(repeats, "repeats")
     if len(reps) != len(shape):
         raise ConversionError(f"repeats {reps} must have one value per dim of the input {shape}")
@@ -201,10 +201,10 @@ def tile(x, repeats):
         return x
     if 0 in reps or 0 in shape:  # an empty result: nothing to compute
         return Constant(np.zeros([r * d for r, d in zip(reps, shape)], np.dtype(numpy_dtype(x.type.dtype))))
-    if _is_const(x):
+    if is_const(x):
         checked_elements([r * d for r, d in zip(reps, shape)], "the output")  # before np.tile allocates it
         return Constant(np.tile(x.data, reps))
     interleaved = tuple(v for r, d in zip(reps, shape) for v in (1, d))
     target = tuple(v for r, d in zip(reps, shape) for v in (r, d))
-    expanded = call("broadcast_to", _reshape(x, interleaved), shape=target)
-    return _reshape(expanded, tuple(r * d for r, d in zip(reps, shape)))
+    expanded = call("broadcast_to", reshape(x, interleaved), shape=target)
+    return reshape(expanded, tuple(r * d for r, d in zip(reps, shape)))

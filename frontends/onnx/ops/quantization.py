@@ -11,28 +11,18 @@ Quantized types that are not relayish dtypes (float8*, float4e2m1, int4/uint4, i
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
 
 from relayish import Constant, Expr, const
 from relayish.types import DTYPES
 
-from .basic import _axis, _binary, _reshape, _shape, converter
-from .attention import _cast
-from .tensor import fold
+from ..builders import astype, binary, elem_type_name, fold, normalize_axis, reshape, shape_of
+from ..registry import converter
 from ..values import ConversionError
 
 # quantized integer types relayish has, and their ranges (ONNX's _QUANT_INTEGER_RANGES)
 QUANT_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
 DEQUANT_INPUTS = ("int8", "uint8", "int16", "uint16", "int32")
 SCALE_DTYPES = ("float32", "float16", "bfloat16")
-
-
-def _elem_type_name(elem_type: int, what: str) -> str:
-    """An ONNX element type (attribute value) -> its numpy-style name (float8_e4m3fn, int4, uint8...)."""
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).name
-    except (KeyError, ValueError, TypeError) as e:
-        raise ConversionError(f"{what}={elem_type} is not an ONNX element type") from e
 
 
 def _dtype_of(x: Expr) -> str:
@@ -52,21 +42,21 @@ def _quant_param(p: Expr, x: Expr, axis: int, block_size: int, what: str) -> Exp
     """A scale or zero point made broadcastable to x (onnx's reshape_input): one element -> a scalar; 1-D of
     x.shape[axis] elements -> per axis; with block_size > 0, x's shape but ceil(x.shape[axis] / block_size) on
     axis -> each element repeated over its block."""
-    shape, pshape = _shape(x), _shape(p)
+    shape, pshape = shape_of(x), shape_of(p)
     if int(np.prod(pshape)) == 1:
-        return _reshape(p, ())
+        return reshape(p, ())
     if block_size < 0:
         raise ConversionError(f"block_size must be >= 0, got {block_size}")
     if not block_size:
         if len(pshape) != 1 or len(shape) == 0:
             raise ConversionError(f"{what} of shape {pshape} must be a scalar or 1-D (per-axis quantization) "
                                   f"without block_size")
-        axis = _axis(axis, len(shape))
+        axis = normalize_axis(axis, len(shape))
         if pshape[0] != shape[axis]:
             raise ConversionError(f"{what} has {pshape[0]} elements but axis {axis} of the input {shape} has "
                                   f"{shape[axis]}")
-        return _reshape(p, tuple(pshape[0] if d == axis else 1 for d in range(len(shape))))
-    axis = _axis(axis, len(shape))
+        return reshape(p, tuple(pshape[0] if d == axis else 1 for d in range(len(shape))))
+    axis = normalize_axis(axis, len(shape))
     blocks = -(-shape[axis] // block_size)
     expected = shape[:axis] + (blocks,) + shape[axis + 1:]
     if pshape != expected:
@@ -78,13 +68,13 @@ def _quant_param(p: Expr, x: Expr, axis: int, block_size: int, what: str) -> Exp
 
 # ---- QuantizeLinear ----
 
-def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, precision=0):
+def quantize_linear(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, precision=0):
     x_dtype, s_dtype = _dtype_of(x), _dtype_of(scale)
     for what, dtype in (("input x", x_dtype), ("input y_scale", s_dtype)):
         _refuse_unsupported(dtype, what)
         if dtype not in SCALE_DTYPES + ("int32",):
             raise ConversionError(f"{what} must be float32, float16, bfloat16 or int32, got {dtype}")
-    out = _elem_type_name(output_dtype, "attribute output_dtype") if output_dtype else None
+    out = elem_type_name(output_dtype, "attribute output_dtype") if output_dtype else None
     if zero_point is not None:
         zp_dtype = _dtype_of(zero_point)
         if out is not None and out != zp_dtype:
@@ -96,7 +86,7 @@ def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, pre
         raise ConversionError(f"the quantized output type must be one of {', '.join(QUANT_RANGES)}, got {out}")
     # the division in numpy's promotion of the two types (int32 inputs: float64), or in `precision`
     if precision:
-        compute = _elem_type_name(precision, "attribute precision")
+        compute = elem_type_name(precision, "attribute precision")
         _refuse_unsupported(compute, "attribute precision")
         if compute not in SCALE_DTYPES:
             raise ConversionError(f"attribute precision must be float32, float16 or bfloat16, got {compute}")
@@ -104,49 +94,49 @@ def _quantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0, pre
         compute = "float64" if "int32" in (x_dtype, s_dtype) else \
             "float32" if x_dtype != s_dtype else x_dtype
     s = _quant_param(scale, x, axis, block_size, "y_scale")
-    rounded = fold("round", _binary("divide", _cast(x, compute), _cast(s, compute)))
+    rounded = fold("round", binary("divide", astype(x, compute), astype(s, compute)))
     # rounded is an integer; adding the zero point in float32 is exact below 2^24, and beyond that it saturates
     acc = "float64" if compute == "float64" else "float32"
-    q = _cast(rounded, acc)
+    q = astype(rounded, acc)
     if zero_point is not None:
-        q = _binary("add", q, _cast(_quant_param(zero_point, x, axis, block_size, "y_zero_point"), acc))
+        q = binary("add", q, astype(_quant_param(zero_point, x, axis, block_size, "y_zero_point"), acc))
     lo, hi = QUANT_RANGES[out]
     # NaN quantizes to the range's low end (onnxruntime's result; a float NaN cast to an integer is undefined)
     q = fold("where", fold("equal", q, q), q, const(float(lo), acc))
-    return _cast(fold("clip", q, a_min=float(lo), a_max=float(hi)), out)
+    return astype(fold("clip", q, a_min=float(lo), a_max=float(hi)), out)
 
 
 @converter("QuantizeLinear", since=10)
 def quantize_v10(x, y_scale, y_zero_point=None):
-    if len(_shape(y_scale)) > 1 or int(np.prod(_shape(y_scale))) != 1:
-        raise ConversionError(f"y_scale must be a scalar at opsets before 13, got shape {_shape(y_scale)}")
-    return _quantize(x, y_scale, y_zero_point)
+    if len(shape_of(y_scale)) > 1 or int(np.prod(shape_of(y_scale))) != 1:
+        raise ConversionError(f"y_scale must be a scalar at opsets before 13, got shape {shape_of(y_scale)}")
+    return quantize_linear(x, y_scale, y_zero_point)
 
 
 @converter("QuantizeLinear", since=13)
 def quantize_v13(x, y_scale, y_zero_point=None, *, axis=1):
-    return _quantize(x, y_scale, y_zero_point, axis=axis)
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis)
 
 
 @converter("QuantizeLinear", since=19)
 def quantize_v19(x, y_scale, y_zero_point=None, *, axis=1, saturate=1):
-    return _quantize(x, y_scale, y_zero_point, axis=axis)  # saturate concerns float8 outputs only (refused)
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis)  # saturate concerns float8 outputs only (refused)
 
 
 @converter("QuantizeLinear", since=21)
 def quantize_v21(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0, saturate=1):
-    return _quantize(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
 
 
 @converter("QuantizeLinear", since=23)
 def quantize_v23(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, output_dtype=0, precision=0, saturate=1):
-    return _quantize(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
+    return quantize_linear(x, y_scale, y_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype,
                      precision=precision)
 
 
 # ---- DequantizeLinear ----
 
-def _dequantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
+def dequantize_linear(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
     x_dtype, s_dtype = _dtype_of(x), _dtype_of(scale)
     _refuse_unsupported(x_dtype, "input x")
     _refuse_unsupported(s_dtype, "input x_scale")
@@ -154,40 +144,40 @@ def _dequantize(x, scale, zero_point, *, axis=1, block_size=0, output_dtype=0):
         raise ConversionError(f"input x must be one of {', '.join(DEQUANT_INPUTS)}, got {x_dtype}")
     if s_dtype not in SCALE_DTYPES:
         raise ConversionError(f"input x_scale must be one of {', '.join(SCALE_DTYPES)}, got {s_dtype}")
-    out = _elem_type_name(output_dtype, "attribute output_dtype") if output_dtype else s_dtype
+    out = elem_type_name(output_dtype, "attribute output_dtype") if output_dtype else s_dtype
     if out not in SCALE_DTYPES:
         raise ConversionError(f"output_dtype must be one of {', '.join(SCALE_DTYPES)}, got {out}")
     # (x - zero_point) in float32, as the reference; an int32 zero point promotes the difference to float64
     compute = "float64" if zero_point is not None and x_dtype == "int32" else "float32"
-    dx = _cast(_cast(x, "float32"), compute)
+    dx = astype(astype(x, "float32"), compute)
     if zero_point is not None:
         if _dtype_of(zero_point) != x_dtype:
             raise ConversionError(f"input x_zero_point must have x's type {x_dtype}, got {_dtype_of(zero_point)}")
-        dx = _binary("subtract", dx, _cast(_quant_param(zero_point, x, axis, block_size, "x_zero_point"), compute))
-    s = _cast(_quant_param(scale, x, axis, block_size, "x_scale"), compute)
-    return _cast(_binary("multiply", dx, s), out)
+        dx = binary("subtract", dx, astype(_quant_param(zero_point, x, axis, block_size, "x_zero_point"), compute))
+    s = astype(_quant_param(scale, x, axis, block_size, "x_scale"), compute)
+    return astype(binary("multiply", dx, s), out)
 
 
 @converter("DequantizeLinear", since=10)
 def dequantize_v10(x, x_scale, x_zero_point=None):
-    if len(_shape(x_scale)) > 1 or int(np.prod(_shape(x_scale))) != 1:
-        raise ConversionError(f"x_scale must be a scalar at opsets before 13, got shape {_shape(x_scale)}")
-    return _dequantize(x, x_scale, x_zero_point)
+    if len(shape_of(x_scale)) > 1 or int(np.prod(shape_of(x_scale))) != 1:
+        raise ConversionError(f"x_scale must be a scalar at opsets before 13, got shape {shape_of(x_scale)}")
+    return dequantize_linear(x, x_scale, x_zero_point)
 
 
 @converter("DequantizeLinear", since=13)
 def dequantize_v13(x, x_scale, x_zero_point=None, *, axis=1):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis)
+    return dequantize_linear(x, x_scale, x_zero_point, axis=axis)
 
 
 @converter("DequantizeLinear", since=21)
 def dequantize_v21(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis, block_size=block_size)
+    return dequantize_linear(x, x_scale, x_zero_point, axis=axis, block_size=block_size)
 
 
 @converter("DequantizeLinear", since=23)
 def dequantize_v23(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=0):
-    return _dequantize(x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
+    return dequantize_linear(x, x_scale, x_zero_point, axis=axis, block_size=block_size, output_dtype=output_dtype)
 
 
 # ---- DynamicQuantizeLinear ----
@@ -199,30 +189,30 @@ def dynamic_quantize(x):
     if x.type.dtype != "float32":
         raise ConversionError(f"input x must be float32, got {x.type.dtype}")
     zero = const(0.0, "float32")
-    hi = _binary("maximum", zero, fold("max", x, axes=None, keepdims=False))
-    lo = _binary("minimum", zero, fold("min", x, axes=None, keepdims=False))
-    span = _binary("subtract", hi, lo)
+    hi = binary("maximum", zero, fold("max", x, axes=None, keepdims=False))
+    lo = binary("minimum", zero, fold("min", x, axes=None, keepdims=False))
+    span = binary("subtract", hi, lo)
     span = fold("where", fold("equal", span, zero), const(1.0, "float32"), span)
-    scale = _binary("divide", span, const(255.0, "float32"))
-    zp = fold("round", fold("clip", _binary("subtract", zero, _binary("divide", lo, scale)), a_min=0.0, a_max=255.0))
-    y = _binary("add", fold("round", _binary("divide", x, scale)), zp)
-    return _cast(fold("clip", y, a_min=0.0, a_max=255.0), "uint8"), scale, _cast(zp, "uint8")
+    scale = binary("divide", span, const(255.0, "float32"))
+    zp = fold("round", fold("clip", binary("subtract", zero, binary("divide", lo, scale)), a_min=0.0, a_max=255.0))
+    y = binary("add", fold("round", binary("divide", x, scale)), zp)
+    return astype(fold("clip", y, a_min=0.0, a_max=255.0), "uint8"), scale, astype(zp, "uint8")
 
 
 # ---- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ----
 
 def _check_labels(x: Expr, target: Expr, weight: Expr | None, ignore_index: int | None, reduction: str) -> None:
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) < 2 or x.type.dtype not in ("float32", "float64", "float16"):
         raise ConversionError(f"the input must be a float32, float64 or float16 [N, C, d1...] tensor, got {shape} "
                               f"{x.type.dtype}")
     if reduction not in ("none", "sum", "mean"):
         raise ConversionError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
-    if target.type.dtype not in ("int32", "int64") or _shape(target) != shape[:1] + shape[2:]:
+    if target.type.dtype not in ("int32", "int64") or shape_of(target) != shape[:1] + shape[2:]:
         raise ConversionError(f"the target must be an int32 or int64 [N, d1...] = {shape[:1] + shape[2:]} tensor, "
-                              f"got {_shape(target)} {target.type.dtype}")
-    if weight is not None and (_shape(weight) != (shape[1],) or weight.type.dtype != x.type.dtype):
-        raise ConversionError(f"the weight must be a [C={shape[1]}] tensor of {x.type.dtype}, got {_shape(weight)} "
+                              f"got {shape_of(target)} {target.type.dtype}")
+    if weight is not None and (shape_of(weight) != (shape[1],) or weight.type.dtype != x.type.dtype):
+        raise ConversionError(f"the weight must be a [C={shape[1]}] tensor of {x.type.dtype}, got {shape_of(weight)} "
                               f"{weight.type.dtype}")
     if isinstance(target, Constant):  # run-time targets are checked by the runtime (compiler/index_bounds.py)
         labels, c = target.data, shape[1]
@@ -239,28 +229,28 @@ def _nll(log_prob: Expr, target: Expr, weight: Expr | None, ignore_index: int | 
     end, as onnxruntime's GatherElements): a label given at run time is checked against C by the runtime, with
     ignore_index allowed (compiler/index_bounds.py); the class axis is then picked by a one-hot select, so no label
     value can make native code read outside the input."""
-    shape, dtype, tdtype = _shape(log_prob), log_prob.type.dtype, target.type.dtype
+    shape, dtype, tdtype = shape_of(log_prob), log_prob.type.dtype, target.type.dtype
     n, c, rest = shape[0], shape[1], shape[2:]
     ignored = None if ignore_index is None else fold("equal", target, const(ignore_index, tdtype))
     safe = target if ignored is None else fold("where", ignored, const(0, tdtype), target)
     classes = Constant(np.arange(c, dtype=tdtype))
     label_class = fold("take", classes, safe, axis=0)
-    onehot = fold("equal", _reshape(label_class, (n, 1) + rest), _reshape(classes, (1, c) + (1,) * len(rest)))
+    onehot = fold("equal", reshape(label_class, (n, 1) + rest), reshape(classes, (1, c) + (1,) * len(rest)))
     picked = fold("sum", fold("where", onehot, log_prob, const(0.0, dtype)), axes=(1,), keepdims=False)
     loss = fold("negative", picked)
     gathered = None if weight is None else fold("take", weight, safe, axis=0)
     if ignored is not None:
         gathered = fold("where", ignored, const(0.0, dtype), const(1.0, dtype) if gathered is None else gathered)
     if gathered is not None:
-        loss = _binary("multiply", gathered, loss)
+        loss = binary("multiply", gathered, loss)
     if reduction == "none":
         return loss
     total = fold("sum", loss, axes=None, keepdims=False)
     if reduction == "sum":
         return total
     if gathered is None:
-        return _binary("divide", total, const(float(np.prod(_shape(target))), dtype))
-    return _binary("divide", total, fold("sum", gathered, axes=None, keepdims=False))
+        return binary("divide", total, const(float(np.prod(shape_of(target))), dtype))
+    return binary("divide", total, fold("sum", gathered, axes=None, keepdims=False))
 
 
 @converter("NegativeLogLikelihoodLoss", since=12)

@@ -18,8 +18,8 @@ import numpy as np
 
 from relayish import Expr
 
-from .basic import _axis, _shape, converter
-from .tensor import fold
+from ..builders import fold, normalize_axis, shape_of
+from ..registry import converter
 from ..values import ConversionError, constant_value, int_list_input
 
 POLICIES = ("stretch", "not_larger", "not_smaller")
@@ -86,14 +86,14 @@ def _full_roi(roi: np.ndarray | None, axes, ndim: int) -> tuple[float, ...]:
 
 def _resize(x, roi, scales, sizes, *, mode, coordinate_transformation_mode, nearest_mode, cubic_coeff_a,
             exclude_outside, extrapolation_value, antialias=0, axes=None, keep_aspect_ratio_policy="stretch"):
-    shape = _shape(x)
+    shape = shape_of(x)
     ndim = len(shape)
     if mode not in ("nearest", "linear", "cubic"):
         raise ConversionError(f"mode must be 'nearest', 'linear' or 'cubic', got {mode!r}")
     for name, value in (("exclude_outside", exclude_outside), ("antialias", antialias)):
         if value not in (0, 1):
             raise ConversionError(f"attribute {name} must be 0 or 1, got {value}")
-    axes = tuple(range(ndim)) if axes is None else tuple(_axis(int(a), ndim, "axes value") for a in axes)
+    axes = tuple(range(ndim)) if axes is None else tuple(normalize_axis(int(a), ndim, "axes value") for a in axes)
     if len(set(axes)) != len(axes):
         raise ConversionError(f"repeated axes {axes}")
     out, factors = _resolve(shape, axes, scales, sizes, keep_aspect_ratio_policy)
@@ -114,10 +114,10 @@ def _resize_asymmetric(x, scales, mode: str):
     scales = None if scales is None else np.asarray(scales, np.float32).reshape(-1)
     if scales is None:
         raise ConversionError("input 'scales' is required")
-    if len(scales) != len(_shape(x)):
-        raise ConversionError(f"scales must have one value per dim of the {len(_shape(x))}-D input, got "
+    if len(scales) != len(shape_of(x)):
+        raise ConversionError(f"scales must have one value per dim of the {len(shape_of(x))}-D input, got "
                               f"{len(scales)}")
-    shrinks = {bool(s < 1) for s, n in zip(scales, _shape(x)) if not math.isclose(float(s), 1.0)}
+    shrinks = {bool(s < 1) for s, n in zip(scales, shape_of(x)) if not math.isclose(float(s), 1.0)}
     if mode == "nearest" and len(shrinks) > 1:
         raise ConversionError(f"nearest mode with scales {scales.tolist()} both upsampling and downsampling is "
                               f"not supported (onnxruntime rounds down when upsampling, up when downsampling)")

@@ -27,10 +27,10 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import is_float
 
-from .basic import _binary, _reshape, _shape, _transpose, converter
-from .tensor import fold
-from .rnn_cells import default_activations, pad_units, packed_weight, projection, run_layer, zero_constant
+from ..builders import binary, fold, reshape, shape_of, transpose
+from ..registry import converter
 from ..values import ConversionError
+from .rnn_cells import default_activations, packed_weight, pad_units, projection, run_layer, zero_constant
 
 # activation name (lower case) -> (number of alpha values, number of beta values, default alpha, default beta)
 _ACTIVATION_ARGS = {"relu": (0, 0), "tanh": (0, 0), "sigmoid": (0, 0), "softsign": (0, 0), "softplus": (0, 0),
@@ -50,7 +50,7 @@ def _activation(name: str, alpha: float | None, beta: float | None) -> Callable[
         raise ConversionError(f"activation {name} needs its alpha and beta in activation_alpha/activation_beta")
 
     def scaled(x: Expr, factor: float) -> Expr:
-        return _binary("multiply", x, const(factor, x.type.dtype))
+        return binary("multiply", x, const(factor, x.type.dtype))
 
     builders = {
         "relu": lambda x: fold("nn.relu", x),
@@ -58,7 +58,7 @@ def _activation(name: str, alpha: float | None, beta: float | None) -> Callable[
         "sigmoid": lambda x: fold("sigmoid", x),
         "softsign": lambda x: fold("nn.softsign", x),
         "softplus": lambda x: fold("nn.softplus", x),
-        "affine": lambda x: _binary("add", scaled(x, alpha), const(beta, x.type.dtype)),
+        "affine": lambda x: binary("add", scaled(x, alpha), const(beta, x.type.dtype)),
         "leakyrelu": lambda x: fold("nn.leaky_relu", x, alpha=alpha),
         "thresholdedrelu": lambda x: fold("nn.thresholded_relu", x, alpha=alpha),
         "scaledtanh": lambda x: scaled(fold("tanh", scaled(x, beta)), alpha),
@@ -98,8 +98,8 @@ def _num_directions(direction: str) -> int:
 
 
 def _check_tensor(t: Expr | None, name: str, shape: tuple, dtype: str):
-    if t is not None and (_shape(t) != shape or t.type.dtype != dtype):
-        raise ConversionError(f"input {name} must be {shape} of {dtype}, got {_shape(t)} of {t.type.dtype}")
+    if t is not None and (shape_of(t) != shape or t.type.dtype != dtype):
+        raise ConversionError(f"input {name} must be {shape} of {dtype}, got {shape_of(t)} of {t.type.dtype}")
 
 
 def _zeros(shape, dtype) -> Constant:
@@ -112,21 +112,21 @@ class _Spec:
     def __init__(self, x, w, r, b, sequence_lens, initial, *, gates, direction, hidden_size, layout, clip):
         if layout not in (0, 1):
             raise ConversionError(f"attribute layout must be 0 or 1, got {layout}")
-        if len(_shape(x)) != 3:
-            raise ConversionError(f"input X must be 3-D, got shape {_shape(x)}")
+        if len(shape_of(x)) != 3:
+            raise ConversionError(f"input X must be 3-D, got shape {shape_of(x)}")
         dtype = x.type.dtype
         if not is_float(dtype) or dtype in ("float16", "bfloat16"):
             raise ConversionError(f"input X must be float32 or float64, got {dtype}")
         if layout:
-            x = _transpose(x, (1, 0, 2))
-        self.seq, self.batch, inputs = _shape(x)
+            x = transpose(x, (1, 0, 2))
+        self.seq, self.batch, inputs = shape_of(x)
         self.dirs = _num_directions(direction)
-        if len(_shape(r)) != 3:
+        if len(shape_of(r)) != 3:
             raise ConversionError(f"input R must be 3-D [num_directions, {gates} * hidden_size, hidden_size], got "
-                                  f"shape {_shape(r)}")
-        hidden = _shape(r)[2]
+                                  f"shape {shape_of(r)}")
+        hidden = shape_of(r)[2]
         if hidden_size is not None and hidden_size != hidden:
-            raise ConversionError(f"attribute hidden_size={hidden_size} does not match R's shape {_shape(r)}")
+            raise ConversionError(f"attribute hidden_size={hidden_size} does not match R's shape {shape_of(r)}")
         self.hidden, self.dtype, self.x = hidden, dtype, x
         _check_tensor(w, "W", (self.dirs, gates * hidden, inputs), dtype)
         _check_tensor(r, "R", (self.dirs, gates * hidden, hidden), dtype)
@@ -141,7 +141,7 @@ class _Spec:
             if state is not None:
                 if layout:
                     _check_tensor(state, name, (self.batch, self.dirs, hidden), dtype)
-                    state = _transpose(state, (1, 0, 2))
+                    state = transpose(state, (1, 0, 2))
                 _check_tensor(state, name, (self.dirs, self.batch, hidden), dtype)
             self.initial.append(_zeros((self.dirs, self.batch, hidden), dtype) if state is None else state)
         self.masks = self._masks(sequence_lens)
@@ -151,8 +151,8 @@ class _Spec:
         """Per time step, a [batch, 1] bool 'step is within this batch's length', or None if every step is."""
         if lens is None:
             return None
-        if _shape(lens) != (self.batch,) or lens.type.dtype != "int32":
-            raise ConversionError(f"input sequence_lens must be int32 [batch={self.batch}], got {_shape(lens)} of "
+        if shape_of(lens) != (self.batch,) or lens.type.dtype != "int32":
+            raise ConversionError(f"input sequence_lens must be int32 [batch={self.batch}], got {shape_of(lens)} of "
                                   f"{lens.type.dtype}")
         if isinstance(lens, Constant):
             values = lens.data
@@ -160,7 +160,7 @@ class _Spec:
                 raise ConversionError(f"sequence_lens {values.tolist()} must lie in [0, seq_length={self.seq}]")
             if (values == self.seq).all():
                 return None
-        column = _reshape(lens, (self.batch, 1))
+        column = reshape(lens, (self.batch, 1))
         # a batch of length 0 has zero final states, not its initial ones (as onnxruntime; ONNX does not say)
         self.nonempty = fold("less", const(0, "int32"), column)
         return [fold("less", const(t, "int32"), column) for t in range(self.seq)]
@@ -170,7 +170,7 @@ class _Spec:
 
     def take(self, t: Expr, d: int) -> Expr:
         """Direction d's slice of a [num_directions, ...] tensor, without that axis."""
-        return _reshape(fold("strided_slice", t, begin=(d,), end=(d + 1,), axes=(0,)), _shape(t)[1:])
+        return reshape(fold("strided_slice", t, begin=(d,), end=(d + 1,), axes=(0,)), shape_of(t)[1:])
 
 
 def _cols(x: Expr, begin: int, end: int) -> Expr:
@@ -185,14 +185,14 @@ def _rows(x: Expr, begin: int, end: int) -> Expr:
 def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None, dense: Callable | None = None) -> list[Expr]:
     """x_t @ w^T + bias for every step t at once (one nn.dense, or dense(x) if given), as a list of [batch, units]
     per step."""
-    seq, batch, inputs = _shape(spec.x)
-    units = _shape(w)[0]
-    flat = _reshape(spec.x, (seq * batch, inputs))
+    seq, batch, inputs = shape_of(spec.x)
+    units = shape_of(w)[0]
+    flat = reshape(spec.x, (seq * batch, inputs))
     proj = fold("nn.dense", flat, w) if dense is None else dense(flat)
     if bias is not None:
-        proj = _binary("add", proj, _reshape(bias, (1, units)))
-    proj = _reshape(proj, (seq, batch, units))
-    return [_reshape(fold("strided_slice", proj, begin=(t,), end=(t + 1,), axes=(0,)), (batch, units))
+        proj = binary("add", proj, reshape(bias, (1, units)))
+    proj = reshape(proj, (seq, batch, units))
+    return [reshape(fold("strided_slice", proj, begin=(t,), end=(t + 1,), axes=(0,)), (batch, units))
             for t in range(seq)]
 
 
@@ -218,15 +218,15 @@ def _unroll(spec: _Spec, reverse: bool, step, states: list[Expr]):
 def _outputs(spec: _Spec, per_direction: list[tuple[list[Expr], list[Expr]]]) -> tuple[Expr, ...]:
     """(Y, Y_h[, Y_c]) in the node's layout from each direction's per-step outputs and final states."""
     b, h = spec.batch, spec.hidden
-    ys = [fold("concatenate", *[_reshape(y, (1, 1, b, h)) for y in steps], axis=0) for steps, _ in per_direction]
+    ys = [fold("concatenate", *[reshape(y, (1, 1, b, h)) for y in steps], axis=0) for steps, _ in per_direction]
     y = ys[0] if len(ys) == 1 else fold("concatenate", *ys, axis=1)
     finals = []
     for i in range(len(per_direction[0][1])):
-        parts = [_reshape(states[i], (1, b, h)) for _, states in per_direction]
+        parts = [reshape(states[i], (1, b, h)) for _, states in per_direction]
         finals.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0))
     if spec.layout:
-        y = _transpose(y, (2, 0, 1, 3))
-        finals = [_transpose(f, (1, 0, 2)) for f in finals]
+        y = transpose(y, (2, 0, 1, 3))
+        finals = [transpose(f, (1, 0, 2)) for f in finals]
     return (y, *finals)
 
 
@@ -255,17 +255,17 @@ def _rnn(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
     funcs = _activations(activations, activation_alpha, activation_beta, ("Tanh",), spec.dirs)
     h = spec.hidden
     if _fast(spec, activations, ("Tanh",)):
-        bias = _binary("add", _cols(spec.b, 0, h), _cols(spec.b, h, 2 * h))
+        bias = binary("add", _cols(spec.b, 0, h), _cols(spec.b, h, 2 * h))
         return run_layer(spec, "nn.rnn_cell", projection(spec, w, bias, 1), packed_weight(spec, r, 1),
                          _reverse_flags(direction))
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)
-        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, h), _rows(bias, h, 2 * h)))
+        xs = _project_inputs(spec, spec.take(w, d), binary("add", _rows(bias, 0, h), _rows(bias, h, 2 * h)))
         rd, (f,) = spec.take(r, d), funcs[d]
 
         def step(t, states, xs=xs, rd=rd, f=f):
-            return [f(spec.clipped(_binary("add", xs[t], fold("nn.dense", states[0], rd))))]
+            return [f(spec.clipped(binary("add", xs[t], fold("nn.dense", states[0], rd))))]
         results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
     return _outputs(spec, results)
 
@@ -303,7 +303,7 @@ def _gru(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
         # z and r take both biases with the input projection, h only Wbh: Rbh goes to the cell (inside the reset
         # gate's product with linear_before_reset)
         wb, rb = _cols(spec.b, 0, 3 * h), _cols(spec.b, 3 * h, 6 * h)
-        bias = fold("concatenate", _binary("add", _cols(wb, 0, 2 * h), _cols(rb, 0, 2 * h)), _cols(wb, 2 * h, 3 * h),
+        bias = fold("concatenate", binary("add", _cols(wb, 0, 2 * h), _cols(rb, 0, 2 * h)), _cols(wb, 2 * h, 3 * h),
                     axis=1)
         return run_layer(spec, "nn.gru_cell", projection(spec, w, bias, 3), packed_weight(spec, r, 3),
                          _reverse_flags(direction), (pad_units(_cols(rb, 2 * h, 3 * h), 1, h),),
@@ -313,27 +313,27 @@ def _gru(x, w, r, b, sequence_lens, initial_h, *, activation_alpha, activation_b
         bias = spec.take(spec.b, d)
         wb, rb = _rows(bias, 0, 3 * h), _rows(bias, 3 * h, 6 * h)
         # z and r take both biases with the input projection; h's recurrent bias Rbh stays with the recurrence
-        zr_bias = _binary("add", _rows(wb, 0, 2 * h), _rows(rb, 0, 2 * h))
+        zr_bias = binary("add", _rows(wb, 0, 2 * h), _rows(rb, 0, 2 * h))
         xs = _project_inputs(spec, spec.take(w, d), fold("concatenate", zr_bias, _rows(wb, 2 * h, 3 * h), axis=0))
-        rd, rbh, (f, g) = spec.take(r, d), _reshape(_rows(rb, 2 * h, 3 * h), (1, h)), funcs[d]
+        rd, rbh, (f, g) = spec.take(r, d), reshape(_rows(rb, 2 * h, 3 * h), (1, h)), funcs[d]
 
         def step(t, states, xs=xs, rd=rd, rbh=rbh, f=f, g=g):
             hprev = states[0]
             if linear_before_reset:
                 rec = fold("nn.dense", hprev, rd)
-                rec_zr, rec_h = _cols(rec, 0, 2 * h), _binary("add", _cols(rec, 2 * h, 3 * h), rbh)
+                rec_zr, rec_h = _cols(rec, 0, 2 * h), binary("add", _cols(rec, 2 * h, 3 * h), rbh)
             else:
                 rec_zr = fold("nn.dense", hprev, _rows(rd, 0, 2 * h))
-            zr = f(spec.clipped(_binary("add", _cols(xs[t], 0, 2 * h), rec_zr)))
+            zr = f(spec.clipped(binary("add", _cols(xs[t], 0, 2 * h), rec_zr)))
             z, reset = _cols(zr, 0, h), _cols(zr, h, 2 * h)
             if linear_before_reset:
-                rec_h = _binary("multiply", reset, rec_h)
+                rec_h = binary("multiply", reset, rec_h)
             else:
-                rec_h = _binary("add", fold("nn.dense", _binary("multiply", reset, hprev), _rows(rd, 2 * h, 3 * h)),
+                rec_h = binary("add", fold("nn.dense", binary("multiply", reset, hprev), _rows(rd, 2 * h, 3 * h)),
                                 rbh)
-            cand = g(spec.clipped(_binary("add", _cols(xs[t], 2 * h, 3 * h), rec_h)))
-            return [_binary("add", _binary("multiply", _binary("subtract", one, z), cand),
-                            _binary("multiply", z, hprev))]
+            cand = g(spec.clipped(binary("add", _cols(xs[t], 2 * h, 3 * h), rec_h)))
+            return [binary("add", binary("multiply", binary("subtract", one, z), cand),
+                            binary("multiply", z, hprev))]
         results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d)]))
     return _outputs(spec, results)
 
@@ -356,7 +356,7 @@ def gru_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_a
 
 # ---- LSTM ----
 
-def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha, activation_beta, activations,
+def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha, activation_beta, activations,
           clip, direction, hidden_size, input_forget, layout, dense: Callable | None = None):
     """Gates i, o, f, c (in that order in W, R and B; peepholes P in the order i, o, f):
     i = f(Xi + Hi + Pi * C), f = f(Xf + Hf + Pf * C) (or 1 - i with input_forget), c = g(Xc + Hc),
@@ -371,34 +371,34 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
     h, one = spec.hidden, const(1.0, spec.dtype)
     _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
     if _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
-        bias = _binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
+        bias = binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
         return run_layer(spec, "nn.lstm_cell", projection(spec, w, bias, 4), packed_weight(spec, r, 4),
                          _reverse_flags(direction))
     results = []
     for d, reverse in enumerate(_directions(direction)):
         bias = spec.take(spec.b, d)
-        xs = _project_inputs(spec, spec.take(w, d), _binary("add", _rows(bias, 0, 4 * h), _rows(bias, 4 * h, 8 * h)),
+        xs = _project_inputs(spec, spec.take(w, d), binary("add", _rows(bias, 0, 4 * h), _rows(bias, 4 * h, 8 * h)),
                              None if dense is None else (lambda a, d=d: dense(d, "W", a)))
         rd, (f, g, hact) = spec.take(r, d), funcs[d]
         recur = (lambda a, rd=rd: fold("nn.dense", a, rd)) if dense is None else (lambda a, d=d: dense(d, "R", a))
-        peep = None if p is None else [_reshape(_rows(spec.take(p, d), k * h, (k + 1) * h), (1, h))
+        peep = None if p is None else [reshape(_rows(spec.take(p, d), k * h, (k + 1) * h), (1, h))
                                        for k in range(3)]
 
         def step(t, states, xs=xs, recur=recur, peep=peep, f=f, g=g, hact=hact):
             hprev, cprev = states
-            gates = _binary("add", xs[t], recur(hprev))
+            gates = binary("add", xs[t], recur(hprev))
             pre_i, pre_o, pre_f, pre_c = (_cols(gates, k * h, (k + 1) * h) for k in range(4))
             if peep is not None:
-                pre_i = _binary("add", pre_i, _binary("multiply", peep[0], cprev))
-                pre_f = _binary("add", pre_f, _binary("multiply", peep[2], cprev))
+                pre_i = binary("add", pre_i, binary("multiply", peep[0], cprev))
+                pre_f = binary("add", pre_f, binary("multiply", peep[2], cprev))
             i = f(spec.clipped(pre_i))
-            forget = _binary("subtract", one, i) if input_forget else f(spec.clipped(pre_f))
-            cell = _binary("add", _binary("multiply", forget, cprev),
-                           _binary("multiply", i, g(spec.clipped(pre_c))))
+            forget = binary("subtract", one, i) if input_forget else f(spec.clipped(pre_f))
+            cell = binary("add", binary("multiply", forget, cprev),
+                           binary("multiply", i, g(spec.clipped(pre_c))))
             if peep is not None:
-                pre_o = _binary("add", pre_o, _binary("multiply", peep[1], cell))
+                pre_o = binary("add", pre_o, binary("multiply", peep[1], cell))
             o = f(spec.clipped(pre_o))
-            return [_binary("multiply", o, hact(cell)), cell]
+            return [binary("multiply", o, hact(cell)), cell]
         results.append(_unroll(spec, reverse, step, [spec.take(spec.initial[0], d),
                                                         spec.take(spec.initial[1], d)]))
     return _outputs(spec, results)
@@ -408,7 +408,7 @@ def _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alph
 def lstm_v7(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, activation_alpha=None,
             activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None,
             input_forget=0):
-    return _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
+    return lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                  hidden_size=hidden_size, input_forget=input_forget, layout=0)
 
@@ -417,7 +417,7 @@ def lstm_v7(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None,
 def lstm_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, activation_alpha=None,
              activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None,
              input_forget=0, layout=0):
-    return _lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
+    return lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                  hidden_size=hidden_size, input_forget=input_forget, layout=layout)
 
@@ -448,9 +448,9 @@ def _scan(states, scanned, body, scope, in_axes, in_dirs, out_axes, out_dirs) ->
     body on (states, slices), carries its first N outputs as the states and stacks the others along their scan
     output axes (reversed ones in reverse). Returns the final states, then the stacked scan outputs."""
     m = len(scanned)
-    in_axes = _scan_axes(in_axes, m, [len(_shape(x)) for x in scanned], "scan_input_axes")
+    in_axes = _scan_axes(in_axes, m, [len(shape_of(x)) for x in scanned], "scan_input_axes")
     in_dirs = _directions_attr(in_dirs, m, "scan_input_directions")
-    lengths = {_shape(x)[a] for x, a in zip(scanned, in_axes)}
+    lengths = {shape_of(x)[a] for x, a in zip(scanned, in_axes)}
     if len(lengths) != 1:
         raise ConversionError(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
     length = lengths.pop()
@@ -463,29 +463,30 @@ def _scan(states, scanned, body, scope, in_axes, in_dirs, out_axes, out_dirs) ->
         for x, axis, reverse in zip(scanned, in_axes, in_dirs):
             at = length - 1 - t if reverse else t
             part = fold("strided_slice", x, begin=(at,), end=(at + 1,), axes=(axis,))
-            slices.append(_reshape(part, _shape(x)[:axis] + _shape(x)[axis + 1:]))
+            slices.append(reshape(part, shape_of(x)[:axis] + shape_of(x)[axis + 1:]))
         outs = scope.convert(body, list(states) + slices)
         for i, (old, new) in enumerate(zip(states, outs)):
-            if _shape(old) != _shape(new) or old.type.dtype != new.type.dtype:
-                raise ConversionError(f"state {i}: the body turns {_shape(old)} {old.type.dtype} into "
-                                      f"{_shape(new)} {new.type.dtype}; a state must keep its shape and dtype")
+            if shape_of(old) != shape_of(new) or old.type.dtype != new.type.dtype:
+                raise ConversionError(f"state {i}: the body turns {shape_of(old)} {old.type.dtype} into "
+                                      f"{shape_of(new)} {new.type.dtype}; a state must keep its shape and dtype")
         states = list(outs[:len(states)])
         for i, y in enumerate(outs[len(states):]):
             steps[i].append(y)
     if k and length == 0:
         raise ConversionError("a scan of length 0 has empty scan outputs: zero-size tensors are not supported")
-    out_axes = _scan_axes(out_axes, k, [len(_shape(s[0])) + 1 for s in steps], "scan_output_axes")
+    out_axes = _scan_axes(out_axes, k, [len(shape_of(s[0])) + 1 for s in steps], "scan_output_axes")
     out_dirs = _directions_attr(out_dirs, k, "scan_output_directions")
     stacked = []
     for parts, axis, reverse in zip(steps, out_axes, out_dirs):
-        parts = [_reshape(p, _shape(p)[:axis] + (1,) + _shape(p)[axis:]) for p in (parts[::-1] if reverse else parts)]
+        parts = [reshape(p, shape_of(p)[:axis] + (1,) + shape_of(p)[axis:])
+                 for p in (parts[::-1] if reverse else parts)]
         stacked.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=axis))
     return (*states, *stacked)
 
 
 def _stack(parts: list[Expr]) -> Expr:
     """[x0, x1, ...] of one shape -> one tensor with a new leading axis."""
-    parts = [_reshape(p, (1,) + _shape(p)) for p in parts]
+    parts = [reshape(p, (1,) + shape_of(p)) for p in parts]
     return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
 
 
@@ -498,21 +499,21 @@ def scan_v8(sequence_lens=None, *inputs, body, num_scan_inputs, directions=None,
     if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
         raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs after "
                               f"sequence_lens, none omitted")
-    batch = {_shape(x)[0] if _shape(x) else None for x in inputs}
+    batch = {shape_of(x)[0] if shape_of(x) else None for x in inputs}
     if len(batch) != 1 or None in batch:
         raise ConversionError(f"every state and scan input must have one leading batch axis, got shapes "
-                              f"{[_shape(x) for x in inputs]}")
+                              f"{[shape_of(x) for x in inputs]}")
     batch = batch.pop()
-    if any(len(_shape(x)) < 2 for x in inputs[-m:]):
+    if any(len(shape_of(x)) < 2 for x in inputs[-m:]):
         raise ConversionError("scan inputs must be [batch, sequence, ...]")
     if sequence_lens is not None:
-        full = _shape(inputs[-1])[1]
+        full = shape_of(inputs[-1])[1]
         if not isinstance(sequence_lens, Constant) or not (sequence_lens.data == full).all():
             raise ConversionError(f"sequence_lens must be omitted or a constant equal to the sequence length {full}: "
                                   f"shorter sequences are not supported")
     per_batch = []
     for b in range(batch):
-        items = [_reshape(fold("strided_slice", x, begin=(b,), end=(b + 1,), axes=(0,)), _shape(x)[1:])
+        items = [reshape(fold("strided_slice", x, begin=(b,), end=(b + 1,), axes=(0,)), shape_of(x)[1:])
                  for x in inputs]
         per_batch.append(_scan(items[:-m], items[-m:], body, _scope, None, directions, None, None))
     return tuple(_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0])))

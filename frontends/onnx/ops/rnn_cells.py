@@ -16,8 +16,7 @@ import numpy as np
 
 from relayish import Constant, Expr, call
 
-from .basic import _binary, _reshape, _shape, _transpose
-from .tensor import fold
+from ..builders import binary, fold, reshape, shape_of, transpose
 
 PACK_BLOCK = 16  # columns of a packed weight block: a float32 vector of AVX-512, two of AVX2
 
@@ -31,7 +30,7 @@ def pad_units(t: Expr, axis: int, hidden: int) -> Expr:
     extra = _padded(hidden) - hidden
     if not extra:
         return t
-    ndim = len(_shape(t))
+    ndim = len(shape_of(t))
     pads = [0] * (2 * ndim)
     pads[ndim + axis] = extra
     return fold("pad", t, pads=tuple(pads), mode="constant", value=0.0)
@@ -39,30 +38,30 @@ def pad_units(t: Expr, axis: int, hidden: int) -> Expr:
 
 def _by_gate(t: Expr, dirs: int, gates: int, hidden: int, rest: tuple) -> Expr:
     """[D, G*H, *rest] -> [D, G, Hp, *rest], zero-padded units."""
-    return pad_units(_reshape(t, (dirs, gates, hidden) + rest), 2, hidden)
+    return pad_units(reshape(t, (dirs, gates, hidden) + rest), 2, hidden)
 
 
 def projection(spec, w: Expr, bias: Expr, gates: int) -> Expr:
     """xp [T*B, D*G*Hp]: every step's x @ W^T + bias, the gates of each direction padded to Hp units."""
-    seq, batch, inputs = _shape(spec.x)
+    seq, batch, inputs = shape_of(spec.x)
     dirs, hidden = spec.dirs, spec.hidden
     units = dirs * gates * _padded(hidden)
-    weight = _reshape(_by_gate(w, dirs, gates, hidden, (inputs,)), (units, inputs))
-    proj = fold("nn.dense", _reshape(spec.x, (seq * batch, inputs)), weight)
-    return _binary("add", proj, _reshape(_by_gate(bias, dirs, gates, hidden, ()), (1, units)))
+    weight = reshape(_by_gate(w, dirs, gates, hidden, (inputs,)), (units, inputs))
+    proj = fold("nn.dense", reshape(spec.x, (seq * batch, inputs)), weight)
+    return binary("add", proj, reshape(_by_gate(bias, dirs, gates, hidden, ()), (1, units)))
 
 
 def packed_weight(spec, r: Expr, gates: int) -> Expr:
     """R [D, G*H, H] -> [D, Hp/nb, H, G, nb]: weight[d, jo, k, g, ji] = R[d, g*H + jo*nb + ji, k]."""
     dirs, hidden = spec.dirs, spec.hidden
     blocks = _padded(hidden) // PACK_BLOCK
-    by_gate = _reshape(_by_gate(r, dirs, gates, hidden, (hidden,)), (dirs, gates, blocks, PACK_BLOCK, hidden))
-    return _transpose(by_gate, (0, 2, 4, 1, 3))
+    by_gate = reshape(_by_gate(r, dirs, gates, hidden, (hidden,)), (dirs, gates, blocks, PACK_BLOCK, hidden))
+    return transpose(by_gate, (0, 2, 4, 1, 3))
 
 
 def initial_state(spec) -> Expr:
     """[1, D, S, B, Hp] from the initial states ([D, B, H] each, zeros when not given)."""
-    slots = [_reshape(pad_units(s, 2, spec.hidden), (1, spec.dirs, 1, spec.batch, _padded(spec.hidden)))
+    slots = [reshape(pad_units(s, 2, spec.hidden), (1, spec.dirs, 1, spec.batch, _padded(spec.hidden)))
              for s in spec.initial]
     return slots[0] if len(slots) == 1 else fold("concatenate", *slots, axis=2)
 
@@ -78,10 +77,10 @@ def run_layer(spec, op: str, xp: Expr, r_packed: Expr, reverse: tuple, extra=(),
     history = states[0] if seq == 1 else call("concatenate", *states, axis=0)
     y = call("nn.recurrent_output", history, reverse=reverse, hidden=hidden, batch_major=spec.layout)
     finals = []
-    for slot in range(_shape(state)[2]):
+    for slot in range(shape_of(state)[2]):
         part = fold("strided_slice", state, begin=(slot, 0), end=(slot + 1, hidden), axes=(2, 4))
-        final = _reshape(part, (dirs, batch, hidden))
-        finals.append(_transpose(final, (1, 0, 2)) if spec.layout else final)
+        final = reshape(part, (dirs, batch, hidden))
+        finals.append(transpose(final, (1, 0, 2)) if spec.layout else final)
     return (y, *finals)
 
 

@@ -20,10 +20,10 @@ import numpy as np
 
 from relayish import Constant, Expr, const
 
-from .basic import _binary, _reshape, _shape, converter
-from .signal import MAX_MATRIX_ELEMENTS, _expect_float32
-from .tensor import fold
+from ..builders import binary, fold, reshape, shape_of
+from ..registry import converter
 from ..values import ConversionError
+from .signal import MAX_MATRIX_ELEMENTS, expect_float32
 
 
 # ---- GridSample ----
@@ -98,9 +98,9 @@ def _cubic_coeffs(t: Expr) -> list[Expr]:
 
 def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims, pixels: bool = False):
     """GridSample of x at grid, normalized coordinates in [-1, 1] (pixels: coordinates in pixels, DeformConv's)."""
-    _expect_float32(x, "X")
-    _expect_float32(grid, "grid")
-    xs, gs = _shape(x), _shape(grid)
+    expect_float32(x, "X")
+    expect_float32(grid, "grid")
+    xs, gs = shape_of(x), shape_of(grid)
     r = len(xs) - 2
     if not 1 <= r <= max_dims:
         raise ConversionError(f"input X must have {max_dims}-D spatial dims at most (N, C, ...), got shape {xs}")
@@ -115,12 +115,12 @@ def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims, pixels: b
         raise ConversionError(f"cubic mode is supported for 4-D inputs (2 spatial dims) only, got {r}")
     g, (n, c), spatial, out = _Grid, xs[:2], xs[2:], gs[1:-1]
     q = math.prod(out)
-    flat_grid = _reshape(grid, (n, q, r))
+    flat_grid = reshape(grid, (n, q, r))
     taps = []  # per spatial dim: list of (weight or None, validity, index)
     for k, extent in enumerate(spatial):
         lo, hi = (0.0, extent - 1.0) if align_corners else (-0.5, extent - 0.5)
         # the grid's last dim lists (x, y[, z]): x is the last spatial dim
-        comp = _reshape(fold("strided_slice", flat_grid, begin=(r - 1 - k,), end=(r - k,), axes=(2,)), (n, q))
+        comp = reshape(fold("strided_slice", flat_grid, begin=(r - 1 - k,), end=(r - k,), axes=(2,)), (n, q))
         if pixels:
             pos = comp
         elif align_corners:
@@ -148,19 +148,19 @@ def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims, pixels: b
             weights, offsets = _cubic_coeffs(t), (-1, 0, 1, 2)
         taps.append([(w,) + _tap(g.op("add", base, float(o)), extent, padding_mode, lo, hi)
                      for w, o in zip(weights, offsets)])
-    data = _reshape(x, (n, c, math.prod(spatial)))
+    data = reshape(x, (n, c, math.prod(spatial)))
     strides = [math.prod(spatial[k + 1:]) for k in range(r)]
 
     def expand(e: Expr) -> Expr:
-        return _reshape(e, (n, 1, q))
+        return reshape(e, (n, 1, q))
 
     def interpolate(k: int, chosen: list) -> Expr:
         """The interpolation over dims k.. with taps `chosen` on the dims before (the reference's recursion)."""
         if k == r:
             index = None
             for (_, _, idx), stride in zip(chosen, strides):
-                term = idx if stride == 1 else _binary("multiply", idx, const(stride, "int64"))
-                index = term if index is None else _binary("add", index, term)
+                term = idx if stride == 1 else binary("multiply", idx, const(stride, "int64"))
+                index = term if index is None else binary("add", index, term)
             index = fold("broadcast_to", expand(index), shape=(n, c, q))
             value = fold("gather_elements", data, index, axis=2)
             valid = [v for _, v, _ in chosen if v is not None]
@@ -174,10 +174,10 @@ def _grid_sample(x, grid, mode, padding_mode, align_corners, max_dims, pixels: b
         for tap in taps[k]:
             inner = interpolate(k + 1, chosen + [tap])
             if tap[0] is not None:
-                inner = _binary("multiply", expand(tap[0]), inner)
-            total = inner if total is None else _binary("add", total, inner)
+                inner = binary("multiply", expand(tap[0]), inner)
+            total = inner if total is None else binary("add", total, inner)
         return total
-    return _reshape(interpolate(0, []), (n, c) + tuple(out))
+    return reshape(interpolate(0, []), (n, c) + tuple(out))
 
 
 GRID_MODES_16 = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
@@ -205,7 +205,7 @@ def grid_sample_v20(x, grid, *, mode="linear", padding_mode="zeros", align_corne
 def _roi_axis(rois: Expr, lo_col: int, extent: int, bins: int, samples: int, scale: float, half_pixel: bool):
     """Per roi and (bin, sample) along one axis: (in range, low index, high index, weight of low, weight of high),
     each [R, bins * samples], as the reference's pre_calc_for_bilinear_interpolate."""
-    g, r = _Grid, _shape(rois)[0]
+    g, r = _Grid, shape_of(rois)[0]
     offset = 0.5 if half_pixel else 0.0
 
     def column(j):
@@ -218,8 +218,8 @@ def _roi_axis(rois: Expr, lo_col: int, extent: int, bins: int, samples: int, sca
     bin_size = g.op("divide", size, float(bins))
     which = np.repeat(np.arange(bins, dtype=np.float32), samples).reshape(1, -1)
     within = np.tile((np.arange(samples, dtype=np.float32) + 0.5), bins).reshape(1, -1)
-    pos = g.op("add", g.op("add", start, _binary("multiply", Constant(which), bin_size)),
-               g.op("divide", _binary("multiply", Constant(within), bin_size), float(samples)))  # [R, B * S]
+    pos = g.op("add", g.op("add", start, binary("multiply", Constant(which), bin_size)),
+               g.op("divide", binary("multiply", Constant(within), bin_size), float(samples)))  # [R, B * S]
     inside = fold("logical_not", fold("logical_or", g.op("less", pos, -1.0), g.op("greater", pos, float(extent))))
     pos = fold("maximum", pos, g.f(0.0))
     low = fold("floor", pos)
@@ -228,15 +228,15 @@ def _roi_axis(rois: Expr, lo_col: int, extent: int, bins: int, samples: int, sca
     high = g.where(at_end, extent - 1.0, g.op("add", low, 1.0))
     pos = g.where(at_end, low, pos)
     frac = g.op("subtract", pos, low)
-    assert _shape(frac) == (r, bins * samples)
+    assert shape_of(frac) == (r, bins * samples)
     return inside, _safe_index(low, extent), _safe_index(high, extent), g.op("subtract", g.f(1.0), frac), frac
 
 
 def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sampling_ratio, spatial_scale,
                half_pixel):
-    _expect_float32(x, "X")
-    _expect_float32(rois, "rois")
-    xs, rs, bs = _shape(x), _shape(rois), _shape(batch_indices)
+    expect_float32(x, "X")
+    expect_float32(rois, "rois")
+    xs, rs, bs = shape_of(x), shape_of(rois), shape_of(batch_indices)
     if len(xs) != 4 or len(rs) != 2 or rs[1] != 4 or bs != (rs[0],):
         raise ConversionError(f"X must be [N, C, H, W], rois [R, 4] and batch_indices [R], got {xs}, {rs}, {bs}")
     if batch_indices.type.dtype != "int64":
@@ -273,7 +273,7 @@ def _roi_align(x, rois, batch_indices, *, mode, output_height, output_width, sam
 
 def _roi_align_grid(x, rois, batch_indices, mode, bins, samples, spatial_scale, half_pixel):
     """RoiAlign with samples = (sy, sx) sample points per bin along each axis for every roi."""
-    (n, c, h, w), r = _shape(x), _shape(rois)[0]
+    (n, c, h, w), r = shape_of(x), shape_of(rois)[0]
     (oh, ow), (sy, sx) = bins, samples
     q = oh * sy * ow * sx
     if r * q > MAX_MATRIX_ELEMENTS:
@@ -281,30 +281,30 @@ def _roi_align_grid(x, rois, batch_indices, mode, bins, samples, spatial_scale, 
     ys = _roi_axis(rois, 1, h, oh, sy, spatial_scale, half_pixel)
     xs_ = _roi_axis(rois, 0, w, ow, sx, spatial_scale, half_pixel)
     # the images of the rois, [R, C, H * W] (take clamps a batch index out of range)
-    images = fold("take", _reshape(x, (n, c, h * w)), batch_indices, axis=0)
+    images = fold("take", reshape(x, (n, c, h * w)), batch_indices, axis=0)
 
     def outer(a: Expr, b: Expr, op: str) -> Expr:  # [R, Y] (op) [R, X] -> [R, 1, Y * X]
-        rows, cols = _shape(a)[1], _shape(b)[1]
-        return _reshape(fold(op, _reshape(a, (r, rows, 1)), _reshape(b, (r, 1, cols))), (r, 1, rows * cols))
+        rows, cols = shape_of(a)[1], shape_of(b)[1]
+        return reshape(fold(op, reshape(a, (r, rows, 1)), reshape(b, (r, 1, cols))), (r, 1, rows * cols))
 
     inside = outer(ys[0], xs_[0], "logical_and")
     terms = []
     for yi, yw in ((ys[1], ys[3]), (ys[2], ys[4])):
         for xi, xw in ((xs_[1], xs_[3]), (xs_[2], xs_[4])):
-            index = outer(_binary("multiply", yi, const(w, "int64")), xi, "add")
+            index = outer(binary("multiply", yi, const(w, "int64")), xi, "add")
             value = fold("gather_elements", images, fold("broadcast_to", index, shape=(r, c, q)), axis=2)
             weight = _Grid.where(inside, outer(yw, xw, "multiply"), 0.0)
-            terms.append(_binary("multiply", weight, value))
+            terms.append(binary("multiply", weight, value))
     if mode == "avg":
         total = terms[0]
         for t in terms[1:]:
-            total = _binary("add", total, t)
-        pooled = fold("sum", _reshape(total, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
-        return _binary("divide", pooled, _Grid.f(float(sy * sx)))
+            total = binary("add", total, t)
+        pooled = fold("sum", reshape(total, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
+        return binary("divide", pooled, _Grid.f(float(sy * sx)))
     best = terms[0]
     for t in terms[1:]:
         best = fold("maximum", best, t)
-    return fold("max", _reshape(best, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
+    return fold("max", reshape(best, (r, c, oh, sy, ow, sx)), axes=(3, 5), keepdims=False)
 
 
 @converter("RoiAlign", since=10)
@@ -340,7 +340,7 @@ def deform_conv(x, w, offset, b=None, mask=None, *, dilations=None, group=1, ker
     """2-D deformable convolution: output (i, j) sums, per kernel tap (a, b), the input bilinearly sampled at
     (i * stride - pad + a * dilation + offset_h, j * stride - pad + b * dilation + offset_w) (zero outside),
     times the mask and the weight, as onnx's reference (a GridSample with align_corners=1 per tap)."""
-    xs, ws, os_ = _shape(x), _shape(w), _shape(offset)
+    xs, ws, os_ = shape_of(x), shape_of(w), shape_of(offset)
     if len(xs) != 4 or len(ws) != 4 or len(os_) != 4:
         raise ConversionError(f"X, W and offset must be 4-D (2 spatial dims), got {xs}, {ws}, {os_}")
     n, c, height, width = xs
@@ -356,30 +356,30 @@ def deform_conv(x, w, offset, b=None, mask=None, *, dilations=None, group=1, ker
     taps, positions = kh * kw, oh * ow
     if os_ != (n, offset_group * taps * 2, oh, ow):
         raise ConversionError(f"offset must have shape {(n, offset_group * taps * 2, oh, ow)}, got {os_}")
-    if mask is not None and _shape(mask) != (n, offset_group * taps, oh, ow):
-        raise ConversionError(f"mask must have shape {(n, offset_group * taps, oh, ow)}, got {_shape(mask)}")
-    if b is not None and _shape(b) != (oc,):
-        raise ConversionError(f"B must have shape ({oc},), got {_shape(b)}")
+    if mask is not None and shape_of(mask) != (n, offset_group * taps, oh, ow):
+        raise ConversionError(f"mask must have shape {(n, offset_group * taps, oh, ow)}, got {shape_of(mask)}")
+    if b is not None and shape_of(b) != (oc,):
+        raise ConversionError(f"B must have shape ({oc},), got {shape_of(b)}")
     # tap (a, b) of output (i, j) before its offset, as [1, 1, taps, positions] per axis
     rows = (np.arange(kh) * dh)[:, None, None, None] + (np.arange(oh) * sh - top)[None, None, :, None]
     cols = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(ow) * sw - left)[None, None, None, :]
     base = [const(np.broadcast_to(v, (kh, kw, oh, ow)).reshape(1, 1, taps, positions), "float32")
             for v in (rows, cols)]
-    moved = _reshape(offset, (n, offset_group, taps, 2, positions))
+    moved = reshape(offset, (n, offset_group, taps, 2, positions))
     per_group = c // offset_group
     sampled = []
     for g in range(offset_group):
-        at = [fold("add", base[axis], _reshape(fold("strided_slice", moved, begin=(g, axis), end=(g + 1, axis + 1),
+        at = [fold("add", base[axis], reshape(fold("strided_slice", moved, begin=(g, axis), end=(g + 1, axis + 1),
                                                     axes=(1, 3)), (n, 1, taps, positions))) for axis in (0, 1)]
-        grid = fold("concatenate", *[_reshape(a, (n, taps, positions, 1)) for a in (at[1], at[0])], axis=3)  # (x, y)
+        grid = fold("concatenate", *[reshape(a, (n, taps, positions, 1)) for a in (at[1], at[0])], axis=3)  # (x, y)
         channels = fold("strided_slice", x, begin=(g * per_group,), end=((g + 1) * per_group,), axes=(1,))
         values = _grid_sample(channels, grid, "linear", "zeros", 1, 2, pixels=True)  # [n, per_group, taps, pos]
         if mask is not None:
             weights = fold("strided_slice", mask, begin=(g * taps,), end=((g + 1) * taps,), axes=(1,))
-            values = fold("multiply", values, _reshape(weights, (n, 1, taps, positions)))
+            values = fold("multiply", values, reshape(weights, (n, 1, taps, positions)))
         sampled.append(values)
     columns = fold("concatenate", *sampled, axis=1) if len(sampled) > 1 else sampled[0]
-    columns = _reshape(columns, (n, group, cg * taps, positions))
-    y = fold("nn.matmul", _reshape(w, (group, oc // group, cg * taps)), columns)  # [n, group, oc / group, pos]
-    y = _reshape(y, (n, oc, oh, ow))
-    return y if b is None else fold("add", y, _reshape(b, (oc, 1, 1)))
+    columns = reshape(columns, (n, group, cg * taps, positions))
+    y = fold("nn.matmul", reshape(w, (group, oc // group, cg * taps)), columns)  # [n, group, oc / group, pos]
+    y = reshape(y, (n, oc, oh, ow))
+    return y if b is None else fold("add", y, reshape(b, (oc, 1, 1)))

@@ -20,23 +20,21 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.types import DTYPES
 
-from .basic import _axis, _binary, _reshape, _shape, _transpose, converter
-from .attention import _cast
-from .quantization import _elem_type_name
-from .tensor import fold
+from ..builders import astype, binary, elem_type_name, fold, normalize_axis, reshape, shape_of, transpose
+from ..registry import converter
 from ..values import ConversionError, constant_value, int_list_input, scalar_input
 
 MAX_MATRIX_ELEMENTS = 1 << 24  # a DFT matrix of 128 MB in float64 is far beyond real uses
 FLOAT_INPUTS = ("float32",)
 
 
-def _expect_float32(x: Expr, what: str):
+def expect_float32(x: Expr, what: str):
     if x.type.dtype not in FLOAT_INPUTS:
         raise ConversionError(f"input {what} must be float32, got {x.type.dtype} (other types are not supported)")
 
 
 def _output_dtype(output_datatype: int) -> str:
-    dtype = _elem_type_name(output_datatype, "attribute output_datatype")
+    dtype = elem_type_name(output_datatype, "attribute output_datatype")
     if dtype not in DTYPES:
         raise ConversionError(f"attribute output_datatype names {dtype}, which relayish does not support")
     return dtype
@@ -135,7 +133,7 @@ def dft_matrix(length: int, channels: int, n: int, inverse: bool, onesided: bool
 def _matmul64(x: Expr, matrix: Constant) -> Expr:
     """x @ matrix in float64, rounded once to x's float32: the reference transforms in float64 too, and near-zero
     outputs (the imaginary part of an inverse of a real signal's spectrum) must stay within 1e-7 of 0."""
-    return _cast(call("nn.matmul", _cast(x, "float64"), matrix), x.type.dtype)
+    return astype(call("nn.matmul", astype(x, "float64"), matrix), x.type.dtype)
 
 
 def _check_matrix(rows: int, n: int, what: str):
@@ -147,14 +145,14 @@ def _check_matrix(rows: int, n: int, what: str):
 
 
 def _dft(x, dft_length, axis, inverse, onesided):
-    _expect_float32(x, "input")
-    shape = _shape(x)
+    expect_float32(x, "input")
+    shape = shape_of(x)
     if len(shape) < 2 or shape[-1] not in (1, 2):
         raise ConversionError(f"input must have a trailing dim of 1 (real) or 2 (complex), got shape {shape}")
     if inverse not in (0, 1) or onesided not in (0, 1):
         raise ConversionError(f"attributes inverse and onesided must be 0 or 1, got {inverse} and {onesided}")
     inverse, onesided = bool(inverse), bool(onesided)
-    axis = _axis(axis, len(shape))
+    axis = normalize_axis(axis, len(shape))
     if axis == len(shape) - 1:
         raise ConversionError(f"axis {axis} is the trailing re/im dim; it must be a signal dim")
     length, channels = shape[axis], shape[-1]
@@ -175,12 +173,12 @@ def _dft(x, dft_length, axis, inverse, onesided):
     # the signal axis and the re/im dim last, flattened together: (..., L * c) @ M -> (..., K, c')
     rest = [d for d in range(len(shape) - 1) if d != axis]
     perm = rest + [axis, len(shape) - 1]
-    moved = _transpose(x, perm)
+    moved = transpose(x, perm)
     lead = tuple(shape[d] for d in rest)
-    y = _matmul64(_reshape(moved, lead + (length * channels,)), matrix)
+    y = _matmul64(reshape(moved, lead + (length * channels,)), matrix)
     out_channels = 1 if inverse and onesided else 2
-    y = _reshape(y, lead + (_shape(matrix)[1] // out_channels, out_channels))
-    return _transpose(y, [perm.index(d) for d in range(len(shape))])
+    y = reshape(y, lead + (shape_of(matrix)[1] // out_channels, out_channels))
+    return transpose(y, [perm.index(d) for d in range(len(shape))])
 
 
 @converter("DFT", since=17)
@@ -197,14 +195,14 @@ def dft_v20(x, dft_length=None, axis=None, *, inverse=0, onesided=0):
 def stft(signal, frame_step, window=None, frame_length=None, *, onesided=1):
     """[batch, length, c] -> [batch, frames, bins, 2]: frames of frame_length samples every frame_step, times the
     window, each through the DFT of frame_length points."""
-    _expect_float32(signal, "signal")
-    shape = _shape(signal)
+    expect_float32(signal, "signal")
+    shape = shape_of(signal)
     if len(shape) != 3 or shape[-1] not in (1, 2):
         raise ConversionError(f"signal must be [batch, length, 1 or 2], got shape {shape}")
     step = _int_scalar(frame_step, "frame_step")
-    width = _shape(window)[0] if window is not None else None
-    if window is not None and len(_shape(window)) != 1:
-        raise ConversionError(f"window must be 1-D, got shape {_shape(window)}")
+    width = shape_of(window)[0] if window is not None else None
+    if window is not None and len(shape_of(window)) != 1:
+        raise ConversionError(f"window must be 1-D, got shape {shape_of(window)}")
     n = _int_scalar(frame_length, "frame_length") if frame_length is not None else width or shape[1]
     width = width or n
     if width != n:
@@ -221,11 +219,11 @@ def stft(signal, frame_step, window=None, frame_length=None, *, onesided=1):
     starts = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(n, dtype=np.int64)
     framed = fold("take", signal, Constant(starts), axis=1)  # [batch, frames, n, c]
     if window is not None:
-        _expect_float32(window, "window")
-        framed = _binary("multiply", framed, _reshape(window, (n, 1)))
+        expect_float32(window, "window")
+        framed = binary("multiply", framed, reshape(window, (n, 1)))
     matrix = Constant(dft_matrix(n, channels, n, False, bool(onesided)))
-    y = _matmul64(_reshape(framed, (shape[0], frames, n * channels)), matrix)
-    return _reshape(y, (shape[0], frames, _shape(matrix)[1] // 2, 2))
+    y = _matmul64(reshape(framed, (shape[0], frames, n * channels)), matrix)
+    return reshape(y, (shape[0], frames, shape_of(matrix)[1] // 2, 2))
 
 
 # ---- AffineGrid ----
@@ -239,7 +237,7 @@ def _base_coords(extent: int, align_corners: bool) -> np.ndarray:
 
 @converter("AffineGrid", since=20)
 def affine_grid(theta, size, *, align_corners=0):
-    _expect_float32(theta, "theta")
+    expect_float32(theta, "theta")
     dims = int_list_input(size, "size")
     if len(dims) not in (4, 5) or any(d < 1 for d in dims):
         raise ConversionError(f"size must be (N, C, H, W) or (N, C, D, H, W) of positive dims, got {dims}")
@@ -247,16 +245,16 @@ def affine_grid(theta, size, *, align_corners=0):
         raise ConversionError(f"attribute align_corners must be 0 or 1, got {align_corners}")
     spatial = dims[2:]
     r = len(spatial)
-    if _shape(theta) != (dims[0], r, r + 1):
-        raise ConversionError(f"theta must have shape {(dims[0], r, r + 1)} for size {dims}, got {_shape(theta)}")
+    if shape_of(theta) != (dims[0], r, r + 1):
+        raise ConversionError(f"theta must have shape {(dims[0], r, r + 1)} for size {dims}, got {shape_of(theta)}")
     points = math.prod(spatial)
     if points * (r + 1) > MAX_MATRIX_ELEMENTS:
         raise ConversionError(f"size {dims} makes a grid larger than supported")
     axes = np.meshgrid(*[_base_coords(d, bool(align_corners)) for d in spatial], indexing="ij")
     # homogeneous coordinates (x, y[, z], 1): x runs along the last spatial dim
     base = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(points)], axis=1)
-    y = call("nn.matmul", Constant(base.astype(np.float32)), _transpose(theta, (0, 2, 1)))  # [N, P, r]
-    return _reshape(y, (dims[0],) + tuple(spatial) + (r,))
+    y = call("nn.matmul", Constant(base.astype(np.float32)), transpose(theta, (0, 2, 1)))  # [N, P, r]
+    return reshape(y, (dims[0],) + tuple(spatial) + (r,))
 
 
 # ---- Col2Im ----
@@ -290,7 +288,7 @@ def col2im_table(image, block, dilations, pads, strides) -> tuple[np.ndarray, np
 def col2im(x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
     """[N, C * prod(block), L] -> [N, C, *image]: every pixel sums the block elements that cover it (a constant
     take of [K, P] positions, masked, summed over K)."""
-    _expect_float32(x, "input")
+    expect_float32(x, "input")
     image, block = int_list_input(image_shape, "image_shape"), int_list_input(block_shape, "block_shape")
     r = len(image)
     dilations = tuple(dilations) if dilations is not None else (1,) * r
@@ -301,12 +299,12 @@ def col2im(x, image_shape, block_shape, *, dilations=None, pads=None, strides=No
                               f"need one value per spatial dim (pads two)")
     if any(v < 1 for v in image + block + dilations + strides) or any(p < 0 for p in pads):
         raise ConversionError("image_shape, block_shape, dilations and strides must be >= 1 and pads >= 0")
-    shape = _shape(x)
+    shape = shape_of(x)
     k_count = math.prod(block)
     index, mask, l_count = col2im_table(image, block, dilations, pads, strides)
     if len(shape) != 3 or shape[1] % k_count or shape[2] != l_count:
         raise ConversionError(f"input must be [N, C * {k_count}, {l_count}] for these blocks, got shape {shape}")
     n, c = shape[0], shape[1] // k_count
-    taken = fold("take", _reshape(x, (n, c, k_count * l_count)), Constant(index), axis=2)  # [N, C, K, P]
+    taken = fold("take", reshape(x, (n, c, k_count * l_count)), Constant(index), axis=2)  # [N, C, K, P]
     summed = fold("sum", fold("where", Constant(mask), taken, const(0.0, "float32")), axes=(2,), keepdims=False)
-    return _reshape(summed, (n, c) + tuple(image))
+    return reshape(summed, (n, c) + tuple(image))

@@ -14,26 +14,17 @@ import math
 import numpy as np
 from onnx import helper
 
-from relayish import Constant, Expr, call, const, get_op
-from relayish.op import infer_call_type
-from relayish.types import DTYPES, Attrs, is_float, numpy_dtype
+from relayish import Constant, Expr, call, const
+from relayish.types import DTYPES, is_float, numpy_dtype
 
-from .basic import _axis, _binary, _is_const, _reshape, _shape, converter, over_flattened_tail
-from ..values import ConversionError, _ints, checked_elements, constant_value, int_list_input
-
-
-def fold(op: str, *args: Expr, **attrs) -> Expr:
-    """call(op, *args, **attrs), evaluated now with the op's reference when every argument is a Constant."""
-    if not _is_const(*args):
-        return call(op, *args, **attrs)
-    full, ty = infer_call_type(op, args, Attrs(attrs))
-    with np.errstate(all="ignore"):  # IEEE results (log(0) = -inf, ...), as the compiled code gives them
-        value = get_op(op).ref(*[a.data for a in args], **full.as_dict())
-    return Constant(np.asarray(value, dtype=ty.dtype).reshape(ty.shape))
+from ..builders import binary, fold, is_const, normalize_axis, reshape, shape_of
+from ..registry import converter
+from ..values import ConversionError, checked_elements, constant_value, int_list_input, int_tuple
+from .basic import over_flattened_tail
 
 
 def _optional_ints(expr: Expr | None, what: str):
-    return None if expr is None else _ints(constant_value(expr, what))
+    return None if expr is None else int_tuple(constant_value(expr, what))
 
 
 # ---- elementwise math ----
@@ -118,7 +109,7 @@ def cast(x, *, to, saturate=1):
     if dtype not in DTYPES:
         raise ConversionError(f"casting to {dtype} is not supported (float8, float4, int4 and int2 types are not; "
                               f"supported: {', '.join(DTYPES)})")
-    if _is_const(x):
+    if is_const(x):
         return Constant(x.data.astype(numpy_dtype(dtype)))
     return x if dtype == x.type.dtype else call("cast", x, dtype=dtype)
 
@@ -132,20 +123,20 @@ def cast_like(x, target_type, *, saturate=1):
 
 @converter("Gather")
 def gather(data, indices, *, axis=0):
-    axis = _axis(axis, len(_shape(data)))
-    if _is_const(indices):  # run-time indices are checked at the boundary (runtime/feeds.py) or clamped
-        index, n = indices.data, _shape(data)[axis]
+    axis = normalize_axis(axis, len(shape_of(data)))
+    if is_const(indices):  # run-time indices are checked at the boundary (runtime/feeds.py) or clamped
+        index, n = indices.data, shape_of(data)[axis]
         if index.dtype not in (np.int32, np.int64):
             raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
         if index.size and (index.min() < -n or index.max() >= n):
-            raise ConversionError(f"indices {_ints(index)} out of range for axis {axis} of size {n}")
+            raise ConversionError(f"indices {int_tuple(index)} out of range for axis {axis} of size {n}")
     return fold("take", data, indices, axis=axis)
 
 
 @converter("Expand", since=8)
 def expand(x, shape):
-    target = np.broadcast_shapes(_shape(x), _ints(constant_value(shape, "shape")))
-    return x if target == _shape(x) else fold("broadcast_to", x, shape=target)
+    target = np.broadcast_shapes(shape_of(x), int_tuple(constant_value(shape, "shape")))
+    return x if target == shape_of(x) else fold("broadcast_to", x, shape=target)
 
 
 @converter("Range", since=11)
@@ -193,13 +184,13 @@ def slice_v1(data, *, starts, ends, axes=None):
 
 @converter("Slice", since=10)
 def slice_v10(data, starts, ends, axes=None, steps=None):
-    return _slice(data, _ints(constant_value(starts, "starts")), _ints(constant_value(ends, "ends")),
+    return _slice(data, int_tuple(constant_value(starts, "starts")), int_tuple(constant_value(ends, "ends")),
                   _optional_ints(axes, "axes"), _optional_ints(steps, "steps"))
 
 
 def _split(data, axis, sizes, count):
     """One strided_slice per part: `sizes` along axis, or `count` parts (ONNX: equal, the last smaller)."""
-    extent = _shape(data)[_axis(axis, len(_shape(data)))]
+    extent = shape_of(data)[normalize_axis(axis, len(shape_of(data)))]
     if sizes is None:
         if count < 1:
             raise ConversionError("no output to split into")
@@ -220,7 +211,7 @@ def split_v2(data, *, axis=0, split=None, _outputs=1):
 
 @converter("Split", since=13)
 def split_v13(data, split=None, *, axis=0, _outputs=1):
-    return _split(data, axis, None if split is None else list(_ints(constant_value(split, "split"))), _outputs)
+    return _split(data, axis, None if split is None else list(int_tuple(constant_value(split, "split"))), _outputs)
 
 
 @converter("Split", since=18)
@@ -290,10 +281,10 @@ def _log_sum_exp(data, axes, keepdims):
     """log(sum(exp(x - m))) + m with m the maximum over axes (so that no exp overflows), m taken as 0 where it
     is not finite (all -inf: log(0) + 0 = -inf; any +inf: +inf; NaN propagates)."""
     m = fold("max", data, axes=axes, keepdims=True)
-    finite = fold("equal", _binary("subtract", m, m), const(0, m.type.dtype))  # inf - inf and NaN - NaN are NaN
+    finite = fold("equal", binary("subtract", m, m), const(0, m.type.dtype))  # inf - inf and NaN - NaN are NaN
     shift = fold("where", finite, m, const(0, m.type.dtype))
-    total = fold("sum", fold("exp", _binary("subtract", data, shift)), axes=axes, keepdims=bool(keepdims))
-    return _binary("add", fold("log", total), _reshape(shift, _shape(total)))
+    total = fold("sum", fold("exp", binary("subtract", data, shift)), axes=axes, keepdims=bool(keepdims))
+    return binary("add", fold("log", total), reshape(shift, shape_of(total)))
 
 
 def _register_composed_reduce(onnx_name, pre, post, reduce=None):
@@ -333,7 +324,7 @@ def _register_arg(onnx_name, op):
     def convert(data, axis, keepdims, select_last_index):
         if data.type.dtype == "bool":
             raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
-        return fold(op, data, axis=_axis(axis, len(_shape(data))), keepdims=bool(keepdims),
+        return fold(op, data, axis=normalize_axis(axis, len(shape_of(data))), keepdims=bool(keepdims),
                     select_last_index=bool(select_last_index))
 
     @converter(onnx_name)
@@ -358,7 +349,8 @@ def _register_scan(onnx_name, op, since):
             raise ConversionError(f"input 'axis' must hold one value, got {axes}")
         if x.type.dtype == "bool":
             raise ConversionError(f"{onnx_name} of bool tensors is not supported (ONNX defines it for numbers)")
-        return fold(op, x, axis=_axis(axes[0], len(_shape(x))), exclusive=bool(exclusive), reverse=bool(reverse))
+        return fold(op, x, axis=normalize_axis(axes[0], len(shape_of(x))), exclusive=bool(exclusive),
+                    reverse=bool(reverse))
 
 
 _register_scan("CumSum", "cumsum", 11)
@@ -374,16 +366,16 @@ def log_softmax_v1(x, *, axis=1):
 
 @converter("LogSoftmax", since=13)
 def log_softmax_v13(x, *, axis=-1):
-    return fold("nn.log_softmax", x, axis=_axis(axis, len(_shape(x))))
+    return fold("nn.log_softmax", x, axis=normalize_axis(axis, len(shape_of(x))))
 
 
 def _hardmax(x, axis):
     """1 where the first maximum along the axis is, 0 elsewhere: argmax (keepdims) compared with the positions."""
     if not is_float(x.type.dtype):
         raise ConversionError(f"Hardmax of {x.type.dtype} tensors is not supported (ONNX defines it for floats)")
-    axis = _axis(axis, len(_shape(x)))
-    n = _shape(x)[axis]
-    positions = Constant(np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(_shape(x)))]))
+    axis = normalize_axis(axis, len(shape_of(x)))
+    n = shape_of(x)[axis]
+    positions = Constant(np.arange(n, dtype=np.int64).reshape([n if d == axis else 1 for d in range(len(shape_of(x)))]))
     hit = fold("equal", fold("argmax", x, axis=axis, keepdims=True, select_last_index=False), positions)
     return fold("cast", hit, dtype=x.type.dtype)
 
@@ -404,13 +396,13 @@ def hardmax_v13(x, *, axis=-1):
 def layer_norm(x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
     """Outputs Y, Mean and InvStdDev (the statistics with the normalized axes kept as 1s); the statistics are
     only computed when the graph uses them."""
-    axis = _axis(axis, len(_shape(x)))
+    axis = normalize_axis(axis, len(shape_of(x)))
     if bias is None:
-        bias = Constant(np.zeros(_shape(scale), dtype=scale.type.dtype))
+        bias = Constant(np.zeros(shape_of(scale), dtype=scale.type.dtype))
     y = fold("nn.layer_norm", x, scale, bias, axis=axis, epsilon=float(epsilon))
-    axes = tuple(range(axis, len(_shape(x))))
+    axes = tuple(range(axis, len(shape_of(x))))
     mean = fold("mean", x, axes=axes, keepdims=True)
-    diff = _binary("subtract", x, mean)
-    var = fold("mean", _binary("multiply", diff, diff), axes=axes, keepdims=True)
-    inv_std = fold("reciprocal", fold("sqrt", _binary("add", var, const(epsilon, x.type.dtype))))
+    diff = binary("subtract", x, mean)
+    var = fold("mean", binary("multiply", diff, diff), axes=axes, keepdims=True)
+    inv_std = fold("reciprocal", fold("sqrt", binary("add", var, const(epsilon, x.type.dtype))))
     return y, mean, inv_std

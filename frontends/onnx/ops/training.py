@@ -15,8 +15,8 @@ import numpy as np
 from relayish import Constant, Expr, call
 from relayish.types import numpy_dtype
 
-from .basic import _shape, converter
-from .tensor import fold
+from ..builders import fold, shape_of
+from ..registry import converter
 from ..values import ConversionError, scalar_input
 
 
@@ -26,7 +26,7 @@ def _const(value, dtype: str) -> Constant:
 
 def _ones(x: Expr, dtype: str) -> Expr:
     """A tensor of ones of x's shape (Dropout's mask in inference: nothing dropped)."""
-    return call("broadcast_to", _const(1, dtype), shape=_shape(x))
+    return call("broadcast_to", _const(1, dtype), shape=shape_of(x))
 
 
 @converter("Dropout")
@@ -49,7 +49,7 @@ def dropout_v12(x, ratio=None, training_mode=None, *, seed=None):
     if ratio.type.shape not in ((), (1,)):
         raise ConversionError(f"ratio must be a scalar, got shape {ratio.type.shape}")
     ratio = call("reshape", ratio, newshape=()) if ratio.type.shape else ratio
-    mask = fold("greater_equal", *_draws_against(ratio, int(seed), _shape(x)))
+    mask = fold("greater_equal", *_draws_against(ratio, int(seed), shape_of(x)))
     with np.errstate(divide="ignore"):  # ratio 1: an infinite scale, and NaN outputs, as the reference's
         scale = fold("divide", _const(1.0, ratio.type.dtype), fold("subtract", _const(1.0, ratio.type.dtype), ratio))
     if scale.type.dtype != x.type.dtype:
@@ -89,7 +89,7 @@ def batch_norm_v14(x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, traini
         raise ConversionError(f"training_mode must be 0 or 1, got {training_mode}")
     if not training_mode:
         return call("nn.batch_norm", x, scale, b, mean, var, axis=1, epsilon=epsilon)
-    shape = _shape(x)
+    shape = shape_of(x)
     if len(shape) < 2:
         raise ConversionError(f"X must have a channel axis (rank >= 2), got shape {shape}")
     axes = (0,) + tuple(range(2, len(shape)))
@@ -114,7 +114,7 @@ def _groups(inputs: tuple, per: int, op: str) -> list[tuple]:
     n = len(inputs) // per
     groups = [tuple(inputs[k * n + i] for k in range(per)) for i in range(n)]
     for group in groups:
-        if len({_shape(t) for t in group}) != 1 or len({t.type.dtype for t in group}) != 1 or \
+        if len({shape_of(t) for t in group}) != 1 or len({t.type.dtype for t in group}) != 1 or \
                 group[0].type.dtype not in ("float32", "float64"):
             raise ConversionError(f"{op}: each tensor, its gradient and its states must have one shape and one "
                                   f"float or double dtype")

@@ -10,8 +10,9 @@ from onnx import helper
 from relayish import call
 from relayish.types import DTYPES
 
-from .basic import ConversionError, converter
-from .tensor import fold
+from ..builders import fold
+from ..registry import converter
+from ..values import ConversionError
 
 
 def _simple(op_type: str, op: str, since: int):
