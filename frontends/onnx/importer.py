@@ -7,9 +7,9 @@ returns the graph outputs (a Tuple if there are several); IRModule.output_names 
 Initializers become Constants. Default-domain opsets 7 to 28 are supported, and older ones (from 1) for the ops
 whose schema there is one of those reviewed (the same schema is in effect from some opset below 7 up to 7 or
 later: `Not` has one version, from opset 1); the per-op converters and their opset table live in
-frontends/onnx_ops.py, the schema versions reviewed against them in frontends/onnx_versions.py. Of the other
-domains, the ai.onnx.ml, ai.onnx.preview and ai.onnx.preview.training ops of frontends/onnx_versions_domains.py
-are converted.
+frontends/onnx/ops/ (registered in frontends/onnx/registry.py), the schema versions reviewed against them in
+frontends/onnx/versions/default.py. Of the other domains, the ai.onnx.ml, ai.onnx.preview and
+ai.onnx.preview.training ops of frontends/onnx/versions/domains.py are converted.
 
 Every failure is an OnnxImportError (a ValueError) whose message names the file and, where there is one, the
 node (name and op type): an unreadable file, an unsupported op (one error listing every unsupported op type of
@@ -36,7 +36,7 @@ from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unre
 from .versions.default import unreviewed
 from .versions.domains import OTHER_DOMAINS, unreviewed_in_domain
 
-MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (onnx_versions.py)
+MIN_OPSET, MAX_OPSET = 7, 28  # every schema version in effect at these opsets is reviewed (versions/default.py)
 OLDEST_OPSET = 1  # below MIN_OPSET, an op imports if its schema version there is one reviewed
 # graph inputs may be of these dtypes: ONNX elem type -> relayish dtype (relayish.types.DTYPES, all of them)
 GRAPH_INPUT_DTYPES = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64", TensorProto.FLOAT16: "float16",
@@ -181,7 +181,7 @@ def load_model(model_or_path) -> tuple[onnx.ModelProto, str]:
         if path.stat().st_size == 0:
             raise OnnxImportError(f"{source}: empty file, not an ONNX model")
         model = _parse(path, source)
-    try:  # external data: checked by our own rules before any data file is opened (frontends/onnx_external.py)
+    try:  # external data: checked by our own rules before any data file is opened (frontends/onnx/external.py)
         if path is None:
             refuse_external_data(model)
         else:
@@ -211,7 +211,7 @@ def _check_tensors(model: onnx.ModelProto, source: str):
 
 def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
     """model, or a copy for onnx's checker where onnxruntime's own ai.onnx ops (LayerNormalization below opset 17,
-    SimplifiedLayerNormalization: frontends/onnx_versions_contrib.py) are moved to the contrib domain, which the
+    SimplifiedLayerNormalization: frontends/onnx/versions/contrib.py) are moved to the contrib domain, which the
     checker does not check: onnxruntime runs such models, the checker alone would refuse them."""
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
     opset = max(versions) if versions else MAX_OPSET
@@ -288,7 +288,7 @@ def resolve_converter(node: onnx.NodeProto, opset: int, domains: dict) -> tuple[
     """(the node's converter or None if its op is unsupported, why it cannot be imported through it or None):
     ai.onnx ops at the model's opset (or onnxruntime's own ai.onnx ops where ONNX has none), com.microsoft ops and
     those of the other domains we convert (ai.onnx.ml, ai.onnx.preview, ai.onnx.preview.training:
-    frontends/onnx_versions_domains.py) at the model's version of their domain."""
+    frontends/onnx/versions/domains.py) at the model's version of their domain."""
     if node.domain in _DEFAULT_DOMAINS:
         conv = lookup_converter(node.op_type, opset)
         if conv is not None:

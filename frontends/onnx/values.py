@@ -106,3 +106,8 @@ def int_list_input(expr: Expr, what: str, dtypes=(np.int64,)) -> tuple[int, ...]
     if value.ndim > 1:
         raise ConversionError(f"input {what!r} must be 1-D, got shape {value.shape}")
     return int_tuple(value)
+
+
+def optional_ints(expr: Expr | None, what: str) -> tuple[int, ...] | None:
+    """The values of an optional constant input (axes, steps...) as ints, or None when it is omitted."""
+    return None if expr is None else int_tuple(constant_value(expr, what))

@@ -4,10 +4,10 @@ float models: the GELU family (Gelu, BiasGelu, FastGelu, QuickGelu, BiasSplitGel
 BiasAdd, BiasSoftmax, the fused normalizations (SkipLayerNormalization, SkipSimplifiedLayerNormalization,
 EmbedLayerNormalization, and the ai.onnx-domain LayerNormalization/SimplifiedLayerNormalization that onnxruntime
 defines below opset 17), Attention and MultiHeadAttention, FusedConv and FusedGemm. Each is a composition of
-existing relayish ops. The quantized contrib ops: frontends/onnx_ops_contrib_quant.py.
+existing relayish ops. The quantized contrib ops: contrib_quant.py.
 
-Conventions as in frontends/onnx_ops.py (`@converter(..., domain=CONTRIB)`); the schemas reviewed against each
-converter: frontends/onnx_versions_contrib.py. The numerics follow onnxruntime's CPU kernels (its contrib op docs
+Conventions: frontends/onnx/registry.py (`@converter(..., domain=CONTRIB)`); the schemas reviewed against each
+converter: frontends/onnx/versions/contrib.py. The numerics follow onnxruntime's CPU kernels (its contrib op docs
 and sources); where a kernel differs from the schema's prose, a comment says which one is followed.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..builders import astype, binary, flag, fold, normalize_axis, reshape, shap
 from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB, ORT_ONNX_DOMAIN
-from .basic import gemm
+from .nn import gemm
 from .conv import conv as onnx_conv
 
 FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -151,7 +151,7 @@ def _matmul_operand(x: Expr, trans: bool, trans_batch: bool) -> Expr:
 
 
 def _fused_matmul(a, b, alpha, trans_a, trans_b, trans_batch_a, trans_batch_b):
-    from .basic import matmul  # numpy matmul semantics (1-D operands, broadcast batch dims)
+    from .nn import matmul  # numpy matmul semantics (1-D operands, broadcast batch dims)
     same_dtype({"A": a, "B": b})
     y = matmul(_matmul_operand(a, flag(trans_a, "transA"), flag(trans_batch_a, "transBatchA")),
                _matmul_operand(b, flag(trans_b, "transB"), flag(trans_batch_b, "transBatchB")))

@@ -20,7 +20,7 @@ from ..builders import binary, flag, fold, reshape, shape_of, transpose
 from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB
-from .basic import matmul
+from .nn import matmul
 from .contrib import same_dtype
 
 MASK_FILTER_VALUE = -10000.0
@@ -159,7 +159,7 @@ def attention(x, weights, bias=None, mask_index=None, past=None, attention_bias=
 def attention_of_projections(parts, mask_index, past, attention_bias, *, num_heads, unidirectional, scale,
                              mask_filter_value):
     """Attention's outputs (output, present) from its projections [Q, K, V] (B, S, hidden each); shared with
-    QAttention (frontends/onnx_ops_contrib_qmatmul.py)."""
+    QAttention (contrib_qmatmul.py)."""
     q, k, v = (_heads(y, num_heads, "Attention") for y in parts)
     batch, seq = shape_of(parts[0])[:2]
     dtype = parts[0].type.dtype

@@ -21,7 +21,7 @@ from ..builders import astype, binary, flag, fold, reshape, shape_of, transpose
 from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB
-from .basic import matmul
+from .nn import matmul
 from .contrib_attention import MASK_FILTER_VALUE, attention_of_projections
 from .contrib_quant import q8, requantize, scalar, zero_point
 from .quantization import dynamic_quantize

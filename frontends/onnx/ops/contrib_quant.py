@@ -3,7 +3,7 @@
 extended level) write: QLinearConv (ai.onnx and com.microsoft), QLinearAdd, QLinearMul, QLinearSigmoid,
 QLinearLeakyRelu, QLinearSoftmax, QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearWhere,
 NhwcMaxPool and com.microsoft's QuantizeLinear/DequantizeLinear. The matmul-like ones (QGemm, MatMulNBits,
-DynamicQuantizeMatMul, ...): frontends/onnx_ops_contrib_qmatmul.py.
+DynamicQuantizeMatMul, ...): contrib_qmatmul.py.
 
 Numerics as onnxruntime's CPU kernels: dequantize is scale * (x - zero_point) in float32 (the difference exact in
 int32); quantize is x / scale rounded half to even, plus the zero point, saturated to the 8-bit range (MLAS's
@@ -29,7 +29,7 @@ from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB
 from .conv import avg_pool as onnx_avg_pool, max_pool as onnx_max_pool
-from .misc import conv_integer
+from .quantization import conv_integer
 from .quantization import dequantize_linear, quantize_linear
 
 Q8 = {"uint8": (0, 255), "int8": (-128, 127)}

@@ -3,7 +3,8 @@ AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, GlobalLpPool, MaxUnpool; 
 channels and groups written with existing ops: InstanceNormalization, GroupNormalization,
 MeanVarianceNormalization, LpNormalization.
 
-- 2-D (a 4-D NCHW input): the 2-D converters of frontends/onnx_ops.py, unchanged (NCHWc, Winograd downstream).
+- 2-D (a 4-D NCHW input): relayish's nn.conv2d and 2-D pools (conv2d, max_pool2d... below; NCHWc and
+  Winograd downstream).
 - 1-D (a 3-D NCL input): the same 2-D ops on a (N, C, 1, L) view: kernel (1, k), strides (1, s), dilations
   (1, d), pads (0, b, 0, e); a window of height 1 adds no padding on that axis in any auto_pad mode.
 - 3-D (a 5-D NCDHW input): relayish/ops/convnd.py's direct computes; the global pools are mean / max reductions.
@@ -17,8 +18,7 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.ops.nn import pool_out_size
 
-from . import basic as onnx_ops
-from ..builders import binary, flag, fold, normalize_axis, reshape, shape_of, window_attrs
+from ..builders import MAX_WINDOW_TAPS, binary, flag, fold, normalize_axis, reshape, shape_of, window_attrs
 from ..registry import converter
 from ..values import ConversionError, int_list_input
 
@@ -57,6 +57,53 @@ def _window_1d_as_2d(kernel_shape, strides, dilations, pads):
     return lift(kernel_shape, 1), lift(strides, 1), lift(dilations, 1), pads
 
 
+# ---- the 2-D windows: nn.conv2d and the 2-D pools (NCHWc layouts and Winograd downstream) ----
+
+def _expect_spatial_2d(x: Expr, op: str):
+    if len(shape_of(x)) != 4:
+        raise ConversionError(f"only 2-D {op} (a 4-D NCHW input) is supported, got input shape {shape_of(x)}")
+
+
+def conv2d(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+    _expect_spatial_2d(x, "Conv")
+    kernel = shape_of(w)[2:]
+    if kernel_shape is not None and tuple(kernel_shape) != kernel:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {shape_of(w)}")
+    y = call("nn.conv2d", x, w, groups=group, **window_attrs(x, kernel, strides, dilations, auto_pad, pads))
+    if b is None:
+        return y
+    if shape_of(b) != (shape_of(w)[0],):
+        raise ConversionError(f"bias shape {shape_of(b)} does not match {shape_of(w)[0]} output channels")
+    return binary("add", y, reshape(b, (shape_of(b)[0], 1, 1)))
+
+
+def max_pool2d(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
+               strides=None):
+    _expect_spatial_2d(x, "MaxPool")
+    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=flag(ceil_mode, "ceil_mode"),
+                **window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads))
+
+
+def avg_pool2d(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+               pads=None, strides=None):
+    _expect_spatial_2d(x, "AveragePool")
+    return call("nn.avg_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=flag(ceil_mode, "ceil_mode"),
+                count_include_pad=flag(count_include_pad, "count_include_pad"),
+                **window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads))
+
+
+def global_avg_pool2d(x):
+    _expect_spatial_2d(x, "GlobalAveragePool")
+    return call("nn.global_avg_pool2d", x)
+
+
+def global_max_pool2d(x):
+    _expect_spatial_2d(x, "GlobalMaxPool")
+    return call("nn.max_pool2d", x, pool_size=shape_of(x)[2:])
+
+
+# ---- Conv and pools of every rank ----
+
 @converter("Conv")
 def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
     rank = _spatial_rank(x, "Conv")
@@ -64,7 +111,7 @@ def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
         raise ConversionError(f"weight shape {shape_of(w)} does not match a {rank}-D convolution of input shape "
                               f"{shape_of(x)}")
     if rank == 2:
-        return onnx_ops.conv(x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
+        return conv2d(x, w, b, auto_pad=auto_pad, dilations=dilations, group=group,
                              kernel_shape=kernel_shape, pads=pads, strides=strides)
     kernel = shape_of(w)[2:]
     if kernel_shape is not None and tuple(kernel_shape) != kernel:
@@ -72,7 +119,7 @@ def conv(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_sha
     if rank == 1:
         kernel_2d, strides, dilations, pads = _window_1d_as_2d(kernel, strides, dilations, pads)
         w2 = reshape(w, shape_of(w)[:2] + (1,) + kernel)
-        y = onnx_ops.conv(_to_2d(x), w2, b, auto_pad=auto_pad, dilations=dilations, group=group,
+        y = conv2d(_to_2d(x), w2, b, auto_pad=auto_pad, dilations=dilations, group=group,
                           kernel_shape=kernel_2d, pads=pads, strides=strides)
         return _from_2d(y)
     y = call("nn.conv3d", x, w, groups=group, **window_attrs(x, kernel, strides, dilations, auto_pad, pads))
@@ -133,7 +180,7 @@ def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None,
     """Y as 2-D, 1-D or 3-D pooling; the Indices output (opset 8), when the node has it, from
     nn.max_pool3d_argmax over a 5-D view."""
     def pool_2d(x4, k, s, d, p):
-        return onnx_ops.max_pool(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=d, pads=p,
+        return max_pool2d(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode, dilations=d, pads=p,
                                  storage_order=storage_order, strides=s)
     y = _pool("MaxPool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
               ceil_mode=flag(ceil_mode, "ceil_mode"))
@@ -152,7 +199,7 @@ def max_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None,
 def avg_pool(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, pads=None,
              strides=None):
     def pool_2d(x4, k, s, d, p):
-        return onnx_ops.avg_pool(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode,
+        return avg_pool2d(x4, kernel_shape=k, auto_pad=auto_pad, ceil_mode=ceil_mode,
                                  count_include_pad=count_include_pad, dilations=d, pads=p, strides=s)
     return _pool("AveragePool", x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
                  ceil_mode=flag(ceil_mode, "ceil_mode"), count_include_pad=flag(count_include_pad,
@@ -172,12 +219,12 @@ def _global_pool(op: str, reduce_op: str, x, pool_2d):
 
 @converter("GlobalAveragePool")
 def global_avg_pool(x):
-    return _global_pool("GlobalAveragePool", "mean", x, onnx_ops.global_avg_pool)
+    return _global_pool("GlobalAveragePool", "mean", x, global_avg_pool2d)
 
 
 @converter("GlobalMaxPool")
 def global_max_pool(x):
-    return _global_pool("GlobalMaxPool", "max", x, onnx_ops.global_max_pool)
+    return _global_pool("GlobalMaxPool", "max", x, global_max_pool2d)
 
 
 def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape, pads, strides):
@@ -264,8 +311,8 @@ def conv_transpose(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, 
                               f"input shape {shape_of(x)}")
     if kernel_shape is not None and tuple(kernel_shape) != shape_of(w)[2:]:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {shape_of(w)}")
-    if math.prod(shape_of(w)[2:]) > onnx_ops.MAX_WINDOW_TAPS:
-        raise ConversionError(f"kernel {shape_of(w)[2:]} has more than {onnx_ops.MAX_WINDOW_TAPS} taps")
+    if math.prod(shape_of(w)[2:]) > MAX_WINDOW_TAPS:
+        raise ConversionError(f"kernel {shape_of(w)[2:]} has more than {MAX_WINDOW_TAPS} taps")
     strides, dilations, pad_begin, output_size = _transpose_geometry(x, w, auto_pad, dilations, output_padding,
                                                                      output_shape, pads, strides)
     fits = group >= 1 and shape_of(x)[1] % group == 0 and shape_of(w)[0] == shape_of(x)[1]  # else the op says why

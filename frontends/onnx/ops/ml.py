@@ -1,6 +1,6 @@
 """Converters of classical machine-learning ops: TfIdfVectorizer (ai.onnx 9, integer n-grams) and the ai.onnx.ml
-ops Binarizer, ArrayFeatureExtractor (1) and TreeEnsemble (5) (reviewed versions: frontends/
-onnx_versions_domains.py).
+ops Binarizer, ArrayFeatureExtractor (1) and TreeEnsemble (5) (reviewed versions: frontends/onnx/versions/
+domains.py).
 
 Compositions of existing relayish ops following onnx's reference implementations, which generated the
 conformance cases (onnx/reference/ops/op_tfidf_vectorizer.py, aionnxml/op_*.py).
@@ -17,7 +17,7 @@ from relayish.types import numpy_dtype
 from ..builders import fold, reshape, shape_of
 from ..registry import converter
 from ..values import ConversionError
-from .tensor import gather
+from .movement import gather
 
 MAX_MATCH_ELEMENTS = 1 << 26  # n-gram comparisons (rows x pool n-grams x positions) of one size and skip
 

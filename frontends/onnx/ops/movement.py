@@ -1,22 +1,28 @@
-"""Converters of the data-movement ops: Pad, GatherElements, GatherND, ScatterElements (and the older Scatter),
-ScatterND, OneHot (relayish/ops/movement.py), and the ones written with reshape/transpose/broadcast_to:
-DepthToSpace, SpaceToDepth, Tile; EyeLike is a constant (its value depends only on the input's shape).
+"""Converters of the data-movement ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat, Identity, Slice,
+Split, Gather, GatherElements, GatherND, ScatterElements (and the older Scatter), ScatterND, Pad, OneHot, Expand,
+Trilu, ReverseSequence (relayish/ops/movement.py and transform ops), and the ones written with
+reshape/transpose/broadcast_to/slices: DepthToSpace, SpaceToDepth, Tile, CenterCropPad; EyeLike is a constant (its
+value depends only on the input's shape).
 
-Conventions as in frontends/onnx_ops_tensor.py. Inputs that decide a shape (pads, repeats, depth) must be
-constants. Constant indices are checked here; indices given at run time are checked by the runtime before native
-code runs (compiler/index_bounds.py).
+Conventions: frontends/onnx/registry.py. Inputs that decide a shape (shape, pads, repeats, depth, starts, ends,
+split) must be constants. Constant indices are checked here; indices given at run time are checked by the runtime
+before native code runs (compiler/index_bounds.py).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from onnx import helper
 
-from relayish import Constant, Expr, call, get_op
+from relayish import Constant, Expr, call, const, get_op
 from relayish.types import DTYPES, numpy_dtype
 
-from ..builders import fold, is_const, normalize_axis, reshape, shape_of, transpose
+from ..builders import binary, fold, is_const, normalize_axis, reshape, shape_of, transpose
 from ..registry import converter
-from ..values import ConversionError, checked_elements, int_list_input, int_tuple, scalar_input
+from ..values import (ConversionError, checked_elements, constant_value, int_list_input, int_tuple, optional_ints,
+                      scalar_input)
+
 
 INDEX_DTYPES = (np.int32, np.int64)
 
@@ -33,6 +39,168 @@ def _check_constant_indices(indices, extents, what: str):
     if np.any(bad):
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise ConversionError(f"indices hold {int(value[where])} at {where}, out of range of {what}")
+
+
+# ---- reshapes, transposes, concatenation ----
+
+@converter("Identity")
+def identity(x):
+    return x
+
+
+@converter("Flatten")
+def flatten(x, *, axis=1):
+    shape = shape_of(x)
+    if not -len(shape) <= axis <= len(shape):
+        raise ConversionError(f"axis {axis} out of range for a {len(shape)}-D input")
+    axis = axis + len(shape) if axis < 0 else axis
+    return reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
+
+
+@converter("Reshape")
+def reshape_(data, shape, *, allowzero=0):
+    """0 copies the input's dim at that position (unless allowzero), -1 is inferred (at most one)."""
+    target = list(int_list_input(shape, "shape"))
+    in_shape = shape_of(data)
+    for i, d in enumerate(target):
+        if d == 0 and not allowzero:
+            if i >= len(in_shape):
+                raise ConversionError(f"shape {tuple(target)}: a 0 at position {i} has no input dim to copy "
+                                      f"(input shape {in_shape})")
+            target[i] = in_shape[i]
+    if target.count(-1) > 1 or any(d < -1 for d in target):
+        raise ConversionError(f"invalid shape {tuple(target)}")
+    size, known = math.prod(in_shape), math.prod(d for d in target if d != -1)
+    if -1 in target:
+        if known == 0 or size % known:
+            raise ConversionError(f"cannot reshape {in_shape} to {tuple(target)}")
+        target[target.index(-1)] = size // known
+    if math.prod(target) != size:
+        raise ConversionError(f"cannot reshape {in_shape} ({size} elements) to {tuple(target)}")
+    return reshape(data, target)
+
+
+@converter("Transpose")
+def transpose_(data, *, perm=None):
+    ndim = len(shape_of(data))
+    perm = tuple(perm) if perm is not None else tuple(reversed(range(ndim)))
+    if sorted(perm) != list(range(ndim)):
+        raise ConversionError(f"perm {perm} is not a permutation of the {ndim} axes")
+    return transpose(data, perm)
+
+
+def _squeeze(data, axes):
+    shape = shape_of(data)
+    if axes is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    axes = {normalize_axis(a, len(shape), "squeeze axis") for a in axes}
+    for a in sorted(axes):
+        if shape[a] != 1:
+            raise ConversionError(f"cannot squeeze axis {a} of size {shape[a]} (input shape {shape})")
+    return reshape(data, [d for i, d in enumerate(shape) if i not in axes])
+
+
+def _unsqueeze(data, axes):
+    shape = shape_of(data)
+    ndim = len(shape) + len(axes)
+    axes = [normalize_axis(a, ndim, "unsqueeze axis") for a in axes]
+    if len(set(axes)) != len(axes):
+        raise ConversionError(f"duplicate unsqueeze axes {tuple(axes)}")
+    dims = iter(shape)
+    return reshape(data, [1 if i in axes else next(dims) for i in range(ndim)])
+
+
+@converter("Squeeze")
+def squeeze_v1(data, *, axes=None):
+    return _squeeze(data, axes)
+
+
+@converter("Squeeze", since=13)
+def squeeze_v13(data, axes=None):
+    return _squeeze(data, None if axes is None else int_list_input(axes, "axes"))
+
+
+@converter("Unsqueeze")
+def unsqueeze_v1(data, *, axes):
+    return _unsqueeze(data, axes)
+
+
+@converter("Unsqueeze", since=13)
+def unsqueeze_v13(data, axes):
+    return _unsqueeze(data, int_list_input(axes, "axes"))
+
+
+@converter("Concat")
+def concat(*inputs, axis):
+    axis = normalize_axis(axis, len(shape_of(inputs[0])))
+    nonempty = [x for x in inputs if shape_of(x)[axis] > 0]  # an empty part adds nothing (exporters slice shape[2:2])
+    if nonempty and len(nonempty) < len(inputs):
+        call("concatenate", *inputs, axis=axis)  # (the parts' shapes are checked all the same)
+        inputs = tuple(nonempty)
+    if len(inputs) == 1:
+        return inputs[0]
+    if is_const(*inputs):
+        return Constant(np.concatenate([x.data for x in inputs], axis=axis))
+    return call("concatenate", *inputs, axis=axis)
+
+
+# ---- slices ----
+
+def _slice(data, starts, ends, axes, steps):
+    axes = tuple(range(len(starts))) if axes is None else tuple(axes)
+    steps = (1,) * len(starts) if steps is None else tuple(steps)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise ConversionError(f"starts {tuple(starts)}, ends {tuple(ends)}, axes {axes} and steps {steps} must "
+                              f"have equal lengths")
+    return fold("strided_slice", data, begin=tuple(starts), end=tuple(ends), strides=steps, axes=axes)
+
+
+@converter("Slice")
+def slice_v1(data, *, starts, ends, axes=None):
+    return _slice(data, starts, ends, axes, None)
+
+
+@converter("Slice", since=10)
+def slice_v10(data, starts, ends, axes=None, steps=None):
+    return _slice(data, int_tuple(constant_value(starts, "starts")), int_tuple(constant_value(ends, "ends")),
+                  optional_ints(axes, "axes"), optional_ints(steps, "steps"))
+
+
+def _split(data, axis, sizes, count):
+    """One strided_slice per part: `sizes` along axis, or `count` parts (ONNX: equal, the last smaller)."""
+    extent = shape_of(data)[normalize_axis(axis, len(shape_of(data)))]
+    if sizes is None:
+        if count < 1:
+            raise ConversionError("no output to split into")
+        part = -(-extent // count)
+        sizes = [min(part, extent - i * part) for i in range(count)]
+        if sizes[-1] <= 0:
+            raise ConversionError(f"cannot split an axis of {extent} into {count} parts")
+    if sum(sizes) != extent or any(s < 0 for s in sizes):
+        raise ConversionError(f"split sizes {tuple(sizes)} do not add up to the axis extent {extent}")
+    offsets = np.cumsum([0] + list(sizes)).tolist()
+    return tuple(_slice(data, [offsets[i]], [offsets[i + 1]], [axis], None) for i in range(len(sizes)))
+
+
+@converter("Split", since=2)
+def split_v2(data, *, axis=0, split=None, _outputs=1):
+    return _split(data, axis, None if split is None else list(split), _outputs)
+
+
+@converter("Split", since=13)
+def split_v13(data, split=None, *, axis=0, _outputs=1):
+    return _split(data, axis, None if split is None else list(int_tuple(constant_value(split, "split"))), _outputs)
+
+
+@converter("Split", since=18)
+def split_v18(data, split=None, *, axis=0, num_outputs=None, _outputs=1):
+    if (split is None) == (num_outputs is None):
+        raise ConversionError("exactly one of the input 'split' and the attribute num_outputs must be given")
+    if split is not None:
+        return split_v13(data, split, axis=axis, _outputs=_outputs)
+    if num_outputs != _outputs:
+        raise ConversionError(f"num_outputs={num_outputs} but the node has {_outputs} outputs")
+    return _split(data, axis, None, num_outputs)
 
 
 # ---- Pad ----
@@ -85,6 +253,18 @@ def pad_v11(data, pads, constant_value=None, axes=None, *, mode="constant"):
 
 # ---- gathers ----
 
+@converter("Gather")
+def gather(data, indices, *, axis=0):
+    axis = normalize_axis(axis, len(shape_of(data)))
+    if is_const(indices):  # run-time indices are checked at the boundary (runtime/feeds.py) or clamped
+        index, n = indices.data, shape_of(data)[axis]
+        if index.dtype not in (np.int32, np.int64):
+            raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
+        if index.size and (index.min() < -n or index.max() >= n):
+            raise ConversionError(f"indices {int_tuple(index)} out of range for axis {axis} of size {n}")
+    return fold("take", data, indices, axis=axis)
+
+
 @converter("GatherElements", since=11)
 def gather_elements(data, indices, *, axis=0):
     axis = normalize_axis(axis, len(shape_of(data)))
@@ -125,7 +305,7 @@ def scatter_nd(data, indices, updates, *, reduction="none"):
     return fold("scatter_nd", data, indices, updates, reduction=reduction)
 
 
-# ---- OneHot, EyeLike ----
+# ---- OneHot, EyeLike, Trilu ----
 
 @converter("OneHot", since=9)
 def one_hot(indices, depth, values, *, axis=-1):
@@ -149,6 +329,12 @@ def eye_like(x, *, dtype=None, k=0):
     if out not in DTYPES:
         raise ConversionError(f"dtype {out} is not supported (supported: {', '.join(DTYPES)})")
     return Constant(np.eye(shape[0], shape[1], int(k), dtype=out))
+
+
+@converter("Trilu", since=14)
+def trilu(x, k=None, *, upper=1):
+    k = 0 if k is None else int(constant_value(k, "k").reshape(()))
+    return fold("trilu", x, upper=int(upper), k=k)
 
 
 # ---- rearrangements: reshape, transpose, broadcast ----
@@ -208,3 +394,72 @@ def tile(x, repeats):
     target = tuple(v for r, d in zip(reps, shape) for v in (r, d))
     expanded = call("broadcast_to", reshape(x, interleaved), shape=target)
     return reshape(expanded, tuple(r * d for r, d in zip(reps, shape)))
+
+
+@converter("Expand", since=8)
+def expand(x, shape):
+    target = np.broadcast_shapes(shape_of(x), int_tuple(constant_value(shape, "shape")))
+    return x if target == shape_of(x) else fold("broadcast_to", x, shape=target)
+
+
+# ---- ReverseSequence ----
+
+@converter("ReverseSequence", since=10)
+def reverse_sequence(x, sequence_lens, *, batch_axis=1, time_axis=0):
+    """out[t, b] = x[len[b] - 1 - t, b] for t < len[b], else x[t, b]: a gather along the time axis of indices
+    computed from the lengths. Lengths given at run time are clamped to [0, max_time] first, so the indices are
+    always in range (onnxruntime refuses such lengths; no length can make native code read outside the input)."""
+    shape = shape_of(x)
+    if len(shape) < 2:
+        raise ConversionError(f"the input must be at least 2-D, got shape {shape}")
+    if sorted((batch_axis, time_axis)) != [0, 1]:
+        raise ConversionError(f"batch_axis and time_axis must be 0 and 1 in some order, got {batch_axis} and "
+                              f"{time_axis}")
+    t_len, b_len = shape[time_axis], shape[batch_axis]
+    if sequence_lens.type.dtype != "int64" or shape_of(sequence_lens) != (b_len,):
+        raise ConversionError(f"input 'sequence_lens' must be int64 of shape ({b_len},), got "
+                              f"{sequence_lens.type.dtype} of shape {shape_of(sequence_lens)}")
+    if isinstance(sequence_lens, Constant) and np.any((sequence_lens.data < 0) | (sequence_lens.data > t_len)):
+        raise ConversionError(f"sequence_lens {sequence_lens.data.tolist()} must be in [0, {t_len}]")
+    lens = binary("minimum", binary("maximum", sequence_lens, const(0, "int64")), const(t_len, "int64"))
+    both = (t_len, 1) if time_axis == 0 else (1, t_len)
+    t = Constant(np.arange(t_len, dtype=np.int64).reshape(both))
+    lens = reshape(lens, (1, b_len) if time_axis == 0 else (b_len, 1))
+    index = fold("where", fold("less", t, lens), binary("subtract", binary("subtract", lens, const(1, "int64")),
+                                                        t), t)
+    index = reshape(index, shape_of(index) + (1,) * (len(shape) - 2))
+    index = fold("broadcast_to", index, shape=shape)
+    return fold("gather_elements", x, index, axis=time_axis)
+
+
+# ---- CenterCropPad ----
+
+@converter("CenterCropPad", since=18)
+def center_crop_pad(x, shape, *, axes=None):
+    """Each axis cropped or zero-padded to its target size, centered (an odd difference leaves the extra element at
+    the end), as the reference: a slice, then a pad."""
+    dims = shape_of(x)
+    target = int_list_input(shape, "shape", (np.int64, np.int32))
+    axes = tuple(range(len(dims))) if axes is None else tuple(normalize_axis(a, len(dims), "axes value") for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ConversionError(f"repeated axes {axes}")
+    if len(target) != len(axes):
+        raise ConversionError(f"shape has {len(target)} values for {len(axes)} axes")
+    begin, end, pads = [], [], [0] * (2 * len(dims))
+    for a, size in zip(axes, target):
+        if size < 1:
+            raise ConversionError(f"target size {size} of axis {a} must be >= 1")
+        if size < dims[a]:
+            start = (dims[a] - size) // 2
+            begin.append(start)
+            end.append(start + size)
+        else:
+            begin.append(0)
+            end.append(dims[a])
+            pads[a] = (size - dims[a]) // 2
+            pads[len(dims) + a] = size - dims[a] - pads[a]
+    if any(b != 0 or e != dims[a] for a, b, e in zip(axes, begin, end)):
+        x = fold("strided_slice", x, begin=tuple(begin), end=tuple(end), strides=(1,) * len(axes), axes=axes)
+    if any(pads):
+        x = fold("pad", x, pads=tuple(pads), mode="constant", value=0.0)
+    return x

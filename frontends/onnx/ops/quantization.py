@@ -1,7 +1,8 @@
 """Converters of the linear quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear) and of the
-losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), each a composition of existing relayish ops.
+integer ops (MatMulInteger, QLinearMatMul, ConvInteger), each a composition of existing relayish ops. QLinearConv,
+which shares its code with onnxruntime's com.microsoft form, is in contrib_quant.py.
 
-Conventions as in frontends/onnx_ops.py. The numerics follow onnx's reference implementations
+Conventions: frontends/onnx/registry.py. The numerics follow onnx's reference implementations
 (onnx/reference/ops/op_quantize_linear.py etc.), which generated the conformance cases:
 - quantize: x / scale in the inputs' (numpy-promoted) float type, rounded half to even, plus the zero point,
   saturated to the output type's integer range (always: `saturate` only concerns float8 outputs);
@@ -18,6 +19,8 @@ from relayish.types import DTYPES
 from ..builders import astype, binary, elem_type_name, fold, normalize_axis, reshape, shape_of
 from ..registry import converter
 from ..values import ConversionError
+from .conv import conv2d
+from .nn import matmul
 
 # quantized integer types relayish has, and their ranges (ONNX's _QUANT_INTEGER_RANGES)
 QUANT_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
@@ -199,72 +202,89 @@ def dynamic_quantize(x):
     return astype(fold("clip", y, a_min=0.0, a_max=255.0), "uint8"), scale, astype(zp, "uint8")
 
 
-# ---- NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ----
+# ---- MatMulInteger, QLinearMatMul, ConvInteger ----
 
-def _check_labels(x: Expr, target: Expr, weight: Expr | None, ignore_index: int | None, reduction: str) -> None:
-    shape = shape_of(x)
-    if len(shape) < 2 or x.type.dtype not in ("float32", "float64", "float16"):
-        raise ConversionError(f"the input must be a float32, float64 or float16 [N, C, d1...] tensor, got {shape} "
-                              f"{x.type.dtype}")
-    if reduction not in ("none", "sum", "mean"):
-        raise ConversionError(f"reduction must be 'none', 'sum' or 'mean', got {reduction!r}")
-    if target.type.dtype not in ("int32", "int64") or shape_of(target) != shape[:1] + shape[2:]:
-        raise ConversionError(f"the target must be an int32 or int64 [N, d1...] = {shape[:1] + shape[2:]} tensor, "
-                              f"got {shape_of(target)} {target.type.dtype}")
-    if weight is not None and (shape_of(weight) != (shape[1],) or weight.type.dtype != x.type.dtype):
-        raise ConversionError(f"the weight must be a [C={shape[1]}] tensor of {x.type.dtype}, got {shape_of(weight)} "
-                              f"{weight.type.dtype}")
-    if isinstance(target, Constant):  # run-time targets are checked by the runtime (compiler/index_bounds.py)
-        labels, c = target.data, shape[1]
-        bad = ((labels < -c) | (labels >= c)) & (labels != ignore_index if ignore_index is not None else True)
-        if bad.any():
-            raise ConversionError(f"target holds {int(labels[bad].flat[0])}, out of range for {c} classes "
-                                  f"(ignore_index {ignore_index})")
+QUANT_TYPES = ("int8", "uint8")
 
 
-def _nll(log_prob: Expr, target: Expr, weight: Expr | None, ignore_index: int | None, reduction: str) -> Expr:
-    """The loss of log-probabilities [N, C, d1...] at the target classes [N, d1...], as onnx's reference: loss =
-    -log_prob[n, target, d...] * weight[target] (0 where target == ignore_index), then summed, or divided by the
-    sum of those weights (mean). The class of each label is `take`n from [0, C) (a negative label counts from the
-    end, as onnxruntime's GatherElements): a label given at run time is checked against C by the runtime, with
-    ignore_index allowed (compiler/index_bounds.py); the class axis is then picked by a one-hot select, so no label
-    value can make native code read outside the input."""
-    shape, dtype, tdtype = shape_of(log_prob), log_prob.type.dtype, target.type.dtype
-    n, c, rest = shape[0], shape[1], shape[2:]
-    ignored = None if ignore_index is None else fold("equal", target, const(ignore_index, tdtype))
-    safe = target if ignored is None else fold("where", ignored, const(0, tdtype), target)
-    classes = Constant(np.arange(c, dtype=tdtype))
-    label_class = fold("take", classes, safe, axis=0)
-    onehot = fold("equal", reshape(label_class, (n, 1) + rest), reshape(classes, (1, c) + (1,) * len(rest)))
-    picked = fold("sum", fold("where", onehot, log_prob, const(0.0, dtype)), axes=(1,), keepdims=False)
-    loss = fold("negative", picked)
-    gathered = None if weight is None else fold("take", weight, safe, axis=0)
-    if ignored is not None:
-        gathered = fold("where", ignored, const(0.0, dtype), const(1.0, dtype) if gathered is None else gathered)
-    if gathered is not None:
-        loss = binary("multiply", gathered, loss)
-    if reduction == "none":
-        return loss
-    total = fold("sum", loss, axes=None, keepdims=False)
-    if reduction == "sum":
-        return total
-    if gathered is None:
-        return binary("divide", total, const(float(np.prod(shape_of(target))), dtype))
-    return binary("divide", total, fold("sum", gathered, axes=None, keepdims=False))
+def _per_row_or_column(p: Expr, x: Expr, rows: bool, what: str) -> Expr:
+    """A zero point or scale of a matmul operand made broadcastable to it: one value -> a scalar; 1-D of the
+    operand's row count (a, per row: [M, 1]) or column count (b, per column: [N])."""
+    shape, pshape = shape_of(x), shape_of(p)
+    if int(np.prod(pshape)) == 1:
+        return reshape(p, ())
+    extent = shape[-2] if rows and len(shape) > 1 else shape[-1]
+    if len(pshape) != 1 or pshape[0] != extent:
+        raise ConversionError(f"{what} of shape {pshape} must be one value or 1-D of the {extent} "
+                              f"{'rows' if rows else 'columns'} of the operand {shape}")
+    return reshape(p, (extent, 1)) if rows and len(shape) > 1 else p
 
 
-@converter("NegativeLogLikelihoodLoss", since=12)
-def nll_loss(x, target, weight=None, *, ignore_index=None, reduction="mean"):
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
-    _check_labels(x, target, weight, ignore_index, reduction)
-    return _nll(x, target, weight, ignore_index, reduction)
+def _integer_operand(x: Expr, zero_point: Expr | None, rows: bool, name: str) -> Expr:
+    """x - zero_point in int32."""
+    if x.type.dtype not in QUANT_TYPES:
+        raise ConversionError(f"input {name} must be int8 or uint8, got {x.type.dtype}")
+    x32 = astype(x, "int32")
+    if zero_point is None:
+        return x32
+    if zero_point.type.dtype != x.type.dtype:
+        raise ConversionError(f"the zero point of {name} must be {x.type.dtype}, got {zero_point.type.dtype}")
+    return binary("subtract", x32, astype(_per_row_or_column(zero_point, x, rows, f"{name}'s zero point"),
+                                          "int32"))
 
 
-@converter("SoftmaxCrossEntropyLoss", since=12)
-def softmax_cross_entropy_loss(scores, labels, weights=None, *, ignore_index=None, reduction="mean"):
-    """Outputs (loss, log_prob): log_prob = log(softmax(scores) over the class axis 1), as onnx's reference (a log
-    of the softmax, not a fused log-softmax); the loss is NegativeLogLikelihoodLoss of it."""
-    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
-    _check_labels(scores, labels, weights, ignore_index, reduction)
-    log_prob = fold("log", fold("nn.softmax", scores, axis=1))
-    return _nll(log_prob, labels, weights, ignore_index, reduction), log_prob
+@converter("MatMulInteger", since=10)
+def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
+    """(A - a_zero_point) @ (B - b_zero_point) in int32 (exact: int8 products summed in int32, as the reference)."""
+    return matmul(_integer_operand(a, a_zero_point, True, "A"),
+                           _integer_operand(b, b_zero_point, False, "B"))
+
+
+@converter("QLinearMatMul", since=10)
+def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point):
+    """The integer matmul, requantized as the reference: C * (a_scale * b_scale / y_scale) in float64 (numpy's
+    promotion of int32 and the scales), plus the output zero point, rounded half to even and saturated to the
+    output type."""
+    scales = {s.type.dtype for s in (a_scale, b_scale, y_scale)}
+    if len(scales) != 1 or not scales <= {"float32", "float16", "bfloat16"}:
+        raise ConversionError(f"the scales must be float32, float16 or bfloat16, all of one type, got "
+                              f"{sorted(scales)}")
+    if y_zero_point.type.dtype not in QUANT_TYPES:
+        raise ConversionError(f"y_zero_point must be int8 or uint8, got {y_zero_point.type.dtype}")
+    c = matmul(_integer_operand(a, a_zero_point, True, "a"), _integer_operand(b, b_zero_point, False, "b"))
+    sa = _per_row_or_column(a_scale, a, True, "a_scale")
+    sb = _per_row_or_column(b_scale, b, False, "b_scale")
+    if int(np.prod(shape_of(y_scale))) != 1:
+        raise ConversionError(f"y_scale must hold one value, got shape {shape_of(y_scale)}")
+    scale = binary("divide", binary("multiply", sa, sb), reshape(y_scale, ()))
+    d = binary("multiply", astype(c, "float64"), astype(scale, "float64"))
+    d = binary("add", d, astype(reshape(y_zero_point, ()) if int(np.prod(shape_of(y_zero_point))) == 1 else
+                                _per_row_or_column(y_zero_point, b, False, "y_zero_point"), "float64"))
+    out = y_zero_point.type.dtype
+    lo, hi = (0.0, 255.0) if out == "uint8" else (-128.0, 127.0)
+    return astype(fold("clip", fold("round", d), a_min=lo, a_max=hi), out)
+
+
+@converter("ConvInteger", since=10)
+def conv_integer(x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                 kernel_shape=None, pads=None, strides=None):
+    """Conv of (x - x_zero_point) and (w - w_zero_point) in int32 (padding adds zeros after the shift, i.e. the
+    zero point, as the reference). w_zero_point is one value or one per output channel."""
+    for name, v in (("x", x), ("w", w)):
+        if v.type.dtype not in QUANT_TYPES:
+            raise ConversionError(f"input {name} must be int8 or uint8, got {v.type.dtype}")
+    x32, w32 = astype(x, "int32"), astype(w, "int32")
+    if x_zero_point is not None:
+        if x_zero_point.type.dtype != x.type.dtype or int(np.prod(shape_of(x_zero_point))) != 1:
+            raise ConversionError(f"x_zero_point must be one {x.type.dtype} value, got {x_zero_point.type.dtype} "
+                                  f"of shape {shape_of(x_zero_point)}")
+        x32 = binary("subtract", x32, astype(reshape(x_zero_point, ()), "int32"))
+    if w_zero_point is not None:
+        channels = shape_of(w)[0]
+        if w_zero_point.type.dtype != w.type.dtype or int(np.prod(shape_of(w_zero_point))) not in (1, channels):
+            raise ConversionError(f"w_zero_point must be one {w.type.dtype} value or one per output channel "
+                                  f"({channels}), got {w_zero_point.type.dtype} of shape {shape_of(w_zero_point)}")
+        zp = reshape(w_zero_point, () if int(np.prod(shape_of(w_zero_point))) == 1 else (channels, 1, 1, 1))
+        w32 = binary("subtract", w32, astype(zp, "int32"))
+    return conv2d(x32, w32, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
+                  pads=pads, strides=strides)

@@ -1,7 +1,7 @@
 """Converters of the recurrent ops RNN, GRU and LSTM (opsets 7, 14: the layout attribute, 22: bfloat16 types).
 One nn.dense projects the inputs of every time step at once, then the recurrence is unrolled statically over the
 (static) sequence length, in one of two forms:
-- fused (onnx_rnn_cells.py), for the default activations without clip, every sequence full length (and LSTM
+- fused (rnn_cells.py), for the default activations without clip, every sequence full length (and LSTM
   without input_forget or peepholes): one cell op per step for every direction (relayish/ops/recurrent.py), one
   kernel each;
 - composed, for everything else: per step and direction, an nn.dense of the hidden state plus the gate math as
@@ -240,7 +240,7 @@ def _reverse_flags(direction: str) -> tuple[int, ...]:
 
 
 def _fast(spec: _Spec, activations, defaults: tuple[str, ...]) -> bool:
-    """Whether the layer takes the fast form (onnx_rnn_cells.py: one fused kernel per step for every direction):
+    """Whether the layer takes the fast form (rnn_cells.py: one fused kernel per step for every direction):
     the default activations, no clip, every sequence full length. Anything else is the unrolled composition below
     (a few kernels per step and direction)."""
     return default_activations(activations, defaults, spec.dirs) and spec.clip is None and spec.masks is None
@@ -362,7 +362,7 @@ def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha
     i = f(Xi + Hi + Pi * C), f = f(Xf + Hf + Pf * C) (or 1 - i with input_forget), c = g(Xc + Hc),
     C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C').
     dense(direction, "W" or "R", x): x @ W^T (R^T) of that direction, for the quantized weights of onnxruntime's
-    DynamicQuantizeLSTM (frontends/onnx_ops_contrib_qmatmul.py); default: nn.dense with W and R."""
+    DynamicQuantizeLSTM (contrib_qmatmul.py); default: nn.dense with W and R."""
     if input_forget not in (0, 1):
         raise ConversionError(f"attribute input_forget must be 0 or 1, got {input_forget}")
     spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h), ("initial_c", initial_c)], gates=4,
@@ -420,111 +420,3 @@ def lstm_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None
     return lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
                  hidden_size=hidden_size, input_forget=input_forget, layout=layout)
-
-
-# ---- Scan ----
-
-def _scan_axes(values, count: int, ranks: list[int], what: str) -> list[int]:
-    """Per tensor, its normalized axis from an ONNX axes attribute (default 0 for each)."""
-    values = [0] * count if values is None else list(values)
-    if len(values) != count:
-        raise ConversionError(f"attribute {what} must have {count} value(s), got {values}")
-    for axis, rank in zip(values, ranks):
-        if not -rank <= axis < rank:
-            raise ConversionError(f"attribute {what}: axis {axis} out of range for rank {rank}")
-    return [a % r for a, r in zip(values, ranks)]
-
-
-def _directions_attr(values, count: int, what: str) -> list[int]:
-    values = [0] * count if values is None else list(values)
-    if len(values) != count or any(v not in (0, 1) for v in values):
-        raise ConversionError(f"attribute {what} must have {count} value(s) of 0 (forward) or 1 (reverse), got "
-                              f"{values}")
-    return values
-
-
-def _scan(states, scanned, body, scope, in_axes, in_dirs, out_axes, out_dirs) -> tuple[Expr, ...]:
-    """Unrolled over the scan axis: step t slices every scan input at t (or from the end, reversed), converts the
-    body on (states, slices), carries its first N outputs as the states and stacks the others along their scan
-    output axes (reversed ones in reverse). Returns the final states, then the stacked scan outputs."""
-    m = len(scanned)
-    in_axes = _scan_axes(in_axes, m, [len(shape_of(x)) for x in scanned], "scan_input_axes")
-    in_dirs = _directions_attr(in_dirs, m, "scan_input_directions")
-    lengths = {shape_of(x)[a] for x, a in zip(scanned, in_axes)}
-    if len(lengths) != 1:
-        raise ConversionError(f"scan inputs have different lengths {sorted(lengths)} along their scan axes")
-    length = lengths.pop()
-    k = len(body.output) - len(states)
-    if k < 0:
-        raise ConversionError(f"the body has {len(body.output)} outputs, fewer than the {len(states)} states")
-    steps: list[list[Expr]] = [[] for _ in range(k)]
-    for t in range(length):
-        slices = []
-        for x, axis, reverse in zip(scanned, in_axes, in_dirs):
-            at = length - 1 - t if reverse else t
-            part = fold("strided_slice", x, begin=(at,), end=(at + 1,), axes=(axis,))
-            slices.append(reshape(part, shape_of(x)[:axis] + shape_of(x)[axis + 1:]))
-        outs = scope.convert(body, list(states) + slices)
-        for i, (old, new) in enumerate(zip(states, outs)):
-            if shape_of(old) != shape_of(new) or old.type.dtype != new.type.dtype:
-                raise ConversionError(f"state {i}: the body turns {shape_of(old)} {old.type.dtype} into "
-                                      f"{shape_of(new)} {new.type.dtype}; a state must keep its shape and dtype")
-        states = list(outs[:len(states)])
-        for i, y in enumerate(outs[len(states):]):
-            steps[i].append(y)
-    if k and length == 0:
-        raise ConversionError("a scan of length 0 has empty scan outputs: zero-size tensors are not supported")
-    out_axes = _scan_axes(out_axes, k, [len(shape_of(s[0])) + 1 for s in steps], "scan_output_axes")
-    out_dirs = _directions_attr(out_dirs, k, "scan_output_directions")
-    stacked = []
-    for parts, axis, reverse in zip(steps, out_axes, out_dirs):
-        parts = [reshape(p, shape_of(p)[:axis] + (1,) + shape_of(p)[axis:])
-                 for p in (parts[::-1] if reverse else parts)]
-        stacked.append(parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=axis))
-    return (*states, *stacked)
-
-
-def _stack(parts: list[Expr]) -> Expr:
-    """[x0, x1, ...] of one shape -> one tensor with a new leading axis."""
-    parts = [reshape(p, (1,) + shape_of(p)) for p in parts]
-    return parts[0] if len(parts) == 1 else fold("concatenate", *parts, axis=0)
-
-
-@converter("Scan", since=8)
-def scan_v8(sequence_lens=None, *inputs, body, num_scan_inputs, directions=None, _scope=None):
-    """Scan-8: states [batch, ...] and scan inputs [batch, seq, ...]; each batch element is scanned on its own
-    (over axis 1) and the results stacked on the batch axis. sequence_lens must be omitted or a constant of the
-    full length (shorter sequences would need per-batch lengths the static unroll does not have)."""
-    m = num_scan_inputs
-    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
-        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs after "
-                              f"sequence_lens, none omitted")
-    batch = {shape_of(x)[0] if shape_of(x) else None for x in inputs}
-    if len(batch) != 1 or None in batch:
-        raise ConversionError(f"every state and scan input must have one leading batch axis, got shapes "
-                              f"{[shape_of(x) for x in inputs]}")
-    batch = batch.pop()
-    if any(len(shape_of(x)) < 2 for x in inputs[-m:]):
-        raise ConversionError("scan inputs must be [batch, sequence, ...]")
-    if sequence_lens is not None:
-        full = shape_of(inputs[-1])[1]
-        if not isinstance(sequence_lens, Constant) or not (sequence_lens.data == full).all():
-            raise ConversionError(f"sequence_lens must be omitted or a constant equal to the sequence length {full}: "
-                                  f"shorter sequences are not supported")
-    per_batch = []
-    for b in range(batch):
-        items = [reshape(fold("strided_slice", x, begin=(b,), end=(b + 1,), axes=(0,)), shape_of(x)[1:])
-                 for x in inputs]
-        per_batch.append(_scan(items[:-m], items[-m:], body, _scope, None, directions, None, None))
-    return tuple(_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0])))
-
-
-@converter("Scan", since=9)
-def scan(*inputs, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
-         scan_output_directions=None, _scope=None):
-    """inputs: the N initial states, then the num_scan_inputs scan inputs (see _scan)."""
-    m = num_scan_inputs
-    if not 1 <= m <= len(inputs) or any(i is None for i in inputs):
-        raise ConversionError(f"num_scan_inputs={m} must be between 1 and the {len(inputs)} inputs, none omitted")
-    return _scan(list(inputs[:-m]), list(inputs[-m:]), body, _scope, scan_input_axes, scan_input_directions,
-                 scan_output_axes, scan_output_directions)

@@ -1,4 +1,4 @@
-"""The fast form of a recurrent layer (onnx_ops_rnn.py decides when it applies): one kernel per time step for every
+"""The fast form of a recurrent layer (rnn.py decides when it applies): one kernel per time step for every
 direction at once, from the cells of relayish/ops/recurrent.py (its docstring gives the shapes):
 
     xp   = dense(x [T*B, I], W padded) + biases        the input projection of all steps: one matmul

@@ -1,5 +1,5 @@
 """Converters of the signal ops, each a composition of existing relayish ops (GridSample and RoiAlign:
-onnx_ops_sampling.py):
+sampling.py):
 - HannWindow, HammingWindow, BlackmanWindow, MelWeightMatrix: every input is a constant, so the result is folded at
   import to a Constant (a size computed at run time is compiled per value, compiler/specialize.py);
 - DFT and STFT: a DFT is linear, so along its axis it is one matmul with a constant [L * c, K * c'] matrix (c, c':

@@ -1,5 +1,5 @@
 """The onnxruntime contrib-op schemas (domain com.microsoft) reviewed against their converters, as
-frontends/onnx_versions.py does for the default domain.
+frontends/onnx/versions/default.py does for the default domain.
 
 onnxruntime versions its contrib domain as a whole: every com.microsoft schema of onnxruntime 1.17 to 1.32 is
 version 1, and a model imports com.microsoft version 1 (onnxruntime refuses others). An op's meaning still changes
@@ -23,7 +23,7 @@ ORT_ONNX_DOMAIN_OPS = {"LayerNormalization": 17, "SimplifiedLayerNormalization":
 
 # op -> reviewed com.microsoft versions; the comment says what the converter takes and refuses
 REVIEWED: dict[str, tuple[int, ...]] = {
-    # ---- float transformer ops (frontends/onnx_ops_contrib.py)
+    # ---- float transformer ops (frontends/onnx/ops/contrib.py)
     "Gelu": (1,),  # exact erf GELU
     "BiasGelu": (1,),  # gelu(A + B), B 1-D over the last axis
     "FastGelu": (1,),  # tanh GELU, optional 1-D bias
@@ -38,12 +38,12 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "EmbedLayerNormalization": (1,),  # position_ids input, mask_index (count of 1s), embedding_sum output
     "FusedConv": (1,),  # Conv + Z (sum) + activation Relu/Tanh/Sigmoid/LeakyRelu/Clip/HardSigmoid
     "FusedGemm": (1,),  # Gemm + the same activations
-    # ---- attention (frontends/onnx_ops_contrib_attention.py)
+    # ---- attention (frontends/onnx/ops/contrib_attention.py)
     "Attention": (1,),  # masks: 1-D (B) / (2B), 2-D, 3-D; past/present, attention_bias, unidirectional, scale,
     #   mask_filter_value, qkv_hidden_sizes; refused: do_rotary, past_present_share_buffer, 4-D and (3B+2) masks
     "MultiHeadAttention": (1,),  # separate or packed QKV/KV, bias, key_padding_mask (B) / (B, T) / (B, S, T),
     #   attention_bias, past_key/value + present outputs; refused: cache_indirection, past_sequence_length, qk
-    # ---- quantized ops (frontends/onnx_ops_contrib_quant.py, onnx_ops_contrib_qmatmul.py)
+    # ---- quantized ops (frontends/onnx/ops/contrib_quant.py, contrib_qmatmul.py)
     "QuantizeLinear": (1,),  # ONNX QuantizeLinear-13 semantics (axis), int8/uint8/int16/uint16
     "DequantizeLinear": (1,),  # ONNX DequantizeLinear-13 semantics (axis)
     "QLinearAdd": (1,),  # dequantize, add, requantize (round half to even, saturate)

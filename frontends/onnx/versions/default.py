@@ -3,9 +3,10 @@
 ONNX versions an op whenever its schema changes (`onnx.defs.get_schema(op, opset).since_version` is the version in
 effect at an opset). Most new versions only add element types (bfloat16, float8, int4...), which the importer
 refuses or folds anyway; some change meaning (new attributes, new inputs, new rules). REVIEWED lists, per supported
-op, every schema version in effect at the opsets we import (MIN_OPSET..MAX_OPSET of frontends/onnx.py) that someone
-has read against its converter: the comment beside it says what changed and how the converter handles it (a new
-attribute or input the converter does not take is refused by the importer with the node's name and the attribute).
+op, every schema version in effect at the opsets we import (MIN_OPSET..MAX_OPSET of frontends/onnx/importer.py)
+that someone has read against its converter: the comment beside it says what changed and how the converter handles
+it (a new attribute or input the converter does not take is refused by the importer with the node's name and the
+attribute).
 
 tests/test_frontend_versions.py fails when onnx's registry has a version of a supported op that is not listed (a
 newer onnx, or a newly supported op): review it, then add it. The importer refuses a node whose op has an entry
@@ -29,7 +30,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "GlobalAveragePool": (1, 22),  # 22: types
     "GlobalMaxPool": (1, 22),  # 22: types
     "BatchNormalization": (7, 9, 14, 15),  # 9: no spatial attr; 14: training_mode (batch statistics, running
-    #   mean and var as outputs 1, 2: frontends/onnx_ops_training.py); 15: separate scale/mean types
+    #   mean and var as outputs 1, 2: frontends/onnx/ops/training.py); 15: separate scale/mean types
     "Cast": (6, 9, 13, 19, 21, 23, 24, 25, 28),  # 19: saturate (float8 only); 24: round_mode (float8e8m0 only,
     #   refused: the converter does not take it); 9-28 otherwise types
     "CastLike": (15, 19, 21, 23, 24, 25),  # as Cast (19: saturate; others types); round_mode of 24+ refused
@@ -67,7 +68,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Unsqueeze": (1, 11, 13, 21, 23, 24, 25),  # as Squeeze
     "Tanh": (6, 13),  # types
     "Transpose": (1, 13, 21, 23, 24, 25),  # types
-    # frontends/onnx_ops_unary.py
+    # the long tail of activations and rounding (frontends/onnx/ops/elementwise.py)
     "Floor": (6, 13), "Ceil": (6, 13), "Sign": (9, 13),  # types
     "Round": (11, 22),  # types
     "Elu": (6, 22), "Selu": (6, 22), "ThresholdedRelu": (10, 22),  # types
@@ -76,7 +77,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Sinh": (9, 22), "Cosh": (9, 22), "Asinh": (9, 22), "Acosh": (9, 22), "Atanh": (9, 22),  # types
     "Shrink": (9,),
     "PRelu": (7, 9, 16),  # 7: slope broadcasts to X (unidirectional); 9, 16: types
-    # ---- tensor, math, reduction and transformer ops (frontends/onnx_ops_tensor.py)
+    # ---- tensor, math, reduction and transformer ops (frontends/onnx/ops/elementwise.py, movement.py, reduce.py...)
     "Abs": (6, 13),  # types
     "Log": (6, 13),  # types
     "Reciprocal": (6, 13),  # types
@@ -105,19 +106,19 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "ReduceMin": (1, 11, 12, 13, 18, 20),  # as ReduceMax
     "LayerNormalization": (17,),  # Mean/InvStdDev outputs handled; stash_type: computed in float32 anyway
     "Gelu": (20,),  # approximate "none" / "tanh"
-    # ---- transformer ops of recent opsets (frontends/onnx_ops_attention.py, issue 12 attention group)
+    # ---- transformer ops of recent opsets (frontends/onnx/ops/attention.py, issue 12 attention group)
     "Attention": (23, 24, 25),  # 24: nonpad_kv_seqlen input (key padding, per-batch causal offset); 25:
     #   left/right_window_size (sliding window), q/kv_num_heads refused for 4-D inputs
     "RMSNormalization": (23,),  # stash_type: any float type (computed in it, cast back)
     "RotaryEmbedding": (23,),  # 3-D (num_heads) or 4-D, interleaved, rotary_embedding_dim, position_ids
     "Swish": (24,),
     "SwiGLU": (28,),  # A and B of one shape (no broadcasting)
-    "DeformConv": (19, 22),  # frontends/onnx_ops_sampling.py: 2-D only; 22: types (float32 only)
-    "TfIdfVectorizer": (9,),  # frontends/onnx_ops_ml.py: integer pools only (string tensors refused)
-    "TensorScatter": (24,),  # frontends/onnx_ops_caches.py: a gather of the update per cache position
-    "LinearAttention": (27,),  # frontends/onnx_ops_caches.py: unrolled over the steps; chunk_size ignored (a hint)
+    "DeformConv": (19, 22),  # frontends/onnx/ops/sampling.py: 2-D only; 22: types (float32 only)
+    "TfIdfVectorizer": (9,),  # frontends/onnx/ops/ml.py: integer pools only (string tensors refused)
+    "TensorScatter": (24,),  # frontends/onnx/ops/caches.py: a gather of the update per cache position
+    "LinearAttention": (27,),  # frontends/onnx/ops/caches.py: unrolled over the steps; chunk_size ignored (a hint)
     "CausalConvWithState": (27,),  # depthwise causal conv1d (as conv2d of height 1), activation none/silu/swish
-    # ---- elementwise long tail (conf-elemwise): frontends/onnx_ops_unary.py, relayish/ops/elemwise_tail.py
+    # ---- elementwise long tail (conf-elemwise): frontends/onnx/ops/elementwise.py, relayish/ops/elemwise_tail.py
     "Sin": (7, 22), "Cos": (7, 22), "Tan": (7, 22),  # 22: types (bfloat16)
     "Asin": (7, 22), "Acos": (7, 22), "Atan": (7, 22),  # 22: types (bfloat16)
     "IsNaN": (9, 13, 20),  # 13: bfloat16, float16; 20: float8 types (refused by the importer)
@@ -164,7 +165,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "DynamicQuantizeLinear": (11,),  # uint8 only
     "NegativeLogLikelihoodLoss": (12, 13, 22),  # 13: types; 22: bfloat16 (refused)
     "SoftmaxCrossEntropyLoss": (12, 13),  # 13: bfloat16 (refused); the optional log_prob output
-    # ---- misc (conf-misc): frontends/onnx_ops_misc.py
+    # ---- misc (conf-misc): frontends/onnx/ops/selection.py, linalg.py, control.py, movement.py, quantization.py
     "TopK": (1, 10, 11, 24),  # 10: k an input; 11: largest, sorted, negative axis; 24: types (bfloat16...)
     "Einsum": (12, 28),  # 28: bfloat16
     # If / Loop: 11: outputs may differ in shape per branch; 13: sequence types; 16: optional types; 19, 21, 23,
@@ -180,7 +181,7 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "MatMulInteger": (10,),
     "QLinearMatMul": (10, 21),  # 21: float16/bfloat16 scales, float8 operands (refused)
     "ConvInteger": (10,),
-    "QLinearConv": (10,),  # frontends/onnx_ops_contrib_quant.py (requantized as onnxruntime's kernel)
+    "QLinearConv": (10,),  # frontends/onnx/ops/contrib_quant.py (requantized as onnxruntime's kernel)
     # ---- signal and sampling (conf-signal)
     "HannWindow": (17,),
     "HammingWindow": (17,),
@@ -194,13 +195,13 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "Col2Im": (18,),
     "RoiAlign": (10, 16, 22),  # 16: coordinate_transformation_mode (half_pixel default; before: output_half_pixel);
     #   22: bfloat16 types (float32 only here)
-    # ---- resize (conf-resize): frontends/onnx_ops_resize.py, relayish/ops/resize.py
+    # ---- resize (conf-resize): frontends/onnx/ops/resize.py, relayish/ops/resize.py
     "Resize": (10, 11, 13, 18, 19),  # 10: X, scales, mode nearest/linear (asymmetric); 11: roi, sizes,
     #   coordinate_transformation_mode, nearest_mode, cubic, exclude_outside, extrapolation_value; 13: scales and
     #   roi optional, tf_half_pixel_for_nn dropped, bfloat16; 18: antialias, axes, keep_aspect_ratio_policy;
     #   19: coordinate mode half_pixel_symmetric
     "Upsample": (7, 9, 10),  # 7: scales attribute; 9: scales input; 10: deprecated (for Resize), same as 9
-    # ---- recurrent ops (conf-rnn): frontends/onnx_ops_rnn.py
+    # ---- recurrent ops (conf-rnn): frontends/onnx/ops/rnn.py
     "RNN": (7, 14, 22),  # 7: no is_test/output_sequence attrs, broadcasting unchanged; 14: layout attribute;
     # 22: bfloat16 types (refused: float32/float64 only)
     "GRU": (7, 14, 22),  # 7: as RNN-7; 14: layout attribute; 22: bfloat16 types (refused)

@@ -1,5 +1,5 @@
 """The schema versions of ops of ONNX's other domains (ai.onnx.ml, ai.onnx.preview, ai.onnx.preview.training) reviewed against their
-converters, as frontends/onnx_versions.py does for the default domain. A model's version of such a domain
+converters, as frontends/onnx/versions/default.py does for the default domain. A model's version of such a domain
 selects the schema in effect (`onnx.defs.get_schema(op, version, domain).since_version`); a node imports only
 through a version listed here. tests/test_conformance_ops.py fails when onnx's registry has a version of a
 supported op that is not listed.
@@ -14,15 +14,15 @@ OTHER_DOMAINS = tuple(MAX_VERSIONS)
 # domain -> op -> reviewed since_versions; the comment says what the converter takes and refuses
 REVIEWED: dict[str, dict[str, tuple[int, ...]]] = {
     "ai.onnx.ml": {
-        "Binarizer": (1,),  # x > threshold -> 1 else 0, in x's dtype (frontends/onnx_ops_ml.py)
+        "Binarizer": (1,),  # x > threshold -> 1 else 0, in x's dtype (frontends/onnx/ops/ml.py)
         "ArrayFeatureExtractor": (1,),  # the last axis gathered at int64 indices (negative ones refused)
         "TreeEnsemble": (5,),  # every node mode (BRANCH_LEQ..MEMBER), SUM / AVERAGE / MIN / MAX aggregation;
         #   refused: post_transform other than NONE
     },
     "ai.onnx.preview": {
-        "FlexAttention": (1,),  # frontends/onnx_ops_attention_flex.py: score_mod / prob_mod subgraphs inlined
+        "FlexAttention": (1,),  # frontends/onnx/ops/attention.py: score_mod / prob_mod subgraphs inlined
     },
-    "ai.onnx.preview.training": {  # frontends/onnx_ops_training.py: one step, n tensors, float and double
+    "ai.onnx.preview.training": {  # frontends/onnx/ops/training.py: one step, n tensors, float and double
         "Momentum": (1,),  # standard and nesterov
         "Adagrad": (1,),
         "Adam": (1,),
