@@ -139,7 +139,7 @@ def test_three_way(case):
         assert_close(a, i, f"{name} vs interpreter")
 
 
-# ---- the fused form: one kernel per time step for every direction (frontends/onnx_rnn_cells.py) ----
+# ---- the fused form: one kernel per time step for every direction (frontends/onnx/ops/rnn_cells.py) ----
 # (op, attrs, given, sequence_lens, (seq, batch, input, hidden)): the default activations, no clip and full
 # lengths (omitted or a constant of the sequence length); hidden sizes that are and are not whole blocks of 16
 

@@ -1,4 +1,4 @@
-"""The com.microsoft review table (frontends/onnx_versions_contrib.py) against onnxruntime's own schemas: every
+"""The com.microsoft review table (frontends/onnx/versions/contrib.py) against onnxruntime's own schemas: every
 converted contrib op is reviewed at the schema version onnxruntime has, and takes every input and attribute that
 schema defines (an unknown one would be refused by the importer even where onnxruntime runs it). And the
 importer's dispatch: unsupported contrib ops listed with their domain, other contrib opsets refused by name."""

@@ -1,4 +1,4 @@
-"""The reviewed schema versions (frontends/onnx_versions.py) against onnx's registry, and the importer's opset
+"""The reviewed schema versions (frontends/onnx/versions/default.py) against onnx's registry, and the importer's opset
 range: a supported op whose schema changed in onnx fails here until someone reviews the change."""
 import pytest
 from onnx import TensorProto, defs, helper
