@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import runtime
-from frontends.external_data import external_data_locations
+from frontends.onnx.external import external_data_locations
 from runtime.metadata import LoadError
 
 CACHE_FORMAT = 1

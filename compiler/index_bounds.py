@@ -7,7 +7,7 @@ metadata of each such input carries `index_bounds` [lo, hi) and runtime/feeds.py
 Indices computed inside the graph stay clamped (documented in the op's table entry).
 
 One computed index is seen through: `where(equal(ids, c), k, ids)` with scalar constants c and k, the labels of a
-loss whose ignore_index c is replaced by a harmless k before the gather (frontends/onnx_ops_quant.py). Its values
+loss whose ignore_index c is replaced by a harmless k before the gather (frontends/onnx/ops/nn.py). Its values
 are bounded as those of ids, and ids may hold c besides: `input_index_ignored` names c, the metadata carries it as
 `index_ignored` and runtime/feeds.py lets it through.
 """

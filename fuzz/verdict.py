@@ -37,7 +37,7 @@ _NAMES_CULPRIT = re.compile(r"\bnode\b|\binputs?\b|\binitializer\b|\boutputs?\b|
                             r"\bop type|\bnn\.\w+|\bgraph\b|\bdims?\b|\bmodel\b")
 
 # Models onnxruntime rejects and we run on purpose: (regex on onnxruntime's message, regex on the mutations,
-# reason). Every other class found so far is now rejected by us too (frontends/onnx_ops.py).
+# reason). Every other class found so far is now rejected by us too (frontends/onnx/).
 JUSTIFIED: list[tuple[str, str, str]] = [
     (r"padding values must be non-negative", r"kernel_shape|strides|dilations|auto_pad|op_type",
      "SAME_UPPER/SAME_LOWER where the kernel is smaller than the stride: the spec's pad formula gives a negative "

@@ -1,4 +1,4 @@
-"""Attention, RMSNormalization, RotaryEmbedding, Swish and SwiGLU (frontends/onnx_ops_attention.py) in the forms
+"""Attention, RMSNormalization, RotaryEmbedding, Swish and SwiGLU (frontends/onnx/ops/attention.py) in the forms
 onnx's conformance cases miss: combinations (3-D GQA with a past cache, a short float mask and is_causal;
 a sliding window over a per-batch external cache; interleaved partial rotary on 3-D input with run-time
 position ids), negative axes, broadcast scales; and bad nodes refused with a clear error naming the problem.

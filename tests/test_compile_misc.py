@@ -1,4 +1,5 @@
-"""Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the ops of frontends/onnx_ops_misc.py:
+"""Three-way numerics (compiled vs the numpy interpreter vs onnxruntime) of the ops of frontends/onnx/ops/
+selection.py, linalg.py and control.py, of the integer ops of quantization.py and of two of movement.py:
 TopK (largest / smallest, ties, NaN, negative axes), Einsum, If, Loop, the data-dependent shapes (NonZero, Compress,
 Unique) folded at import, ReverseSequence, Det, CenterCropPad, MatMulInteger, QLinearMatMul; and the clear errors
 of the nodes they refuse.

@@ -126,7 +126,7 @@ def test_three_way(case):
     three_way(model, feeds, reference=lambda _, feeds: ort_outputs(case, feeds))
 
 
-# ---- the fused form: one kernel per time step for every direction (frontends/onnx_rnn_cells.py) ----
+# ---- the fused form: one kernel per time step for every direction (frontends/onnx/ops/rnn_cells.py) ----
 # (op, attrs, given, sequence_lens, (seq, batch, input, hidden)): the default activations, no clip and full
 # lengths (omitted or a constant of the sequence length); hidden sizes that are and are not whole blocks of 16
 

@@ -1,4 +1,4 @@
-"""CI over onnx's conformance cases of every op the frontend supports (frontends.onnx_ops.supported_ops()): each
+"""CI over onnx's conformance cases of every op the frontend supports (frontends.onnx.supported_ops()): each
 case passes, as a user would run it (conformance/engines.py), or is listed below with the reason, and fails for
 that reason (an 'unsupported' import error whose message matches the entry's pattern). A listed case that passes
 fails the test too: remove it from the table. The cases run in two child workers, each compiling its own library
@@ -11,7 +11,7 @@ import pytest
 
 from conformance import load_cases, main, run_cases, select
 from conformance.engines import run_relayish
-from frontends.onnx_ops import supported_ops
+from frontends.onnx import supported_ops
 
 from fixtures_native import have_compiler
 
@@ -101,7 +101,7 @@ EXPECTED_FAILURES = [
      "sequence and optional inputs (Identity of a sequence / an optional): out of scope (issue 12)",
      ["test_identity_opt", "test_identity_sequence", "test_loop13_seq", "test_loop16_seq_none"]),
     (r"unsupported attribute\(s\) \['round_mode'\]",
-     "Cast-24's round_mode (float8e8m0 only): refused rather than ignored (frontends/onnx_versions.py)",
+     "Cast-24's round_mode (float8e8m0 only): refused rather than ignored (frontends/onnx/versions/default.py)",
      ["test_cast_e8m0_FLOAT16_to_FLOAT8E8M0", "test_cast_e8m0_FLOAT_to_FLOAT8E8M0"]),
     (r"output 1 \('present_state'\) is used, but only the first 1 output",
      "CausalConvWithState with a kernel of size 1: its present_state output is empty (k - 1 = 0 positions) and "

@@ -27,8 +27,8 @@ def domain_model(op, inputs: dict, domain: str, version: int, outputs=("y",), op
 
 
 def test_every_version_of_the_other_domains_ops_is_reviewed():
-    from frontends.onnx_ops import supported_ops
-    from frontends.onnx_versions_domains import MAX_VERSIONS, REVIEWED, schema_version
+    from frontends.onnx import supported_ops
+    from frontends.onnx.versions.domains import MAX_VERSIONS, REVIEWED, schema_version
     for domain, newest in MAX_VERSIONS.items():
         # the installed onnx's newest versions of ai.onnx.ml and ai.onnx.preview.training (its VERSION_TABLE)
         newest_in_onnx = {"ai.onnx.ml": helper.VERSION_TABLE[-1][3],
@@ -161,8 +161,8 @@ def test_conformance_cases_of_other_domain_ops_pass():
     """tests/test_conformance.py runs the cases of the default domain's ops; these are the other domains'."""
     from conformance import load_cases, run_cases, select
     from conformance.engines import run_relayish
-    from frontends.onnx_ops import supported_ops
-    from frontends.onnx_versions_domains import OTHER_DOMAINS
+    from frontends.onnx import supported_ops
+    from frontends.onnx.versions.domains import OTHER_DOMAINS
     ops = set(supported_ops()).union(*(supported_ops(d) for d in OTHER_DOMAINS))
     other = set().union(*(supported_ops(d) for d in OTHER_DOMAINS))
     cases = [c for c in select(load_cases(), ops) if any(n.domain in OTHER_DOMAINS for n in c.model.graph.node)]

@@ -1,4 +1,4 @@
-"""onnxruntime's float contrib ops (frontends/onnx_ops_contrib.py, onnx_ops_contrib_attention.py), one node each,
+"""onnxruntime's float contrib ops (frontends/onnx/ops/contrib.py, contrib_attention.py), one node each,
 with odd shapes and optional inputs absent and present: compiled vs the numpy interpreter vs onnxruntime (within
 1e-4 relative). The ops onnxruntime has no CPU kernel for (BiasAdd, BiasSplitGelu, BiasSoftmax) against their
 formula in numpy. Bad attributes and inputs: a clear error naming the node."""

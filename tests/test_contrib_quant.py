@@ -1,4 +1,4 @@
-"""onnxruntime's quantized ops (frontends/onnx_ops_contrib_quant.py, onnx_ops_contrib_qmatmul.py) and the integer
+"""onnxruntime's quantized ops (frontends/onnx/ops/contrib_quant.py, contrib_qmatmul.py) and the integer
 matmul/conv paths, one node each, odd shapes, optional inputs absent and present: compiled vs the numpy
 interpreter vs onnxruntime. Integer outputs must equal onnxruntime's except where its kernel is fixed-point
 (QLinearAdd/QLinearMul on AVX2+: `steps=1`, at most one quantization step); float outputs within 1e-4."""

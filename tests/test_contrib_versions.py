@@ -1,4 +1,4 @@
-"""The com.microsoft review table (frontends/onnx_versions_contrib.py) against onnxruntime's own schemas: every
+"""The com.microsoft review table (frontends/onnx/versions/contrib.py) against onnxruntime's own schemas: every
 converted contrib op is reviewed at the schema version onnxruntime has, and takes every input and attribute that
 schema defines (an unknown one would be refused by the importer even where onnxruntime runs it). And the
 importer's dispatch: unsupported contrib ops listed with their domain, other contrib opsets refused by name."""
@@ -9,8 +9,8 @@ import onnxruntime.capi.onnxruntime_pybind11_state as ort_c
 import pytest
 
 from frontends import OnnxImportError, from_onnx
-from frontends.onnx_ops import lookup_converter, supported_ops
-from frontends.onnx_versions_contrib import CONTRIB, REVIEWED
+from frontends.onnx import lookup_converter, supported_ops
+from frontends.onnx.versions.contrib import CONTRIB, REVIEWED
 from harness import node_model
 
 ORT_SCHEMAS = {s.name: s for s in ort_c.get_all_operator_schema() if s.domain == CONTRIB}

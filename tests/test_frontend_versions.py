@@ -1,13 +1,11 @@
-"""The reviewed schema versions (frontends/onnx_versions.py) against onnx's registry, and the importer's opset
+"""The reviewed schema versions (frontends/onnx/versions/default.py) against onnx's registry, and the importer's opset
 range: a supported op whose schema changed in onnx fails here until someone reviews the change."""
 import pytest
 from onnx import TensorProto, defs, helper
 
 from frontends import OnnxImportError, from_onnx
-from frontends import onnx_versions
-from frontends.onnx import MAX_OPSET, MIN_OPSET
-from frontends.onnx_ops import supported_ops
-from frontends.onnx_versions import REVIEWED, registry_versions
+from frontends.onnx import MAX_OPSET, MIN_OPSET, supported_ops
+from frontends.onnx.versions.default import REVIEWED, registry_versions, unreviewed
 
 
 def test_every_version_of_every_supported_op_is_reviewed():
@@ -58,7 +56,7 @@ def test_unreviewed_version_is_refused_naming_op_and_node(monkeypatch):
 
 
 def test_op_missing_from_its_opset_is_refused():
-    assert onnx_versions.unreviewed("ConstantOfShape", 8) == "ConstantOfShape does not exist in ai.onnx opset 8"
+    assert unreviewed("ConstantOfShape", 8) == "ConstantOfShape does not exist in ai.onnx opset 8"
 
 
 def test_model_of_another_domain_only_lists_its_ops():

@@ -1,7 +1,7 @@
 """Sinking reshapes that add or drop unit axes: a 1-D network computed by 2-D ops keeps the 2-D shape between them.
 
 The frontend computes a 1-D convolution or pool on (N, C, L) as the 2-D op on (N, C, 1, L) between two reshapes
-(frontends/onnx_ops_convnd.py), so a Conv1d -> BatchNorm1d -> ReLU -> MaxPool1d -> Conv1d chain has its batch norm
+(frontends/onnx/ops/conv.py), so a Conv1d -> BatchNorm1d -> ReLU -> MaxPool1d -> Conv1d chain has its batch norm
 and relu on 3-D values, between a reshape to 3-D and one back to 4-D: the batch norm does not fold into the
 convolution, and the layout pass stops at every reshape (a layout_transform to NCHW and back between every two
 convolutions, and the relu in NCHW). Moved past the per-channel ops, the reshapes meet and cancel

@@ -1,5 +1,5 @@
 """Recurrent cells: one time step of an LSTM, GRU or RNN layer, every direction at once, in one kernel; and the
-gather of a layer's output sequence. frontends/onnx_ops_rnn.py builds a layer from them:
+gather of a layer's output sequence. frontends/onnx/ops/rnn.py builds a layer from them:
 
     xp   = dense(x [T*B, I], W') + b'                 the input projection of every step: one matmul
     s1   = nn.lstm_cell(xp, steps0, s0, R')            one kernel per step (both directions), the same task

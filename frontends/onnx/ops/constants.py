@@ -1,0 +1,72 @@
+"""Converters of the ops whose values are known at import: Constant, ConstantOfShape, Shape and Size (shapes are
+static), and Range (its start, limit and delta must be constants). Conventions: frontends/onnx/registry.py.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from relayish import Constant
+
+from ..builders import shape_of
+from ..registry import converter
+from ..values import ConversionError, checked_elements, constant_value, int_list_input, tensor_array
+
+
+@converter("Constant")
+def constant(*, value=None, value_float=None, value_floats=None, value_int=None, value_ints=None,
+             sparse_value=None, value_string=None, value_strings=None):
+    given = {k: v for k, v in locals().items() if v is not None}
+    if len(given) != 1:
+        raise ConversionError(f"exactly one value attribute must be set, got {sorted(given) or 'none'}")
+    kind, v = given.popitem()
+    if kind == "value":
+        return Constant(tensor_array(v, "attribute value"))
+    if kind in ("value_float", "value_floats"):
+        return Constant(np.asarray(v, np.float32))
+    if kind in ("value_int", "value_ints"):
+        return Constant(np.asarray(v, np.int64))
+    raise ConversionError(f"attribute {kind} is not supported (only numeric constants)")
+
+
+@converter("ConstantOfShape")
+def constant_of_shape(shape, *, value=None):
+    fill = tensor_array(value, "attribute value").reshape(-1) if value is not None else np.zeros(1, np.float32)
+    if fill.size != 1:
+        raise ConversionError(f"value must have exactly one element, got {fill.size}")
+    dims = int_list_input(shape, "shape")
+    checked_elements(dims, "the output")
+    return Constant(np.full(dims, fill[0], dtype=fill.dtype))
+
+
+@converter("Shape")
+def shape_(data, *, start=0, end=None):
+    return Constant(np.asarray(shape_of(data)[start:end], np.int64))
+
+
+@converter("Size")
+def size(data):
+    """The element count, known at import (shapes are static)."""
+    return Constant(np.asarray(math.prod(shape_of(data)), np.int64))
+
+
+@converter("Range", since=11)
+def range_(start, limit, delta):
+    values = [constant_value(v, name).reshape(()) for v, name in ((start, "start"), (limit, "limit"),
+                                                                  (delta, "delta"))]
+    checked_elements((_range_length(*values),), f"the range from {values[0]} to {values[1]} by {values[2]}")
+    return Constant(np.arange(*values).astype(values[0].dtype))
+
+
+def _range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:
+    """max(ceil((limit - start) / delta), 0), the spec's element count, computed before anything is allocated (in
+    Python ints for integer ranges: a float would round a long int64 range)."""
+    if delta == 0:
+        raise ConversionError("delta is 0: the range never reaches its limit")
+    if start.dtype.kind in "iu":
+        return max(-((int(start) - int(limit)) // int(delta)), 0)
+    span = (float(limit) - float(start)) / float(delta)
+    if not np.isfinite(span):
+        raise ConversionError(f"the range from {start} to {limit} by {delta} has no finite length")
+    return max(math.ceil(span), 0)

@@ -1,0 +1,150 @@
+"""Converters of the ops that pick elements by their values: TopK (a rank by pairwise comparison, then a scatter of
+the indices to their ranks), and NonZero, Compress and Unique, whose output shapes depend on the data (folded at
+import). Numerics follow onnx's reference implementations (onnx/reference/ops/op_*.py), which generated the
+conformance cases. Conventions: frontends/onnx/registry.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from relayish import Constant, Expr, free_vars
+from relayish.types import numpy_dtype
+
+from ..builders import astype, fold, normalize_axis, reshape, shape_of
+from ..registry import converter
+from ..values import ConversionError, RunTimeValueNeeded, int_list_input
+
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+
+
+# ---- TopK ----
+
+MAX_TOPK_COMPARISONS = 1 << 26  # the rank's [..., n, n] comparison tensors
+
+def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
+    """(values, int64 indices) of the k largest (smallest) elements along axis, in order, ties broken by the lower
+    index and NaN greater than every number, as the reference's lexsort. Each element's rank is the count of the
+    elements that come before it (O(n^2) comparisons along the axis); the ranks are a permutation, so scattering
+    the positions to their ranks gives the sorted order, whose first k positions gather the values."""
+    shape = shape_of(x)
+    if not shape:
+        raise ConversionError("the input must be at least 1-D, got a scalar")
+    axis = normalize_axis(axis, len(shape))
+    n = shape[axis]
+    if not 0 <= k <= n:
+        raise ConversionError(f"k = {k} must be in [0, {n}] (the size of axis {axis})")
+    if k == 0 or n == 0:  # empty outputs: known without computing anything
+        out = shape[:axis] + (k,) + shape[axis + 1:]
+        return Constant(np.zeros(out, np.dtype(numpy_dtype(x.type.dtype)))), Constant(np.zeros(out, np.int64))
+    # sorted=0 allows any order: the sorted one is given (as onnxruntime does)
+    comparisons = int(np.prod(shape)) * n
+    if comparisons > MAX_TOPK_COMPARISONS:
+        raise ConversionError(f"TopK over axis {axis} of {n} elements of a {shape} input needs {comparisons} pairwise "
+                              f"comparisons, more than the {MAX_TOPK_COMPARISONS} this composition allows")
+    xi = reshape(x, shape[:axis + 1] + (1,) + shape[axis + 1:])  # element i on axis, j on axis + 1
+    xj = reshape(x, shape[:axis] + (1,) + shape[axis:])
+    better = fold("greater" if largest else "less", xj, xi)
+    tie = fold("equal", xj, xi)
+    if x.type.dtype in FLOAT_DTYPES:
+        nan_i, nan_j = fold("isnan", xi), fold("isnan", xj)
+        nan_first = fold("logical_and", nan_j, fold("logical_not", nan_i)) if largest else \
+            fold("logical_and", nan_i, fold("logical_not", nan_j))
+        better = fold("logical_or", better, nan_first)
+        tie = fold("logical_or", tie, fold("logical_and", nan_i, nan_j))
+    lower = np.arange(n)[None, :] < np.arange(n)[:, None]  # [i, j]: j < i
+    lower = Constant(lower.reshape((n, n) + (1,) * (len(shape) - axis - 1)))
+    before = fold("logical_or", better, fold("logical_and", tie, lower))
+    rank = fold("sum", astype(before, "int64"), axes=(axis + 1,), keepdims=False)
+    positions = np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (len(shape) - axis - 1))
+    positions = Constant(np.ascontiguousarray(np.broadcast_to(positions, shape)))
+    order = fold("scatter_elements", Constant(np.zeros(shape, np.int64)), rank, positions, axis=axis)
+    if k < n:
+        order = fold("strided_slice", order, begin=(0,), end=(k,), strides=(1,), axes=(axis,))
+    return fold("gather_elements", x, order, axis=axis), order
+
+
+@converter("TopK", since=1)
+def topk_v1(x, *, k, axis=-1):
+    return _topk(x, int(k), axis, True, True)
+
+
+def _k_input(k) -> int:
+    value = int_list_input(k, "K")
+    if len(value) != 1:
+        raise ConversionError(f"input 'K' must hold one value, got {len(value)}")
+    return value[0]
+
+
+@converter("TopK", since=10)
+def topk_v10(x, k, *, axis=-1):
+    return _topk(x, _k_input(k), axis, True, True)
+
+
+@converter("TopK", since=11)
+def topk_v11(x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002  (ONNX's attribute name)
+    if largest not in (0, 1) or sorted not in (0, 1):
+        raise ConversionError(f"largest and sorted must be 0 or 1, got {largest} and {sorted}")
+    return _topk(x, _k_input(k), axis, bool(largest), bool(sorted))
+
+
+# ---- NonZero, Compress, Unique: output shapes that depend on the data ----
+
+def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
+    """The value of an input whose values decide the output's shape; RunTimeValueNeeded saying so otherwise."""
+    if isinstance(x, Constant):
+        return x.data
+    inputs = tuple(sorted({v.name for v in free_vars(x)}))
+    raise RunTimeValueNeeded(f"the output shape of {op} depends on the values of input {what!r}, which are "
+                             f"computed at run time" + (f" from graph input(s) {list(inputs)}" if inputs else "")
+                             + ": relayish compiles static shapes, so it must be a constant", inputs)
+
+
+@converter("NonZero", since=9)
+def nonzero(x):
+    """The indices of the nonzero elements, [rank, count] (a scalar counts as 1-D)."""
+    value = np.atleast_1d(_data_value(x, "X", "NonZero"))
+    return Constant(np.array(np.nonzero(value), np.int64).reshape(value.ndim, -1))  # [rank, 0] if none
+
+
+@converter("Compress", since=9)
+def compress(x, condition, *, axis=None):
+    """Only the condition decides the shape: the selected positions are a constant `take` of the input."""
+    cond = _data_value(condition, "condition", "Compress")
+    if cond.ndim != 1:
+        raise ConversionError(f"input 'condition' must be 1-D, got shape {cond.shape}")
+    if axis is None:
+        x, axis = reshape(x, (int(np.prod(shape_of(x))),)), 0
+    axis = normalize_axis(axis, len(shape_of(x)))
+    if cond.size > shape_of(x)[axis]:
+        raise ConversionError(f"condition has {cond.size} values, more than the {shape_of(x)[axis]} of axis {axis}")
+    picked = np.nonzero(cond.astype(bool))[0].astype(np.int64)
+    return fold("take", x, Constant(picked), axis=axis)  # nothing selected: an empty result
+
+
+@converter("Unique", since=11)
+def unique(x, *, axis=None, sorted=1):  # noqa: A002  (ONNX's attribute name)
+    """(Y, indices, inverse_indices, counts) as np.unique; sorted=0 keeps the order of first occurrence (the
+    spec)."""
+    value = _data_value(x, "X", "Unique")
+    if axis is not None:
+        axis = normalize_axis(axis, value.ndim)
+        flat = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)
+    else:
+        flat = value.reshape(-1, 1)
+    if sorted:
+        _, first, inverse, counts = np.unique(value, True, True, True, **({} if axis is None else {"axis": axis}))
+        inverse = inverse.reshape(-1)
+    else:
+        position, first, inverse, counts = {}, [], [], []
+        keys = [row.tobytes() for row in (flat + 0 if flat.dtype.kind == "f" else flat)]  # -0.0 is 0.0
+        for i, key in enumerate(keys):
+            if key not in position:
+                position[key] = len(first)
+                first.append(i)
+                counts.append(0)
+            inverse.append(position[key])
+            counts[position[key]] += 1
+    first = np.asarray(first, np.int64)
+    y = np.take(value.reshape(-1), first) if axis is None else np.take(value, first, axis=axis)
+    return (Constant(np.ascontiguousarray(y)), Constant(first), Constant(np.asarray(inverse, np.int64)),
+            Constant(np.asarray(counts, np.int64)))

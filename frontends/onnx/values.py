@@ -1,0 +1,113 @@
+"""Values in an ONNX model, checked before use: tensors stored in the model (initializers, Constant values)
+and the constant inputs that converters read (shapes, axes, clip bounds). Every check raises ConversionError
+naming what is wrong; the importer adds the file and node."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from relayish import Constant, Expr, free_vars
+from relayish.op import MAX_TENSOR_ELEMENTS
+
+
+class ConversionError(ValueError):
+    """A node that its converter cannot handle (unsupported attribute value, non-constant shape input...)."""
+
+
+def int_tuple(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.asarray(values).reshape(-1))
+
+
+# ---- tensors stored in the model ----
+
+_NUMERIC_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
+                  TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+
+
+def checked_elements(dims, what: str) -> int:
+    """The element count of a shape whose dims are all >= 0 and whose size is at most MAX_TENSOR_ELEMENTS."""
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise ConversionError(f"{what} has negative dims {dims}")
+    count = math.prod(dims)
+    if count > MAX_TENSOR_ELEMENTS:
+        raise ConversionError(f"{what} has shape {dims}: {count} elements, more than the {MAX_TENSOR_ELEMENTS} "
+                              f"a tensor may have")
+    return count
+
+
+def check_tensor_data(tensor: TensorProto, what: str):
+    """The tensor's dtype is numeric and its data (raw bytes or typed values) holds exactly as many elements as
+    its dims say, at most MAX_TENSOR_ELEMENTS; else ConversionError naming `what`. Reads no data."""
+    if tensor.data_type not in _NUMERIC_TYPES:
+        name = TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in TensorProto.DataType.values() \
+            else str(tensor.data_type)
+        raise ConversionError(f"{what} has unsupported data type {name}")
+    count = checked_elements(tensor.dims, what)
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    if tensor.HasField("raw_data"):
+        if len(tensor.raw_data) != count * dtype.itemsize:
+            raise ConversionError(f"{what}: raw data has {len(tensor.raw_data)} bytes, but dims "
+                                  f"{tuple(tensor.dims)} of {dtype} need {count * dtype.itemsize}")
+        return
+    field = helper.tensor_dtype_to_field(tensor.data_type)
+    given = len(getattr(tensor, field))
+    if given != count:
+        raise ConversionError(f"{what}: {field} holds {given} values, but dims {tuple(tensor.dims)} need {count}")
+
+
+def tensor_array(tensor: TensorProto, what: str) -> np.ndarray:
+    """A TensorProto's value after check_tensor_data."""
+    check_tensor_data(tensor, what)
+    try:
+        return numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as e:
+        raise ConversionError(f"{what}: cannot read its data ({e})") from None
+
+
+class RunTimeValueNeeded(ConversionError):
+    """A shape, axes, sizes or bounds input is computed at run time. `inputs` names the graph inputs it is computed
+    from: given their values (compile_model(input_values=...)) the model imports; compile_model without them
+    returns a session that compiles once per distinct value (compiler/specialize.py)."""
+
+    def __init__(self, message: str, inputs: tuple[str, ...]):
+        super().__init__(message)
+        self.inputs = inputs
+
+
+def constant_value(expr: Expr | None, what: str) -> np.ndarray:
+    """The numpy value of a constant input; RunTimeValueNeeded if it is computed at run time."""
+    if not isinstance(expr, Constant):
+        inputs = tuple(sorted({v.name for v in free_vars(expr)})) if expr is not None else ()
+        raise RunTimeValueNeeded(f"input {what!r} must be a constant (an initializer or computable at import), "
+                                 f"got a run-time tensor" + (f" computed from graph input(s) {list(inputs)}"
+                                                              if inputs else ""), inputs)
+    return expr.data
+
+
+def scalar_input(expr: Expr, what: str) -> float:
+    """The value of a constant input that must hold exactly one number."""
+    value = constant_value(expr, what)
+    if value.size != 1:
+        raise ConversionError(f"input {what!r} must be a scalar, got shape {value.shape}")
+    return float(value.reshape(-1)[0])
+
+
+def int_list_input(expr: Expr, what: str, dtypes=(np.int64,)) -> tuple[int, ...]:
+    """The values of a constant 1-D (or scalar) integer input of one of `dtypes` (ONNX: shapes and axes are
+    int64)."""
+    value = constant_value(expr, what)
+    if value.dtype not in [np.dtype(d) for d in dtypes]:
+        raise ConversionError(f"input {what!r} must be {' or '.join(np.dtype(d).name for d in dtypes)}, got "
+                              f"{value.dtype}")
+    if value.ndim > 1:
+        raise ConversionError(f"input {what!r} must be 1-D, got shape {value.shape}")
+    return int_tuple(value)
+
+
+def optional_ints(expr: Expr | None, what: str) -> tuple[int, ...] | None:
+    """The values of an optional constant input (axes, steps...) as ints, or None when it is omitted."""
+    return None if expr is None else int_tuple(constant_value(expr, what))
