@@ -264,7 +264,7 @@ BENCHMARKS = [
               "python -m models && relayish bench models/resnet18.onnx --json docs/data/quickstart.json",
               quickstart_table),
     Benchmark("suite", "The model suite against onnxruntime and OpenVINO, untuned",
-              "Thirteen models (`python -m models --list`), each compiled untuned, checked against onnxruntime and "
+              "The builders' models (`python -m models --list`; `--all --out suite/` builds them), each compiled untuned, checked against onnxruntime and "
               "timed beside onnxruntime and OpenVINO.",
               "python -m models --all --out suite/ && python -m bench.suite suite/ --json docs/data/suite.json",
               suite_table),
@@ -280,7 +280,7 @@ BENCHMARKS = [
               "python -m bench.shapes --seed 2027 --json docs/data/shapes.json", shapes_table),
     Benchmark("rnn", "Recurrent layers against onnxruntime",
               "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
-              "python -m bench.rnn --json docs/data/rnn.json", rnn_table),
+              "python -m bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
     Benchmark("payoff", "What tuning pays",
               "Each model tuned for a fixed time from the hand-written schedules, then timed untuned, tuned and in "
               "onnxruntime side by side.",
