@@ -9,12 +9,12 @@ tests/test_report_docs.py fails when docs/ops.md falls behind the code: adding a
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from frontends.onnx import MAX_OPSET, MIN_OPSET, lookup_converter, supported_ops
 from frontends.onnx.versions.default import REVIEWED
 from relayish.op import op_table
+
+from .report_docs import write_or_check
 
 GENERATOR = "python -m bench.ops_doc -o docs/ops.md"
 
@@ -57,18 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     out.add_argument("-o", "--output", metavar="MD", help="write the page here")
     out.add_argument("--check", metavar="MD", help="exit 1 if this page differs from what the registries give")
     args = p.parse_args(argv)
-    page = render_page()
-    if args.check:
-        current = Path(args.check).read_text(encoding="utf-8") if Path(args.check).exists() else ""
-        if current != page:
-            print(f"{args.check} is behind the registries: run `python -m bench.ops_doc -o {args.check}`",
-                  file=sys.stderr)
-            return 1
-        return 0
-    Path(args.output).write_text(page, encoding="utf-8")
-    print(f"wrote {args.output}")
-    return 0
-
+    return write_or_check(render_page(), args.output, args.check,
+                          f"is behind the registries: run `python -m bench.ops_doc -o {args.check}`")
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -370,15 +370,21 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.check:
-        current = Path(args.check).read_text(encoding="utf-8") if Path(args.check).exists() else ""
+    return write_or_check(page, args.output, args.check, f"is not what {args.data} gives: run "
+                          f"`python -m bench.report_docs {args.data} -o {args.check}`")
+
+
+def write_or_check(page: str, output: str | None, check: str | None, stale: str) -> int:
+    """A generated page's command: write it to `output` (0), or compare it with the file `check` (0 if equal,
+    else 1 with `check` and the `stale` hint on stderr)."""
+    if check:
+        current = Path(check).read_text(encoding="utf-8") if Path(check).exists() else ""
         if current != page:
-            print(f"{args.check} is not what {args.data} gives: run `python -m bench.report_docs {args.data} -o "
-                  f"{args.check}`", file=sys.stderr)
+            print(f"{check} {stale}", file=sys.stderr)
             return 1
         return 0
-    Path(args.output).write_text(page, encoding="utf-8")
-    print(f"wrote {args.output}")
+    Path(output).write_text(page, encoding="utf-8")
+    print(f"wrote {output}")
     return 0
 
 

@@ -31,7 +31,7 @@ from relayish.types import numpy_dtype
 
 from .external import ExternalDataError, load_external_data, refuse_external_data
 from .registry import Converter, lookup_converter
-from .values import ConversionError, check_tensor_data, checked_elements, tensor_array
+from .values import ConversionError, check_tensor_data, checked_elements, empty, tensor_array
 from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
 from .versions.default import unreviewed
 from .versions.domains import OTHER_DOMAINS, unreviewed_in_domain
@@ -80,7 +80,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
             raise OnnxImportError(f"{source}: {e}") from None
     params = _graph_inputs(graph, set(env), input_shapes or {}, source, strict)
     # a zero-size input stays an input of the module (run checks it) but what reads it reads the empty constant
-    env.update((p.name, Constant(np.zeros(p.type.shape, numpy_dtype(p.type.dtype))) if 0 in p.type.shape else p)
+    env.update((p.name, empty(p.type.shape, p.type.dtype) if 0 in p.type.shape else p)
                for p in params)
     params = _bind_values(params, input_values, env, source)
     used = _used_names(graph)
@@ -534,7 +534,7 @@ def _fold_call(expr: Call, args: tuple) -> Expr:
     """expr with its (already folded) args, evaluated if they are all constants and the result is small; a
     zero-size result is an empty constant whatever its inputs (its value is known: no element)."""
     if isinstance(expr.type, TensorType) and 0 in expr.type.shape:
-        return Constant(np.zeros(expr.type.shape, numpy_dtype(expr.type.dtype)))
+        return empty(expr.type.shape, expr.type.dtype)
     if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):
         return expr if args == expr.args else expr.replace(args=args)
     if math.prod(expr.type.shape) > FOLD_LIMIT:

@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from relayish import Constant, Expr, free_vars
 from relayish.op import MAX_TENSOR_ELEMENTS
+from relayish.types import numpy_dtype
 
 
 class ConversionError(ValueError):
@@ -25,6 +26,11 @@ def int_tuple(values) -> tuple[int, ...]:
 _NUMERIC_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16,
                   TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
                   TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+
+
+def empty(shape, dtype: str) -> Constant:
+    """The value of a tensor with a dim of 0: known at import without computing anything (no element)."""
+    return Constant(np.zeros(tuple(shape), np.dtype(numpy_dtype(dtype))))
 
 
 def checked_elements(dims, what: str) -> int:

@@ -16,12 +16,12 @@ import numpy as np
 from onnx import helper
 
 from relayish import Constant, Expr, call, const, get_op
-from relayish.types import DTYPES, numpy_dtype
+from relayish.types import DTYPES
 
 from ..builders import binary, fold, is_const, normalize_axis, reshape, shape_of, transpose
 from ..registry import converter
-from ..values import (ConversionError, checked_elements, constant_value, int_list_input, int_tuple, optional_ints,
-                      scalar_input)
+from ..values import (ConversionError, checked_elements, constant_value, empty, int_list_input, int_tuple,
+                      optional_ints, scalar_input)
 
 
 INDEX_DTYPES = (np.int32, np.int64)
@@ -386,7 +386,7 @@ def tile(x, repeats):
     if all(r == 1 for r in reps):
         return x
     if 0 in reps or 0 in shape:  # an empty result: nothing to compute
-        return Constant(np.zeros([r * d for r, d in zip(reps, shape)], np.dtype(numpy_dtype(x.type.dtype))))
+        return empty([r * d for r, d in zip(reps, shape)], x.type.dtype)
     if is_const(x):
         checked_elements([r * d for r, d in zip(reps, shape)], "the output")  # before np.tile allocates it
         return Constant(np.tile(x.data, reps))

@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import Constant, Expr, free_vars
-from relayish.types import numpy_dtype
 
 from ..builders import astype, fold, normalize_axis, reshape, shape_of
 from ..registry import converter
-from ..values import ConversionError, RunTimeValueNeeded, int_list_input
+from ..values import ConversionError, RunTimeValueNeeded, empty, int_list_input
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -35,7 +34,7 @@ def _topk(x: Expr, k: int, axis: int, largest: bool, sorted_: bool):
         raise ConversionError(f"k = {k} must be in [0, {n}] (the size of axis {axis})")
     if k == 0 or n == 0:  # empty outputs: known without computing anything
         out = shape[:axis] + (k,) + shape[axis + 1:]
-        return Constant(np.zeros(out, np.dtype(numpy_dtype(x.type.dtype)))), Constant(np.zeros(out, np.int64))
+        return empty(out, x.type.dtype), empty(out, "int64")
     # sorted=0 allows any order: the sorted one is given (as onnxruntime does)
     comparisons = int(np.prod(shape)) * n
     if comparisons > MAX_TOPK_COMPARISONS:
