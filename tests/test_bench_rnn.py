@@ -1,4 +1,4 @@
-"""python -m bench.rnn: one-node recurrent models that onnx accepts, and a run over a tiny grid that prints its
+"""python -m relayish_tools.bench.rnn: one-node recurrent models that onnx accepts, and a run over a tiny grid that prints its
 table and writes its JSON (timings themselves are the benchmark's, not a test's)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import onnx
 
-from bench import rnn
+from relayish_tools.bench import rnn
 
 
 def test_models_are_valid_and_name_their_shape():

@@ -1,4 +1,4 @@
-"""python -m bench.shapes: seeded draws of realistic shapes per op class, one-node models that onnx and onnxruntime
+"""python -m relayish_tools.bench.shapes: seeded draws of realistic shapes per op class, one-node models that onnx and onnxruntime
 accept, and a run that writes its table and JSON (timings themselves are the benchmark's, not a test's)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import onnx
 import pytest
 
-from bench import shapes
+from relayish_tools.bench import shapes
 
 
 def test_draws_are_seeded_and_per_class():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, save_model
 
-from bench.report_docs import BENCHMARKS, render_section
-from bench.suite import format_table, main, suite_paths
+from relayish_tools.bench.report_docs import BENCHMARKS, render_section
+from relayish_tools.bench.suite import format_table, main, suite_paths
 
 
 def _tiny_model(path):
@@ -34,12 +34,12 @@ def test_suite_table_of_a_folder(tmp_path, capsys):
     assert relayish_ms > 0 and ort_ms > 0 and float(tiny.split()[-1]) < 1e-4  # accuracy column
     # the JSON says where, when and how, and docs/benchmarks.md's generator tabulates it as written
     report = json.loads((tmp_path / "r.json").read_text())
-    assert report["command_line"] == f"python -m bench.suite {tmp_path} --repeat 2 --warmup 1 --block 2 --json " \
+    assert report["command_line"] == f"python -m relayish_tools.bench.suite {tmp_path} --repeat 2 --warmup 1 --block 2 --json " \
                                      f"{tmp_path / 'r.json'}"
     assert report["machine"]["cores"] >= 1 and report["versions"]["onnxruntime"] and report["date"][:2] == "20"
     assert [r["model"] for r in report["rows"]] == ["broken", "tiny"]
     section = render_section(next(b for b in BENCHMARKS if b.name == "suite"), report, "suite.json", "suite")
-    assert "| broken | error: compile:" in section and "| tiny | " in section and "python -m bench.suite" in section
+    assert "| broken | error: compile:" in section and "| tiny | " in section and "python -m relayish_tools.bench.suite" in section
 
 
 def test_suite_paths_name_what_is_missing(tmp_path):

@@ -8,11 +8,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-import cli
+from relayish_tools import cli
 import compiler
 import runtime
-from bench import compare
-from cli.common import parse_input_shape
+from relayish_tools.bench import compare
+from relayish_tools.cli.common import parse_input_shape
 from runtime import accuracy, timing
 
 from fixtures_native import build_fixture_library, have_compiler, reference_outputs

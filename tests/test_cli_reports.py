@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-import cli
+from relayish_tools import cli
 import runtime
-from bench import compare
-from bench.report_docs import BENCHMARKS, render_section
-from cli.common import parse_tvmc_shapes
+from relayish_tools.bench import compare
+from relayish_tools.bench.report_docs import BENCHMARKS, render_section
+from relayish_tools.cli.common import parse_tvmc_shapes
 
 from fixtures_native import have_compiler, probe
 from test_cli import fake_compile, libs, onnx_path, run_cli  # noqa: F401 - fixtures
@@ -161,7 +161,7 @@ def test_bench_plot_without_matplotlib_is_a_clean_error(fake_compile, onnx_path,
 
 
 def test_op_class_of_a_kernel():
-    from bench.plot import op_class
+    from relayish_tools.bench.plot import op_class
     assert op_class(["nn.conv2d_nchwc", "add", "nn.relu"]) == "conv"
     assert op_class(["add", "nn.relu"]) == "elementwise" and op_class(["layout_transform"]) == "layout"
     assert op_class(["fixture_op"]) == "other"

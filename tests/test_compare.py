@@ -9,8 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from bench.report import tune_compare_report
-from bench.report_docs import BENCHMARKS, render_section
+from relayish_tools.bench.report import tune_compare_report
+from relayish_tools.bench.report_docs import BENCHMARKS, render_section
 from compiler import compile_model
 from compiler.backend import choose_schedule
 from compiler.codegen import host_target

@@ -307,12 +307,12 @@ _CASE_NAMES = ("test_reduce_l1_", "test_reduce_l2_", "test_reduce_sum_square_", 
 
 @pytest.fixture(scope="module")
 def onnx_cases():
-    from conformance import load_cases
+    from relayish_tools.conformance import load_cases
     return {c.name: c for c in load_cases() if c.name.startswith(_CASE_NAMES)}
 
 
 def test_onnx_cases_with_constant_axes_match_their_expected_outputs(onnx_cases):
-    from conformance.engines import as_value, compare, graph_feeds
+    from relayish_tools.conformance.engines import as_value, compare, graph_feeds
     checked, problems = 0, []
     for name, case in sorted(onnx_cases.items()):
         for inputs, expected in case.data_sets:

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from conformance import load_cases, main, run_cases, select
-from conformance.engines import run_relayish
+from relayish_tools.conformance import load_cases, main, run_cases, select
+from relayish_tools.conformance.engines import run_relayish
 from frontends.onnx import supported_ops
 
 from fixtures_native import have_compiler

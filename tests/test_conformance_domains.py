@@ -159,8 +159,8 @@ def test_flex_attention_against_onnx_reference(case):
 
 def test_conformance_cases_of_other_domain_ops_pass():
     """tests/test_conformance.py runs the cases of the default domain's ops; these are the other domains'."""
-    from conformance import load_cases, run_cases, select
-    from conformance.engines import run_relayish
+    from relayish_tools.conformance import load_cases, run_cases, select
+    from relayish_tools.conformance.engines import run_relayish
     from frontends.onnx import supported_ops
     from frontends.onnx.versions.domains import OTHER_DOMAINS
     ops = set(supported_ops()).union(*(supported_ops(d) for d in OTHER_DOMAINS))

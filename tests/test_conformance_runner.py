@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from conformance import CaseResult, case_ops, compare, run_cases, select
-from conformance.report import counts, format_report, groups, reason, write_json
+from relayish_tools.conformance import CaseResult, case_ops, compare, run_cases, select
+from relayish_tools.conformance.report import counts, format_report, groups, reason, write_json
 
 
 def _case(name, *ops):

@@ -14,7 +14,7 @@ from compiler.lower import lower
 from compiler.codegen import walk_stmt
 from compiler.schedule import Annotate, Schedule, ScheduleError
 from relayish import te
-from bench import cost_data
+from relayish_tools.bench import cost_data
 from tuning import cost_model as cm
 from tuning.features import FEATURE_NAMES, NUM_FEATURES, extract_features
 

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from bench.dispatch import OPT_LEVEL, SIZES, chain_model, format_dispatch, measure_dispatch, parallel_kernels
+from relayish_tools.bench.dispatch import OPT_LEVEL, SIZES, chain_model, format_dispatch, measure_dispatch, parallel_kernels
 from compiler import compile_model
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 import pytest
 
-from fuzz import mutators
-from fuzz.campaign import make_mutant, run_campaign
-from fuzz.runner import Job, run_jobs
-from fuzz.seeds import seed_models
-from fuzz.verdict import Outcome, compare, gap_reason, is_clear_error, judge, nonfinite_disagreement
+from relayish_tools.fuzz import mutators
+from relayish_tools.fuzz.campaign import make_mutant, run_campaign
+from relayish_tools.fuzz.runner import Job, run_jobs
+from relayish_tools.fuzz.seeds import seed_models
+from relayish_tools.fuzz.verdict import Outcome, compare, gap_reason, is_clear_error, judge, nonfinite_disagreement
 
 SEEDS = seed_models()
 

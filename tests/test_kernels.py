@@ -11,7 +11,7 @@ import pytest
 
 from compiler.codegen import emit_assembly, host_target, vectorize_report
 from compiler.default_schedule import default_schedule
-from bench.hand_schedules import ConvTile, conv_schedule, conv_tile, dense_schedule, hand_schedule
+from relayish_tools.bench.hand_schedules import ConvTile, conv_schedule, conv_tile, dense_schedule, hand_schedule
 from compiler.lower import lower
 from compiler.matmul_schedule import matmul_tile
 from compiler.registers import conv_tile_budget, vector_registers
@@ -20,7 +20,7 @@ from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, C
 from compiler.task import build_task
 from relayish.expr import Attrs, Function, TensorType, Var, call
 from relayish.interp import evaluate
-from bench.native import NativeKernels
+from relayish_tools.bench.native import NativeKernels
 
 TOLERANCE = 1e-4  # max|ours - ref| / max|ref|, the project's fp32 criterion
 

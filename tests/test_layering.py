@@ -1,7 +1,8 @@
 """The import layering of the packages. README.md's "Layout of the code" table is the rule: a package may import
 the packages its row names and the standard library, nothing else, and never a package listed after it. Every
 import of every .py file of every package is read with `ast` (nothing is imported or run) and checked against it;
-so is the table itself (no upward or circular rule) and the public-entry-point rule under it.
+so is the table itself (no upward or circular rule) and the public-entry-point rule under it. A row may name a
+package inside another (`relayish_tools/cli/`): the outer one is then only a folder of such packages.
 
 The checker is tried on small synthetic trees too, so that a test that can never fail is not mistaken for a
 layering that holds."""
@@ -15,15 +16,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SECTION = "## Layout of the code"
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# "bench/ and cli/ use compiler/codegen through its package" (the sentence under the README's table)
-PACKAGE_API_ONLY = {"compiler.codegen": ("bench", "cli")}
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# "the tools use compiler/codegen through its package" (the sentence under the README's table)
+PACKAGE_API_ONLY = {"compiler.codegen": ("relayish_tools.bench", "relayish_tools.cli")}
 
 
 @dataclass(frozen=True)
 class Rule:
-    package: str
-    allowed: frozenset  # top-level module names: project packages and third-party ones
+    package: str  # dotted: "compiler", "relayish_tools.cli"
+    allowed: frozenset  # project packages (dotted) and third-party top-level module names
 
 
 def read_rules(readme: str) -> list[Rule]:
@@ -38,10 +39,14 @@ def read_rules(readme: str) -> list[Rule]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or len(cells) < 3 or not cells[0].startswith("`"):
             continue  # prose before the table, its header and its separator
-        rules.append(Rule(cells[0].strip("`").rstrip("/"), frozenset(NAME.findall(cells[-1]))))
+        rules.append(Rule(cells[0].strip("`").rstrip("/").replace("/", "."), frozenset(NAME.findall(cells[-1]))))
     if not rules:
         raise ValueError(f"README's {SECTION!r} section has no table of packages")
     return rules
+
+
+def folder(package: str) -> str:
+    return package.replace(".", "/") + "/"
 
 
 def table_errors(rules: list[Rule]) -> list[str]:
@@ -50,10 +55,10 @@ def table_errors(rules: list[Rule]) -> list[str]:
     packages = [r.package for r in rules]
     for rule in rules:
         if packages.count(rule.package) > 1:
-            errors.append(f"{rule.package}/ has more than one row")
+            errors.append(f"{folder(rule.package)} has more than one row")
         for name in sorted(rule.allowed & set(packages)):
             if name not in below:
-                errors.append(f"{rule.package}/ may import {name}/, which is not listed before it (an upward or "
+                errors.append(f"{folder(rule.package)} may import {folder(name)}, which is not listed before it (an upward or "
                               "circular rule)")
         below.add(rule.package)
     return errors
@@ -83,14 +88,23 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def owner(module: str, packages: set) -> str:
+    """The project package a dotted module belongs to (the longest listed prefix), else its top-level name."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in packages:
+            return ".".join(parts[:n])
+    return parts[0]
+
+
 def import_errors(imp: Import, package: str, rule: Rule, packages: set) -> list[str]:
-    """What is wrong with one import of a file of `package`: a top-level module the rule does not allow, a
-    private module or name of another project package, or a module of a package used through its API only."""
-    top = imp.module.split(".")[0]
+    """What is wrong with one import of a file of `package`: a module the rule does not allow, a private module
+    or name of another project package, or a module of a package used through its API only."""
+    top = owner(imp.module, packages)
     if top == package or top == "__future__" or top in sys.stdlib_module_names:
         return []
     if top not in rule.allowed:
-        return [f"imports {imp.module}, but {package}/ may import only {', '.join(sorted(rule.allowed)) or 'nothing'}"
+        return [f"imports {imp.module}, but {folder(package)} may import only {', '.join(sorted(rule.allowed)) or 'nothing'}"
                 " (and the standard library)"]
     if top not in packages:
         return []
@@ -100,8 +114,26 @@ def import_errors(imp: Import, package: str, rule: Rule, packages: set) -> list[
         errors.append(f"imports private {', '.join(private)} of {imp.module}")
     for api, users in PACKAGE_API_ONLY.items():
         if package in users and imp.module.startswith(api + "."):
-            errors.append(f"imports {imp.module}: {package}/ uses {api} through its package only")
+            errors.append(f"imports {imp.module}: {folder(package)} uses {api} through its package only")
     return errors
+
+
+def package_dir(root: Path, package: str) -> Path:
+    return root.joinpath(*package.split("."))
+
+
+def packages_on_disk(root: Path, listed: set) -> set:
+    """The top-level packages at root, except that a folder of listed packages (no row of its own, rows for
+    packages inside it) counts as those: its own __init__.py must import nothing of the project."""
+    found = set()
+    for init in root.glob("*/__init__.py"):
+        name = init.parent.name
+        inner = {p.parent.name for p in init.parent.glob("*/__init__.py")}
+        if name not in listed and any(f"{name}.{sub}" in listed for sub in inner):
+            found |= {f"{name}.{sub}" for sub in inner}
+        else:
+            found.add(name)
+    return found
 
 
 def violations(root: Path) -> list[str]:
@@ -109,11 +141,11 @@ def violations(root: Path) -> list[str]:
     rules = read_rules((root / "README.md").read_text(encoding="utf-8"))
     errors = [f"README.md: {e}" for e in table_errors(rules)]
     by_package = {r.package: r for r in rules}
-    on_disk = {p.parent.name for p in root.glob("*/__init__.py")}
-    errors += [f"{name}/: a package the README's table does not list" for name in sorted(on_disk - set(by_package))]
-    errors += [f"README.md: {name}/ is listed but is not a package here" for name in sorted(set(by_package) - on_disk)]
+    on_disk = packages_on_disk(root, set(by_package))
+    errors += [f"{folder(name)}: a package the README's table does not list" for name in sorted(on_disk - set(by_package))]
+    errors += [f"README.md: {folder(name)} is listed but is not a package here" for name in sorted(set(by_package) - on_disk)]
     for package in sorted(on_disk & set(by_package)):
-        for path in sorted((root / package).rglob("*.py")):
+        for path in sorted(package_dir(root, package).rglob("*.py")):
             for imp in imports_of(path):
                 for what in import_errors(imp, package, by_package[package], set(by_package)):
                     errors.append(f"{path.relative_to(root)}:{imp.line}: {what}")
@@ -125,7 +157,7 @@ def violations(root: Path) -> list[str]:
 def test_readme_table_is_the_rule_and_layered():
     rules = read_rules((REPO / "README.md").read_text(encoding="utf-8"))
     assert [r.package for r in rules][:2] == ["runtime", "relayish"]
-    assert {"compiler", "tuning", "bench", "cli", "models"} <= {r.package for r in rules}
+    assert {"compiler", "tuning", "relayish_tools.bench", "relayish_tools.cli", "models"} <= {r.package for r in rules}
     assert rules[0].allowed == {"numpy", "ml_dtypes"}, \
         "a deployed model needs neither onnx nor llvmlite: runtime/ uses numpy (and ml_dtypes for bfloat16 only)"
     assert table_errors(rules) == []
@@ -147,7 +179,7 @@ Prose first.
 |---|---|---|
 | `runtime/` | the bottom | numpy |
 | `compiler/` | the middle | `runtime`, llvmlite |
-| `bench/` | the top | `compiler`, `runtime` |
+| `relayish_tools/bench/` | the top | `compiler`, `runtime` |
 
 ## Next section
 """
@@ -155,7 +187,7 @@ Prose first.
 
 def make_tree(root: Path, files: dict, readme: str = README) -> Path:
     (root / "README.md").write_text(readme)
-    for package in ("runtime", "compiler", "bench"):
+    for package in ("runtime", "compiler", "relayish_tools", "relayish_tools/bench"):
         (root / package).mkdir()
         (root / package / "__init__.py").write_text("")
     for name, text in files.items():
@@ -169,7 +201,7 @@ def test_a_tree_that_keeps_the_rule_passes(tmp_path):
         "runtime/timing.py": "import os\nimport numpy as np\nfrom .aligned import x\n",
         "compiler/codegen/__init__.py": "from llvmlite import ir\nimport runtime\nfrom runtime.timing import t\n",
         "compiler/codegen/build.py": "def _helper():\n    pass\n",
-        "bench/peak.py": "from __future__ import annotations\nfrom compiler.codegen import build_library\n",
+        "relayish_tools/bench/peak.py": "from __future__ import annotations\nfrom compiler.codegen import build_library\n",
     })
     assert violations(tmp_path) == []
 
@@ -178,16 +210,17 @@ def test_forbidden_imports_are_caught(tmp_path):
     make_tree(tmp_path, {
         "runtime/module.py": "import numpy\n\ndef f():\n    from compiler import compile_model\n",  # upward
         "runtime/jit.py": "import llvmlite.binding\n",  # a third-party package runtime may not use
-        "compiler/passes/fuse.py": "from bench.peak import x\n",  # upward, from a subpackage
-        "bench/peak.py": "from compiler.codegen.build import _init_llvm\nfrom runtime import _private_dir\n",
+        "compiler/passes/fuse.py": "from relayish_tools.bench.peak import x\n",  # upward, from a subpackage
+        "relayish_tools/bench/peak.py": "from compiler.codegen.build import _init_llvm\nfrom runtime import _private_dir\n",
     })
     found = violations(tmp_path)
     expected = [
-        "bench/peak.py:1: imports private _init_llvm of compiler.codegen.build",
-        "bench/peak.py:1: imports compiler.codegen.build: bench/ uses compiler.codegen through its package only",
-        "bench/peak.py:2: imports private _private_dir of runtime",
-        "compiler/passes/fuse.py:1: imports bench.peak, but compiler/ may import only llvmlite, runtime (and the "
-        "standard library)",
+        "relayish_tools/bench/peak.py:1: imports private _init_llvm of compiler.codegen.build",
+        "relayish_tools/bench/peak.py:1: imports compiler.codegen.build: relayish_tools/bench/ uses compiler.codegen "
+        "through its package only",
+        "relayish_tools/bench/peak.py:2: imports private _private_dir of runtime",
+        "compiler/passes/fuse.py:1: imports relayish_tools.bench.peak, but compiler/ may import only llvmlite, "
+        "runtime (and the standard library)",
         "runtime/jit.py:1: imports llvmlite.binding, but runtime/ may import only numpy (and the standard library)",
         "runtime/module.py:4: imports compiler, but runtime/ may import only numpy (and the standard library)",
     ]
@@ -195,11 +228,14 @@ def test_forbidden_imports_are_caught(tmp_path):
 
 
 def test_an_upward_rule_or_an_unlisted_package_is_caught(tmp_path):
-    readme = README.replace("| `runtime/` | the bottom | numpy |", "| `runtime/` | the bottom | numpy, `bench` |")
-    make_tree(tmp_path, {"models/__init__.py": ""}, readme)
+    readme = README.replace("| `runtime/` | the bottom | numpy |",
+                            "| `runtime/` | the bottom | numpy, `relayish_tools.bench` |")
+    make_tree(tmp_path, {"models/__init__.py": "", "relayish_tools/extra/__init__.py": ""}, readme)
     assert violations(tmp_path) == [
-        "README.md: runtime/ may import bench/, which is not listed before it (an upward or circular rule)",
-        "models/: a package the README's table does not list"]
+        "README.md: runtime/ may import relayish_tools/bench/, which is not listed before it (an upward or "
+        "circular rule)",
+        "models/: a package the README's table does not list",
+        "relayish_tools/extra/: a package the README's table does not list"]
 
 
 # ---------------------------------------------------------------------------------------------- import cycles
@@ -209,7 +245,7 @@ def module_graph(root: Path, packages) -> dict[str, set[str]]:
     imports resolved). A package's __init__ is a facade of re-exports: importing a package is no edge, importing
     one of its modules is."""
     files = {".".join(p.relative_to(root).with_suffix("").parts): p for pkg in packages
-             for p in (root / pkg).rglob("*.py")}
+             for p in package_dir(root, pkg).rglob("*.py")}
     modules = {m for m in files if not m.endswith(".__init__")}
 
     def resolve(base: str, name: str | None) -> str | None:

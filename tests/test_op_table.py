@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.op_table import (CASES, CLASSES, Conv, Dense, MatMul, checked_engines, format_row, header, model_bytes,
+from relayish_tools.bench.op_table import (CASES, CLASSES, Conv, Dense, MatMul, checked_engines, format_row, header, model_bytes,
                             roof_bound, select)
 from compiler.codegen import vector_width
 

@@ -6,8 +6,8 @@ import math
 import onnx
 import pytest
 
-import bench.payoff as payoff
-from bench.report_docs import BENCHMARKS, render_section
+import relayish_tools.bench.payoff as payoff
+from relayish_tools.bench.report_docs import BENCHMARKS, render_section
 from test_compare import conv_dense_model
 from tuning.tune import model_tasks
 
@@ -39,10 +39,10 @@ def test_payoff_tunes_times_and_resumes(tmp_path, monkeypatch):
     assert row["model_check"]["paired_ratio"]["rounds"] > 0
     assert set(row["paired"]) == {"tuned/untuned", "tuned/ort", "untuned/ort"}
     assert all(p["low"] <= p["ratio"] <= p["high"] for p in row["paired"].values())
-    assert row["command_line"] == "python -m bench.payoff " + " ".join(args) and row["machine"]["cpu"]
+    assert row["command_line"] == "python -m relayish_tools.bench.payoff " + " ".join(args) and row["machine"]["cpu"]
     assert row["date"][:2] == "20" and row["versions"]["relayish"]
     section = render_section(next(b for b in BENCHMARKS if b.name == "payoff"), rows, "payoff.json", "payoff")
-    assert "| tiny | " in section and "`python -m bench.payoff " in section  # docs/benchmarks.md's table
+    assert "| tiny | " in section and "`python -m relayish_tools.bench.payoff " in section  # docs/benchmarks.md's table
     table = payoff.format_table(rows)
     assert f"{row['paired']['tuned/untuned']['ratio']:.3f} [" in table and "paired" in table.splitlines()[0]
 

@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 import pytest
 
-import cli
+from relayish_tools import cli
 from compiler.records import RecordsError, RecordsFormatError, RecordsReader, RecordStore, target_key
 from compiler.schedule import Annotate, Schedule, Split
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import ops_doc, report_docs
-from bench.report_docs import BENCHMARKS, ReportError, render_page
+from relayish_tools.bench import ops_doc, report_docs
+from relayish_tools.bench.report_docs import BENCHMARKS, ReportError, render_page
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ SYNTHETIC = {
                                                                                "passed": True}}},
         "profile": None},
     "suite.json": {
-        "benchmark": "suite", **prov("python -m bench.suite suite/ --json s.json"),
+        "benchmark": "suite", **prov("python -m relayish_tools.bench.suite suite/ --json s.json"),
         "configuration": {"threads": 2, "timing": "steady", "repeat": 30, "warmup": 5, "block": 5},
         "rows": [{"model": "alexnet", "relayish": stats(7.34), "onnxruntime": stats(11.74), "openvino": stats(7.11),
                   "ratio": 0.625, "paired": PAIRED, "openvino_ratio": 0.606, "openvino_paired": PAIRED,
@@ -52,13 +52,13 @@ SYNTHETIC = {
                   "paired": PAIRED, "max_rel_error": 4.7e-7, "agree": True},
                  {"model": "broken", "error": "compile: OnnxImportError: bad"}]},
     "wild.json": {
-        "benchmark": "suite", **prov("python -m bench.suite wild/ --json w.json"),
+        "benchmark": "suite", **prov("python -m relayish_tools.bench.suite wild/ --json w.json"),
         "configuration": {"threads": 2, "timing": "steady", "repeat": 30, "warmup": 5, "block": 5},
         "rows": [{"model": "ppocr_v6_rec", "relayish": stats(12.56), "onnxruntime": stats(12.62),
                   "openvino": stats(12.46), "ratio": 0.995, "paired": PAIRED, "openvino_ratio": 0.987,
                   "openvino_paired": PAIRED, "max_rel_error": 4.7e-6, "agree": True}]},
     "shapes.json": {
-        "benchmark": "shapes", **prov("python -m bench.shapes --seed 5 --json sh.json"), "seed": 5, "n": 8,
+        "benchmark": "shapes", **prov("python -m relayish_tools.bench.shapes --seed 5 --json sh.json"), "seed": 5, "n": 8,
         "threads": 2, "repeat": 30,
         "summary": [{"class": "conv1x1", "cases": 8, "failures": 0, "geomean": 0.912, "p90": 1.104, "worst": 1.21,
                      "worst_shape": "conv1x1 c=17 o=3 9x9 k=1 s1"},
@@ -66,21 +66,21 @@ SYNTHETIC = {
                      "worst_shape": None}],
         "cases": []},
     "rnn.json": {
-        "benchmark": "rnn", **prov("python -m bench.rnn --json r.json"), "threads": 2, "repeat": 30,
+        "benchmark": "rnn", **prov("python -m relayish_tools.bench.rnn --json r.json"), "threads": 2, "repeat": 30,
         "cases": [{"shape": "LSTM T=8 B=1 I=64 H=64 forward", "ours_ms": 0.0412, "ort_ms": 0.0577, "ratio": 0.714},
                   {"shape": "GRU T=512 B=4 I=64 H=64 forward", "ratio": None, "error": "compile: boom"}]},
     "payoff.json": [
-        {**prov("python -m bench.payoff suite/ --minutes 15 --out payoff/"), "model": "resnet18", "minutes": 15,
+        {**prov("python -m relayish_tools.bench.payoff suite/ --minutes 15 --out payoff/"), "model": "resnet18", "minutes": 15,
          "trials": 1591, "tasks": 20, "date": "2031-02-01 10:00", "untuned_ms": 6.37, "tuned_ms": 6.67,
          "onnxruntime_ms": 8.71, "paired": {"tuned/untuned": PAIRED, "tuned/ort": PAIRED, "untuned/ort": PAIRED},
          "estimated_ms": 5.9, "kept": 17, "reverted": 1, "max_rel_error": 3e-6, "agree": True},
-        {**prov("python -m bench.payoff suite/ --models gpt --out payoff/", cpu="Intel Xeon 8488C"), "model": "gpt",
+        {**prov("python -m relayish_tools.bench.payoff suite/ --models gpt --out payoff/", cpu="Intel Xeon 8488C"), "model": "gpt",
          "minutes": 15, "trials": 750, "tasks": 14, "date": "2031-02-02 11:00", "untuned_ms": 3.21, "tuned_ms": 3.22,
          "onnxruntime_ms": 3.32, "paired": {"tuned/untuned": PAIRED}, "estimated_ms": 3.81, "kept": None,
          "reverted": None, "max_rel_error": 4e-7, "agree": True}],
     "template_free.json": {
         "benchmark": "template_free", "model": "models/resnet18.onnx",
-        **prov("python -m bench.template_free models/resnet18.onnx --time-budget 900 --records naive.db"),
+        **prov("python -m relayish_tools.bench.template_free models/resnet18.onnx --time-budget 900 --records naive.db"),
         "estimate_ms": {"hand-written": 6.0, "naive": 900.0, "tuned": 5.8},
         "end_to_end_ms": {"hand-written": 6.06, "naive": 950.0, "tuned from naive": 5.92},
         "paired_tuned_over_hand_written": PAIRED, "trials": 1415, "seconds": 901.0,
@@ -203,19 +203,19 @@ def test_main_writes_and_checks_the_page(tmp_path, capsys):
     assert report_docs.main([str(data), "--check", str(page)]) == 0
     (data / "suite.json").unlink()
     assert report_docs.main([str(data), "--check", str(page)]) == 1
-    assert "python -m bench.report_docs" in capsys.readouterr().err
+    assert "python -m relayish_tools.bench.report_docs" in capsys.readouterr().err
 
 
 def test_committed_benchmarks_page_is_what_docs_data_gives():
     assert render_page(REPO / "docs" / "data") == (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8"), \
-        "docs/benchmarks.md is stale: run `python -m bench.report_docs docs/data -o docs/benchmarks.md`"
+        "docs/benchmarks.md is stale: run `python -m relayish_tools.bench.report_docs docs/data -o docs/benchmarks.md`"
 
 
 def test_committed_ops_page_is_what_the_registries_give():
     page = ops_doc.render_page()
     assert "| Conv | 7 | 1, 11, 22 |" in page and "| nn.conv2d |" in page
     assert page == (REPO / "docs" / "ops.md").read_text(encoding="utf-8"), \
-        "docs/ops.md is behind the registries: run `python -m bench.ops_doc -o docs/ops.md`"
+        "docs/ops.md is behind the registries: run `python -m relayish_tools.bench.ops_doc -o docs/ops.md`"
 
 
 def test_readme_stays_a_reference():

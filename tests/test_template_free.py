@@ -8,8 +8,8 @@ import math
 import onnx
 import pytest
 
-from bench.report_docs import BENCHMARKS, render_section
-from bench.template_free import main
+from relayish_tools.bench.report_docs import BENCHMARKS, render_section
+from relayish_tools.bench.template_free import main
 from test_compare import conv_dense_model
 from tuning.tune import model_tasks, tune_model
 
@@ -32,7 +32,7 @@ def test_template_free_run_reports_all_three_builds(tmp_path):
     assert all(v > 0 and math.isfinite(v) for v in est.values())
     assert est["tuned"] <= est["naive"] and 0 < report["trials"] <= trials and report["curve"]
     assert not plot or (tmp_path / "tf.png").stat().st_size > 0
-    assert report["model"] == model and report["command_line"].startswith("python -m bench.template_free " + model)
+    assert report["model"] == model and report["command_line"].startswith("python -m relayish_tools.bench.template_free " + model)
     assert report["machine"]["cores"] >= 1 and report["versions"]["onnxruntime"]
     bench = next(b for b in BENCHMARKS if b.name == "template_free")
     assert "| tuned from naive | " in render_section(bench, report, "template_free.json", "tf")

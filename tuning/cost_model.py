@@ -10,7 +10,7 @@ capacity on ranking the fast programs right (the ones the search keeps):
 
 `predict` returns these scores: higher is better. `pairwise_accuracy` is how the model is judged: the fraction
 of pairs of programs whose predicted order is their measured order, on a dataset of measured programs made by
-the benchmark tools (`python -m bench.cost_data --collect data.npz`, then `--evaluate data.npz`).
+the benchmark tools (`python -m relayish_tools.bench.cost_data --collect data.npz`, then `--evaluate data.npz`).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from compiler.schedule import Schedule, ScheduleError
 from .features import NUM_FEATURES, extract_features
 
 # Ansor's settings, except for shallower trees, a smaller step, no split penalty and more rounds: on held-out
-# measured programs (python -m bench.cost_data --evaluate) this ranks random schedule variants better (pairwise
+# measured programs (python -m relayish_tools.bench.cost_data --evaluate) this ranks random schedule variants better (pairwise
 # accuracy 0.80 against Ansor's 0.76) and mutations of the default schedule as well (0.88 both).
 # base_score 0: a program's score is a sum over its statements.
 # One thread: on a busy machine, xgboost's OpenMP threads spin against each other (20x slower with two).

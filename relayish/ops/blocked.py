@@ -54,7 +54,7 @@ def _dw_ref(x, w, strides, padding, dilation):
 # memory traffic than it saves (MobileNetV2's stride-2 112x112x96 depthwise: 270 -> 101 us, Xeon, 2026-11-25; 30 ->
 # 23 GFLOP/s, Zen 3). A stride-1 window reads each pixel KH*KW times from a padded copy, with no select in its
 # inner loop: MobileNetV2's 3x3 144-channel 56x56 depthwise went 13 -> 40 GFLOP/s, the 960-channel 7x7 one
-# 35 -> 43 (Zen 3, 2026-11-27, python -m bench.op_table --only depthwise).
+# 35 -> 43 (Zen 3, 2026-11-27, python -m relayish_tools.bench.op_table --only depthwise).
 DEPTHWISE_TAG = stage_tag("depthwise_conv2d_nchwc", buffered_padding=True)
 DEPTHWISE_STRIDED_TAG = stage_tag("depthwise_conv2d_nchwc_strided", buffered_padding=False)
 

@@ -1,6 +1,0 @@
-"""`python -m cli ...`: the `relayish` command line without the installed console script."""
-import sys
-
-from .main import main
-
-sys.exit(main())

