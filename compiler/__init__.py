@@ -2,7 +2,7 @@
 
 Read compiler/passes/__init__.py (the graph half of the pipeline), then compiler/backend.py (the back half)."""
 from .compile import build, compile_model, compile_with
-from .options import CompileOptions, DefaultSchedules, Layout
+from .options import CompileOptions, DefaultSchedules, Layout, as_default_schedules
 from .task import extract_tasks
 
-__all__ = ["CompileOptions", "DefaultSchedules", "Layout", "build", "compile_model", "compile_with", "extract_tasks"]
+__all__ = ["CompileOptions", "DefaultSchedules", "Layout", "as_default_schedules", "build", "compile_model", "compile_with", "extract_tasks"]

@@ -23,6 +23,7 @@ from .default_schedule import default_schedule
 from .loopir import PrimFunc
 from .lower import lower
 from .memory import MemoryPlan, plan_memory
+from .options import DefaultSchedules, as_default_schedules
 from .passes import check_constant_kernels
 from .records import RecordsReader
 from .schedule import Schedule, ScheduleError, State
@@ -37,7 +38,7 @@ class Products:
     vector_width: int  # float32 lanes of the target's vectors
     lib_path: str  # where the shared library goes
     log: Callable | None  # progress messages (None: only the records summary, when there are records)
-    default_schedules: str = "hand-written"  # what a task without a record runs: see untuned_schedule
+    default_schedules: DefaultSchedules = DefaultSchedules.HAND_WRITTEN  # a task without a record: untuned_schedule
     task_calls: TaskCalls | None = None
     schedules: list | None = None  # of ChosenSchedule, one per task
     kernels: list | None = None  # of PrimFunc, one per task
@@ -86,22 +87,18 @@ def _with_written_outputs(fused: IRModule) -> IRModule:
                                     fused.main.attrs))
 
 
-DEFAULT_SCHEDULES = ("hand-written", "naive")
-
-
-def untuned_schedule(task: Task, vector_width: int = 16, kind: str = "hand-written") -> Schedule:
-    """The schedule of a task without a record. "hand-written": compiler/default_schedule.py's rules; "naive": no
+def untuned_schedule(task: Task, vector_width: int = 16,
+                     kind: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN) -> Schedule:
+    """The schedule of a task without a record. HAND_WRITTEN: compiler/default_schedule.py's rules; NAIVE: no
     steps at all, the naive loop nest (every stage at root, serial loops): for tuning experiments, the program a
     template-free tuner starts from (tune_model(start="naive"))."""
-    if kind == "hand-written":
+    if as_default_schedules(kind) is DefaultSchedules.HAND_WRITTEN:
         return default_schedule(task.initial_state(), vector_width)
-    if kind == "naive":
-        return Schedule()
-    raise ValueError(f"default schedules must be one of {DEFAULT_SCHEDULES}, got {kind!r}")
+    return Schedule()
 
 
 def choose_schedule(task: Task, records=None, vector_width: int = 16,
-                    default_schedules: str = "hand-written") -> ChosenSchedule:
+                    default_schedules: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN) -> ChosenSchedule:
     """The best recorded schedule for the task on this target, else the untuned one (see untuned_schedule). A
     record is applied once: the state it makes is both the proof that it still fits the task and what lower
     reads."""
@@ -117,7 +114,8 @@ def choose_schedule(task: Task, records=None, vector_width: int = 16,
 
 
 def choose_schedules(task_calls: TaskCalls, records, vector_width: int, log,
-                     default_schedules: str = "hand-written") -> list[ChosenSchedule]:
+                     default_schedules: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN
+                     ) -> list[ChosenSchedule]:
     """One schedule per task, from the records where they have one (see choose_schedule)."""
     with opened_records(records) as store:
         chosen = [choose_schedule(task, store, vector_width, default_schedules) for task in task_calls.tasks]
@@ -170,11 +168,10 @@ STEP_NAMES = [s.name for s in BACKEND]
 
 def run_backend(fused: IRModule, vector_width: int, records=None, lib_path: str | None = None, log=None,
                 timings: dict | None = None, stop_after: str | None = None,
-                default_schedules: str = "hand-written") -> Products:
+                default_schedules: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN) -> Products:
     """Run BACKEND on a fused module (the output of passes.run_pipeline), up to and including `stop_after`.
     Each step's seconds go to timings[step name]. lib_path is needed only when the link step runs."""
-    if default_schedules not in DEFAULT_SCHEDULES:
-        raise ValueError(f"default_schedules must be one of {DEFAULT_SCHEDULES}, got {default_schedules!r}")
+    default_schedules = as_default_schedules(default_schedules)
     if stop_after is not None and stop_after not in STEP_NAMES:
         raise ValueError(f"unknown backend step {stop_after!r}; steps are {', '.join(STEP_NAMES)}")
     if lib_path is None and stop_after in (None, "link"):

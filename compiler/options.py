@@ -31,6 +31,11 @@ def _enum(kind, value, what: str):
         raise ValueError(f"{what} must be one of {[m.value for m in kind]}, got {value!r}") from None
 
 
+def as_default_schedules(value) -> DefaultSchedules:
+    """DefaultSchedules from the enum or its string, with an error naming the choices."""
+    return _enum(DefaultSchedules, value, "default_schedules")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Every option of compile_model (see its docstring for what each does)."""
@@ -49,7 +54,7 @@ class CompileOptions:
     def __post_init__(self):
         set_ = object.__setattr__  # (frozen: normalized once, here)
         set_(self, "layout", _enum(Layout, self.layout, "layout"))
-        set_(self, "default_schedules", _enum(DefaultSchedules, self.default_schedules, "default_schedules"))
+        set_(self, "default_schedules", as_default_schedules(self.default_schedules))
         set_(self, "input_shapes", dict(self.input_shapes or {}))
         set_(self, "input_values", dict(self.input_values or {}))
         if not isinstance(self.opt_level, int) or not 0 <= self.opt_level <= 3:

@@ -98,6 +98,19 @@ def test_bad_command_lines_exit_2(argv, capsys):
     assert "usage: relayish" in capsys.readouterr().err
 
 
+def test_mode_choices_are_the_compilers_enums():
+    """The CLI spells the choices of compiler.Layout and compiler.DefaultSchedules itself (it starts without
+    loading the compiler): they must stay the enums' values."""
+    choices = {}
+    commands = next(a for a in cli.build_parser()._actions if a.dest == "command").choices
+    for sub in commands.values():
+        for action in sub._actions:
+            if action.choices and action.dest in ("layout", "start"):
+                choices.setdefault(action.dest, set()).update(action.choices)
+    assert choices == {"layout": {m.value for m in compiler.Layout},
+                       "start": {m.value for m in compiler.DefaultSchedules}}
+
+
 def test_tune_needs_a_budget_and_an_existing_model(onnx_path, tmp_path, capsys):
     code, out, err = run_cli(capsys, "tune", onnx_path, "--records", str(tmp_path / "r.db"))
     assert code == 2 and "--trials N or --time-budget S" in err

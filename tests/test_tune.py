@@ -158,7 +158,7 @@ def test_select_tasks_by_index_range_and_name():
 def test_relayish_tune_with_tvmc_options(tmp_path, capsys):
     """--tasks picks one task, --number/--repeat set the readings, --early-stopping ends a task that stops
     improving before the trial budget; the progress is a tqdm bar with an ETA."""
-    import relayish_tools.cli
+    from relayish_tools import cli
 
     path, db = str(tmp_path / "conv_pool.onnx"), str(tmp_path / "r.db")
     onnx.save(conv_pool(), path)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import compile_model
+from compiler import DefaultSchedules, compile_model
 from runtime.timing import Engine, format_paired, paired_ratio, time_blocks
 
 CHECK_PARAMS = {"repeat": 30, "warmup": 3, "profile_repeat": 10, "profile_rounds": 3}
@@ -105,7 +105,7 @@ def decide(store, target, tuned, untuned_ms: dict, tuned_ms: dict) -> tuple[list
 
 
 def check_in_model(model, store, target, input_shapes=None, layout: str = "NCHWc", winograd: bool = True,
-                   start: str = "hand-written", estimate: dict | None = None, params: dict | None = None,
+                   start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, estimate: dict | None = None, params: dict | None = None,
                    log=lambda msg: None) -> ModelCheck:
     """Compile `model` untuned and with the store's records, write per-task verdicts (see the module docstring),
     and time both end to end. estimate: task key -> the tuner's (best, untuned) costs in seconds, to compare the

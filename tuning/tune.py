@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import extract_tasks
+from compiler import DefaultSchedules, as_default_schedules, extract_tasks
 from compiler.algorithms import estimated_latency, tasks_with_alternatives
 from compiler.codegen import host_target, vector_width
 from compiler.backend import untuned_schedule
@@ -118,7 +118,7 @@ class Tuner:
     --early-stopping)."""
 
     def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
-                 start: str = "hand-written", executor=None):
+                 start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, executor=None):
         self.tasks, self.store, self.target, self.params = tasks, store, target, params
         self.rng = random.Random(params["seed"])
         self.model = XGBoostModel(seed=params["seed"])
@@ -256,8 +256,8 @@ class Budget:
 def tune_model(models, records: str, trials: int | None = None, time_budget_s: float | None = None,
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
-               start: str = "hand-written", check_model: bool = True, executor=None, tasks: str | None = None,
-               early_stopping: int | None = None, algorithms: bool = False) -> TuneResult:
+               start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, check_model: bool = True, executor=None,
+               tasks: str | None = None, early_stopping: int | None = None, algorithms: bool = False) -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
@@ -275,6 +275,7 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     algorithm, that its records say are fastest (compiler/algorithms.py). Off: the rule's algorithm and block."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
+    start = as_default_schedules(start)
     if is_dask_client(executor):  # measure needs it as a measurer (tuning/dask_measure.py)
         from .dask_measure import DaskMeasurer
         executor = DaskMeasurer(executor)
@@ -491,7 +492,7 @@ def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target
     return len(seeds)
 
 
-def _default_schedule(task: Task, start: str = "hand-written") -> Schedule:
+def _default_schedule(task: Task, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN) -> Schedule:
     """The untuned schedule tuning starts from and compares with: the hand-written default, or the naive loop nest."""
     return untuned_schedule(task, vector_width(), start)
 

@@ -82,6 +82,7 @@ def add_tune_parser(sub) -> None:
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="limit of each build and each run")
     p.add_argument("--no-cache-flush", action="store_true",
                    help="time back-to-back calls with warm caches instead of each call after a cache flush")
+    # compiler.DefaultSchedules' values (not imported here: the CLI starts without loading the compiler)
     p.add_argument("--start", choices=["hand-written", "naive"], default="hand-written",
                    help="what each task starts from: the default schedules, or the naive loop nest (experiments; "
                    "compile with the same choice)")
