@@ -29,6 +29,7 @@ from .codegen import host_target, prestart_workers, vector_width
 from .index_bounds import input_index_bounds, input_index_ignored
 from .options import CompileOptions
 from .passes import PassContext, run_pipeline
+from .dynamic import ShapeSpecializedSession, has_free_dims
 from .specialize import ValueSpecializedSession
 
 
@@ -42,7 +43,8 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     The keyword arguments make a compiler.options.CompileOptions (or pass one as `options`, which then replaces
     them all). winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A
     symbolic input dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict
-    (frontends.from_onnx). default_schedules: what a task without a record runs, "hand-written" or, for tuning
+    (frontends.from_onnx); a dim given as None, -1 or a range (lo, hi) stays free: compile_model then returns a
+    compiler.dynamic.ShapeSpecializedSession, which compiles once per input shape on `run`. default_schedules: what a task without a record runs, "hand-written" or, for tuning
     experiments, "naive" (the plain loop nest; see compiler.backend.untuned_schedule).
     cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
     on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit.
@@ -60,6 +62,9 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
 def compile_with(model, options: CompileOptions):
     """compile_model with its options as one object."""
     t0 = time.perf_counter()
+    if has_free_dims(options.input_shapes):
+        return ShapeSpecializedSession(model, options, compile_with, describe_model(load_model(model)[0]),
+                                       options.max_specializations)
     fields = options.cache_fields()
     if options.input_values:
         fields["input_values"] = {k: _value_digest(v) for k, v in options.input_values.items()}

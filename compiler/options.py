@@ -39,7 +39,7 @@ def as_default_schedules(value) -> DefaultSchedules:
 @dataclass(frozen=True)
 class CompileOptions:
     """Every option of compile_model (see its docstring for what each does)."""
-    input_shapes: dict = field(default_factory=dict)  # input name -> shape (binds symbolic dims)
+    input_shapes: dict = field(default_factory=dict)  # input name -> shape (binds symbolic dims; None: free)
     layout: Layout = Layout.NCHWC
     opt_level: int = 3
     records: str | None = None  # a tuning records database
@@ -50,6 +50,7 @@ class CompileOptions:
     default_schedules: DefaultSchedules = DefaultSchedules.HAND_WRITTEN
     cache: bool | None = None  # None: on unless RELAYISH_CACHE=0
     input_values: dict = field(default_factory=dict)  # input name -> array: compiled as constants
+    max_specializations: int = 8  # with free dims: compiled shapes kept (compiler/dynamic.py)
 
     def __post_init__(self):
         set_ = object.__setattr__  # (frozen: normalized once, here)

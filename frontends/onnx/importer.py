@@ -351,7 +351,8 @@ def _report_unbound(name: str, dims: list, bindings: dict, shape: tuple, source:
                if (isinstance(d, str) and d not in bindings) or d is None]
     if unbound:
         message = (f"{source}: input {name!r} has unbound {', '.join(unbound)}, compiled as 1 (shape {shape}); "
-                   f"bind it with input_shapes={{{name!r}: (...)}} giving the full shape")
+                   f"bind it with input_shapes={{{name!r}: (...)}} giving the full shape (None for a dim to leave "
+                   "free: compiled per shape)")
         if strict:
             raise OnnxImportError(message + " (strict=True)")
         warnings.warn(message, stacklevel=4)
@@ -382,7 +383,8 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
         dims = declared[name]
         shape = tuple(shape)
         if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
-            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be non-negative ints")
+            raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be non-negative ints "
+                                  "(or None, -1, (lo, hi) for a dim left free)")
         if dims is None:
             continue
         model_shape = tuple(d if d else "?" for d in dims)

@@ -1,0 +1,238 @@
+"""Models compiled with dims left free: one compiled module per input shape, made on first sight.
+
+`compile_model(path, input_shapes={"x": (1, 3, 48, None)})` leaves dim 3 of x free: None or -1 for any size,
+`(lo, hi)` for a size in that closed range. Every other dim the model leaves unbound (a dim_param name or an
+unnamed dim of any input not fixed by input_shapes) is free too. compile_model then returns a
+ShapeSpecializedSession: its `run` checks every input against the model's fixed dims, the free dims' ranges and
+each other (a dim named `batch` in two inputs must have one size), and runs the module compiled for those sizes,
+compiling it on the first call that brings them (the compile cache keeps it across processes).
+
+What this is not yet: a generic module with run-time extents that serves a new shape with no compile. The first
+call with a new shape pays a compile; later calls with that shape run at static-compiled speed.
+
+Invariants:
+- A module is chosen by the sizes of every free dim: it is never reused for another shape, so results are those
+  of a model compiled for the shapes given.
+- At most `max_specializations` modules are kept (least recently used dropped): memory stays bounded when shapes
+  change from call to call.
+- Thread-safe: concurrent calls with one new shape compile it once (the others wait), then each runs on the
+  compiled module, which is itself safe to call from several threads.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.session import ORT_TYPES, PROVIDER, ModelMetadata, NodeArg, model_metadata
+
+MAX_SPECIALIZATIONS = 8
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dim of an input: fixed (size) or free (symbol, lo <= size <= hi; hi None: no bound)."""
+    size: int | None = None
+    symbol: str | None = None
+    lo: int = 0
+    hi: int | None = None
+
+    def show(self) -> str:
+        if self.size is not None:
+            return str(self.size)
+        if self.lo == 0 and self.hi is None:
+            return self.symbol
+        return f"{self.symbol} in [{self.lo}, {'inf' if self.hi is None else self.hi}]"
+
+
+def is_free(d) -> bool:
+    """Whether an input_shapes dim leaves the dim free: None, -1 or a (lo, hi) range."""
+    return d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1) or \
+        isinstance(d, (tuple, list))
+
+
+def has_free_dims(input_shapes: dict) -> bool:
+    return any(is_free(d) for shape in (input_shapes or {}).values() for d in tuple(shape))
+
+
+def input_specs(declared: dict, input_shapes: dict) -> dict[str, tuple[Dim, ...]]:
+    """Each graph input's dims, from the model's declared dims (int, dim_param name or None) and input_shapes.
+    Raises ValueError naming the input and dim for what cannot be: a rank or fixed size the model contradicts, a
+    bad range, an unknown input."""
+    unknown = sorted(set(input_shapes) - set(declared))
+    if unknown:
+        raise ValueError(f"input_shapes names {unknown}, which are not graph inputs of the model "
+                         f"(inputs: {sorted(declared)})")
+    specs = {}
+    for name, dims in declared.items():
+        given = input_shapes.get(name)
+        if dims is None and given is None:
+            raise ValueError(f"input {name!r} declares no shape: give it in input_shapes (None for a free dim)")
+        if given is not None and dims is not None and len(tuple(given)) != len(dims):
+            raise ValueError(f"input_shapes[{name!r}] = {tuple(given)} has rank {len(tuple(given))}, but the "
+                             f"model's input {name!r} has rank {len(dims)}")
+        rank = len(tuple(given)) if given is not None else len(dims)
+        specs[name] = tuple(_dim(name, axis, None if dims is None else dims[axis],
+                                 None if given is None else tuple(given)[axis], given is not None)
+                            for axis in range(rank))
+    return specs
+
+
+def _dim(name: str, axis: int, declared, given, was_given: bool) -> Dim:
+    symbol = declared if isinstance(declared, str) else f"{name}.{axis}"
+    where = f"input_shapes[{name!r}] dim {axis}"
+    if not was_given:
+        return Dim(size=declared) if isinstance(declared, int) else Dim(symbol=symbol)
+    if is_free(given):
+        if isinstance(declared, int):
+            raise ValueError(f"{where} is left free, but the model fixes it to {declared}")
+        if isinstance(given, (tuple, list)):
+            if len(given) != 2 or not all(isinstance(b, (int, np.integer)) for b in given) or \
+                    not 0 <= given[0] <= given[1]:
+                raise ValueError(f"{where} = {given}: a range is (lo, hi) with 0 <= lo <= hi")
+            return Dim(symbol=symbol, lo=int(given[0]), hi=int(given[1]))
+        return Dim(symbol=symbol)
+    if not isinstance(given, (int, np.integer)) or isinstance(given, bool) or given < 0:
+        raise ValueError(f"{where} = {given!r}: a dim is a size (int >= 0), None or -1 (free), or (lo, hi)")
+    if isinstance(declared, int) and declared != given:
+        raise ValueError(f"{where} = {given}, but the model fixes it to {declared}")
+    return Dim(size=int(given))
+
+
+def bind(specs: dict, shapes: dict) -> dict[str, int]:
+    """The size of every free symbol for these input shapes (name -> tuple), or a ValueError naming the input,
+    the dim and what was expected."""
+    sizes, seen_in = {}, {}
+    for name, dims in specs.items():
+        if name not in shapes:
+            raise ValueError(f"missing input {name!r} (inputs: {sorted(specs)})")
+        shape = tuple(shapes[name])
+        expected = f"expected ({', '.join(d.show() for d in dims)})"
+        if len(shape) != len(dims):
+            raise ValueError(f"input {name!r} has shape {shape}, {expected}")
+        for axis, (size, d) in enumerate(zip(shape, dims)):
+            if d.size is not None and size != d.size:
+                raise ValueError(f"input {name!r} has shape {shape}, {expected}: dim {axis} must be {d.size}")
+            if d.symbol is None:
+                continue
+            if size < d.lo or (d.hi is not None and size > d.hi):
+                raise ValueError(f"input {name!r} has shape {shape}, {expected}: dim {axis} ({d.symbol!r}) is "
+                                 f"{size}, outside its range")
+            if sizes.setdefault(d.symbol, size) != size:
+                raise ValueError(f"input {name!r} has shape {shape}: dim {axis} ({d.symbol!r}) is {size}, but "
+                                 f"input {seen_in[d.symbol]!r} has {d.symbol!r} = {sizes[d.symbol]}")
+            seen_in.setdefault(d.symbol, name)
+    return sizes
+
+
+@dataclass
+class Specialization:
+    """One compiled module and what it was compiled for."""
+    module: object
+    symbols: dict
+    input_shapes: dict
+    compile_s: float
+    runs: int = 0
+
+
+class ShapeSpecializedSession:
+    """A session over a model compiled with free dims (see the module docstring). The onnxruntime-like API (run,
+    get_inputs, get_outputs, get_modelmeta, get_providers) answers for every shape; anything else (benchmark,
+    profile, export_library) belongs to one shape's module: `specialization(input_shapes)`."""
+
+    def __init__(self, model, options, compile_with, described: dict, max_specializations: int = MAX_SPECIALIZATIONS):
+        """options: the compile's compiler.options.CompileOptions, whose input_shapes leave dims free;
+        compile_with(model, options): the compiler (handed in: compile.py imports this module)."""
+        if not isinstance(max_specializations, int) or max_specializations < 1:
+            raise ValueError(f"max_specializations must be a positive int, got {max_specializations!r}")
+        self._model = model
+        self._specs = input_specs(described["input_dims"], options.input_shapes)
+        self._options = options
+        self._compile = compile_with
+        self._described = described
+        self._capacity = max_specializations
+        self._kept: OrderedDict = OrderedDict()  # symbol sizes -> Specialization
+        self._lock = threading.Lock()
+
+    @property
+    def free_dims(self) -> dict[str, str]:
+        """Each free symbol and where it is declared (its range if it has one)."""
+        out = {}
+        for name, dims in self._specs.items():
+            for axis, d in enumerate(dims):
+                if d.symbol is not None:
+                    out.setdefault(d.symbol, f"{name} dim {axis}" + ("" if d.show() == d.symbol else
+                                                                      d.show()[len(d.symbol):]))
+        return out
+
+    def specializations(self) -> list[dict]:
+        """The compiled modules kept, least recently used first: symbol sizes, input shapes, compile seconds and
+        the runs each has served."""
+        with self._lock:
+            return [{"symbols": dict(s.symbols), "input_shapes": dict(s.input_shapes),
+                     "compile_s": s.compile_s, "runs": s.runs} for s in self._kept.values()]
+
+    # ---- onnxruntime's InferenceSession API ----
+    def get_inputs(self) -> list[NodeArg]:
+        types = self._described["input_types"]
+        return [NodeArg(name, [d.size if d.size is not None else d.symbol for d in dims],
+                        ORT_TYPES.get(types.get(name) or "", "tensor(?)")) for name, dims in self._specs.items()]
+
+    def get_outputs(self) -> list[NodeArg]:
+        dims, types = self._described["output_dims"], self._described["output_types"]
+        return [NodeArg(name, list(d) if d is not None else None, ORT_TYPES.get(types.get(name) or "", "tensor(?)"))
+                for name, d in dims.items()]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        return model_metadata(self._described, "the model")
+
+    def get_providers(self) -> list[str]:
+        return [PROVIDER]
+
+    def run(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+        if not isinstance(input_feed, dict):
+            raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
+        shapes = {name: np.shape(input_feed[name]) for name in self._specs if name in input_feed}
+        spec = self._specialization_for(shapes, count_run=True)
+        return spec.module.run(output_names, input_feed, run_options)
+
+    def specialization(self, input_shapes: dict):
+        """The compiled module for these input shapes (name -> shape), compiled now if it is not kept."""
+        return self._specialization_for({k: tuple(v) for k, v in input_shapes.items()}).module
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"{name!r}: this session compiles the model once per shape of its free dims "
+                             f"{sorted(self.free_dims)}; ask one shape's module: "
+                             f"sess.specialization({{input name: shape, ...}}).{name}")
+
+    def __repr__(self):
+        return f"ShapeSpecializedSession(free_dims={self.free_dims}, specializations={len(self._kept)})"
+
+    # ---- internals ----
+    def _specialization_for(self, shapes: dict, count_run: bool = False) -> Specialization:
+        sizes = bind(self._specs, shapes)
+        key = tuple(sorted(sizes.items()))
+        with self._lock:
+            spec = self._kept.get(key)
+            if spec is None:
+                spec = self._compile_for(sizes, {n: tuple(int(v) for v in s) for n, s in shapes.items()})
+                self._kept[key] = spec
+                while len(self._kept) > self._capacity:
+                    self._kept.popitem(last=False)
+            self._kept.move_to_end(key)
+            spec.runs += count_run
+        return spec
+
+    def _compile_for(self, sizes: dict, shapes: dict) -> Specialization:
+        t0 = time.perf_counter()
+        try:
+            module = self._compile(self._model, self._options.replace(input_shapes=shapes))
+        except Exception as e:
+            e.add_note(f"(compiling the model for input shapes {shapes})")
+            raise
+        return Specialization(module, sizes, shapes, time.perf_counter() - t0)

@@ -1,0 +1,133 @@
+"""compile_model with dims left free (compiler/dynamic.py): a ShapeSpecializedSession that compiles once per input
+shape, checked three ways on shapes it was not compiled for ahead of time, and its checks of the inputs."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import CompileOptions, compile_model
+from compiler.dynamic import ShapeSpecializedSession
+from harness import assert_three_way, run_ort
+from relayish.interp import evaluate
+from frontends import from_onnx
+
+RNG = np.random.default_rng(7)
+
+
+def line_model(width="W"):
+    """A text-line recognizer in miniature: conv + relu over (1, 3, 8, W), the mean over the height, a per-column
+    classifier: (1, W, 5). `width` is the declared dim: a name, or None for an unnamed dim."""
+    w = numpy_helper.from_array(RNG.standard_normal((6, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(RNG.standard_normal((6, 5)).astype(np.float32), "fc")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("ReduceMean", ["r"], ["m"], axes=[2], keepdims=0),
+             helper.make_node("Transpose", ["m"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["t", "fc"], ["y"])]
+    graph = helper.make_graph(nodes, "line", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 8, width))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, width, 5))], [w, fc])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def pair_model():
+    """y = a + b with a and b both (N, 4): one symbol in two inputs."""
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "pair",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ("N", 4)) for n in "ab"],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("N", 4))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def interpreted(model, feeds):
+    shapes = {k: v.shape for k, v in feeds.items()}
+    return evaluate(from_onnx(model, input_shapes=shapes), feeds)
+
+
+@pytest.mark.parametrize("width", ["W", None], ids=["named", "unnamed"])
+def test_free_width_runs_shapes_never_compiled_for_three_ways(width):
+    model = line_model(width)
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    assert isinstance(sess, ShapeSpecializedSession)
+    symbol = "W" if width else "x.3"
+    assert sess.get_inputs()[0].shape == [1, 3, 8, symbol] and list(sess.free_dims) == [symbol]
+    for w in (17, 40, 5, 17):
+        feed = {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)}
+        ours, = sess.run(None, feed)
+        assert ours.shape == (1, w, 5)
+        assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"W={w}")
+    kept = sess.specializations()
+    assert [s["symbols"] for s in kept] == [{symbol: 40}, {symbol: 5}, {symbol: 17}]  # 17 used last
+    assert [s["runs"] for s in kept] == [1, 1, 2] and all(s["compile_s"] > 0 for s in kept)
+
+
+def test_one_symbol_in_two_inputs_must_agree():
+    sess = compile_model(pair_model(), input_shapes={"a": (None, 4)}, cache=False)
+    a, b = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
+    with pytest.raises(ValueError, match=r"input 'b' has shape \(2, 4\): dim 0 \('N'\) is 2, but input 'a' has "
+                                         r"'N' = 3"):
+        sess.run(None, {"a": a, "b": b})
+    y, = sess.run(None, {"a": a, "b": 2 * a})
+    np.testing.assert_array_equal(y, 3 * a)
+    assert sess.specializations() and sess.specializations()[0]["symbols"] == {"N": 3}
+
+
+def test_inputs_outside_the_declared_dims_get_clear_errors():
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, (4, 64))}, cache=False)
+    with pytest.raises(ValueError, match=r"dim 3 \('W'\) is 65, outside its range"):
+        sess.run(None, {"x": np.zeros((1, 3, 8, 65), np.float32)})
+    with pytest.raises(ValueError, match=r"has shape \(1, 3, 9, 10\), expected \(1, 3, 8, W in \[4, 64\]\): dim 2 "
+                                         r"must be 8"):
+        sess.run(None, {"x": np.zeros((1, 3, 9, 10), np.float32)})
+    with pytest.raises(ValueError, match="missing input 'x'"):
+        sess.run(None, {})
+    assert sess.specializations() == []  # nothing was compiled for a refused shape
+
+
+@pytest.mark.parametrize("shape, message", [
+    ((1, 3, None, None), r"input_shapes\['x'\] dim 2 is left free, but the model fixes it to 8"),
+    ((1, 3, 8, (9, 4)), r"a range is \(lo, hi\) with 0 <= lo <= hi"),
+    ((1, 3, 8, "W"), r"dims must be non-negative ints \(or None, -1, \(lo, hi\) for a dim left free\)"),
+    ((1, 3, 8, (4, 2.5)), r"a range is \(lo, hi\) with 0 <= lo <= hi"),
+    ((1, None), r"has rank 2, but the model's input 'x' has rank 4"),
+])
+def test_bad_free_dims_are_refused_at_compile_time(shape, message):
+    with pytest.raises(ValueError, match=message):
+        compile_model(line_model(), input_shapes={"x": shape}, cache=False)
+
+
+def test_kept_modules_are_bounded_and_the_api_points_to_one_shape():
+    options = CompileOptions(input_shapes={"a": (-1, 4)}, cache=False, max_specializations=2)
+    sess = compile_model(pair_model(), options=options)
+    for n in (1, 2, 3):
+        x = np.full((n, 4), n, np.float32)
+        sess.run(None, {"a": x, "b": x})
+    assert [s["symbols"]["N"] for s in sess.specializations()] == [2, 3]
+    with pytest.raises(AttributeError, match=r"sess.specialization\(\{input name: shape, \.\.\.\}\).benchmark"):
+        sess.benchmark
+    module = sess.specialization({"a": (5, 4), "b": (5, 4)})
+    assert module.input_shapes == {"a": (5, 4), "b": (5, 4)}
+
+
+def test_concurrent_runs_of_new_shapes_compile_once_and_agree():
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    feeds = [{"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in (9, 9, 12, 12, 9, 12)]
+    results, errors = [None] * len(feeds), []
+
+    def work(i):
+        try:
+            results[i] = sess.run(None, feeds[i])[0]
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(feeds))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(s["symbols"]["W"] for s in sess.specializations()) == [9, 12]
+    assert sum(s["runs"] for s in sess.specializations()) == len(feeds)
+    for feed, got in zip(feeds, results):
+        np.testing.assert_array_equal(got, sess.run(None, feed)[0])
