@@ -4,7 +4,7 @@
 `python -m models.resnet18` does not import its own module twice."""
 
 MODULES = ("resnet18", "mobilenet_v2", "shufflenet_v1", "squeezenet", "googlenet", "densenet", "alexnet", "vgg",
-           "zfnet512", "crnn", "bytecnn", "bert", "gpt")
+           "zfnet512", "crnn", "bytecnn", "bert", "gpt", "quantized")
 __all__ = [f"{kind}_{m}" for m in MODULES for kind in ("build", "make")]
 
 

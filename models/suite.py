@@ -43,6 +43,15 @@ SUITE = {
     "bytecnn_conv2d": Entry("bytecnn", {"conv2d": True},
                             "the same byte CNN as 2-D convs of height 1 (older exporters' Conv1D)"),
     "gpt": Entry("gpt", {}, "GPT-style decoder, 2 pre-LN blocks, d 256, 4 heads, seq 64, causal mask, tied output"),
+    # integer variants, quantized by onnxruntime's tool (models/quantized.py)
+    "resnet18_int8": Entry("quantized", {"base": "resnet18", "per_channel": True},
+                           "ResNet-18, static QDQ by onnxruntime.quantization (u8 activations, s8 weights per channel)"),
+    "mobilenet_v2_int8": Entry("quantized", {"base": "mobilenet_v2", "per_channel": True},
+                               "MobileNetV2, static QDQ by onnxruntime.quantization (per-channel s8 weights)"),
+    "resnet18_int8_dynamic": Entry("quantized", {"base": "resnet18", "mode": "dynamic"},
+                                   "ResNet-18, dynamic: DynamicQuantizeLinear + ConvInteger (u8 weights)"),
+    "gpt_int8_dynamic": Entry("quantized", {"base": "gpt", "mode": "dynamic"},
+                              "the GPT-style decoder, dynamic: DynamicQuantizeLinear + MatMulInteger"),
 }
 DEFAULT = ("resnet18", "resnet18_folded")
 
