@@ -224,12 +224,19 @@ def k_matmul(M=64, N=64, K=64, MR=4, NR=16):
 PAR_EXTENTS = (0, 1, 3, 7)
 
 
+def k_parallel_increment() -> L.PrimFunc:
+    """C[i] += 1 over a parallel loop of 64: a task run twice (or skipped) shows in C."""
+    C = buf("C", 64)
+    i = te.Var("i")
+    return L.PrimFunc("par_inc", [C], loop(i, 64, L.Store(C, i, L.Load(C, i) + te.FloatImm(1.0)), "parallel"))
+
+
 def all_kernels():
     return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
             + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]
-            + [k_parallel_extent(e) for e in PAR_EXTENTS] + [k_intrinsic(nm) for nm in sorted(INTRINSICS)])
+            + [k_parallel_extent(e) for e in PAR_EXTENTS] + [k_parallel_increment()] + [k_intrinsic(nm) for nm in sorted(INTRINSICS)])
 
 
 class Lib:

@@ -230,6 +230,42 @@ def test_forked_child_runs_parallel_kernels(lib):
     pytest.fail("parallel kernel in a forked child hung")
 
 
+def test_parallel_kernels_with_more_threads_than_cpus(lib):
+    """Workers that share one CPU with the caller (as when other processes hold the cores) run rarely: the
+    caller takes the tasks they have not taken, and every result is still complete and right. In a child
+    process, so that the affinity and thread count stay there."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            cpus = os.sched_getaffinity(0)
+            ok = True
+            for rep in range(300):
+                if rep == 150:  # then the same on every CPU, where participants race for each task
+                    os.sched_setaffinity(0, cpus)
+                elif rep == 0:
+                    os.sched_setaffinity(0, {min(cpus)})
+                lib.set_threads(2 + rep % 2)
+                for e in PAR_EXTENTS:
+                    c = lib.call(f"par{e}", np.full(max(e, 1), -1.0, np.float32))[0]
+                    expected = np.arange(e) + 0.5 if e else np.array([-1.0])
+                    ok &= bool(np.array_equal(c, expected.astype(np.float32)))
+                c = lib.call("nested_par", np.zeros(35, np.float32))[0].reshape(7, 5)
+                ok &= bool(np.array_equal(c, np.arange(7)[:, None] * 100 + np.arange(5)[None, :]))
+                ok &= bool(np.array_equal(lib.call("par_inc", np.full(64, rep, np.float32))[0], np.full(64, rep + 1)))
+            os._exit(0 if ok else 1)
+        except BaseException:
+            os._exit(2)
+    for _ in range(3000):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        threading.Event().wait(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("parallel kernels on one CPU hung")
+
+
 # ---------------------------------------------------------------------------------------------- intrinsics
 
 def ulps(got: np.ndarray, ref64: np.ndarray) -> np.ndarray:

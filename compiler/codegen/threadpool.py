@@ -9,12 +9,16 @@ Exported C API (all in the module, so a compiled model needs no runtime library 
     void relayish_pool_linger(void)         workers spin LINGER_CYCLES more, then sleep (the end of a run)
 
 Jobs. Workers are pthreads created lazily by the first parallel call that needs them. A job is published by
-writing its fields and then bumping the generation counter `gen` (seq_cst). The job's fields, `gen` and the idle
-state share one cache line (the `job` struct), so a spinning worker takes one cache miss per job, not one per
-field. The caller is participant 0; with
-P = min(threads, ntasks) participants, participant p runs tasks p, p + P, p + 2P, ... Every started worker checks in
-to `done` after each generation, participating or not, and the caller waits for all check-ins: so no worker still
-reads a job's fields when the next job is published (which is what makes the plain job fields safe).
+writing its fields and `claim` = gen << 32 (the next task to take is 0), then bumping the generation counter `gen`
+(seq_cst). The job's fields, `gen` and the idle state share one cache line (the `job` struct), so a spinning worker
+takes one cache miss per job, not one per field. The caller and the workers with index < P = min(threads, ntasks)
+take tasks one at a time, each with a compare-and-swap of `claim` from (gen, t) to (gen, t + 1), and count each
+task they finish in `done`; the caller, after taking what is left, waits until `done` is ntasks. So a worker the
+kernel has not scheduled (another process holds its core) holds nothing up: its tasks are taken by whoever runs,
+and the caller waits only for tasks in progress. A successful claim proves the job is not finished, so the job's
+fields cannot change while its task runs; a worker that is late (it read `gen` of a job since finished) finds the
+claim word's generation changed and takes nothing. Job fields are read and written atomically (monotonic): a late
+worker may read them while the caller writes the next job's.
 
 Waiting. A worker waits for a new generation by spinning with `pause` for SPIN_CYCLES of the cycle counter, then
 sleeps on the futex `gen`. `idle_at` says which: 0 while a run goes on; relayish_pool_linger (the executor's last
@@ -117,6 +121,7 @@ class _Pool:
         self.gen, self.job_ntasks, self.job_parts = field["gen"], field["ntasks"], field["parts"]
         self.job_fn, self.job_closure, self.idle_at = field["fn"], field["closure"], field["idle_at"]
         self.done, self.sleepers, self.atfork_done = g("done", I32), g("sleepers", I32), g("atfork", I32)
+        self.claim = g("claim", I64)  # (generation << 32) | the next task to take (module doc)
         self.worker_cpu = g("worker_cpu", ir.ArrayType(I32, MAX_THREADS + 1))  # by worker index (1-based)
         self.pin_epoch, self.caller_cpu = g("pin_epoch", I32), g("caller_cpu", I32)
         self.syscall = _get_or_declare(module, "syscall", ir.FunctionType(I64, [I64], var_arg=True))
@@ -194,15 +199,22 @@ class _Pool:
         for t in _loop(b, first, ntasks, step, name="task"):
             b.call(fn, [closure, t, ntasks])
 
+    def load_field(self, b, field, align: int = 4):
+        return b.load_atomic(field, "monotonic", align)
+
+    def store_field(self, b, value, field, align: int = 4):
+        b.store_atomic(value, field, "monotonic", align)
+
     # ------------------------------------------------------------------ functions
 
     def emit(self):
         self.emit_num_threads()
         self.emit_idle()
         nth_cpu = self.emit_nth_cpu()
-        worker = self.emit_worker()
+        claim_and_run = self.emit_claim_and_run()
+        worker = self.emit_worker(claim_and_run)
         ensure = self.emit_ensure_workers(worker, self.emit_atfork_child(), nth_cpu)
-        self.emit_parallel_for(ensure, self.emit_follow_caller())
+        self.emit_parallel_for(ensure, self.emit_follow_caller(), claim_and_run)
 
     def emit_num_threads(self):
         fn, b = self.function("relayish_set_num_threads", API["relayish_set_num_threads"], exported=True)
@@ -269,7 +281,36 @@ class _Pool:
         b.ret(I32(NO_CPU))
         return fn
 
-    def emit_worker(self):
+    def emit_claim_and_run(self):
+        """void claim_and_run(i32 gen): take tasks of job `gen` one at a time (a compare-and-swap of `claim` from
+        (gen, t) to (gen, t + 1)) and run each, counting it in `done`, until no task is left or the job is no
+        longer `gen` (module doc)."""
+        fn, b = self.function("relayish_pool.claim_and_run", ir.FunctionType(VOID, [I32]))
+        tag = b.shl(b.zext(fn.args[0], I64), I64(32))
+        look, take, run, out = (b.append_basic_block(n) for n in ("look", "take", "run", "out"))
+        b.branch(look)
+
+        b.position_at_end(look)
+        word = b.load_atomic(self.claim, "acquire", 8, name="claim")
+        t = b.trunc(word, I32, name="t")
+        ours = b.icmp_unsigned("==", b.and_(word, I64(-(1 << 32))), tag)
+        b.cbranch(b.and_(ours, b.icmp_signed("<", t, self.load_field(b, self.job_ntasks))), take, out)
+
+        b.position_at_end(take)
+        got = b.extract_value(b.cmpxchg(self.claim, word, b.add(word, I64(1)), "acq_rel", "monotonic"), 1)
+        b.cbranch(got, run, look)
+
+        b.position_at_end(run)  # the claim proves the job unfinished: its fields are this job's
+        b.call(self.load_field(b, self.job_fn, 8),
+               [self.load_field(b, self.job_closure, 8), t, self.load_field(b, self.job_ntasks)])
+        b.atomic_rmw("add", self.done, I32(1), "release")
+        b.branch(look)
+
+        b.position_at_end(out)
+        b.ret_void()
+        return fn
+
+    def emit_worker(self, claim_and_run):
         """i8* worker(i8* arg), arg = (generation seen at creation << 32) | participant index (>= 1)."""
         fn, b = self.function("relayish_pool.worker", ir.FunctionType(I8P, [I8P]))
         arg = b.ptrtoint(fn.args[0], I64)
@@ -328,10 +369,8 @@ class _Pool:
         with b.if_then(b.icmp_signed("!=", epoch, b.load(my_epoch)), likely=False):  # our CPU was reassigned
             b.store(epoch, my_epoch)
             self.pin_self(b, b.load(b.gep(self.worker_cpu, [I32(0), me])), mask)
-        parts = b.load(self.job_parts)
-        with b.if_then(b.icmp_signed("<", me, parts)):
-            self.run_tasks(b, b.load(self.job_fn), b.load(self.job_closure), me, parts, b.load(self.job_ntasks))
-        b.atomic_rmw("add", self.done, I32(1), "release")
+        with b.if_then(b.icmp_signed("<", me, self.load_field(b, self.job_parts))):
+            b.call(claim_and_run, [g])
         done_at = self.cycles(b)
         b.store(b.add(done_at, I64(YIELD_CYCLES)), next_yield)
         seen.add_incoming(g, b.block)
@@ -390,7 +429,7 @@ class _Pool:
         b.ret_void()
         return fn
 
-    def emit_parallel_for(self, ensure_workers, follow_caller):
+    def emit_parallel_for(self, ensure_workers, follow_caller, claim_and_run):
         fn, b = self.function("relayish_parallel_for", API["relayish_parallel_for"], exported=True)
         task, closure, ntasks = fn.args
         blocks = ("try", "parallel", "release", "publish", "wait", "spin", "finish", "serial", "out")
@@ -414,22 +453,24 @@ class _Pool:
         b.store_atomic(I32(0), self.busy, "release", 4)
         b.branch(serial)
 
-        b.position_at_end(publish)  # job fields first, then the generation bump publishes them
+        b.position_at_end(publish)  # job fields and claim first, then the generation bump publishes them
         b.call(follow_caller, [])
-        for gv, v in ((self.job_fn, task), (self.job_closure, closure), (self.job_ntasks, ntasks),
-                      (self.job_parts, parts), (self.done, I32(0))):
-            b.store(v, gv)
+        for gv, v, align in ((self.job_fn, task, 8), (self.job_closure, closure, 8), (self.job_ntasks, ntasks, 4),
+                             (self.job_parts, parts, 4), (self.done, I32(0), 4)):
+            self.store_field(b, v, gv, align)
+        gen = b.add(b.load_atomic(self.gen, "monotonic", 4), I32(1))  # only a caller holding `busy` writes gen
+        self.store_field(b, b.shl(b.zext(gen, I64), I64(32)), self.claim, 8)
         with b.if_then(b.icmp_unsigned("!=", b.load_atomic(self.idle_at, "monotonic", 8), I64(0)), likely=False):
             b.store_atomic(I64(0), self.idle_at, "monotonic", 8)  # the first job of a run: workers spin again
         b.atomic_rmw("add", self.gen, I32(1), "seq_cst")
         with b.if_then(b.icmp_signed("!=", b.load_atomic(self.sleepers, "seq_cst", 4), I32(0)), likely=False):
             self.futex(b, self.gen, FUTEX_WAKE_PRIVATE, I32(2**31 - 1))
-        self.run_tasks(b, task, closure, I32(0), parts, ntasks)
+        b.call(claim_and_run, [gen])
         t0 = self.cycles(b)
         b.branch(wait)
 
-        b.position_at_end(wait)  # every started worker checks in, participating or not
-        b.cbranch(b.icmp_signed("==", b.load_atomic(self.done, "acquire", 4), nworkers), finish, spin)
+        b.position_at_end(wait)  # every task taken: wait for those still running
+        b.cbranch(b.icmp_signed("==", b.load_atomic(self.done, "acquire", 4), ntasks), finish, spin)
         b.position_at_end(spin)
         self.pause(b)
         with b.if_then(b.icmp_unsigned(">", b.sub(self.cycles(b), t0), I64(YIELD_CYCLES)), likely=False):
