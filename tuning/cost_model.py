@@ -170,10 +170,14 @@ class XGBoostModel:
     one thread; a 15-minute template-free run spent ~3 s of every ~22 s round on it.) Which model a search uses
     depends only on the order of updates and waits, never on how fast a thread ran."""
 
-    def __init__(self, params: dict | None = None, num_rounds: int = NUM_ROUNDS, seed: int = 0):
+    def __init__(self, params: dict | None = None, num_rounds: int = NUM_ROUNDS, seed: int = 0, base=None):
+        """base: a trained xgboost Booster to start from (tuning.pretrained): it predicts until the first update,
+        and every training adds trees to a copy of it instead of starting from nothing."""
         self.params = {**XGB_PARAMS, **(params or {})}
         self.num_rounds = num_rounds
-        self.booster = None
+        self.base = base
+        self.booster = base
+        self.metadata: dict | None = None  # what a pretrained base was trained on (tuning.pretrained)
         self.fallback = RandomModel(seed)
         self.features: list[np.ndarray] = []
         self.costs: list[float] = []
@@ -238,7 +242,7 @@ class XGBoostModel:
         if len(program_ids) and (program_ids.min() < 0 or program_ids.max() >= len(labels)):
             raise ValueError(f"fit_arrays: program ids must lie in [0, {len(labels)})")
         if not np.any(labels > 0):
-            return None  # nothing measured successfully: nothing to learn
+            return self.base  # nothing measured successfully: nothing to learn
         weights = labels.copy()
 
         def objective(preds, _dtrain):
@@ -248,9 +252,10 @@ class XGBoostModel:
             return "pack-sum-rmse", math.sqrt(pack_sum_loss(preds, program_ids, labels, weights) / weights.sum())
 
         dtrain = xgb.DMatrix(rows)
+        base = None if self.base is None else self.base.copy()  # xgb.train grows the booster it is given
         return xgb.train(self.params, dtrain, num_boost_round=self.num_rounds, obj=objective,
                          custom_metric=metric, evals=[(dtrain, "train")], verbose_eval=False,
-                         early_stopping_rounds=EARLY_STOPPING_ROUNDS)
+                         early_stopping_rounds=EARLY_STOPPING_ROUNDS, xgb_model=base)
 
     # ------------------------------------------------------------------ prediction
     def predict(self, task, schedules: Sequence[Schedule]) -> np.ndarray:
@@ -267,8 +272,16 @@ class XGBoostModel:
             return self.fallback.predict(None, features)
         import xgboost as xgb
         rows, ids = stack_programs(features)
-        preds = self.booster.predict(xgb.DMatrix(rows), iteration_range=(0, self.booster.best_iteration + 1))
+        preds = self.booster.predict(xgb.DMatrix(rows), iteration_range=(0, trees_in_use(self.booster)))
         return program_sums(preds.astype(np.float64), ids, len(features))
+
+
+def trees_in_use(booster) -> int:
+    """The rounds a prediction uses: up to the best one when training stopped early, else all of them."""
+    try:
+        return booster.best_iteration + 1
+    except AttributeError:  # no early stopping (a model saved without it)
+        return booster.num_boosted_rounds()
 
 
 def _try_featurize(task, schedule) -> np.ndarray | None:

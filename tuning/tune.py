@@ -40,6 +40,7 @@ from .annotate import derive_program
 from .cost_model import XGBoostModel
 from .measure import WorkerPool, is_dask_client, measure
 from .model_check import check_in_model
+from .pretrained import load_cost_model
 from .report import Progress, require_matplotlib, format_task_table, write_curve_png
 from .search import SEARCH_PARAMS, SearchSpace, evolutionary_search
 from .task_scheduler import TaskScheduler
@@ -118,10 +119,13 @@ class Tuner:
     --early-stopping)."""
 
     def __init__(self, tasks: list[Task], store: RecordStore, target: dict, params: dict, log=lambda msg: None,
-                 start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, executor=None):
+                 start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, executor=None,
+                 cost_model: XGBoostModel | None = None):
+        """cost_model: what the search starts from (tuning.pretrained.load_cost_model()), updated with every
+        measurement; None: an empty XGBoostModel."""
         self.tasks, self.store, self.target, self.params = tasks, store, target, params
         self.rng = random.Random(params["seed"])
-        self.model = XGBoostModel(seed=params["seed"])
+        self.model = cost_model if cost_model is not None else XGBoostModel(seed=params["seed"])
         self.spaces = [SearchSpace.of(t) for t in tasks]
         self.best: dict[str, float] = {}
         self.default: dict[str, float] = {}
@@ -257,7 +261,8 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
                input_shapes: dict | None = None, layout: str = "NCHWc", params: dict | None = None,
                progress: bool = True, curve_png: str | None = None, log=None, winograd: bool = True,
                start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN, check_model: bool = True, executor=None,
-               tasks: str | None = None, early_stopping: int | None = None, algorithms: bool = False) -> TuneResult:
+               tasks: str | None = None, early_stopping: int | None = None, algorithms: bool = False,
+               cost_model: str | None = "pretrained") -> TuneResult:
     """Tune every task of `models` (a path or a list of paths) until `trials` measurements or the time budget.
 
     start: what each task starts from and is compared with: "hand-written" (the default schedules, also seeded
@@ -272,7 +277,9 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
     algorithms: tune every algorithm of each convolution that has a choice (direct, Winograd F(2x2), F(4x4)), and
     the model's tasks under each channel block (half, one and two vectors), as
     alternative tasks; compile_model(records=...) then takes the channel block, and gives each convolution the
-    algorithm, that its records say are fastest (compiler/algorithms.py). Off: the rule's algorithm and block."""
+    algorithm, that its records say are fastest (compiler/algorithms.py). Off: the rule's algorithm and block.
+    cost_model: "pretrained" (the model shipped with the package, tuning.pretrained, when there is one; a copy
+    keeps learning from this run's measurements), a path to such a model, or None / "cold" (an empty model)."""
     if trials is None and time_budget_s is None:
         raise ValueError("tune_model needs trials=N or time_budget_s=S")
     start = as_default_schedules(start)
@@ -291,7 +298,11 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
         bar = Progress(trials, time_budget_s, enabled=progress)
         log = log or (bar.log if progress else (lambda msg: None))
         try:
-            tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor)
+            model = _starting_model(cost_model, p["seed"])
+            if model is not None and getattr(model, "metadata", None):
+                trained = model.metadata.get("trained_on", {})
+                log(f"cost model: pretrained on {trained.get('programs')} programs of {trained.get('tasks')} tasks")
+            tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor, cost_model=model)
             log(f"tuning {len(chosen)} of {len(all_tasks)} tasks ({sum(t.weight for t in chosen)} kernel calls), "
                 f"{budget}, records in {records}")
             try:
@@ -490,6 +501,12 @@ def seed_space(space: SearchSpace, default: Schedule, store: RecordStore, target
             seeds.append(prog)
     space.seeds = seeds
     return len(seeds)
+
+
+def _starting_model(cost_model: str | None, seed: int) -> XGBoostModel | None:
+    if cost_model in (None, "cold"):
+        return None
+    return load_cost_model(None if cost_model == "pretrained" else cost_model, seed=seed)
 
 
 def _default_schedule(task: Task, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN) -> Schedule:

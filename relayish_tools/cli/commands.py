@@ -77,6 +77,9 @@ def add_tune_parser(sub) -> None:
                    help="stop tuning a task after N measured programs without improvement")
     p.add_argument("--tasks", metavar="PATTERN", help="tune only these tasks: 'all', indices and ranges "
                    "('0,3-5') or globs over task names ('fused_conv2d*'), comma-separated")
+    p.add_argument("--cost-model", default="pretrained", metavar="pretrained|cold|FILE",
+                   help="what the search's cost model starts from: the one shipped with the package (if any), "
+                   "an empty one, or a file of python -m relayish_tools.bench.pretrain train")
     p.add_argument("--number", type=positive_int, default=3, help="kernel calls averaged into one reading")
     p.add_argument("--repeat", type=positive_int, default=3, help="readings per candidate (the least is kept)")
     p.add_argument("--timeout", type=float, default=10.0, metavar="S", help="limit of each build and each run")
@@ -215,7 +218,7 @@ def cmd_tune(args) -> int:
                    trials=args.trials, time_budget_s=args.time_budget, input_shapes=input_shapes_arg(args.input_shapes),
                    layout=args.layout, params=params, curve_png=args.curve, winograd=args.winograd, start=args.start,
                    check_model=not args.no_model_check, executor=client, tasks=args.tasks,
-                   early_stopping=args.early_stopping, algorithms=args.algorithms)
+                   early_stopping=args.early_stopping, algorithms=args.algorithms, cost_model=args.cost_model)
     except TaskFilterError as e:
         raise CliError(str(e)) from None
     finally:

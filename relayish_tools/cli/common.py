@@ -6,6 +6,7 @@ import argparse
 import importlib.metadata
 import os
 import re
+import sys
 
 import runtime
 
@@ -81,6 +82,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
                    metavar="'NAME:[DIMS] ...'", help="the same in tvmc's spelling, e.g. 'data:[1,3,224,224] k:[2]'")
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
     p.add_argument("--records", metavar="DB", help="tuning records database to take schedules from")
+    p.add_argument("--predicted", nargs="?", const="pretrained", metavar="COST_MODEL",
+                   help="zero-shot schedules: each task's schedule ranked by the pretrained cost model, no "
+                   "measurement (tuning/zero_shot.py); optionally a cost model file instead of the shipped one")
     p.add_argument("--opt-level", type=int, default=3, choices=range(4), help="graph optimisation level")
     add_winograd(p)
     p.add_argument("--no-cache", dest="cache", action="store_false", default=None,
@@ -117,10 +121,34 @@ def compile_options(args):
     from compiler import CompileOptions
     try:
         return CompileOptions(input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
-                              opt_level=args.opt_level, records=args.records, num_threads=args.threads or None,
+                              opt_level=args.opt_level, records=_records(args), num_threads=args.threads or None,
                               verbose=args.verbose, winograd=args.winograd, cache=getattr(args, "cache", None))
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def _records(args):
+    """--records DB, or with --predicted the zero-shot schedules of the model (tuning.zero_shot)."""
+    predicted = getattr(args, "predicted", None)
+    if predicted is None:
+        return args.records
+    if args.records:
+        raise CliError("--predicted and --records both choose schedules: give one")
+    from tuning.pretrained import CostModelFileError, load_cost_model
+    from tuning.zero_shot import predict_schedules
+    model_path = getattr(args, "model", None) or getattr(args, "path", None)
+    try:
+        model = load_cost_model(None if predicted == "pretrained" else predicted)
+        if model is None:
+            raise CliError("--predicted: no pretrained cost model ships with this installation (build one with "
+                           "python -m relayish_tools.bench.pretrain, then give its file: --predicted FILE)")
+        chosen = predict_schedules(existing(model_path, "model file"), model=model,
+                                   input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
+                                   winograd=args.winograd)
+    except CostModelFileError as e:
+        raise CliError(str(e)) from None
+    print(f"zero-shot schedules: {chosen.summary()}", file=sys.stderr)
+    return chosen
 
 
 def compile_from_args(args, model_path: str):

@@ -1,0 +1,108 @@
+"""Zero-shot schedules: each task's schedule chosen by a pretrained cost model (tuning.pretrained), with no
+measurement at all.
+
+    sched = predict_schedules("model.onnx")                  # the shipped model, or model=load_cost_model(path)
+    sess = compile_model("model.onnx", records=sched)        # tasks it chose run its schedule, others the default
+
+Per task, the evolutionary search of the tuner (tuning.search) runs under the pretrained model from the default
+schedule's program and random programs of the sketch space, without measuring, and the highest-scored programs
+are the candidates. The rule that keeps the hand-written default: a candidate replaces it only if the model
+scores it at least (1 + MARGIN) times the default's score, the default's score is positive (the model knows
+this kind of program), and it lowers to at most MAX_UNROLLED_STATEMENTS statements (what the tuner's builder
+accepts). `PredictedSchedules.report` says, per task, what was chosen and why.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler import DefaultSchedules
+from compiler.backend import untuned_schedule
+from compiler.codegen import vector_width
+from compiler.codegen.analysis import unrolled_size
+from compiler.lower import lower
+from compiler.schedule import Schedule, ScheduleError
+
+from .measure import MAX_UNROLLED_STATEMENTS
+from .pretrained import load_cost_model
+from .search import SearchSpace, evolutionary_search
+from .tune import model_tasks, seed_space
+
+MARGIN = 0.10
+CANDIDATES = 32  # programs the search hands back per task (from a few hundred it scores)
+SEARCH = {"time_budget_s": 2.0, "eps_random": 0.0}  # per task: the tuner's search, shorter, no random share
+
+
+@dataclass
+class PredictedSchedules:
+    """What compile_model(records=...) reads: best(task key) -> the chosen Schedule, or None (the default)."""
+    chosen: dict = field(default_factory=dict)  # task key -> Schedule
+    report: list = field(default_factory=list)  # per task: name, key, verdict, scores
+
+    def best(self, task_key: str) -> Schedule | None:
+        return self.chosen.get(task_key)
+
+    def best_cost(self, task_key: str) -> None:
+        """Nothing is measured: the channel block and convolution algorithms stay the rule's."""
+        return None
+
+    def summary(self) -> str:
+        n = len(self.report)
+        return f"{len(self.chosen)} of {n} tasks take a predicted schedule, {n - len(self.chosen)} keep the default"
+
+
+def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHWc", winograd: bool = True,
+                      seed: int = 0, log=None) -> PredictedSchedules:
+    """Zero-shot schedules for every task of `models` (a path or a list). model: a trained cost model
+    (default: the one shipped with the package; ValueError when there is none)."""
+    model = load_cost_model() if model is None else model
+    if model is None:
+        raise ValueError("no pretrained cost model ships with this installation: build one with python -m "
+                         "relayish_tools.bench.pretrain, or pass model=tuning.pretrained.load_cost_model(PATH)")
+    rng = random.Random(seed)
+    out = PredictedSchedules()
+    for task in model_tasks(models, input_shapes, layout, winograd):
+        default = untuned_schedule(task, vector_width(), DefaultSchedules.HAND_WRITTEN)
+        entry = {"task": task.name, "key": task.key}
+        space = SearchSpace.of(task)
+        seed_space(space, default, _NoRecords(), None)
+        candidates = [s for _, s in evolutionary_search(space, model, CANDIDATES, rng, SEARCH)]
+        scores = model.predict(task, [default] + candidates)
+        entry["default_score"] = float(scores[0])
+        chosen = _choose(task, candidates, scores[1:], float(scores[0]))
+        if chosen is None:
+            entry["verdict"] = "default"
+        else:
+            out.chosen[task.key] = chosen[0]
+            entry.update(verdict="predicted", score=chosen[1])
+        out.report.append(entry)
+        if log:
+            log(f"{task.name}: {entry['verdict']} (default score {entry['default_score']:.3g}"
+                + (f", chosen {entry['score']:.3g})" if chosen else ")"))
+    return out
+
+
+def _choose(task, candidates: list, scores: np.ndarray, default_score: float):
+    """(schedule, score) of the best-scored candidate that passes the rule (module doc), or None."""
+    if not default_score > 0:
+        return None
+    for k in np.argsort(-scores):
+        if not scores[k] >= (1 + MARGIN) * default_score:
+            return None
+        try:
+            size = unrolled_size(lower(candidates[k].apply(task.initial_state()), "zero_shot"))
+        except (ScheduleError, AssertionError):
+            continue
+        if size <= MAX_UNROLLED_STATEMENTS:
+            return candidates[k], float(scores[k])
+    return None
+
+
+class _NoRecords:
+    """seed_space's store when there are no records: no similar task's best."""
+
+    @staticmethod
+    def best_of_similar(*_args, **_kwargs) -> list:
+        return []
