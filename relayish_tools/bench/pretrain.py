@@ -10,7 +10,8 @@ mutations of the default's program), MetaSchedule (replays of the design spaces'
 AutoTVM (random configurations of the task's template, where one fits). Each is measured with the tuner's own
 measurement (tuning.measure: built and timed in worker processes, cold caches, outputs checked) into a records
 database; DB.json beside it says which models, on which CPU, when, how many programs and how long it took.
-Interrupted, it resumes: tasks already in the database are skipped.
+Interrupted, it resumes: tasks already in the database are skipped; a later collect into the same database adds
+its models to it.
 
 train: an XGBoostModel (tuning.cost_model) on every measured program of the models not held out (--hold-out:
 model file stems, held out whole: an architecture, not a shape), written with its provenance (default:
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -107,11 +109,15 @@ def collect(models: list[str], out: str, per_task: int, seed: int, log=print) ->
             log(f"[{i + 1}/{len(tasks)}] {task.name}: {ok}/{len(schedules)} measured "
                 f"({time.perf_counter() - t0:.0f} s)")
         total = store.count(None, target)
+    sidecar = Path(out + ".json")
+    before = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+    paths = list(dict.fromkeys(before.get("models", []) + [str(Path(m).resolve()) for m in models]))
     meta = {**provenance(command_line("python -m relayish_tools.bench.pretrain", sys.argv[1:])),
-            "models": [str(Path(m).resolve()) for m in models], "target": target_key(target), "tasks": len(tasks),
-            "programs": total,
-            "measured_now": measured, "seconds": round(time.perf_counter() - t0, 1), "per_task": per_task}
-    Path(out + ".json").write_text(json.dumps(meta, indent=1))
+            "models": paths, "target": target_key(target), "tasks": len(model_tasks(paths)), "programs": total,
+            "per_task": per_task, "seconds": round(before.get("seconds", 0) + time.perf_counter() - t0, 1),
+            "runs": before.get("runs", []) + [{"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "models": models,
+                                               "measured": measured, "load_average": list(os.getloadavg())}]}
+    sidecar.write_text(json.dumps(meta, indent=1))
     return meta
 
 
