@@ -69,6 +69,14 @@ SYNTHETIC = {
         "benchmark": "rnn", **prov("python -m relayish_tools.bench.rnn --json r.json"), "threads": 2, "repeat": 30,
         "cases": [{"shape": "LSTM T=8 B=1 I=64 H=64 forward", "ours_ms": 0.0412, "ort_ms": 0.0577, "ratio": 0.714},
                   {"shape": "GRU T=512 B=4 I=64 H=64 forward", "ratio": None, "error": "compile: boom"}]},
+    "zero_shot.json": {
+        "benchmark": "zero_shot", **prov("python -m relayish_tools.bench.pretrain zero-shot m.onnx --json z.json"),
+        "threads": 2, "repeat": 30,
+        "cost_model": {"trained_on": {"programs": 2417, "tasks": 138, "models": ["resnet18", "gpt"],
+                                      "held_out": ["crnn"]}},
+        "held_out": {"held_out_tasks": 17, "pairwise_accuracy": 0.734},
+        "rows": [{"model": "crnn", "tasks": 21, "predicted_tasks": 5, "untuned": stats(9.8765),
+                  "zero_shot": stats(9.1234), "onnxruntime": stats(12.345), "zero_shot_vs_untuned": 0.9237}]},
     "payoff.json": [
         {**prov("python -m relayish_tools.bench.payoff suite/ --minutes 15 --out payoff/"), "model": "resnet18", "minutes": 15,
          "trials": 1591, "tasks": 20, "date": "2031-02-01 10:00", "untuned_ms": 6.37, "tuned_ms": 6.67,
@@ -126,7 +134,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 7
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 8
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
@@ -136,6 +144,9 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| lstm | 8 | 1 | **-** | - | - | `-` |" in page
     assert "| LSTM T=8 B=1 I=64 H=64 forward | 0.041 | 0.058 | **0.71** |" in page
     assert "| GRU T=512 B=4 I=64 H=64 forward | - | - | failed: compile: boom |" in page
+    assert "| crnn | 5 of 21 | 9.88 | 9.12 | 12.35 | **0.92** |" in page
+    assert "trained on 2417 measured programs of 138 tasks of resnet18, gpt; held out whole: crnn." in page
+    assert "orders 73% of the pairs of measured programs right (random: 50%)" in page
 
 
 def test_a_benchmark_without_data_names_its_command(tmp_path):
@@ -170,6 +181,8 @@ def _delete(data, path: str):
     ("shapes.json", "summary.0.p90", "p90"),
     ("shapes.json", "seed", "seed"),
     ("rnn.json", "cases.0.ort_ms", "ort_ms"),
+    ("zero_shot.json", "rows.0.zero_shot", "zero_shot.median_ms"),
+    ("zero_shot.json", "cost_model.trained_on", "cost_model.trained_on"),
     ("wild.json", "rows.0.paired", "paired"),
     ("template_free.json", "end_to_end_ms.naive", "end_to_end_ms.naive"),
     ("template_free.json", "versions", "versions"),

@@ -3,6 +3,7 @@
     python -m relayish_tools.bench.pretrain collect MODEL... --out data.db [--per-task 24] [--seed 0]
     python -m relayish_tools.bench.pretrain train data.db [-o FILE] [--hold-out NAME,...]
     python -m relayish_tools.bench.pretrain evaluate data.db --model FILE [--hold-out NAME,...]
+    python -m relayish_tools.bench.pretrain zero-shot MODEL... --model FILE [--db data.db --hold-out ...] [--json F]
 
 collect: every task of the models (the tuner's tasks: tuning.tune.model_tasks), and per task its default schedule
 and programs of the three generations' search spaces in turn: Ansor (random annotations of the sketches and
@@ -17,6 +18,9 @@ train: an XGBoostModel (tuning.cost_model) on every measured program of the mode
 model file stems, held out whole: an architecture, not a shape), written with its provenance (default:
 tuning/data/cost_model.json.gz, the file the package ships). evaluate: the pairwise ranking accuracy of a model
 on the tasks that only held-out models have, against a model trained on nothing (random scores: 0.5).
+zero-shot: each model compiled untuned and with zero-shot schedules (tuning.zero_shot), both timed beside
+onnxruntime in steady state (bench.compare): what the pretrained model gives with no measurement; with --db and
+--hold-out, the held-out ranking accuracy goes into the JSON too (docs/benchmarks.md reads it).
 """
 from __future__ import annotations
 
@@ -195,6 +199,33 @@ def evaluate(db: str, model_path: str, hold_out: set, log=print) -> dict:
     return result
 
 
+def zero_shot_rows(models: list[str], model_path: str, threads: int, repeat: int, log=print) -> list[dict]:
+    from compiler import compile_model
+    from tuning.pretrained import load_cost_model
+    from tuning.zero_shot import predict_schedules
+
+    from .compare import compare_with_onnxruntime
+    cm = load_cost_model(model_path)
+    rows = []
+    for path in models:
+        t0 = time.perf_counter()
+        chosen = predict_schedules(path, model=cm)
+        predict_s = time.perf_counter() - t0
+        untuned = compile_model(path, num_threads=threads)
+        predicted = compile_model(path, num_threads=threads, records=chosen, cache=False)
+        result = compare_with_onnxruntime(untuned, path, threads=threads, repeat=repeat,
+                                          extra_engines=[("zero_shot", lambda x, m=predicted: m.run(None, x))])
+        row = {"model": Path(path).stem, "tasks": len(chosen.report), "predicted_tasks": len(chosen.chosen),
+               "predict_s": round(predict_s, 1), "untuned": result["ours"], "zero_shot": result["zero_shot"],
+               "onnxruntime": result["onnxruntime"],
+               "zero_shot_vs_untuned": result["zero_shot"]["median_ms"] / result["ours"]["median_ms"]}
+        rows.append(row)
+        log(f"{row['model']}: {row['predicted_tasks']}/{row['tasks']} tasks predicted in {predict_s:.0f} s; untuned "
+            f"{row['untuned']['median_ms']:.2f} ms, zero-shot {row['zero_shot']['median_ms']:.2f} ms "
+            f"({row['zero_shot_vs_untuned']:.2f}x), onnxruntime {row['onnxruntime']['median_ms']:.2f} ms")
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m relayish_tools.bench.pretrain", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -211,14 +242,31 @@ def main(argv=None) -> int:
             s.add_argument("-o", "--out", default=str(DEFAULT_PATH))
         else:
             s.add_argument("--model", required=True)
+    z = sub.add_parser("zero-shot", help="time models untuned and with zero-shot schedules beside onnxruntime")
+    z.add_argument("models", nargs="+")
+    z.add_argument("--model", required=True, help="the cost model file")
+    z.add_argument("--db", help="its dataset, to report the held-out ranking accuracy too")
+    z.add_argument("--hold-out", default="")
+    z.add_argument("--threads", type=int, default=2)
+    z.add_argument("--repeat", type=int, default=30)
+    z.add_argument("--json", help="write the rows with provenance (docs/data/zero_shot.json)")
     args = p.parse_args(argv)
     hold = {h for h in getattr(args, "hold_out", "").split(",") if h}
     if args.cmd == "collect":
         collect(args.models, args.out, args.per_task, args.seed)
     elif args.cmd == "train":
         train(args.db, args.out, hold)
-    else:
+    elif args.cmd == "evaluate":
         evaluate(args.db, args.model, hold)
+    else:
+        rows = zero_shot_rows(args.models, args.model, args.threads, args.repeat)
+        if args.json:
+            from tuning.pretrained import read_cost_model
+            doc = {"benchmark": "zero_shot",
+                   **provenance(command_line("python -m relayish_tools.bench.pretrain", argv)),
+                   "threads": args.threads, "repeat": args.repeat, "cost_model": read_cost_model(args.model)[1],
+                   "held_out": evaluate(args.db, args.model, hold) if args.db else None, "rows": rows}
+            Path(args.json).write_text(json.dumps(doc, indent=1, default=float))
     return 0
 
 

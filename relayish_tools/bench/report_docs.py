@@ -257,6 +257,28 @@ def rnn_table(data: dict, where: str) -> Table:
     return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
 
 
+def zero_shot_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.pretrain zero-shot --json FILE`: one row per model."""
+    rows = []
+    for i, r in enumerate(need(data, "rows", where)):
+        w = f"{where} rows[{i}]"
+        rows.append([need(r, "model", w), f"{number(r, 'predicted_tasks', w):.0f} of {number(r, 'tasks', w):.0f}",
+                     ms(number(r, "untuned.median_ms", w)), ms(number(r, "zero_shot.median_ms", w)),
+                     ms(number(r, "onnxruntime.median_ms", w)), f"**{number(r, 'zero_shot_vs_untuned', w):.2f}**"])
+    trained = need(data, "cost_model.trained_on", where)
+    notes = [f"The cost model: trained on {number(trained, 'programs', where):.0f} measured programs of "
+             f"{number(trained, 'tasks', where):.0f} tasks of {', '.join(need(trained, 'models', where))}; held out "
+             f"whole: {', '.join(need(trained, 'held_out', where)) or 'none'}."]
+    held = data.get("held_out")
+    if held and held.get("pairwise_accuracy") is not None:
+        notes.append(f"On the {held['held_out_tasks']} tasks only the held-out models have, it orders "
+                     f"{held['pairwise_accuracy']:.0%} of the pairs of measured programs right (random: 50%).")
+    notes.append(f"{number(data, 'threads', where):.0f} threads, median of {number(data, 'repeat', where):.0f} runs "
+                 "per engine; zero-shot schedules measure nothing.")
+    return Table(["model", "tasks predicted", "untuned ms", "zero-shot ms", "onnxruntime ms",
+                  "zero-shot / untuned"], rows, notes, [("", data)])
+
+
 BENCHMARKS = [
     Benchmark("quickstart", "ResNet-18 against onnxruntime (the quick start)",
               "The README's quick start: ResNet-18 (torchvision topology, seeded weights, opset 17) compiled untuned "
@@ -281,6 +303,13 @@ BENCHMARKS = [
     Benchmark("rnn", "Recurrent layers against onnxruntime",
               "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
               "python -m relayish_tools.bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
+    Benchmark("zero_shot", "Zero-shot schedules from the pretrained cost model",
+              "Models compiled untuned and with each task's schedule ranked by the pretrained cost model "
+              "(tuning/zero_shot.py, no measurement), timed beside onnxruntime; the models are held out of the "
+              "cost model's training data.",
+              "python -m relayish_tools.bench.pretrain zero-shot suite/shufflenet_v1.onnx suite/crnn.onnx --model "
+              "cost_model.json.gz --db data.db --hold-out shufflenet_v1,crnn --json docs/data/zero_shot.json",
+              zero_shot_table),
     Benchmark("payoff", "What tuning pays",
               "Each model tuned for a fixed time from the hand-written schedules, then timed untuned, tuned and in "
               "onnxruntime side by side.",
