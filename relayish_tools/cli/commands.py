@@ -118,6 +118,18 @@ def read_inputs(path: str | None, module, seed: int) -> dict:
         raise CliError(f"cannot read inputs file {path}: {e}") from None
 
 
+def free_input_shapes(model_path: str, inputs: dict) -> list:
+    """(name, shape) of every given input whose declared shape is not fully fixed (a dim_param or unnamed dim):
+    what --input-shape would say to compile the model for these inputs."""
+    from frontends import describe_model, load_model
+    try:
+        declared = describe_model(load_model(existing(model_path, "model file"))[0])["input_dims"]
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    return [(name, tuple(np.shape(inputs[name]))) for name, dims in declared.items()
+            if name in inputs and (dims is None or not all(isinstance(d, int) for d in dims))]
+
+
 def describe(name: str, array: np.ndarray) -> str:
     stats = ""
     if array.size:
@@ -147,8 +159,11 @@ def cmd_compile(args) -> int:
 
 
 def cmd_run(args) -> int:
+    given = read_inputs(args.inputs, None, args.seed) if args.inputs else None
+    if given is not None and args.path.lower().endswith(".onnx") and not args.input_shapes:
+        args.input_shapes = free_input_shapes(args.path, given)  # the model's free dims take the file's sizes
     module = load_or_compile(args)
-    inputs = read_inputs(args.inputs, module, args.seed)
+    inputs = given if given is not None else read_inputs(None, module, args.seed)
     outputs = module.run(None, inputs)
     for name, array in zip(module.output_names, outputs):
         print(describe(name, array))
