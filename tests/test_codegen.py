@@ -208,62 +208,51 @@ def test_wide_types(lib):
     np.testing.assert_array_equal(k, iv + np.arange(32))
 
 
-def test_forked_child_runs_parallel_kernels(lib):
-    """After fork() the child has no workers; its pool must notice (pthread_atfork) instead of waiting forever."""
-    a, b = rand(1024, seed=32), rand(1024, seed=33)
-    lib.call("ew", a, b, np.zeros(1024, np.float32))  # workers exist in the parent
+def in_child(body, what: str, timeout_s: float) -> None:
+    """Run body() in a forked child, which must return True (exit 0) within timeout_s."""
     pid = os.fork()
-    if pid == 0:  # child: exit 0 only if the parallel kernel ran and was right
+    if pid == 0:
         try:
-            c = lib.call("ew", a, b, np.zeros(1024, np.float32))[2]
-            os._exit(0 if np.allclose(c, np.maximum(a + b, 0) * 2) else 1)
+            os._exit(0 if body() else 1)
         except BaseException:
             os._exit(2)
-    for _ in range(500):
+    for _ in range(int(timeout_s * 100)):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            assert os.waitstatus_to_exitcode(status) == 0
+            assert os.waitstatus_to_exitcode(status) == 0, what
             return
         threading.Event().wait(0.01)
     os.kill(pid, 9)
     os.waitpid(pid, 0)
-    pytest.fail("parallel kernel in a forked child hung")
+    pytest.fail(f"{what} hung")
+
+
+def test_forked_child_runs_parallel_kernels(lib):
+    """After fork() the child has no workers; its pool must notice (pthread_atfork) instead of waiting forever."""
+    a, b = rand(1024, seed=32), rand(1024, seed=33)
+    lib.call("ew", a, b, np.zeros(1024, np.float32))  # workers exist in the parent
+    in_child(lambda: np.allclose(lib.call("ew", a, b, np.zeros(1024, np.float32))[2], np.maximum(a + b, 0) * 2),
+             "parallel kernel in a forked child", 5)
 
 
 def test_parallel_kernels_with_more_threads_than_cpus(lib):
     """Workers that share one CPU with the caller (as when other processes hold the cores) run rarely: the
     caller takes the tasks they have not taken, and every result is still complete and right. In a child
-    process, so that the affinity and thread count stay there."""
-    pid = os.fork()
-    if pid == 0:
-        try:
-            cpus = os.sched_getaffinity(0)
-            ok = True
-            for rep in range(300):
-                if rep == 150:  # then the same on every CPU, where participants race for each task
-                    os.sched_setaffinity(0, cpus)
-                elif rep == 0:
-                    os.sched_setaffinity(0, {min(cpus)})
-                lib.set_threads(2 + rep % 2)
-                for e in PAR_EXTENTS:
-                    c = lib.call(f"par{e}", np.full(max(e, 1), -1.0, np.float32))[0]
-                    expected = np.arange(e) + 0.5 if e else np.array([-1.0])
-                    ok &= bool(np.array_equal(c, expected.astype(np.float32)))
-                c = lib.call("nested_par", np.zeros(35, np.float32))[0].reshape(7, 5)
-                ok &= bool(np.array_equal(c, np.arange(7)[:, None] * 100 + np.arange(5)[None, :]))
-                ok &= bool(np.array_equal(lib.call("par_inc", np.full(64, rep, np.float32))[0], np.full(64, rep + 1)))
-            os._exit(0 if ok else 1)
-        except BaseException:
-            os._exit(2)
-    for _ in range(3000):
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        threading.Event().wait(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("parallel kernels on one CPU hung")
+    process, so that the affinity and thread count stay there; then the same on every CPU, where participants
+    race for each task."""
+    def body():
+        cpus, ok = os.sched_getaffinity(0), True
+        for rep in range(300):
+            os.sched_setaffinity(0, {min(cpus)} if rep < 150 else cpus)
+            lib.set_threads(2 + rep % 2)
+            for e in PAR_EXTENTS:
+                c = lib.call(f"par{e}", np.full(max(e, 1), -1.0, np.float32))[0]
+                ok &= bool(np.array_equal(c, (np.arange(e) + 0.5 if e else np.array([-1.0])).astype(np.float32)))
+            c = lib.call("nested_par", np.zeros(35, np.float32))[0].reshape(7, 5)
+            ok &= bool(np.array_equal(c, np.arange(7)[:, None] * 100 + np.arange(5)[None, :]))
+            ok &= bool(np.array_equal(lib.call("par_inc", np.full(64, rep, np.float32))[0], np.full(64, rep + 1)))
+        return ok
+    in_child(body, "parallel kernels with more threads than CPUs", 30)
 
 
 # ---------------------------------------------------------------------------------------------- intrinsics
