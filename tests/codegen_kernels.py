@@ -224,6 +224,19 @@ def k_matmul(M=64, N=64, K=64, MR=4, NR=16):
 PAR_EXTENTS = (0, 1, 3, 7)
 
 
+HEAVY_STEPS = 1 << 20
+
+
+def k_parallel_heavy() -> L.PrimFunc:
+    """C[i] = 1 + 1 + ... (HEAVY_STEPS float adds, a serial chain LLVM may not fold) for i in a parallel loop of 2:
+    two tasks of ~1 ms each, so the caller finishes its own while a worker's is still running."""
+    C = buf("C", 2)
+    i, k = te.Var("i"), te.Var("k")
+    body = seq(L.Store(C, i, te.FloatImm(0.0)),
+               loop(k, HEAVY_STEPS, L.Store(C, i, L.Load(C, i) + te.FloatImm(1.0))))
+    return L.PrimFunc("par_heavy", [C], loop(i, 2, body, "parallel"))
+
+
 def k_parallel_increment() -> L.PrimFunc:
     """C[i] += 1 over a parallel loop of 64: a task run twice (or skipped) shows in C."""
     C = buf("C", 64)
@@ -236,7 +249,7 @@ def all_kernels():
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
             + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]
-            + [k_parallel_extent(e) for e in PAR_EXTENTS] + [k_parallel_increment()] + [k_intrinsic(nm) for nm in sorted(INTRINSICS)])
+            + [k_parallel_extent(e) for e in PAR_EXTENTS] + [k_parallel_increment(), k_parallel_heavy()] + [k_intrinsic(nm) for nm in sorted(INTRINSICS)])
 
 
 class Lib:

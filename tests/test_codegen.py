@@ -15,7 +15,7 @@ from relayish import te
 from relayish.intrinsics import INTRINSICS
 
 from codegen_helpers import buf, loop, rand, seq
-from codegen_kernels import (PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum, k_ew,
+from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum, k_ew,
                              k_ew_tail, k_intrinsic, k_matmul, k_rowsum, k_uniform_if)
 
 
@@ -251,6 +251,10 @@ def test_parallel_kernels_with_more_threads_than_cpus(lib):
             c = lib.call("nested_par", np.zeros(35, np.float32))[0].reshape(7, 5)
             ok &= bool(np.array_equal(c, np.arange(7)[:, None] * 100 + np.arange(5)[None, :]))
             ok &= bool(np.array_equal(lib.call("par_inc", np.full(64, rep, np.float32))[0], np.full(64, rep + 1)))
+            if rep >= 290:  # the caller must wait for a worker's task still running when its own ends
+                lib.set_threads(2)
+                ok &= bool(np.array_equal(lib.call("par_heavy", np.full(2, -1.0, np.float32))[0],
+                                          np.full(2, HEAVY_STEPS)))
         return ok
     in_child(body, "parallel kernels with more threads than CPUs", 30)
 
