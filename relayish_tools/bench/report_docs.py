@@ -307,8 +307,11 @@ BENCHMARKS = [
               "Models compiled untuned and with each task's schedule ranked by the pretrained cost model "
               "(tuning/zero_shot.py, no measurement), timed beside onnxruntime; the models are held out of the "
               "cost model's training data.",
-              "python -m relayish_tools.bench.pretrain zero-shot suite/shufflenet_v1.onnx suite/crnn.onnx --model "
-              "cost_model.json.gz --db data.db --hold-out shufflenet_v1,crnn --json docs/data/zero_shot.json",
+              "python -m relayish_tools.bench.pretrain collect suite/{resnet18,bytecnn,gpt,squeezenet1_1,mobilenet_v2,"
+              "bert,crnn}.onnx --out data.db --per-task 12 && python -m relayish_tools.bench.pretrain train data.db "
+              "--hold-out crnn -o cost_model.json.gz && python -m relayish_tools.bench.pretrain zero-shot "
+              "suite/crnn.onnx suite/shufflenet_v1.onnx --model cost_model.json.gz --db data.db --hold-out crnn "
+              "--json docs/data/zero_shot.json",
               zero_shot_table),
     Benchmark("payoff", "What tuning pays",
               "Each model tuned for a fixed time from the hand-written schedules, then timed untuned, tuned and in "
