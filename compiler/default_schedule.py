@@ -330,12 +330,15 @@ def _lane_factor(st: Stage, extent: int, vw: int) -> int:
     columns: 8), else a whole vector, the last one partial (lowering versions the tail's guard, so the full vectors
     run unguarded, and codegen runs the tail masked: 18,710 columns in vectors of 16 ran a softmax 1.9x faster
     than in vectors of 10, its largest divisor; 10,860 in vectors of 16 ran a tanh 3.4x and a softmax 3x faster
-    than in quarter vectors of 4, Zen 4), else a quarter vector that divides it and reads contiguously; 0 when no
-    width gives contiguous reads or the axis is too narrow to pay off."""
-    if extent <= MAX_VECTOR:
-        return extent if extent >= 4 and contiguous_last(st, extent) else 0
-    widths = [b for b in (vw, vw // 2) if b >= 4 and extent % b == 0] + [vw] + \
+    than in quarter vectors of 4, Zen 4), else a half vector (a batch-1 dense of 22 units reads its weight packed
+    in blocks of 8: 3 vectors of 8, the last masked, ran 8x faster than 22 scalar reductions), else a quarter
+    vector that divides it and reads contiguously; 0 when no width narrower than the axis gives contiguous reads
+    or the axis is too narrow to pay off."""
+    if extent <= MAX_VECTOR and extent >= 4 and contiguous_last(st, extent):
+        return extent
+    widths = [b for b in (vw, vw // 2) if b >= 4 and extent % b == 0] + [vw, vw // 2] + \
         [b for b in (vw // 4,) if b >= 4 and extent % b == 0]
+    widths = [b for b in widths if b < extent]
     return next((b for b in widths if contiguous_last(st, b)), 0)
 
 

@@ -63,6 +63,15 @@ def test_a_long_row_runs_in_whole_vectors(n, lanes):
     three_way_random(make_model("Tanh", {"x": (2, n)}, {}, 17))
 
 
+@pytest.mark.parametrize("n", [22, 41, 60])
+def test_a_short_row_of_packed_blocks_runs_in_block_vectors(n):
+    """A batch-1 dense of 22 units reads its packed weight in blocks of 8: the 22 columns are not one contiguous
+    vector, so they run as 3 vectors of 8, the last masked (they ran as 22 scalar reductions, 8x slower)."""
+    kernel = _kernel(gemm_model(1, 780, n))
+    assert any(loop.kind == "vectorize" for loop in _loops(kernel.body))
+    three_way_random(gemm_model(1, 780, n))
+
+
 def _kernel(model):
     fused = run_pipeline(from_onnx(model), PassContext())
     task, = extract_tasks(fused)
