@@ -49,6 +49,11 @@ def group_block(per_group: int, channels: int, vector_width: int) -> int:
     return math.gcd(per_group, channel_block(channels, vector_width))
 
 
+MIN_OUTPUT_BLOCK = 4
+"""A convolution whose output block would be narrower (a grouped one with 1 or 2 output channels per group, which
+channel_maps.group_map does not pad) stays NCHW, its vectors along the width: 267 -> 6 channels in 3 groups, 1x1,
+over 100x100 ran 1,890 us in blocks of 2 channels (6 GFLOP/s), 150 us in NCHW (Zen 4)."""
+
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the products save
 WINOGRAD_MIN_TILES = 32  # tiles (per image) that must share each transformed weight
 
@@ -157,6 +162,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             ob, w = m_out.block, Constant(scatter_channels(w.data, 0, m_out))
         else:
             ob = group_block(oc // groups, oc, block)
+        if ob < MIN_OUTPUT_BLOCK and not m:
+            return None  # vectors along the width instead (the NCHW convolution's schedule)
         data = blocked_input(x, m_in, ib)
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         if m:
@@ -201,7 +208,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
-        #                     (w constant, any groups; conv2d_winograd_nchwc if winograd_tile says so)
+        #                     (w constant, any groups, o >= MIN_OUTPUT_BLOCK (else kept NCHW); conv2d_winograd_nchwc
+        #                     if winograd_tile says so)
         # conv2d(x, w) -> unpad(lt(zero_channel_padding(conv2d_nchwc(lt(pad(x, Mx), NCHW->NCHW{i}c), w')), ..), My)
         #                     (x, y with channel maps Mx, My: channels padded per group or at the end; w' with zero
         #                     weights for the padding; channel_maps.py)
