@@ -35,6 +35,7 @@ from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
+from .transpose_schedule import tile_loops, transpose_tile
 
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
@@ -349,13 +350,20 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     red = [i.name for i in st.leaves if i.kind == "reduce"]
     shape = st.op.shape
     vec_name = None
-    lane = _lane_factor(st, shape[-1], vw) if sp else 0
-    if lane:
+    tile = transpose_tile(b.state, st, vw)
+    lane = 0 if tile or not sp else _lane_factor(st, shape[-1], vw)
+    if tile:  # a transposing copy: an L x L tile, u's part unrolled around v's vectorized part (codegen transposes)
+        splits, sp, inner = tile_loops(st, tile, sp)
+        for step in splits:
+            b.add(step)
+        unrolled, vec_name = inner[:1], inner[1]
+    elif lane:
         if shape[-1] > lane:
             b.add(Split(st.name, sp[-1], (lane,)))
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec_name = sp[-1]
-    unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
+    if not tile:
+        unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
     outer = [n for n in sp if n != vec_name and n not in unrolled]
     if red or vec_name or unrolled:
         b.add(Reorder(st.name, tuple(outer + red + unrolled + ([vec_name] if vec_name else []))))
