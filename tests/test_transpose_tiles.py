@@ -102,3 +102,14 @@ def test_transpose_vectors_is_the_transpose():
         both = values[id(a)] + values[id(c)]
         values[id(instr)] = [both[m.constant] for m in mask.constant]
     assert [values[id(col)] for col in columns] == [[k * n + e for k in range(n)] for e in range(n)]
+
+
+def test_a_conv1d_result_leaves_its_blocks_in_tiles():
+    """Conv1d 3 -> 1097 (k 5) over 829: its result (1, 70, 1, 829, 16) goes back to (1, 1097, 829) through
+    layout_transform, unpad_channels and the reshape that drops the unit axis; that reshape's index maps the
+    length straight through (no `% 829`: a dim after unit dims needs no wrap), so the copy is a tile."""
+    consts = {"w": RNG.standard_normal((1097, 3, 5)).astype(np.float32)}
+    model = make_model("Conv", {"x": (1, 3, 829)}, {"kernel_shape": [5], "pads": [2, 2]}, 17, consts)
+    last = kernels(model)[-1][2]
+    assert tiles(last)
+    three_way_random(model)
