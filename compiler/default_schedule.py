@@ -33,6 +33,7 @@ from .arith import coefficient, simplify, variables
 from .matmul_schedule import schedule_matmul, streams_weight
 from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
+from .row_schedule import schedule_fused_rows
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 from .transpose_schedule import tile_loops, transpose_tile
@@ -81,13 +82,30 @@ def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
     stages = list(b.state.stages)
     if not all(st.op.tag == ROW_TAG for st in stages):
         return False
-    for st in reversed(stages):
-        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
-            b.add(ComputeInline(st.name))
+    _inline_row_stages(b)
+    if schedule_fused_rows(b, vector_width):  # enough rows: row by row, every stage computed at the row
+        return True
     for st in list(b.state.stages):
         if st.loc.is_root:
             _schedule_root(b, st, vector_width)
     return True
+
+
+def _inline_row_stages(b: ScheduleBuilder):
+    """A row task's elementwise stages with one reader inlined (softmax's exp, read twice, keeps its buffer)."""
+    for st in reversed(list(b.state.stages)):
+        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
+            b.add(ComputeInline(st.name))
+
+
+def fused_rows_steps(state: State, vector_width: int = 16) -> list | None:
+    """The steps of the default's row-by-row schedule of a row task (compiler/row_schedule.py), None when the
+    default schedules it otherwise: what the tuner's row sketch holds (tuning/sketch.py)."""
+    b = ScheduleBuilder(state)
+    if not all(st.op.tag == ROW_TAG for st in b.state.stages):
+        return None
+    _inline_row_stages(b)
+    return b.steps if schedule_fused_rows(b, vector_width) else None
 
 
 def keeps_buffer(state: State, st: Stage) -> bool:

@@ -15,7 +15,7 @@ from compiler.passes import PassContext, run_pipeline
 from compiler.task import extract_tasks
 from frontends import from_onnx
 from harness import compiled_and_interpreted, make_model, relative_error, three_way_random
-from relayish.ops.rows import ROW_CHUNK_VECTORS, row_chunks
+from relayish.ops.rows import ROW_CHUNK_VECTORS, row_accumulators, row_chunks
 
 
 def reduce_model(op, shape, axes, keepdims=1):
@@ -25,12 +25,18 @@ def reduce_model(op, shape, axes, keepdims=1):
 
 
 def test_row_chunks():
-    assert row_chunks(1, 13312) == 64  # (1, 104, 2048) in vectors of 16: 64 chunks of 208
-    assert row_chunks(64, 100_000) == 1  # the rows alone feed the threads
+    assert row_chunks(1, 13312) == 8  # (1, 104, 2048) in vectors of 16: 8 chunks of 1,664 vectors
+    assert row_chunks(1, 13312, 4) == 8
+    assert row_chunks(8, 100_000) == 1  # the rows alone feed the threads
     assert row_chunks(1, 2 * ROW_CHUNK_VECTORS - 1) == 1  # too short for two chunks
-    assert row_chunks(2, 10_000) == 25  # 16-32 chunks wanted: 25 divides the row
-    chunks = row_chunks(1, 10_007)  # a prime count of vectors: the chunks leave the fewest over
-    assert 32 <= chunks <= 64 and 10_007 % chunks == min(10_007 % c for c in range(32, 65))
+    assert row_chunks(2, 10_000) == 4
+    chunks = row_chunks(1, 10_007 * 4, 4)  # a prime count of groups of 4 vectors: the chunks leave the fewest over
+    assert 4 <= chunks <= 8 and 10_007 % chunks == min(10_007 % c for c in range(4, 9))
+
+
+def test_row_accumulators():
+    assert row_accumulators(803) == 4 and row_accumulators(10) == 2 and row_accumulators(7) == 1
+    assert row_accumulators(803, "float16") == 1  # 16-bit floats round in the partials' order
 
 
 @pytest.mark.parametrize("op, shape, axes", [
@@ -76,3 +82,20 @@ def test_a_sum_over_every_axis_runs_in_parallel_vectors():
     kernel = lower(default_schedule(task.initial_state(), 16).apply(task.initial_state()))
     kinds = {s.kind for s in walk_stmt(kernel.body) if isinstance(s, For)}
     assert {"parallel", "vectorize"} <= kinds
+
+
+@pytest.mark.parametrize("op, shape", [("Softmax", (550, 728)), ("Softmax", (31, 12858)), ("LogSoftmax", (16, 1000)),
+                                       ("Softmax", (2, 4, 3, 130)), ("LayerNormalization", (64, 769))])
+def test_rows_computed_row_by_row_three_ways(op, shape):
+    """Enough rows (compiler/row_schedule.py): one parallel loop over the rows, every stage of a row computed at
+    it into a buffer of one row, partials in groups of vectors."""
+    d = shape[-1]
+    consts = {"g": np.linspace(0.5, 1.5, d, dtype=np.float32), "b": np.linspace(-1, 1, d, dtype=np.float32)} \
+        if op == "LayerNormalization" else None
+    model = make_model(op, {"x": shape}, {"axis": -1}, 17, consts)
+    fused = run_pipeline(from_onnx(model), PassContext())
+    task, = extract_tasks(fused)
+    kernel = lower(default_schedule(task.initial_state(), 16).apply(task.initial_state()))
+    assert [s.kind for s in walk_stmt(kernel.body) if isinstance(s, For) and s.kind == "parallel"] == ["parallel"]
+    assert len(kernel.params) == len(task.inputs) + 1  # no global buffer of intermediates: they live in a row's
+    three_way_random(model)
