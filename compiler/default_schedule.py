@@ -30,6 +30,7 @@ from relayish.op import stage_tag_traits
 from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
+from .flat_schedule import flat_lane, flat_tail
 from .matmul_schedule import schedule_matmul, streams_weight
 from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
@@ -369,8 +370,18 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     shape = st.op.shape
     vec_name = None
     tile = transpose_tile(b.state, st, vw)
+    flat = 1 if tile or red or shape[-1] % vw == 0 or shape[-1] > MAX_VECTOR or branch_axes(st) else \
+        flat_tail(b.state, st)
     lane = 0 if tile or not sp else _lane_factor(st, shape[-1], vw)
-    if tile:  # a transposing copy: an L x L tile, u's part unrolled around v's vectorized part (codegen transposes)
+    if flat > 1:  # a short last axis and the ones before it read as one contiguous run: one axis, whole vectors
+        b.add(Fuse(st.name, tuple(sp[-flat:])))
+        sp = sp[:-flat] + [_fused_name(sp[-flat:])]
+        lane = flat_lane(shape[-flat:], vw)
+        if b.stage(st.name).leaf_extents()[sp[-1]] > lane:
+            b.add(Split(st.name, sp[-1], (lane,)))
+            sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
+        vec_name = sp[-1] if lane >= 4 else None
+    elif tile:  # a transposing copy: an L x L tile, u's part unrolled around v's vectorized part (codegen transposes)
         splits, sp, inner = tile_loops(st, tile, sp)
         for step in splits:
             b.add(step)
