@@ -12,6 +12,7 @@ import pytest
 from compiler import compile_model
 from compiler.default_schedule import default_schedule
 from compiler.passes import PassContext, run_pipeline
+from compiler.passes.channel_maps import MIN_GROUP_REDUCTION
 from compiler.passes.layout import MIN_OUTPUT_BLOCK, group_block
 from compiler.schedule import Annotate
 from compiler.summary import summarize
@@ -39,6 +40,8 @@ CONVS = [
     ((1, 64, 6, 6), 64, 32, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # groups 32
     ((1, 267, 20, 21), 6, 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 89 in, 2 out per group: NCHW
     ((1, 12, 9, 9), 3, 3, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),  # 1 out per group, strided: NCHW
+    ((1, 8, 20, 21), 104, 8, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 1 in, 13 out per group: NCHW
+    ((1, 32, 13, 13), 304, 16, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 2 in, 19 out per group: NCHW
     ((1, 96, 15, 15), 64, 2, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),  # AlexNet's grouped 5x5
     ((1, 3, 23, 23), 16, 1, (11, 11), (4, 4), (2, 2, 2, 2), (1, 1)),  # AlexNet's first conv
     ((1, 3, 16, 16), 8, 1, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
@@ -74,12 +77,14 @@ def blocked_ops(onnx_model) -> dict:
 @pytest.mark.parametrize("case", CONVS, ids=conv_id)
 def test_every_conv_is_blocked(case):
     """No convolution stays NCHW: depthwise -> depthwise_conv2d_nchwc, any other group count -> conv2d_nchwc;
-    except one with 1 or 2 output channels per group (blocks of 1 or 2 lanes), which runs its vectors along the
-    width in NCHW (layout.MIN_OUTPUT_BLOCK: 4-6x faster on maps of 7x7 to 56x56)."""
+    except one with 1 or 2 output channels per group (blocks of 1 or 2 lanes) or 1 to 3 input channels per group
+    (1x1: an FMA or two per output vector), which runs its vectors along the width in NCHW
+    (layout.MIN_OUTPUT_BLOCK: 4-6x faster on maps of 7x7 to 56x56; channel_maps.MIN_GROUP_REDUCTION)."""
     ops = blocked_ops(conv_model(case))
-    shape, cout, group = case[:3]
+    shape, cout, group, kernel = case[:4]
     depthwise = group == shape[1] == cout
-    if not depthwise and cout // group < MIN_OUTPUT_BLOCK:
+    few_products = group > 1 and shape[1] // group * kernel[0] * kernel[1] < MIN_GROUP_REDUCTION
+    if not depthwise and (cout // group < MIN_OUTPUT_BLOCK or few_products):
         assert ops.get("nn.conv2d") == 1 and "nn.conv2d_nchwc" not in ops
         return
     assert "nn.conv2d" not in ops

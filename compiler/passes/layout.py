@@ -20,7 +20,7 @@ from relayish.ops.matmul_pack import pack_weight
 from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
-from .channel_maps import ChannelMap, channel_block, channel_maps, network_block, scatter_channels
+from .channel_maps import ChannelMap, channel_block, channel_maps, network_block, scatter_channels, stays_nchw
 from .propagate import _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
@@ -153,6 +153,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             weight = _lt(Constant(scatter_channels(w.data, 0, m_out)), "OIHW", f"OIHW{b}o")
             conv = Call("nn.depthwise_conv2d_nchwc", (blocked_input(x, m_in, b), weight), window(node))
             return blocked_output(conv, m_out, b)
+        if stays_nchw(node):  # a grouped convolution of a few products per output (channel_maps.py)
+            return None
         m = tile_of(node)
         if m_in is not None:  # x keeps its per-group padding: zero weights for the padded channels
             ib, w = m_in.block, Constant(scatter_channels(w.data, 1, m_in.split(groups)))
@@ -208,8 +210,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
-        #                     (w constant, any groups, o >= MIN_OUTPUT_BLOCK (else kept NCHW); conv2d_winograd_nchwc
-        #                     if winograd_tile says so)
+        #                     (w constant, any groups, o >= MIN_OUTPUT_BLOCK and not stays_nchw (else kept NCHW);
+        #                     conv2d_winograd_nchwc if winograd_tile says so)
         # conv2d(x, w) -> unpad(lt(zero_channel_padding(conv2d_nchwc(lt(pad(x, Mx), NCHW->NCHW{i}c), w')), ..), My)
         #                     (x, y with channel maps Mx, My: channels padded per group or at the end; w' with zero
         #                     weights for the padding; channel_maps.py)
