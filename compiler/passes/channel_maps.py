@@ -11,9 +11,10 @@ ops, broadcasts of same-shape values or per-channel constants, pools and depthwi
 divide its `groups` (their lcm), so that any of them sees its own groups as whole ranges of blocks. Convolutions and
 gathers (channel shuffle, concatenation) at the edges of a component read and write it padded; everything between
 them runs on the padded channels (the layout pass moves the transforms through them). A component that only
-ungrouped convolutions write is one group: padded at its end when its channels are not whole vectors (plain_map:
-SqueezeNet's 1,000 classes to 1,024, MobileNetV2's 24 channels to 32, a prime 17 to 24), so that a network of
-odd channel counts keeps one blocked layout and whole vectors too.
+ungrouped or depthwise convolutions write is one group: padded at its end when its channels are not whole vectors
+(plain_map: SqueezeNet's 1,000 classes to 1,024, MobileNetV2's 24 channels to 32, a prime 17 to 24; a depthwise
+convolution of 129 channels ran in blocks of 3 lanes at 6 GFLOP/s), so that a network of odd channel counts keeps
+one blocked layout and whole vectors too.
 
 The padded channels hold finite values that every reader ignores: a convolution reads them with zero weights (and
 zeroes its own padded outputs, nn.zero_channel_padding, so that 0 x Inf never puts a NaN there), a gather never
@@ -233,7 +234,10 @@ def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> 
     groups: dict[int, int] = {}  # root -> lcm of the groups of the convolutions that write or read it
     for node in nodes:
         if isinstance(node, Call) and node.op == "nn.conv2d" and isinstance(node.args[1], Constant) and \
-                not is_depthwise(node) and not stays_nchw(node):
+                not stays_nchw(node):
+            if is_depthwise(node):  # per channel: its component is padded at the end like one convolutions write
+                groups.setdefault(find(id(node)), 1)
+                continue
             for value in (node, node.args[0]) if node.attrs.groups > 1 else (node,):
                 root = find(id(value))
                 groups[root] = math.lcm(groups.get(root, 1), node.attrs.groups)
