@@ -58,8 +58,8 @@ def _name(st, axis: te.IterVar) -> str:
 
 
 def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int):
-    """(1, S) with S the stride of v's inner part (not 0, not 1) when the read walks u's inner part with stride 1;
-    else None."""
+    """(1, S) with S the stride of v's inner part (not 0, not 1; None if not affine) when the read walks u's inner
+    part with stride 1; else None."""
     uo, ui, vo, vi = te.Var("uo"), te.Var("ui"), te.Var("vo"), te.Var("vi")
     mapping = {u.var: uo * lanes + ui, v.var: vo * lanes + vi if v.extent > lanes else vi}
     ranges = {uo: u.extent // lanes, ui: lanes, vo: v.extent // lanes, vi: lanes}  # the whole tiles (a partial
@@ -70,14 +70,17 @@ def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int):
         stride *= size
     flat = simplify(flat, ranges)
     su, sv = coefficient(flat, ui), coefficient(flat, vi)
-    return (su, sv) if su == 1 and sv not in (None, 0, 1) else None
+    return (su, sv) if su == 1 and sv not in (0, 1) else None  # (sv None: v reaches the read through a clamp)
 
 
 def _single_read(state, op: te.ComputeOp):
     """(tensor, indices) when op's body is a single tensor read, composed through reads of inlined stages that
-    are single reads too (unpad_channels of a layout transform); None otherwise."""
+    are single reads too (unpad_channels of a layout transform), or a read or a constant chosen by a condition
+    (pad_channels' zeros); None otherwise."""
     body, mapping = op.body, None
     while True:
+        if isinstance(body, te.Select) and isinstance(body.false_value, (te.FloatImm, te.IntImm)):
+            body = body.true_value  # (the condition picks a constant instead: codegen loads nothing there)
         if not isinstance(body, te.TensorRead):
             return None
         indices = [te.substitute_vars(i, mapping) if mapping else i for i in body.indices]

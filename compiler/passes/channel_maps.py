@@ -30,6 +30,7 @@ import numpy as np
 from relayish import Call, Constant, IRModule
 from relayish.expr import Expr, post_order
 from relayish.op import Pattern, get_op
+from relayish.types import is_float
 
 
 class ChannelMap(NamedTuple):
@@ -213,6 +214,16 @@ def _same_layout_args(node: Call) -> list[Expr]:
     return []
 
 
+WINDOW_POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
+
+
+def is_window_pool(node) -> bool:
+    """A max or average pool over windows of an NCHW float value: the layout pass runs it blocked (its NCHW form
+    reads its strided windows element by element)."""
+    return isinstance(node, Call) and node.op in WINDOW_POOLS and node.attrs.layout == "NCHW" and \
+        node.type.ndim == 4 and is_float(node.type.dtype)
+
+
 def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> dict[int, ChannelMap]:
     """id(node) -> its ChannelMap, for every 4-D value of `mod` (an NCHW graph, before alter_layout) in a component
     that a grouped, not depthwise, convolution with a constant weight writes or reads (group_map), or that an
@@ -233,6 +244,9 @@ def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> 
                 parent[find(id(arg))] = find(id(node))
     groups: dict[int, int] = {}  # root -> lcm of the groups of the convolutions that write or read it
     for node in nodes:
+        if is_window_pool(node):  # runs blocked too (passes/layout.py): whole vectors of channels, as depthwise
+            groups.setdefault(find(id(node)), 1)
+            continue
         if isinstance(node, Call) and node.op == "nn.conv2d" and isinstance(node.args[1], Constant) and \
                 not stays_nchw(node):
             if is_depthwise(node):  # per channel: its component is padded at the end like one convolutions write
