@@ -30,11 +30,14 @@ from relayish.op import stage_tag_traits
 from relayish.ops.rows import ROW_TAG
 
 from .arith import coefficient, simplify, variables
+from .flat_schedule import flat_lane, flat_tail
 from .matmul_schedule import schedule_matmul, streams_weight
 from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
+from .row_schedule import schedule_fused_rows
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
+from .transpose_schedule import tile_loops, transpose_tile
 
 MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
@@ -80,13 +83,30 @@ def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
     stages = list(b.state.stages)
     if not all(st.op.tag == ROW_TAG for st in stages):
         return False
-    for st in reversed(stages):
-        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
-            b.add(ComputeInline(st.name))
+    _inline_row_stages(b)
+    if schedule_fused_rows(b, vector_width):  # enough rows: row by row, every stage computed at the row
+        return True
     for st in list(b.state.stages):
         if st.loc.is_root:
             _schedule_root(b, st, vector_width)
     return True
+
+
+def _inline_row_stages(b: ScheduleBuilder):
+    """A row task's elementwise stages with one reader inlined (softmax's exp, read twice, keeps its buffer)."""
+    for st in reversed(list(b.state.stages)):
+        if not st.is_output and not st.is_reduction and len(b.state.consumers(st)) == 1:
+            b.add(ComputeInline(st.name))
+
+
+def fused_rows_steps(state: State, vector_width: int = 16) -> list | None:
+    """The steps of the default's row-by-row schedule of a row task (compiler/row_schedule.py), None when the
+    default schedules it otherwise: what the tuner's row sketch holds (tuning/sketch.py)."""
+    b = ScheduleBuilder(state)
+    if not all(st.op.tag == ROW_TAG for st in b.state.stages):
+        return None
+    _inline_row_stages(b)
+    return b.steps if schedule_fused_rows(b, vector_width) else None
 
 
 def keeps_buffer(state: State, st: Stage) -> bool:
@@ -326,14 +346,19 @@ def _column_tile(ext: dict, names: list, tile_axis: int, reuse: int, at_most: in
 
 def _lane_factor(st: Stage, extent: int, vw: int) -> int:
     """How many elements of the last axis to compute as one vector: the whole axis when it is short, else the
-    widest of vw, vw/2, vw/4 that divides it and keeps the stage's reads contiguous (a packed weight's blocks of 8
+    widest of vw, vw/2 that divides it and keeps the stage's reads contiguous (a packed weight's blocks of 8
     columns: 8), else a whole vector, the last one partial (lowering versions the tail's guard, so the full vectors
     run unguarded, and codegen runs the tail masked: 18,710 columns in vectors of 16 ran a softmax 1.9x faster
-    than in vectors of 10, its largest divisor); 0 when no width gives contiguous reads or the axis is too narrow
-    to pay off."""
-    if extent <= MAX_VECTOR:
-        return extent if extent >= 4 and contiguous_last(st, extent) else 0
-    widths = [b for b in (vw, vw // 2, vw // 4) if b >= 4 and extent % b == 0] + [vw]
+    than in vectors of 10, its largest divisor; 10,860 in vectors of 16 ran a tanh 3.4x and a softmax 3x faster
+    than in quarter vectors of 4, Zen 4), else a half vector (a batch-1 dense of 22 units reads its weight packed
+    in blocks of 8: 3 vectors of 8, the last masked, ran 8x faster than 22 scalar reductions), else a quarter
+    vector that divides it and reads contiguously; 0 when no width narrower than the axis gives contiguous reads
+    or the axis is too narrow to pay off."""
+    if extent <= MAX_VECTOR and extent >= 4 and contiguous_last(st, extent):
+        return extent
+    widths = [b for b in (vw, vw // 2) if b >= 4 and extent % b == 0] + [vw, vw // 2] + \
+        [b for b in (vw // 4,) if b >= 4 and extent % b == 0]
+    widths = [b for b in widths if b < extent]
     return next((b for b in widths if contiguous_last(st, b)), 0)
 
 
@@ -344,13 +369,30 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     red = [i.name for i in st.leaves if i.kind == "reduce"]
     shape = st.op.shape
     vec_name = None
-    lane = _lane_factor(st, shape[-1], vw) if sp else 0
-    if lane:
+    tile = transpose_tile(b.state, st, vw)
+    flat = 1 if tile or red or shape[-1] % vw == 0 or shape[-1] > MAX_VECTOR or branch_axes(st) else \
+        flat_tail(b.state, st)
+    lane = 0 if tile or not sp else _lane_factor(st, shape[-1], vw)
+    if flat > 1:  # a short last axis and the ones before it read as one contiguous run: one axis, whole vectors
+        b.add(Fuse(st.name, tuple(sp[-flat:])))
+        sp = sp[:-flat] + [_fused_name(sp[-flat:])]
+        lane = flat_lane(shape[-flat:], vw)
+        if b.stage(st.name).leaf_extents()[sp[-1]] > lane:
+            b.add(Split(st.name, sp[-1], (lane,)))
+            sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
+        vec_name = sp[-1] if lane >= 4 else None
+    elif tile:  # a transposing copy: an L x L tile, u's part unrolled around v's vectorized part (codegen transposes)
+        splits, sp, inner = tile_loops(st, tile, sp)
+        for step in splits:
+            b.add(step)
+        unrolled, vec_name = inner[:1], inner[1]
+    elif lane:
         if shape[-1] > lane:
             b.add(Split(st.name, sp[-1], (lane,)))
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec_name = sp[-1]
-    unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
+    if not tile:
+        unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
     outer = [n for n in sp if n != vec_name and n not in unrolled]
     if red or vec_name or unrolled:
         b.add(Reorder(st.name, tuple(outer + red + unrolled + ([vec_name] if vec_name else []))))

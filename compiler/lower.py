@@ -189,23 +189,41 @@ class _Lowering:
             if not attached:
                 continue
             varying = {leaf_var[i.name]: ext[i.name] for i in st.leaves[k + 1:] if isinstance(leaf_var[i.name], te.Var)}
-            entries = []
-            for prod in attached:
-                bases, extents, past_end = self._infer_region(prod, body_now, varying)
+            entries = {}  # stage name -> (stage, region, extents)
+            for prod in reversed(attached):  # consumers first: a stage attached here may read another one
+                bodies, inner = [body_now], dict(varying)
+                for consumer, region, extents in entries.values():
+                    bodies.append(self._body_over_region(consumer, region, extents, inner))
+                bases, extents, past_end = self._infer_region(prod, bodies, inner)
                 buf = Buffer(_ident(prod.name) + "_local", tuple(extents), prod.op.dtype, "local")
                 region = _Region(buf, bases, past_end)
                 self.regions[prod.name] = region
-                entries.append((prod, region, extents))
-            plan[it.name] = entries
+                entries[prod.name] = (prod, region, extents)
+            plan[it.name] = [entries[prod.name] for prod in attached]
         return plan
+
+    def _body_over_region(self, st: Stage, region: _Region, extents, varying: dict) -> te.PrimExpr:
+        """st's body (attached, over its region) in fresh variables, added to `varying` with their extents: the
+        reads a stage computed at the same loop makes of the stages computed before it there."""
+        mapping = {}
+        for ax, base, extent in zip(st.op.axes, region.bases, extents):
+            var = te.Var(f"{ax.var.name}_region")
+            varying[var] = extent
+            mapping[ax.var] = base + var
+        for ax in st.op.reduce_axes:
+            var = te.Var(f"{ax.var.name}_region")
+            varying[var] = ax.extent
+            mapping[ax.var] = var
+        body = st.op.body
+        return te.substitute_vars(body.body if isinstance(body, te.Reduce) else body, mapping)
 
     # ------------------------------------------------------------------------------------------ bounds
 
-    def _infer_region(self, prod: Stage, consumer_body, varying: dict) -> tuple[list, list, tuple]:
-        """The box of prod's indices that the consumer reads while the loops in `varying` run (others fixed):
+    def _infer_region(self, prod: Stage, consumer_bodies: list, varying: dict) -> tuple[list, list, tuple]:
+        """The box of prod's indices that the consumers read while the loops in `varying` run (others fixed):
         (bases, extents, past_end), past_end naming the axes (with their sizes) whose box may run past the end of
         prod's tensor, every element there guarded in prod's nest (see below)."""
-        reads = [r for r in te.walk(self.expand_inline(consumer_body))
+        reads = [r for body in consumer_bodies for r in te.walk(self.expand_inline(body))
                  if isinstance(r, te.TensorRead) and r.tensor is prod.tensor]
         full = list(prod.op.shape)
         bases, extents, past_end = [], [], []

@@ -427,7 +427,7 @@ class Pragma(Step):
 
 @_step
 class ComputeAt(Step):
-    """Compute `stage` inside loop `iter` of its consumer `target` (only the region the consumer needs)."""
+    """Compute `stage` inside loop `iter` of `target` (the region read there by the target and the stages there)."""
     stage: str
     target: str
     iter: str
@@ -443,9 +443,9 @@ class ComputeAt(Step):
         if tgt.loc.is_inline:
             raise ScheduleError(f"{self.describe()}: target is inlined")
         consumers = state.effective_consumers(st)
-        if [c.name for c in consumers] != [tgt.name]:
-            raise ScheduleError(f"{self.describe()}: target must be the only consumer of {st.name!r}; "
-                                f"consumers are {[c.name for c in consumers]}")
+        if not consumers or any(c is not tgt and not c.loc.is_at(tgt.name, self.iter) for c in consumers):
+            raise ScheduleError(f"{self.describe()}: every consumer of {st.name!r} must be the target or computed "
+                                f"at the same loop; consumers are {[c.name for c in consumers]}")
         if any(i.annotation == "parallel" for i in st.leaves):
             raise ScheduleError(f"{self.describe()}: a stage with parallel loops cannot be computed at another")
         vec = [i.name for i in tgt.leaves if i.annotation == "vectorize"]

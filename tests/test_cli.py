@@ -340,7 +340,7 @@ def test_inspect_summarizes_the_fused_graph(conv_model, capsys):
     assert f"total: {(CONV_FLOPS + 2 * ELEMENTS) / 1e3:.3g} kFLOP" in lines
     passes = lines[lines.index("passes (ms):") + 1:]
     assert [p.split()[0] for p in passes] == ["fold_constants", "recognize_patterns", "sink_reshapes",
-                                             "fold_batch_norm", "eliminate_identity_ops",
+                                             "fold_batch_norm", "eliminate_identity_ops", "crop_dead_taps",
                                              "alter_layout", "propagate_layout", "fold_constants_2", "fuse",
                                              "fold_constant_kernels"]
 
@@ -352,7 +352,8 @@ def test_inspect_options_change_the_pipeline(conv_model, capsys):
     code, out, err = run_cli(capsys, "inspect", conv_model, "--opt-level", "0", "--summary-only", "--layout", "NCHW")
     assert code == 0 and "kernels (fused groups): 3" in out
     skipped = [line.split()[0] for line in out.splitlines() if line.endswith("skipped (opt level)")]
-    assert skipped == ["fold_constants", "recognize_patterns", "sink_reshapes", "alter_layout", "propagate_layout"]
+    assert skipped == ["fold_constants", "recognize_patterns", "sink_reshapes", "crop_dead_taps", "alter_layout",
+                       "propagate_layout"]
     code, out, err = run_cli(capsys, "inspect", conv_model, "--after", "alter_layout", "--summary-only")
     assert code == 0 and "none yet" in out and "reads constant" in out  # the weight transform, not folded yet
     assert out.strip().splitlines()[-1].split()[0] == "alter_layout"

@@ -309,3 +309,29 @@ def test_inline_padding_is_versioned_per_tile_and_stays_correct():
 def _exprs(stmt):
     from compiler.codegen.analysis import stmt_exprs
     return stmt_exprs(stmt)
+
+
+def _diamond(n=5, m=12):
+    """A row diamond: S = max over the row of X, E = exp(X - S), T = sum of E, Y = E / T: E has two readers."""
+    X = te.placeholder((n, m), name="X")
+    r1, r2 = te.reduce_axis(m, "r1"), te.reduce_axis(m, "r2")
+    S = te.compute((n,), lambda i: te.max_reduce(X[i, r1], r1), name="S")
+    E = te.compute((n, m), lambda i, j: te.exp(X[i, j] - S[i]), name="E")
+    T = te.compute((n,), lambda i: te.sum(E[i, r2], r2), name="T")
+    Y = te.compute((n, m), lambda i, j: E[i, j] / T[i], name="Y")
+    return X, Y
+
+
+def test_a_stage_is_computed_where_all_its_readers_are():
+    """E is read by Y and by T: it may be computed at Y's row once T is; each stage of the row then lives in a
+    buffer of one row, and the result is the reference's."""
+    X, Y = _diamond()
+    s0 = initial_state([Y], [X])
+    steps = (ComputeAt("T", "Y", "i"), ComputeAt("E", "Y", "i"), ComputeAt("S", "Y", "i"))
+    state = Schedule(steps).apply(s0)
+    x, = data((5, 12))
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(run(state, [x]), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+    assert len(lower(state).params) == 2  # X and Y only: the rest in local buffers of a row
+    with pytest.raises(ScheduleError, match="computed at the same loop"):
+        Schedule((ComputeAt("E", "Y", "i"),)).apply(s0)  # T, its other reader, is not at Y's row

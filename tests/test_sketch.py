@@ -175,17 +175,23 @@ def softmax_rows_task(rows, length) -> Task:
 
 
 def test_row_stages_sketch_inlines_stages_read_once_and_keeps_the_rest_as_simple_roots():
-    """rows: one sketch; the reciprocal (read once) inlined, exp (read twice), the four reduction stages and the
-    output left to the simple-root annotation; the default schedule is one of its programs."""
+    """rows: two sketches. Stage by stage: the reciprocal (read once) inlined, exp (read twice), the six
+    reduction stages and the output left to the simple-root annotation. Row by row (the default's with 64 rows,
+    compiler/row_schedule.py): every other stage computed at the output's rows, nothing left to decide; the
+    default schedule is its program."""
     task = softmax_rows_task(64, 128)
     sks = generate_sketches(task)
-    assert len(sks) == 1
-    st = sks[0].state
-    assert st.stage("sinv").loc.is_inline
-    assert sorted(sks[0].simple_roots) == ["sexp", "smax", "smax_lanes", "softmax", "ssum", "ssum_lanes"]
+    assert len(sks) == 2
+    staged = next(sk for sk in sks if sk.simple_roots)
+    assert staged.state.stage("sinv").loc.is_inline
+    assert sorted(staged.simple_roots) == ["sexp", "smax", "smax_groups", "smax_lanes", "softmax", "ssum",
+                                           "ssum_groups", "ssum_lanes"]  # (groups of 4 vectors, folded to one)
+    whole = next(sk for sk in sks if not sk.simple_roots)
+    assert whole.rules == ["row_by_row"] and whole.state.stage("sexp").loc.is_at("softmax")
     default = default_schedule(task.initial_state())
     prog = derive_program(sks, default, task.initial_state())
-    assert prog is not None and concretize(sks[0], prog, task.initial_state()) == default
+    assert prog is not None and concretize(sks[prog.sketch_id], prog, task.initial_state()) == default
+    assert sks[prog.sketch_id] is whole
 
 
 def test_an_nchw_pool_runs_its_window_outside_its_row_and_the_space_contains_that():

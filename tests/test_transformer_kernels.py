@@ -89,13 +89,14 @@ def test_row_ops_reduce_in_vectors_in_parallel(op):
     assert len(partials) == 2  # softmax: max and sum; layer norm: sum and squares
     sched = default_schedule(task.initial_state())
     ann = annotations(sched)
-    for p in partials:  # each walks its rows with vector loads, rows in parallel
-        assert (p, "l", "vectorize") in ann and (p, "i@j@k", "parallel") in ann
-    out = stages[-1]
+    out = stages[-1]  # the rows in parallel, every other stage computed at the row (compiler/row_schedule.py)
     assert {(out, "l.1", "vectorize"), (out, "i@j@k", "parallel")} <= ann
-    assert not any(isinstance(s, (CacheWrite, ComputeAt)) for s in sched.steps)  # no scalar anchor tile
-    if op == "nn.softmax":  # exp, read by the sum and the output, is computed once into its own buffer
+    for p in partials:  # each walks its row with vector loads
+        assert (p, "l", "vectorize") in ann and ComputeAt(p, out, "i@j@k") in sched.steps
+    assert not any(isinstance(s, CacheWrite) for s in sched.steps)  # no scalar anchor tile
+    if op == "nn.softmax":  # exp, read by the sum and the output, is computed once into a row's buffer
         assert ComputeInline("softmax_exp") not in sched.steps and ComputeInline("softmax_inv") in sched.steps
+        assert ComputeAt("softmax_exp", out, "i@j@k") in sched.steps
 
 
 @pytest.mark.parametrize("op,shape,attrs", [

@@ -15,6 +15,8 @@ import random
 from dataclasses import dataclass, field
 
 from compiler.default_schedule import branch_axes
+from compiler.flat_schedule import flat_tail
+from compiler.transpose_schedule import TRANSPOSE_LANES, tile_loops, transpose_tile
 from compiler.schedule import (Annotate, ComputeAt, ComputeInline, Fuse, Pragma, Reorder, Schedule, ScheduleError,
                                Split, State, divisors)
 
@@ -90,16 +92,19 @@ def _loc_options(mv) -> list:
 
 
 def _sample_simple(st, rng) -> tuple:
-    """(lane, parallel depth) for a root stage without tiling."""
+    """(lane, parallel depth, transpose tile side or 0, trailing axes fused) for a root stage without tiling (the
+    tile applies where compiler/transpose_schedule.py finds one: a transposing copy; the fusion where
+    compiler/flat_schedule.py says the reads allow it)."""
     sp = [i for i in st.leaves if i.kind == "spatial"]
     if not sp:
-        return (0, 0)
+        return (0, 0, 0, 1)
     last = st.leaf_extents()[sp[-1].name]
     lanes = [0] + [d for d in divisors(last) if 4 <= d <= MAX_VECTOR]
     lane = rng.choice(lanes) if rng.random() < 0.8 else 0
     if lanes[-1] and rng.random() < 0.6:
         lane = max(lanes)  # contiguous and wide is usually best: bias towards it
-    return (lane, rng.randint(0, len(sp)))
+    tile = rng.choice(TRANSPOSE_LANES) if rng.random() < 0.5 else 0
+    return (lane, rng.randint(0, len(sp)), tile, rng.randint(2, len(sp)) if len(sp) > 1 and rng.random() < 0.3 else 1)
 
 
 # ---------------------------------------------------------------------------------------------- concrete
@@ -165,7 +170,7 @@ def _add(step, state, steps):
 
 
 def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
-    lane, depth = decision
+    lane, depth, tile_side, flat = (tuple(decision) + (0, 0, 1))[:4]  # (older programs: fewer entries)
     st = state.stage(name)
     sp = [i.name for i in st.leaves if i.kind == "spatial"]
     red = [i.name for i in st.leaves if i.kind == "reduce"]
@@ -173,13 +178,29 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
         return
     vec = None
     ext = st.leaf_extents()
-    if lane and ext[sp[-1]] % lane == 0:
+    tile = transpose_tile(state, st, tile_side) if tile_side else None
+    flat = flat if flat > 1 and not tile and not red and flat_tail(state, st) >= flat else 1
+    if flat > 1:  # trailing axes fused into one contiguous run (as the default does for a short last axis)
+        _add(Fuse(name, tuple(sp[-flat:])), state, steps)
+        sp = sp[:-flat] + ["@".join(sp[-flat:])]
+        if lane and state.stage(name).leaf_extents()[sp[-1]] > lane:  # (a partial last vector masked)
+            _add(Split(name, sp[-1], (lane,)), state, steps)
+            sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
+        vec = sp[-1] if lane >= 4 else None
+    elif tile is not None:  # a transposing copy's square tile (as the default schedule makes it)
+        splits, sp, (unrolled, vec) = tile_loops(st, tile, sp)
+        for step in splits:
+            _add(step, state, steps)
+        sp = sp + [unrolled, vec]
+    elif lane and ext[sp[-1]] % lane == 0:
         if ext[sp[-1]] > lane:
             _add(Split(name, sp[-1], (lane,)), state, steps)
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec = sp[-1]
     # axes that only choose between select branches (Winograd tile positions) run inside, unrolled: they fold
     branch = [st.roots[k].name for k in branch_axes(st) if st.roots[k].name in sp and st.roots[k].name != vec]
+    if tile is not None:
+        branch = [unrolled]
     outer = [n for n in sp if n != vec and n not in branch]
     order = outer + red + branch + ([vec] if vec else [])
     if red or branch or vec:  # (as the default schedule: even when the order is unchanged)
@@ -375,11 +396,35 @@ def _fit_factors(extent: int, inner: list[int]) -> list[int]:
 
 
 def _simple_decision(st, steps, exact: bool) -> tuple:
-    """(lane, parallel depth) of a simple root stage, read off its Split / Fuse / Annotate steps."""
+    """(lane, parallel depth, transpose tile side) of a simple root stage, read off its Split / Fuse / Annotate
+    steps (an unrolled loop that is no branch axis is a transpose tile's)."""
     sp = [i.name for i in st.leaves if i.kind == "spatial"]
     if not sp:
-        return (0, 0)
+        return (0, 0, 0, 1)
     mine = [s for s in steps if getattr(s, "stage", None) == st.name]
+    parallel_iters = {s.iter for s in mine if isinstance(s, Annotate) and s.annotation == "parallel"}
+    flat = next((s for s in mine if isinstance(s, Fuse) and s.iters[-1] == sp[-1]
+                 and "@".join(s.iters) not in parallel_iters), None)  # (not the parallel loop's fusion)
+    if flat is not None:  # trailing axes fused into one run: its lane is its split's (or the whole run)
+        fused = "@".join(flat.iters)
+        split = next((s for s in mine if isinstance(s, Split) and s.iter == fused), None)
+        extent = 1
+        for n in flat.iters:
+            extent *= st.leaf_extents()[n]
+        vectorized = any(isinstance(s, Annotate) and s.annotation == "vectorize" for s in mine)
+        lane = split.lengths[0] if split is not None else extent if vectorized else 0
+        outer = [s for s in mine if isinstance(s, Fuse) and s is not flat]
+        parallel = any(isinstance(s, Annotate) and s.annotation == "parallel" for s in mine)
+        return (lane, len(outer[0].iters) if outer and parallel else int(parallel), 0, len(flat.iters))
+    branch = {st.roots[k].name for k in branch_axes(st)}
+    tiled = next((s.iter for s in mine if isinstance(s, Annotate) and s.annotation == "unroll"
+                  and s.iter not in branch), None)
+    if tiled is not None:
+        split = next((s for s in mine if isinstance(s, Split) and f"{s.iter}.1" == tiled), None)
+        side = split.lengths[0] if split is not None else st.leaf_extents().get(tiled, 0)
+        fuse = next((s for s in mine if isinstance(s, Fuse)), None)
+        parallel = any(isinstance(s, Annotate) and s.annotation == "parallel" for s in mine)
+        return (0, len(fuse.iters) if fuse is not None and parallel else int(parallel), side, 1)
     split = next((s for s in mine if isinstance(s, Split) and s.iter == sp[-1]), None)
     extent = st.leaf_extents()[sp[-1]]
     vectorized = any(isinstance(s, Annotate) and s.annotation == "vectorize" and s.iter == sp[-1] for s in mine)
@@ -389,4 +434,4 @@ def _simple_decision(st, steps, exact: bool) -> tuple:
         lane = lane if lane >= 4 else 0
     fuse = next((s for s in mine if isinstance(s, Fuse)), None)
     parallel = any(isinstance(s, Annotate) and s.annotation == "parallel" for s in mine)
-    return (lane, len(fuse.iters) if fuse is not None and parallel else int(parallel))
+    return (lane, len(fuse.iters) if fuse is not None and parallel else int(parallel), 0, 1)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
-from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, keeps_buffer
+from compiler.codegen import vector_width
+from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, fused_rows_steps, keeps_buffer
 from compiler.default_schedule import window_outside as window_outside_step
 from compiler.matmul_schedule import matmul_operands
 from compiler.task import Task
@@ -335,21 +336,32 @@ class RowStages(SketchRule):
     """A task made only of row stages (relayish/ops/rows.py: softmax, layer norm as per-lane partial reductions,
     the default's `schedule_rows`): an elementwise stage read once is inlined, every other stage (the reductions,
     the output, an elementwise stage read twice such as softmax's exp) stays a simple root: outer spatial axes
-    fused and parallel, the innermost (a partial reduction's lanes, inside its reduction loop) vectorized."""
+    fused and parallel, the innermost (a partial reduction's lanes, inside its reduction loop) vectorized. Where
+    the default runs the task row by row (compiler/row_schedule.py), that schedule is a second, whole sketch."""
     name = "rows"
 
     def condition(self, sketch, st):
-        rows = st.loc.is_root and all(s.op.tag == ROW_TAG for s in sketch.state.stages)
+        rows = all(s.op.tag == ROW_TAG for s in sketch.state.stages)
         return Cond.APPLY_AND_SKIP_REST if rows else Cond.SKIP
 
     def apply(self, sketch, st):
+        if not st.loc.is_root:  # inlined or computed at the row by the row-by-row sketch
+            return [sketch]
         s = sketch.copy()
         if not st.is_output and not st.is_reduction and len(s.state.consumers(st)) == 1:
             s.add(ComputeInline(st.name))
         else:
             s.simple_roots.append(st.name)
             s.rules.append(f"row({st.name})")
-        return [s]
+        variants = [s]
+        fused = fused_rows_steps(sketch.state, vector_width()) if st.is_output else None
+        if fused is not None:
+            whole = sketch.copy()
+            for step in fused:
+                whole.add(step)
+            whole.rules.append("row_by_row")
+            variants.append(whole)
+        return variants
 
 
 class MatmulTile(SketchRule):

@@ -13,7 +13,8 @@ parameter in order (bool buffers are i8 in memory). Semantics:
 - float min/max propagate NaN from either operand, as numpy and onnxruntime's Max/Min/Relu/Clip do
   (intrinsics.float_max_min: one vmaxps/vminps, plus a NaN test unless an operand is a non-NaN constant).
 - Loop kinds: serial -> a phi loop; unroll (constant extent) -> the body emitted extent times with the variable
-  bound to constants; vectorize (constant extent N) -> the body emitted once on <N x T> values when
+  bound to constants (or, for the square tile of a transposing copy, vector loads, shuffles and vector stores:
+  transpose.py); vectorize (constant extent N) -> the body emitted once on <N x T> values when
   `vectorize_blocker` finds nothing unsafe, else a serial loop; parallel -> the body outlined into
   `void NAME.parK(i8* closure, i32 task, i32 ntasks)` run by the module's thread pool (nested parallel -> serial).
 - Allocate -> an `alloca` (align 64) in the entry block of the current LLVM function, so SROA can promote it.
@@ -37,6 +38,7 @@ from .analysis import referenced, vectorize_blocker
 from .cgutils import ALIGN, entry_alloca, for_range, is_vector, nbytes, scalar_type, splat
 from .dtypes import from_memory, memory_type, to_memory, value_type
 from .emit_expr import ExprEmitter
+from .transpose import emit_transpose, transposable
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
@@ -214,6 +216,9 @@ class _FunctionEmitter(ExprEmitter):
         del self.env[s.var]
 
     def unrolled_loop(self, s: For):
+        tile = transposable(s)
+        if tile is not None:
+            return emit_transpose(self, tile)
         start = self.expr(s.start)
         for k in range(s.extent.value):
             if isinstance(start, ir.Constant):  # a constant index lets selects on it fold as they are emitted

@@ -63,6 +63,38 @@ class Math:
             acc = self.add(self.mul(acc, x), self.f(c))
         return acc
 
+    def scalef(self, x, n):
+        """x * 2^n for a float n holding an integer, one AVX-512 vscalefps (rounded once, overflow to inf, tiny
+        results denormal), or None where the type or the host has none: vectors of 16 float32 lanes with
+        avx512f, of 8 or 4 with avx512vl too."""
+        if not self._avx512_vector():
+            return None
+        name = f"llvm.x86.avx512.mask.scalef.ps.{self.lanes * 32}"
+        mask = ir.IntType(16 if self.lanes == 16 else 8)
+        extra = [I32] if self.lanes == 16 else []  # the 512-bit form takes a rounding mode (4: the current one)
+        module = self.b.module
+        fn = module.globals.get(name) or ir.Function(
+            module, ir.FunctionType(self.ty, [self.ty, self.ty, self.ty, mask] + extra), name)
+        return self.b.call(fn, [x, n, x, ir.Constant(mask, -1)] + [I32(4)] * len(extra))
+
+    def recip(self, d):
+        """1 / d: on AVX-512 vectors vrcp14ps (14 bits) and one Newton step (error ~2^-28, under half an ulp before
+        the caller's rounding), for finite d only (rcp(inf) = 0 makes the step 0 x inf = NaN); else a division."""
+        if not self._avx512_vector():
+            return self.div(self.f(1.0), d)
+        name = f"llvm.x86.avx512.rcp14.ps.{self.lanes * 32}"
+        mask = ir.IntType(16 if self.lanes == 16 else 8)
+        module = self.b.module
+        fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(self.ty, [self.ty, self.ty, mask]), name)
+        r = self.b.call(fn, [d, d, ir.Constant(mask, -1)])
+        err = self.sub(self.f(1.0), self.mul(d, r))  # (contract: one FMA each)
+        return self.add(r, self.mul(r, err))
+
+    def _avx512_vector(self) -> bool:
+        """A vector of 16 float32 lanes on an avx512f host, or of 8 or 4 with avx512vl too."""
+        return self.lanes in (4, 8, 16) and self.ty.element == F32 and _host_has("avx512f") and \
+            (self.lanes == 16 or _host_has("avx512vl"))
+
     def pow2i(self, n_int):
         """2^n as a float for an integer vector/scalar n in the normal exponent range."""
         biased = self.b.add(n_int, self.i(self.bias))
@@ -96,3 +128,9 @@ def vector_constant(ty: ir.VectorType, value) -> ir.Constant:
     if c is None:
         c = _VECTOR_CONSTANTS[key] = ir.Constant(ty, value if value is ir.Undefined else [value] * ty.count)
     return c
+
+
+def _host_has(feature: str) -> bool:
+    """Whether this machine's CPU has `feature` (kernels are compiled for the host: codegen.library.host_target)."""
+    from .library import host_target
+    return f"+{feature}" in host_target()["features"].split(",")

@@ -16,7 +16,7 @@ from .fuse import fuse_ops
 from .layout import alter_layout, propagate_layout
 from .patterns import recognize_patterns
 from .reshapes import sink_reshapes
-from .simplify import eliminate_identity_ops, fold_batch_norm, fold_constants
+from .simplify import crop_dead_taps, eliminate_identity_ops, fold_batch_norm, fold_constants
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,8 @@ PIPELINE = [
     Pass("fold_batch_norm", lambda m, c: fold_batch_norm(m), 0, "batch norm into the conv before it, else affine"),
     Pass("eliminate_identity_ops", lambda m, c: eliminate_identity_ops(m), 0,
          "drop copies and same-shape reshapes, merge chained reshapes"),
+    Pass("crop_dead_taps", lambda m, c: crop_dead_taps(m), 1,
+         "convolution kernels cropped to the taps that read the input, not only its padding (small maps)"),
     Pass("alter_layout",
          lambda m, c: alter_layout(m, c.vector_width, c.winograd, dict(c.conv_algorithms), c.block)
          if c.layout == "NCHWc"

@@ -11,9 +11,10 @@ ops, broadcasts of same-shape values or per-channel constants, pools and depthwi
 divide its `groups` (their lcm), so that any of them sees its own groups as whole ranges of blocks. Convolutions and
 gathers (channel shuffle, concatenation) at the edges of a component read and write it padded; everything between
 them runs on the padded channels (the layout pass moves the transforms through them). A component that only
-ungrouped convolutions write is one group: padded at its end when its channels are not whole vectors (plain_map:
-SqueezeNet's 1,000 classes to 1,024, MobileNetV2's 24 channels to 32, a prime 17 to 24), so that a network of
-odd channel counts keeps one blocked layout and whole vectors too.
+ungrouped or depthwise convolutions write is one group: padded at its end when its channels are not whole vectors
+(plain_map: SqueezeNet's 1,000 classes to 1,024, MobileNetV2's 24 channels to 32, a prime 17 to 24; a depthwise
+convolution of 129 channels ran in blocks of 3 lanes at 6 GFLOP/s), so that a network of odd channel counts keeps
+one blocked layout and whole vectors too.
 
 The padded channels hold finite values that every reader ignores: a convolution reads them with zero weights (and
 zeroes its own padded outputs, nn.zero_channel_padding, so that 0 x Inf never puts a NaN there), a gather never
@@ -29,6 +30,7 @@ import numpy as np
 from relayish import Call, Constant, IRModule
 from relayish.expr import Expr, post_order
 from relayish.op import Pattern, get_op
+from relayish.types import is_float
 
 
 class ChannelMap(NamedTuple):
@@ -122,6 +124,22 @@ def is_depthwise(node: Call) -> bool:
     return node.attrs.groups == oc == cg * node.attrs.groups
 
 
+MIN_GROUP_REDUCTION = 4
+"""A grouped convolution summing fewer products per output (input channels per group x window: 1 to 3 channels, 1x1)
+stays NCHW, its
+vectors along the width: blocked, each output vector took one or two FMAs between zeroing and storing its
+accumulator and its groups' padded outputs went back through a gather (8 -> 104 channels in 8 groups, 1x1, over
+67x67: 247 us blocked, 57 us in NCHW; 32 -> 304 in 16 groups over 13x13: 32 us, 4 us; Zen 4)."""
+
+
+def stays_nchw(node: Call) -> bool:
+    """A grouped, not depthwise, convolution of fewer than MIN_GROUP_REDUCTION products per output."""
+    if node.attrs.groups == 1 or is_depthwise(node):
+        return False
+    _, cg, kh, kw = node.args[1].type.shape
+    return cg * kh * kw < MIN_GROUP_REDUCTION
+
+
 def padding_widths(block: int, vector_width: int) -> list[int]:
     """The blocks a group may be padded to: a vector and, with 16-lane vectors, half a vector (as fast per FLOP on
     a Zen 4, whose AVX-512 FMAs are two 256-bit halves; with 8 lanes a half vector is half the speed), no wider
@@ -196,6 +214,16 @@ def _same_layout_args(node: Call) -> list[Expr]:
     return []
 
 
+WINDOW_POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
+
+
+def is_window_pool(node) -> bool:
+    """A max or average pool over windows of an NCHW float value: the layout pass runs it blocked (its NCHW form
+    reads its strided windows element by element)."""
+    return isinstance(node, Call) and node.op in WINDOW_POOLS and node.attrs.layout == "NCHW" and \
+        node.type.ndim == 4 and is_float(node.type.dtype)
+
+
 def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> dict[int, ChannelMap]:
     """id(node) -> its ChannelMap, for every 4-D value of `mod` (an NCHW graph, before alter_layout) in a component
     that a grouped, not depthwise, convolution with a constant weight writes or reads (group_map), or that an
@@ -216,8 +244,14 @@ def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> 
                 parent[find(id(arg))] = find(id(node))
     groups: dict[int, int] = {}  # root -> lcm of the groups of the convolutions that write or read it
     for node in nodes:
+        if is_window_pool(node):  # runs blocked too (passes/layout.py): whole vectors of channels, as depthwise
+            groups.setdefault(find(id(node)), 1)
+            continue
         if isinstance(node, Call) and node.op == "nn.conv2d" and isinstance(node.args[1], Constant) and \
-                not is_depthwise(node):
+                not stays_nchw(node):
+            if is_depthwise(node):  # per channel: its component is padded at the end like one convolutions write
+                groups.setdefault(find(id(node)), 1)
+                continue
             for value in (node, node.args[0]) if node.attrs.groups > 1 else (node,):
                 root = find(id(value))
                 groups[root] = math.lcm(groups.get(root, 1), node.attrs.groups)

@@ -20,7 +20,8 @@ from relayish.ops.matmul_pack import pack_weight
 from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
-from .channel_maps import ChannelMap, channel_block, channel_maps, network_block, scatter_channels
+from .channel_maps import (ChannelMap, channel_block, channel_maps, is_window_pool, network_block, scatter_channels,
+                           stays_nchw)
 from .propagate import _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
@@ -48,6 +49,11 @@ def group_block(per_group: int, channels: int, vector_width: int) -> int:
     lies in one group (ShuffleNet's 60 channels in 3 groups of 20: blocks of 4)."""
     return math.gcd(per_group, channel_block(channels, vector_width))
 
+
+MIN_OUTPUT_BLOCK = 4
+"""A convolution whose output block would be narrower (a grouped one with 1 or 2 output channels per group, which
+channel_maps.group_map does not pad) stays NCHW, its vectors along the width: 267 -> 6 channels in 3 groups, 1x1,
+over 100x100 ran 1,890 us in blocks of 2 channels (6 GFLOP/s), 150 us in NCHW (Zen 4)."""
 
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the products save
 WINOGRAD_MIN_TILES = 32  # tiles (per image) that must share each transformed weight
@@ -148,6 +154,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             weight = _lt(Constant(scatter_channels(w.data, 0, m_out)), "OIHW", f"OIHW{b}o")
             conv = Call("nn.depthwise_conv2d_nchwc", (blocked_input(x, m_in, b), weight), window(node))
             return blocked_output(conv, m_out, b)
+        if stays_nchw(node):  # a grouped convolution of a few products per output (channel_maps.py)
+            return None
         m = tile_of(node)
         if m_in is not None:  # x keeps its per-group padding: zero weights for the padded channels
             ib, w = m_in.block, Constant(scatter_channels(w.data, 1, m_in.split(groups)))
@@ -157,6 +165,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             ob, w = m_out.block, Constant(scatter_channels(w.data, 0, m_out))
         else:
             ob = group_block(oc // groups, oc, block)
+        if ob < MIN_OUTPUT_BLOCK and not m:
+            return None  # vectors along the width instead (the NCHW convolution's schedule)
         data = blocked_input(x, m_in, ib)
         weight = _lt(w, "OIHW", f"OIHW{ib}i{ob}o")
         if m:
@@ -167,6 +177,19 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         if m_out is not None and m_out.is_padded:
             conv = Call("nn.zero_channel_padding", (conv,), {"groups": m_out.groups, "channels": m_out.channels})
         return blocked_output(conv, m_out, ob)
+
+    def pool_blocked(node: Call, x: Expr):
+        """A windowed pool of NCHW, blocked as its channel map says (or in whole blocks of its channels): in
+        NCHW its strided windows are read element by element (an average pool of 113 channels, 3x3 / 2 over 33x33,
+        ran 49 us, 1.6x onnxruntime's time)."""
+        if not is_window_pool(node):
+            return None
+        m = cmap(node)
+        b = m.block if m is not None else channel_block(node.type.shape[1], block)
+        if b < 4:
+            return None
+        pooled = Call(node.op, (blocked_input(x, m, b),), dict(node.attrs.as_dict(), layout=f"NCHW{b}c"))
+        return blocked_output(pooled, m, b)
 
     def gather_to_map(node: Call, value: Expr | None = None):
         """A gather (concatenation, channel shuffle) whose result has a ChannelMap: computed as it is, then padded
@@ -201,11 +224,16 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
-        #                     (w constant, any groups; conv2d_winograd_nchwc if winograd_tile says so)
+        #                     (w constant, any groups, o >= MIN_OUTPUT_BLOCK and not stays_nchw (else kept NCHW);
+        #                     conv2d_winograd_nchwc if winograd_tile says so)
         # conv2d(x, w) -> unpad(lt(zero_channel_padding(conv2d_nchwc(lt(pad(x, Mx), NCHW->NCHW{i}c), w')), ..), My)
         #                     (x, y with channel maps Mx, My: channels padded per group or at the end; w' with zero
         #                     weights for the padding; channel_maps.py)
         (Pat("nn.conv2d", (ANY, CONST)), conv_to_nchwc),
+        # max_pool2d(x) -> lt(max_pool2d(lt(x, NCHW->NCHW{b}c), layout=NCHW{b}c), NCHW{b}c->NCHW)  (and average;
+        #                     windows of one value: padded per its channel map, as a depthwise convolution)
+        (Pat("nn.max_pool2d", (ANY,)), pool_blocked),
+        (Pat("nn.avg_pool2d", (ANY,)), pool_blocked),
         # dense(x, w[N, K]) -> dense_pack(x, lt(w, NK->NK{n}n))          (w constant; n: the channel block, or the
         #                                                              matmul tile's columns when x has rows > 1)
         (Pat("nn.dense", (ANY, CONST)), dense_to_pack),

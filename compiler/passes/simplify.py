@@ -162,3 +162,51 @@ def eliminate_identity_ops(mod: IRModule) -> IRModule:
     """Drop ops that change nothing (copies, reshapes to the same shape) and merge chained reshapes. There is no
     dead code to eliminate: a graph holds only the nodes its outputs reach."""
     return rewrite(mod, [("identity", _drop_identity)])
+
+
+# ---------------------------------------------------------------------------------------------- dead taps
+
+def live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, pad_begin: int) -> tuple[int, int]:
+    """(first, last + 1) of the kernel taps along one axis that read the input (not only its padding) at some
+    output position; (0, 0) if none does."""
+    live = [k for k in range(kernel)
+            if any(0 <= o * stride + k * dilation - pad_begin < size for o in range(out))]
+    return (live[0], live[-1] + 1) if live else (0, 0)
+
+
+def _cropped_axis(size, out, kernel, stride, dilation, pad_begin):
+    """(first tap, last tap + 1, new pad_begin, new pad_end) of one axis with its dead outer taps cropped, or None
+    when nothing is cropped or the cropped window cannot keep every output where it was."""
+    first, end = live_taps(size, out, kernel, stride, dilation, pad_begin)
+    if end == 0 or (first, end) == (0, kernel):
+        return None
+    begin = pad_begin - first * dilation
+    pad_end = max(0, (out - 1) * stride + (end - first - 1) * dilation + 1 - size - begin)
+    span = size + begin + pad_end - (end - first - 1) * dilation - 1
+    if begin < 0 or span // stride + 1 != out:
+        return None
+    return first, end, begin, pad_end
+
+
+def _crop_dead_taps(node: Call):
+    # conv2d(x, w) -> conv2d(x, w[:, :, h0:h1, w0:w1]) with less padding    (w constant; the taps outside
+    #                                  h0:h1, w0:w1 read only padding: a 3x3 convolution of a 1x1 map is a 1x1 one)
+    if node.op != "nn.conv2d" or not isinstance(node.args[1], Constant):
+        return None
+    (_, _, h, wd), (oh, ow) = node.args[0].type.shape, node.type.shape[2:]
+    kh, kw = node.args[1].type.shape[2:]
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = node.attrs.strides, node.attrs.dilation, node.attrs.padding
+    rows = _cropped_axis(h, oh, kh, sh, dh, pt) or (0, kh, pt, pb)
+    cols = _cropped_axis(wd, ow, kw, sw, dw, pl) or (0, kw, pl, pr)
+    if rows == (0, kh, pt, pb) and cols == (0, kw, pl, pr):
+        return None
+    weight = np.ascontiguousarray(node.args[1].data[:, :, rows[0]:rows[1], cols[0]:cols[1]])
+    attrs = dict(node.attrs.as_dict(), padding=(rows[2], cols[2], rows[3], cols[3]))
+    return Call("nn.conv2d", (node.args[0], Constant(weight)), attrs)
+
+
+def crop_dead_taps(mod: IRModule) -> IRModule:
+    """Crop each convolution's kernel to the taps that read its input: on a map smaller than the kernel, the outer
+    taps read only zeros of the padding (a 3x3 convolution of 1,024 -> 384 channels on a 1x1 map read 14 MB of
+    weights for nothing and ran 3.3x onnxruntime's time)."""
+    return rewrite(mod, [("crop_dead_taps", _crop_dead_taps)])

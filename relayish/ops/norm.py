@@ -67,9 +67,9 @@ def _axis_indexers(ax: int):
 
 def _softmax_rows(x: te.Tensor) -> te.Tensor:
     outer, length = x.shape[:-1], x.shape[-1]
-    xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "softmax_max")
+    xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "softmax_max", x.dtype)
     ex = te.compute(x.shape, lambda *i: te.exp(x[i] - xmax[i[:-1]]), name="softmax_exp", tag=ROW_TAG)
-    total = row_reduce(outer, length, lambda i, l: ex[tuple(i) + (l,)], "sum", "softmax_sum")
+    total = row_reduce(outer, length, lambda i, l: ex[tuple(i) + (l,)], "sum", "softmax_sum", x.dtype)
     inv = te.compute(outer, lambda *i: 1.0 / total[i], name="softmax_inv", tag=ROW_TAG)
     return te.compute(x.shape, lambda *i: ex[i] * inv[i[:-1]], name="softmax", tag=ROW_TAG)
 
@@ -101,9 +101,9 @@ def _log_softmax_compute(inputs, attrs, out_type):
     ax = attrs.axis
     if ax == x.ndim - 1 and row_lanes(x.shape[-1], x.dtype):
         outer, length = x.shape[:-1], x.shape[-1]
-        xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "log_softmax_max")
+        xmax = row_reduce(outer, length, lambda i, l: x[tuple(i) + (l,)], "max", "log_softmax_max", x.dtype)
         total = row_reduce(outer, length, lambda i, l: te.exp(x[tuple(i) + (l,)] - xmax[i]), "sum",
-                           "log_softmax_sum")
+                           "log_softmax_sum", x.dtype)
         norm = te.compute(outer, lambda *i: xmax[i] + te.log(total[i]), name="log_softmax_norm", tag=ROW_TAG)
         return te.compute(x.shape, lambda *i: x[i] - norm[i[:-1]], name="log_softmax", tag=ROW_TAG)
     reduced = x.shape[:ax] + x.shape[ax + 1:]

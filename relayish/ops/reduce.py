@@ -85,7 +85,7 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
     reducer = {"sum": te.sum, "prod": te.prod_reduce, "max": te.max_reduce, "min": te.min_reduce}[combiner]
     if not raxes:  # over no axes (all the axes of a 0-d tensor): x itself (a Reduce needs a reduction loop)
         return te.compute(out_shape, lambda *i: x[index(i)], name=name, tag="elemwise")
-    trailing = sorted(axes) == list(range(x.ndim - len(axes), x.ndim)) and len(axes) < x.ndim
+    trailing = sorted(axes) == list(range(x.ndim - len(axes), x.ndim))  # (all of them: one row)
     rows = trailing_reduce(x, len(axes), combiner, name + "_rows") if trailing else None
     if rows is not None:  # over the last axes: per-lane partials of the contiguous row, vectorized
 

@@ -76,13 +76,15 @@ def _reshape_compute(inputs, attrs, out_type):
             for d in ddims:
                 flat = flat * dst[d] + (out_idx[d] if dst[d] > 1 else 0)
             stride = num_elements([src[d] for d in sdims])
+            leading = True  # the group's first dim of extent > 1: flat // stride is below its extent, no wrap
             for d in sdims:
                 stride //= src[d]
                 if src[d] == 1:
                     in_idx[d] = 0
                     continue
                 index = flat // stride
-                in_idx[d] = index % src[d] if d != sdims[0] else index  # the leading dim needs no wrap
+                in_idx[d] = index if leading else index % src[d]
+                leading = False
         return x[tuple(in_idx)]
     return te.compute(dst, body, name="reshape", tag="injective")
 

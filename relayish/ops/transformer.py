@@ -82,13 +82,13 @@ def _ln_rows(x, gamma, beta, epsilon):
     """The same over the last axis only, in the row form (relayish/ops/rows.py): two-stage reductions, the
     reciprocal standard deviation once per row."""
     outer, count, nd = x.shape[:-1], x.shape[-1], x.ndim
-    total = row_reduce(outer, count, lambda i, l: x[tuple(i) + (l,)], "sum", "ln_sum")
+    total = row_reduce(outer, count, lambda i, l: x[tuple(i) + (l,)], "sum", "ln_sum", x.dtype)
     mean = lambda i: total[tuple(i)] * (1.0 / count)  # noqa: E731
 
     def square(i, l):
         d = x[tuple(i) + (l,)] - mean(i)
         return d * d
-    var = row_reduce(outer, count, square, "sum", "ln_var")
+    var = row_reduce(outer, count, square, "sum", "ln_var", x.dtype)
     inv_std = te.compute(outer, lambda *i: 1.0 / te.sqrt(var[i] * (1.0 / count) + float(epsilon)),
                          name="ln_inv_std", tag=ROW_TAG)
 

@@ -1,0 +1,107 @@
+"""Transposing copies: a stage that writes its last axis contiguously while reading it with a stride (a layout
+transform NCHW16c -> NCHW or back, a Transpose, an unpad of channels) gets a square register tile.
+
+    out[.., u, .., v] = in[.. u + S * v ..]     (v: the stage's last axis; u: an axis the read walks with stride 1)
+
+is tiled L x L: u split by L and unrolled, v split by L and vectorized, innermost. Codegen recognizes that nest
+(compiler/codegen/transpose.py): it loads L contiguous vectors along u, transposes them in registers and stores
+L contiguous vectors along v, instead of gathering every element by a scalar load (the NCHW16c -> NCHW transform of
+a (487, 47, 47) result ran at 3 cycles an element so, as long as the 1x1 convolution that wrote it).
+
+`transpose_tile` finds (u, v, L) on the stage as the schedule sees it (reads through inlined stages composed);
+`tile_loops` gives the splits that make the tile. default_schedule's root rule applies them, and the tuner's
+annotation of simple root stages (tuning/annotate.py) may.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from relayish import te
+
+from .arith import coefficient, simplify
+from .schedule import Split
+
+TRANSPOSE_LANES = (16, 8, 4)  # the tile's side: the widest that both axes fill and the target's vectors hold
+
+
+class TransposeTile(NamedTuple):
+    u: str  # the axis the read walks contiguously: split by lanes, its inner part unrolled
+    v: str  # the stage's last axis (written contiguously): split by lanes, its inner part vectorized
+    lanes: int
+
+
+def transpose_tile(state, st, vector_width: int) -> TransposeTile | None:
+    """The tile of a root stage without reduction whose body is one read (a copy) that walks the last axis v with
+    a stride other than 0 and 1 and some other axis u with stride 1 (the innermost such u), both at least `lanes`
+    long; None otherwise. Strides are of the read's row-major flat index once u and v are split by lanes (so that
+    a blocked layout's c // 16, c % 16 become the outer and inner parts), over the whole tiles."""
+    op = st.op
+    if op.reduce_axes or len(op.axes) < 2 or st.leaves != st.roots:
+        return None
+    read = _single_read(state, op)
+    if read is None:
+        return None
+    tensor, indices = read
+    axes = list(op.axes)
+    v = axes[-1]
+    for lanes in (n for n in TRANSPOSE_LANES if n <= vector_width):
+        if v.extent < lanes:
+            continue
+        for u in reversed(axes[:-1]):
+            if u.extent >= lanes and _strides(tensor, indices, u, v, lanes) is not None:
+                return TransposeTile(_name(st, u), _name(st, v), lanes)
+    return None
+
+
+def _name(st, axis: te.IterVar) -> str:
+    return st.roots[list(st.op.axes).index(axis)].name
+
+
+def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int):
+    """(1, S) with S the stride of v's inner part (not 0, not 1; None if not affine) when the read walks u's inner
+    part with stride 1; else None."""
+    uo, ui, vo, vi = te.Var("uo"), te.Var("ui"), te.Var("vo"), te.Var("vi")
+    mapping = {u.var: uo * lanes + ui, v.var: vo * lanes + vi if v.extent > lanes else vi}
+    ranges = {uo: u.extent // lanes, ui: lanes, vo: v.extent // lanes, vi: lanes}  # the whole tiles (a partial
+    # last one is a separate version of the nest, lower.py tail_version, and keeps its lane-by-lane copy)
+    flat, stride = te.IntImm(0), 1
+    for index, size in reversed(list(zip(indices, tensor.shape))):
+        flat = flat + te.substitute_vars(index, mapping) * stride
+        stride *= size
+    flat = simplify(flat, ranges)
+    su, sv = coefficient(flat, ui), coefficient(flat, vi)
+    return (su, sv) if su == 1 and sv not in (0, 1) else None  # (sv None: v reaches the read through a clamp)
+
+
+def _single_read(state, op: te.ComputeOp):
+    """(tensor, indices) when op's body is a single tensor read, composed through reads of inlined stages that
+    are single reads too (unpad_channels of a layout transform), or a read or a constant chosen by a condition
+    (pad_channels' zeros); None otherwise."""
+    body, mapping = op.body, None
+    while True:
+        if isinstance(body, te.Select) and isinstance(body.false_value, (te.FloatImm, te.IntImm)):
+            body = body.true_value  # (the condition picks a constant instead: codegen loads nothing there)
+        if not isinstance(body, te.TensorRead):
+            return None
+        indices = [te.substitute_vars(i, mapping) if mapping else i for i in body.indices]
+        producer = state.stage_of(body.tensor)
+        if producer is None or not producer.loc.is_inline or producer.op.reduce_axes:
+            return body.tensor, indices
+        mapping = {ax.var: i for ax, i in zip(producer.op.axes, indices)}
+        body = producer.op.body
+
+
+def tile_loops(st, tile: TransposeTile, spatial: list) -> tuple[list, list, list]:
+    """(the Split steps, the stage's spatial loops with each split axis's outer part in its place and the tile's
+    loops taken out, [u's inner loop, v's inner loop]): u and v are split by the lanes where they are longer."""
+    steps, inner = [], []
+    extents = st.leaf_extents()
+    for name in (tile.u, tile.v):
+        if extents[name] > tile.lanes:
+            steps.append(Split(st.name, name, (tile.lanes,)))
+            spatial = [f"{name}.0" if n == name else n for n in spatial]
+            inner.append(f"{name}.1")
+        else:
+            spatial = [n for n in spatial if n != name]
+            inner.append(name)
+    return steps, spatial, inner
