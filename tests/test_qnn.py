@@ -8,9 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import compiler.codegen.intdot as intdot
+from bench.native import NativeKernels
+from compiler.codegen import emit_assembly, vector_width
+from compiler.default_schedule import default_schedule
+from compiler.lower import lower
+from compiler.task import build_task
 from frontends import from_onnx
 from harness import case_id, node_model, run_ort_or_none, run_reference, three_way
-from relayish.expr import Call, post_order
+from relayish.expr import Attrs, Call, Function, TensorType, Var, call, post_order
+from relayish.interp import evaluate
+from compiler.passes import PassContext, run_pipeline
 
 I32, U8, I8 = np.int32, np.uint8, np.int8
 NAMES = {U8: "u8", I8: "s8"}
@@ -130,3 +138,97 @@ def test_matmul_integer_three_way(case):
         return [(a @ (b.astype(np.int64) - (0 if bz is None else bz.astype(np.int64)))).astype(I32)]
     three_way(node_model("MatMulInteger", inputs, outputs=[("y", I32)], domain=""), feeds,
               reference=per_row if a_zp == "row" else ort_or_onnx)
+
+
+# ---- the int8 kernels: packed layouts, vpdpbusd and its fallback ----
+
+def test_constant_int8_weights_take_the_packed_int8_ops():
+    """ConvInteger / MatMulInteger with constant weights run as qnn.conv2d_nchwc / qnn.matmul_pack (RGB input
+    channels padded to a word), their zero-point terms fused after them; a depthwise one (groups of 1 channel:
+    no whole words) keeps the generic qnn.conv2d."""
+    rng = np.random.default_rng(4)
+    conv = node_model("ConvInteger", [("x", U8, [1, 3, 9, 9]), ("w", q(rng, I8, 16, 3, 3, 3)), ("xz", U8, [])],
+                      outputs=[("y", I32)], attrs=dict(pads=[1, 1, 1, 1]), domain="")
+    depthwise = node_model("ConvInteger", [("x", U8, [1, 8, 9, 9]), ("w", q(rng, I8, 8, 1, 3, 3))],
+                           outputs=[("y", I32)], attrs=dict(group=8), domain="")
+    matmul = node_model("MatMulInteger", [("a", U8, [2, 5, 13]), ("b", q(rng, I8, 13, 21)), ("az", U8, [])],
+                        outputs=[("y", I32)], domain="")
+    assert fused_ops(conv) >= {"qnn.conv2d_nchwc", "nn.pad_channels"} and "qnn.conv2d" not in fused_ops(conv)
+    assert "qnn.conv2d" in fused_ops(depthwise) and "qnn.conv2d_nchwc" not in fused_ops(depthwise)
+    assert "qnn.matmul_pack" in fused_ops(matmul)
+    three_way(conv, {"x": q(rng, U8, 1, 3, 9, 9), "xz": np.array(201, U8)})
+    three_way(depthwise, {"x": q(rng, U8, 1, 8, 9, 9)})
+    three_way(matmul, {"a": q(rng, U8, 2, 5, 13), "az": np.array(3, U8)})
+
+
+def fused_ops(model) -> set[str]:
+    """The ops of the model after the compiler's passes."""
+    fused = run_pipeline(from_onnx(model), PassContext(vector_width=vector_width()))
+    return {n.op for n in post_order(fused.main.body) if isinstance(n, Call) and isinstance(n.op, str)} | \
+        {n.op for f in post_order(fused.main.body) if isinstance(f, Call) and not isinstance(f.op, str)
+         for n in post_order(f.op.body) if isinstance(n, Call)}
+
+
+def conv_kernel_task(ic, oc, size, kernel, stride, pad, ib, ob, groups=1):
+    """qnn.conv2d_nchwc minus the zero point's term, cast to float and scaled (a dynamic model's epilogue)."""
+    x = Var("x", TensorType((1, ic // ib, *size, ib), "uint8"))
+    w = Var("w", TensorType((oc // ob, ic // groups // ib, kernel, kernel, ib // 4, ob), "int32"))
+    zp = Var("zp", TensorType((), "uint8"))
+    corr = Var("corr", TensorType((1, oc // ob, 1, 1, ob), "int32"))
+    acc = call("qnn.conv2d_nchwc", x, w, zp, strides=(stride, stride), padding=(pad,) * 4, groups=groups)
+    y = call("multiply", call("cast", call("subtract", acc, corr), dtype="float32"), Var("s", TensorType(())))
+    return build_task(Function((x, w, zp, corr, y.args[1]), y, Attrs(Primitive=1)))
+
+
+def matmul_kernel_task(rows, k, n, nb):
+    x = Var("x", TensorType(rows + (k,), "uint8"))
+    w = Var("w", TensorType((-(-n // nb), -(-k // 4), nb), "int32"))
+    acc = call("qnn.matmul_pack", x, w, **({"units": n} if n % nb else {}))
+    return build_task(Function((x, w), call("nn.relu", acc), Attrs(Primitive=1)))
+
+
+KERNELS = {
+    "conv3x3_pad1": lambda: conv_kernel_task(32, 48, (7, 9), 3, 1, 1, 16, 16),
+    "conv3x3_s2_blocks8x4": lambda: conv_kernel_task(24, 12, (11, 10), 3, 2, 1, 8, 4),
+    "conv1x1": lambda: conv_kernel_task(64, 32, (5, 13), 1, 1, 0, 16, 16),
+    "conv_grouped": lambda: conv_kernel_task(16, 16, (6, 6), 3, 1, 1, 8, 8, groups=2),
+    "conv7x7_s2_rgb_padded": lambda: conv_kernel_task(4, 16, (19, 21), 7, 2, 3, 4, 16),
+    "matmul_tiles": lambda: matmul_kernel_task((2, 7), 13, 21, 16),
+    "matmul_gpt": lambda: matmul_kernel_task((1, 16), 64, 96, 32),
+    "dense_batch1": lambda: matmul_kernel_task((1,), 100, 1000, 8),
+}
+
+
+def kernel_inputs(task, rng):
+    out = []
+    for p in task.func.params:
+        shape, dtype = tuple(p.type.shape), p.type.dtype
+        if dtype == "float32":
+            out.append(np.asarray(rng.random(shape) * 0.01 + 0.001, np.float32))
+        else:
+            info = np.iinfo(dtype)
+            out.append(rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype))
+    return out
+
+
+@pytest.mark.parametrize("vnni", [True, False], ids=["vnni", "fallback"])
+@pytest.mark.parametrize("case", list(KERNELS))
+def test_int8_kernels_match_the_reference_exactly(case, vnni, monkeypatch):
+    """Default schedules of the packed int8 ops, compiled with vpdpbusd and with the widening fallback: the int32
+    sums (through an exact float epilogue: values below 2^24 times a power-of-two-free scale, compared bitwise with
+    the interpreter's) equal the numpy reference; the VNNI build has vpdpbusd in its inner loop and the fallback
+    none."""
+    if vnni and not intdot.host_vnni_lanes():
+        pytest.skip("the host has no AVX-512 VNNI or AVX-VNNI: vpdpbusd cannot run here (the fallback is tested)")
+    monkeypatch.setattr(intdot, "USE_VNNI", vnni)
+    task = KERNELS[case]()
+    func = lower(default_schedule(task.initial_state(), vector_width()).apply(task.initial_state()), "k")
+    inputs = kernel_inputs(task, np.random.default_rng(len(case)))
+    lib = NativeKernels([func])
+    lib.set_threads(2)
+    args = lib.arguments("k", inputs)
+    lib.caller("k", args)()
+    lib.idle()
+    ref = evaluate(task.func, inputs)[0]
+    np.testing.assert_array_equal(args[len(inputs)], ref)
+    assert ("vpdpbusd" in emit_assembly([func])) == vnni
