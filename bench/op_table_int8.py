@@ -74,7 +74,8 @@ class QConv:
         node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"],
                                 kernel_shape=[k, k], strides=[self.stride] * 2, pads=[self.pad] * 4)
         graph = helper.make_graph(
-            [node], "qconv", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, self.cin, self.size, self.size])],
+            [node], "qconv",
+            [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, self.cin, self.size, self.size])],
             [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, self.cout, o, o])],
             [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=8)

@@ -56,10 +56,12 @@ def _int8_operands(anchor: Stage):
     """(first data byte read, weight word read) of qnn.matmul_pack's sum(dot4(a[.., m, 4k + t], w[n // nb, k,
     n % nb])), else None."""
     dot = anchor.op.body.body
-    if not (isinstance(dot, te.Call) and dot.name == "dot4_u8s8" and all(isinstance(r, te.TensorRead)
-                                                                           for r in dot.args)):
+    if not (isinstance(dot, te.Call) and dot.name == "dot4_u8s8"):
         return None
-    a, b = dot.args[0], dot.args[4]
+    reads = [next((r for r in te.walk(arg) if isinstance(r, te.TensorRead)), None) for arg in dot.args]
+    if any(r is None for r in reads):
+        return None
+    a, b = reads[0], reads[4]  # (int8 data is read through a bit flip: bitcast(x ^ -128))
     k, m = anchor.op.body.axes[-1].var, anchor.op.axes[-2].var
     if len(a.indices) < 2 or a.indices[-2] is not m or b.indices[1] is not k:
         return None

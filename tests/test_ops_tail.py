@@ -354,6 +354,8 @@ QNN = [
     ("qnn.conv2d_nchwc", [((1, 2, 5, 6, 4), U8), ((3, 2, 3, 2, 1, 8), I32), ((), U8)],
      {"padding": (1, 1, 0, 1), "strides": (1, 2)}),
     ("qnn.conv2d_nchwc", [((1, 4, 4, 5, 8), U8), ((4, 2, 1, 1, 2, 4), I32), ((), U8)], {"groups": 2}),
+    ("qnn.conv2d_nchwc", [((1, 2, 5, 4, 4), S8), ((2, 2, 3, 3, 1, 4), I32), ((), S8)], {"padding": (1, 1, 1, 1)}),
+    ("qnn.matmul_pack", [((4, 7), S8), ((1, 2, 8), I32)], {"units": 5}),
     ("qnn.matmul_pack", [((2, 3, 9), U8), ((3, 3, 8), I32)], {"units": 21}),
     ("qnn.matmul_pack", [((5, 8), U8), ((2, 2, 16), I32)], {}),
 ]
@@ -396,7 +398,7 @@ def test_packed_integer_products_are_the_generic_ones():
     ("qnn.conv2d_nchwc", [((1, 1, 5, 5, 6), U8), ((1, 1, 1, 1, 2, 8), I32), ((), U8)], {},
      r"data block must be 4 x the weight's words"),
     ("qnn.matmul_pack", [((3, 9), U8), ((1, 2, 8), I32)], {}, r"the weight needs 3 words per column, it has 2"),
-    ("qnn.matmul_pack", [((3, 8), S8), ((1, 2, 8), I32)], {}, r"data must be uint8, got int8"),
+    ("qnn.matmul_pack", [((3, 8), "float32"), ((1, 2, 8), I32)], {}, r"data must be uint8 or int8, got float32"),
 ])
 def test_integer_products_bad_inputs(op, specs, attrs, message):
     with pytest.raises(OpError, match=message):

@@ -209,21 +209,23 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
             x = Call("nn.pad_channels", (x,), {"groups": 1, "padded": padded})
         conv = Call("qnn.conv2d_nchwc", (_lt(x, "NCHW", f"NCHW{ib}c"), Constant(pack_conv_weight(weight, ib, ob)),
                                          pad), dict(window(node), groups=node.attrs.groups))
-        return _lt(conv, f"NCHW{ob}c", "NCHW")
+        return _flipped_data_term(_lt(conv, f"NCHW{ob}c", "NCHW"), x, w.data, (1, 2, 3), (-1, 1, 1))
 
     def int8_matmul(node: Call, x: Expr, w: Constant):
         nb = int8_matmul_block(node, vector_width)
         if nb is None:
             return None
         n = w.type.shape[1]
-        return Call("qnn.matmul_pack", (x, Constant(pack_matmul_weight(w.data, nb))), {"units": n} if n % nb else {})
+        packed = Call("qnn.matmul_pack", (x, Constant(pack_matmul_weight(w.data, nb))), {"units": n} if n % nb else {})
+        return _flipped_data_term(packed, x, w.data, (0,), (-1,))
 
     return rewrite(mod, table_rules([
         # qnn.conv2d(x, w, pad) -> lt(qnn.conv2d_nchwc(lt(x, NCHW->NCHW{i}c), words(w), pad), NCHW{o}c->NCHW)
-        #    (uint8 x, constant int8 w; words: 4 input channels per int32, vpdpbusd's form; int8_conv_blocks)
+        #    (8-bit x, constant int8 w; words: 4 input channels per int32, vpdpbusd's form; int8_conv_blocks;
+        #    int8 x: minus 128 x each channel's weight sum, the packed op reads x + 128)
         (Pat("qnn.conv2d", (ANY, CONST, ANY)), int8_conv),
-        # qnn.matmul(x[.., M, K], w[K, N]) -> qnn.matmul_pack(x, words(w) [N/nb, K/4, nb])   (uint8 x, constant
-        #    int8 w; nb: the register tile's columns)
+        # qnn.matmul(x[.., M, K], w[K, N]) -> qnn.matmul_pack(x, words(w) [N/nb, K/4, nb])   (8-bit x, constant
+        #    int8 w; nb: the register tile's columns; int8 x as above)
         (Pat("qnn.matmul", (ANY, CONST)), int8_matmul),
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
@@ -260,17 +262,25 @@ def packed_matmul_block(node: Call, vector_width: int) -> int | None:
     return None if tile is None else tile[1] * tile[2]
 
 
+def _flipped_data_term(y: Call, x: Expr, w: np.ndarray, axes: tuple, shape: tuple) -> Expr:
+    """y minus 128 x each output channel's weight sum when the data is int8: the packed ops read it as x + 128."""
+    if x.type.dtype != "int8":
+        return y
+    term = (128 * w.astype(np.int64).sum(axis=axes)).astype(np.int32).reshape(shape)
+    return Call("subtract", (y, Constant(term)))
+
+
 INT8_BLOCKS = (16, 8, 4)  # channel blocks of int8 convolutions: whole int32 words (4 channels), as wide as a vector
 
 
 def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None:
     """(input block, output block, padded input channels or 0) of a qnn.conv2d in qnn.conv2d_nchwc, or None (keep
-    the generic kernel) unless the data is uint8, the weight int8 and the channels fit whole words: every block a
+    the generic kernel) unless the data is 8-bit, the weight int8 and the channels fit whole words: every block a
     multiple of 4 channels (the int32 lanes of vpdpbusd, each a sum over 4 input channels), within one group.
     Ungrouped convolutions pad their input channels to a multiple of 4 (RGB: 3 -> 4, with zero weights); grouped
     ones (depthwise included) whose groups are not whole words stay generic."""
     x, w = node.args[0], node.args[1]
-    if x.type.dtype != "uint8" or w.type.dtype != "int8":
+    if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8":
         return None
     o, cg = w.type.shape[:2]
     groups = node.attrs.groups
@@ -286,9 +296,9 @@ def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None
 def int8_matmul_block(node: Call, vector_width: int) -> int | None:
     """Columns per block of a qnn.matmul's packed weight words (None: keep the generic kernel): its register tile's
     columns (compiler/matmul_schedule.py, int32 lanes as many as float32 ones), or for a single row dense_block's;
-    uint8 data and a 2-D int8 weight only."""
+    8-bit data and a 2-D int8 weight only."""
     x, w = node.args
-    if x.type.dtype != "uint8" or w.type.dtype != "int8" or w.type.ndim != 2:
+    if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8" or w.type.ndim != 2:
         return None
     m, n = x.type.shape[-2], w.type.shape[1]
     if m == 1 and math.prod(x.type.shape[:-2]) == 1:

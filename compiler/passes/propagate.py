@@ -267,6 +267,22 @@ def _through_binary_per_channel(node: Call, lt: LayoutTransform, v: Call, value_
     return _lt(node.replace(args=args), lt.src, lt.dst)
 
 
+def _where_through(node: Call):
+    """where(c, a, b) with every argument lt(., B->NCHW) of the result's shape or one value (a constant or a run-time
+    scalar) -> lt(where(c', a', b'), B->NCHW) (QuantizeLinear's NaN guard: where(q == q, q, lo))."""
+    layout, args = None, []
+    for a in node.args:
+        lt = FROM_BLOCKED(a)
+        if lt is not None and a.type.shape == node.type.shape and layout in (None, lt.src):
+            layout = lt.src
+            args.append(lt.value)
+        elif a.type.size == 1 and a.type.ndim <= 4:
+            args.append(a if a.type.ndim == 0 else Call("reshape", (a,), {"newshape": ()}))
+        else:
+            return None
+    return None if layout is None else _lt(node.replace(args=tuple(args)), layout, "NCHW")
+
+
 FULL_REDUCTIONS = ("max", "min", "sum")  # order-free over a whole tensor: any layout gives the same value
 
 
@@ -427,6 +443,8 @@ PROPAGATE_RULES = table_rules([
      lambda node, lt, v: _through_binary_per_channel(node, lt, v, value_first=False)),
     (Pat(_is(Pattern.BROADCAST), (PER_CHANNEL, FROM_BLOCKED)),
      lambda node, v, lt: _through_binary_per_channel(node, lt, v, value_first=True)),
+    # where(lt(c, B->NCHW), lt(a, B->NCHW), s) -> lt(where(c, a, s), B->NCHW)  (any mix of such args and one-value s)
+    (Pat("where"), _where_through),
     # r(lt(y, B->NCHW), every axis) -> r(y, every axis)             (r: max, min or sum to one value, no keepdims)
     (Pat(lambda opdef: opdef.name in FULL_REDUCTIONS, (FROM_BLOCKED,)), _reduce_whole),
     # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)             (ops that run in the blocked layout)

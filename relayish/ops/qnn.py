@@ -11,7 +11,9 @@ requantization):
   mix; the generic kernels widen to int32 and multiply. A padded tap of qnn.conv2d reads the value of its third
   input (x's zero point, so that x - zx is 0 there).
 - qnn.conv2d_nchwc and qnn.matmul_pack: uint8 data times int8 weights packed as int32 words of 4 consecutive
-  input channels / K elements (the first in the least significant byte), the form of vpdpbusd:
+  input channels / K elements (the first in the least significant byte), the form of vpdpbusd; int8 data is
+  read with its top bit flipped, as the uint8 x + 128 (so these ops sum (x + 128) w: the layout pass subtracts
+  128 sum w after them):
   compiler/passes/layout.py rewrites the generic ops with constant weights into them. The body of their reduction
   is te.dot4_u8s8 of 4 data bytes and one weight word (compiler/codegen/intdot.py: one vpdpbusd per vector).
   qnn.conv2d_nchwc has data NCHW{ib}c (ib a multiple of 4), weight words [O/ob, C/g/ib, KH, KW, ib/4, ob],
@@ -176,12 +178,24 @@ def unpack_matmul_weight(words: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- qnn.conv2d_nchwc
 
+def as_unsigned(x: np.ndarray) -> np.ndarray:
+    """8-bit data as the packed ops read it, in int64: uint8 as it is, int8 with its top bit flipped (x + 128)."""
+    return x.astype(np.int64) + (128 if x.dtype == np.int8 else 0)
+
+
+def _unsigned(read: te.PrimExpr) -> te.PrimExpr:
+    """A data byte as vpdpbusd's unsigned operand: int8 with its top bit flipped (x + 128)."""
+    if read.dtype == "uint8":
+        return read
+    return te.bitcast("uint8", te.bitwise_xor(read, te.const(-128, "int8")))
+
+
 def _qcn_infer(arg_types, attrs):
     op = "qnn.conv2d_nchwc"
     x, w, pad = arg_types
     expect_ndim(op, x, 5, "data")
     expect_ndim(op, w, 6, "weight")
-    _expect_q8(op, x, "data", ("uint8",))
+    _expect_q8(op, x, "data")
     _expect_q8(op, w, "weight words", ("int32",))
     _expect_pad(op, pad, x)
     n, cb, h, wd, ib = x.shape
@@ -200,8 +214,8 @@ def _qcn_infer(arg_types, attrs):
 def _qcn_ref(x, w, pad, strides, padding, dilation, groups=1):
     ob_n, icb, kh, kw, iw, ob = w.shape
     weight = unpack_conv_weight(w).reshape(ob_n, ob, icb, iw * 4, kh, kw).transpose(0, 2, 4, 5, 3, 1)
-    return _wrap32(_cn_ref(_padded_with(x.astype(np.int64), pad, padding), weight, strides, (0, 0, 0, 0),
-                           dilation, groups))
+    return _wrap32(_cn_ref(_padded_with(as_unsigned(x), as_unsigned(np.asarray(pad)), padding), weight, strides,
+                           (0, 0, 0, 0), dilation, groups))
 
 
 def _qcn_compute(inputs, attrs, out_type):
@@ -214,7 +228,7 @@ def _qcn_compute(inputs, attrs, out_type):
 
     def body(a, o, y, xx, oi):
         block = ric if attrs.groups == 1 else (o // per_group) * icb + ric
-        pixel = [data[a, block, y * sh + ry * dh, xx * sw + rx * dw, riw * 4 + t] for t in range(4)]
+        pixel = [_unsigned(data[a, block, y * sh + ry * dh, xx * sw + rx * dw, riw * 4 + t]) for t in range(4)]
         return te.sum(te.dot4_u8s8(pixel, w[o, ric, ry, rx, riw, oi]), (ric, ry, rx, riw))
     return te.compute(out_type.shape, body, name="qconv2d_nchwc", tag=CONV2D_NCHWC_TAG)
 
@@ -227,8 +241,8 @@ def _qcn_flops(arg_types, attrs, out_type):
 register_op("qnn.conv2d_nchwc", inputs=3, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv",
             infer=_qcn_infer, ref=_qcn_ref, compute=_qcn_compute, flops=_qcn_flops,
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
-            doc="int32 sums of uint8 data [N, C/ib, H, W, ib] times int8 weights packed in int32 words "
-                "[O/ob, C/groups/ib, KH, KW, ib/4, ob] (vpdpbusd's form); padded taps read the 0-d third input")
+            doc="int32 sums of uint8 data [N, C/ib, H, W, ib] (int8: as x + 128) times int8 weights packed in int32 "
+                "words [O/ob, C/groups/ib, KH, KW, ib/4, ob] (vpdpbusd's form); padded taps read the 0-d third input")
 
 # ---------------------------------------------------------------------------------------------- qnn.matmul_pack
 
@@ -238,7 +252,7 @@ QMATMUL_PACK_TAG = stage_tag("qnn_matmul_pack", buffered_padding=True)  # its K 
 def _qmp_infer(arg_types, attrs):
     op = "qnn.matmul_pack"
     x, w = arg_types
-    _expect_q8(op, x, "data", ("uint8",))
+    _expect_q8(op, x, "data")
     _expect_q8(op, w, "weight words", ("int32",))
     if x.ndim < 2 or w.ndim != 3:
         raise OpError(f"{op}: data must be at least 2-D and the weight words 3-D [N/nb, K/4, nb]; got {x.shape} and "
@@ -251,7 +265,7 @@ def _qmp_infer(arg_types, attrs):
 
 def _qmp_ref(x, w, units=0):
     k = x.shape[-1]
-    y = _wrap32(np.matmul(x.astype(np.int64), unpack_matmul_weight(w)[:k]))
+    y = _wrap32(np.matmul(as_unsigned(x), unpack_matmul_weight(w)[:k]))
     return y[..., :units] if units else y
 
 
@@ -259,19 +273,19 @@ def _qmp_compute(inputs, attrs, out_type):
     x, w = inputs
     nb, k = w.shape[2], x.shape[-1]
     data = x
-    if k % 4:  # whole words: the data padded with zeros (their weights are zero)
-        data = pad_stage(x, {}, x.shape[:-1] + (k + -k % 4,), 0)
+    if k % 4:  # whole words: the data padded with what reads as 0 (int8: -128, flipped)
+        data = pad_stage(x, {}, x.shape[:-1] + (k + -k % 4,), -128 if x.dtype == "int8" else 0)
     rk = te.reduce_axis(w.shape[1], "rk")
 
     def body(*i):
         row = tuple(i[:-1])
-        return te.sum(te.dot4_u8s8([data[row + (rk * 4 + t,)] for t in range(4)], w[i[-1] // nb, rk, i[-1] % nb]),
-                      rk)
+        return te.sum(te.dot4_u8s8([_unsigned(data[row + (rk * 4 + t,)]) for t in range(4)],
+                                   w[i[-1] // nb, rk, i[-1] % nb]), rk)
     return te.compute(out_type.shape, body, name="qmatmul", tag=QMATMUL_PACK_TAG)
 
 
 register_op("qnn.matmul_pack", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="dense", infer=_qmp_infer,
             ref=_qmp_ref, compute=_qmp_compute, attrs={"units": 0},
             flops=lambda arg_types, attrs, out: 2.0 * out.size * arg_types[0].shape[-1],
-            doc="int32 x [.., M, K] (uint8) @ W [K, N] (int8) with W packed in int32 words of 4 K-elements: "
-                "[N/nb, ceil(K/4), nb] (units: the first N columns only; 0: all)")
+            doc="int32 x [.., M, K] (uint8; int8: as x + 128) @ W [K, N] (int8) with W packed in int32 words of 4 "
+                "K-elements: [N/nb, ceil(K/4), nb] (units: the first N columns only; 0: all)")

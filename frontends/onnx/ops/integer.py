@@ -5,10 +5,10 @@ in int32, which fusion puts in the product's epilogue:
 
     sum_k (a - za)(b - zb) = sum_k a b  -  za sum_k b  -  zb sum_k a  +  K za zb
 
-Exact, as onnxruntime's int32 accumulation (and wrapping as it does, mod 2^32). The operands are brought to the
-form of VNNI's vpdpbusd, uint8 data times int8 weights, where that is free: int8 data is flipped to uint8
-(a + 128: its top bit, fused into its producer) with za + 128; a constant uint8 weight becomes int8 at import
-(b - 128) with zb - 128. A term that is known to be zero is not built: with symmetric int8 weights (zb = 0,
+Exact, as onnxruntime's int32 accumulation (and wrapping as it does, mod 2^32). Weights are brought to the form
+of VNNI's vpdpbusd, uint8 data times int8 weights, where that is free: a constant uint8 weight becomes int8 at
+import (b - 128) with zb - 128 (int8 data is flipped to uint8 inside the packed kernels, compiler/passes/
+layout.py). A term that is known to be zero is not built: with symmetric int8 weights (zb = 0,
 onnxruntime's quantizers' default) only `za sum_k b` remains, a run-time scalar times a constant per output
 channel. A convolution's padded taps read za (relayish's qnn.conv2d pads with its third input), so that
 a - za is 0 there, as ConvInteger pads the shifted input with zeros; `sum_k a` of a convolution (only when
@@ -36,13 +36,9 @@ def _int32(p: Expr, shift: int) -> Expr:
     return binary("add", p32, const(shift, "int32")) if shift else p32
 
 
-def data_operand(x: Expr, zp: Expr | None) -> tuple[Expr, Expr | None]:
-    """(x as uint8, its zero point in int32 or None for 0): int8 data flipped to uint8 (x + 128) with zp + 128.
-    zp: None or broadcastable to the product (0-d, or per row)."""
-    if x.type.dtype == "int8":
-        flipped = fold("bitcast", fold("bitwise_xor", x, const(-128, "int8")), dtype="uint8")
-        return flipped, const(128, "int32") if zp is None else _int32(zp, 128)
-    return x, None if _known_zero(zp) else astype(zp, "int32")
+def data_operand(x: Expr, zp: Expr | None) -> Expr | None:
+    """x's zero point in int32, or None for 0. zp: None or broadcastable to the product (0-d, or per row)."""
+    return None if _known_zero(zp) else astype(zp, "int32")
 
 
 def weight_operand(w: Expr, zp: Expr | None) -> tuple[Expr, Expr | None]:
@@ -69,7 +65,7 @@ def integer_matmul(a: Expr, a_zp: Expr | None, b: Expr, b_zp: Expr | None) -> Ex
         raise ConversionError(f"the operands must be at least 1-D, got shapes {sa} and {sb}")
     a2 = reshape(a, (1,) + sa) if len(sa) == 1 else a
     b2 = reshape(b, sb + (1,)) if len(sb) == 1 else b
-    a2, za = data_operand(a2, a_zp)
+    za = data_operand(a2, a_zp)
     b2, zb = weight_operand(b2, b_zp)
     y = call("qnn.matmul", a2, b2)
     k = shape_of(a2)[-1]
@@ -91,9 +87,9 @@ def integer_conv(x: Expr, w: Expr, x_zp: Expr | None, w_zp: Expr | None, groups:
     """conv(x - x_zp, w - w_zp) in int32, NCHW / OIHW, the shifted input padded with zeros. x_zp: None or 0-d;
     w_zp: None, 0-d or one per output channel ([O]). window: strides, padding, dilation (builders.window_attrs)."""
     o, cg, kh, kw = shape_of(w)
-    x, zx = data_operand(x, x_zp)
+    zx = data_operand(x, x_zp)
     w, zw = weight_operand(w, w_zp)
-    pad = const(0, "uint8") if zx is None else astype(zx, "uint8")  # (zx is in [0, 255])
+    pad = const(0, x.type.dtype) if x_zp is None else x_zp
     y = call("qnn.conv2d", x, w, pad, groups=groups, **window)
     if zw is not None and len(shape_of(zw)) == 1:
         zw = reshape(zw, (o, 1, 1))
