@@ -92,9 +92,12 @@ class ExprEmitter:
         raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
 
     def dot4(self, call: Call, acc):
-        """acc + dot4_u8s8(*call.args) (acc None: 0)."""
-        args = [self.expr(a) for a in call.args]
-        return emit_dot4(self.b, acc, args[:4], args[4], self.lanes)
+        """acc + dot4_u8s8(*call.args) (acc None: 0). Bytes that are all flipped int8 data (bitcast(x ^ -128),
+        relayish/ops/qnn.py) are read raw and flipped as one word."""
+        raw = [_flipped(a) for a in call.args[:4]]
+        flip = all(r is not None for r in raw)
+        args = [self.expr(a) for a in (raw if flip else call.args[:4])] + [self.expr(call.args[4])]
+        return emit_dot4(self.b, acc, args[:4], args[4], self.lanes, flip)
 
     def _int_key(self, e):
         """The reuse key of int expression e here: None if it reads memory or has an unbound variable."""
@@ -231,6 +234,14 @@ class ExprEmitter:
         if scalar_type(a.type) == I1 or is_unsigned(dtype):
             return self.b.icmp_unsigned(op, a, b)
         return self.b.icmp_signed(op, a, b)
+
+
+def _flipped(e):
+    """x of bitcast<uint8>(x ^ -128) with x int8 (a flipped data byte), else None."""
+    if isinstance(e, BitCast) and e.dtype == "uint8" and isinstance(e.value, BinOp) and e.value.op == "^" and \
+            e.value.a.dtype == "int8" and isinstance(e.value.b, IntImm) and e.value.b.value == -128:
+        return e.value.a
+    return None
 
 
 def _is_dot(e) -> bool:

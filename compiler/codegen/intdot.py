@@ -61,24 +61,30 @@ def _shaped(ty, n):
     return ir.VectorType(ty, n) if n else ty
 
 
-def emit_dot4(b: ir.IRBuilder, acc, a: list, w, lanes: int | None):
+def emit_dot4(b: ir.IRBuilder, acc, a: list, w, lanes: int | None, flip: bool = False):
     """acc + dot4_u8s8(a, w) (acc None: 0). a: 4 uint8 values (i8, scalars or <N x i8>), w: int32 (i32 or
-    <N x i32>), acc: int32 or None. Returns i32 or <N x i32> (N: the widest operand's lanes)."""
+    <N x i32>), acc: int32 or None; flip: a holds int8 data whose top bits are to be flipped first (x + 128, as
+    the packed ops read int8 data): one xor of the combined word instead of four of its bytes, which would keep
+    LLVM from seeing one 4-byte load. Returns i32 or <N x i32> (N: the widest operand's lanes)."""
     n = max((_lanes(v) or 0 for v in (*a, w, *(() if acc is None else (acc,)))), default=0) or None
     if n is not None and lanes is not None and n != lanes:
         raise ValueError(f"dot4_u8s8: operands of {n} lanes in a {lanes}-lane vector body")
     if n in vnni_lanes():
-        return _vpdpbusd(b, acc, a, w, n)
+        return _vpdpbusd(b, acc, a, w, n, flip)
+    if flip:
+        a = [b.xor(v, _int(v.type, -128)) for v in a]
     return _widening(b, acc, a, w, n)
 
 
-def _vpdpbusd(b: ir.IRBuilder, acc, a: list, w, n: int):
+def _vpdpbusd(b: ir.IRBuilder, acc, a: list, w, n: int, flip: bool = False):
     word = None  # the 4 bytes of a as one int32 per lane (a_t in byte t)
     for t, v in enumerate(a):
         part = b.zext(v, _shaped(I32, _lanes(v)))
         if t:
             part = b.shl(part, _int(part.type, 8 * t))
         word = part if word is None else b.or_(*_same(b, word, part, n))
+    if flip:
+        word = b.xor(word, _int(word.type, -0x7F7F7F80))  # 0x80808080 as an i32
     vi32 = ir.VectorType(I32, n)
     vi8 = ir.VectorType(I8, 4 * n)
     acc = ir.Constant(vi32, None) if acc is None else _splat(b, acc, n)
