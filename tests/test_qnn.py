@@ -302,3 +302,23 @@ def test_dynamically_quantized_resnet18_matches_onnxruntime(resnet18_path, quant
     close = functools.partial(assert_close, rtol=DYNAMIC_RTOL)
     ours, interp, ref, _ = three_way(quantized, feeds, close=close)
     assert ours[0].argmax() == ref[0].argmax() == interp[0].argmax()
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("special", [None, np.nan, np.inf], ids=["finite", "nan", "inf"])
+def test_whole_tensor_range_runs_as_parallel_rows(op, special):
+    """DynamicQuantizeLinear's max / min of a whole activation: rows of the leading axes in vector partials, then
+    the rows (not one scalar loop); equal to numpy's, NaN and infinities included."""
+    shape = (1, 4, 28, 28, 16)
+    x = Var("x", TensorType(shape))
+    task = build_task(Function((x,), call(op, x, axes=None, keepdims=False), Attrs(Primitive=1)))
+    assert [s.op.name for s in task.initial_state().stages if s.op.name != "x"][:2] == [f"{op}_rows_lanes",
+                                                                                     f"{op}_rows"]
+    func = lower(default_schedule(task.initial_state()).apply(task.initial_state()), "k")
+    xv = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    if special is not None:
+        xv[0, 2, 27, 3, 9] = special if op == "max" else -special
+    lib = NativeKernels([func])
+    args = lib.arguments("k", [xv])
+    lib.caller("k", args)()
+    np.testing.assert_array_equal(args[1], getattr(np, op)(xv))
