@@ -358,6 +358,10 @@ QNN = [
     ("qnn.matmul_pack", [((4, 7), S8), ((1, 2, 8), I32)], {"units": 5}),
     ("qnn.matmul_pack", [((2, 3, 9), U8), ((3, 3, 8), I32)], {"units": 21}),
     ("qnn.matmul_pack", [((5, 8), U8), ((2, 2, 16), I32)], {}),
+    # the max pool of quantized data (a static model's QDQ MaxPool, frontends/onnx/qdq.py): padded taps the least
+    ("nn.max_pool2d", [((1, 3, 7, 6), U8)], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
+    ("nn.max_pool2d", [((1, 2, 5, 5, 4), S8)], {"pool_size": (2, 3), "padding": (1, 0, 0, 1), "layout": "NCHW4c",
+                                                "ceil_mode": True}),
 ]
 
 

@@ -105,6 +105,34 @@ def test_fused_groups_match_onnxruntime(op, x_dtype, per_channel):
     assert steps[0] <= (1 if op == "MatMul" else 0) and steps[1] <= 1, steps
 
 
+def max_pool_model(same=True, dtype=U8):
+    """x -> Q -> DQ -> MaxPool -> Q -> DQ, the two quantizations alike (or not)."""
+    inits = {"s": F32(0.05), "z": dtype(7), "s2": F32(0.05 if same else 0.06), "z2": dtype(7)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("MaxPool", ["xd"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["p", "s2", "z2"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq_pool", [helper.make_tensor_value_info("x", TP.FLOAT, (1, 16, 9, 9))],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, (1, 16, 5, 5))],
+                              [numpy_helper.from_array(np.asarray(v), n) for n, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("dtype", [U8, I8], ids=["u8", "s8"])
+def test_a_max_pool_between_equal_quantizations_runs_on_the_quantized_tensor(dtype):
+    """Exact: max commutes with the (monotone) dequantization and q(dq(v)) = v; unequal parameters stay float."""
+    model = max_pool_model(dtype=dtype)
+    assert op_types(fuse_qdq(model)) == ["QuantizeLinear", "MaxPool", "DequantizeLinear"]
+    assert op_types(fuse_qdq(max_pool_model(same=False))) == op_types(max_pool_model(same=False))
+    x = np.random.default_rng(2).standard_normal((1, 16, 9, 9)).astype(F32) * F32(3)
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
+    ref, = run_ort(model, {"x": x})
+    np.testing.assert_array_equal(ours, ref)
+    np.testing.assert_array_equal(interp, ref)
+    assert "nn.max_pool2d" in {op for k in kernels(model) for op in k}
+
+
 @pytest.fixture(scope="module")
 def resnet18_qdq(tmp_path_factory, resnet18_folded_path):
     quantization = pytest.importorskip("onnxruntime.quantization")

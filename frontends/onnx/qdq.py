@@ -13,6 +13,7 @@ weights are still there, into the quantized op with the same inputs, whose conve
     Conv   -> QLinearConv          (x per tensor; w int8/uint8, per tensor or per output channel; int32 bias)
     MatMul -> QLinearMatMul        (b constant, per tensor or per column), or MatMulIntegerToFloat without Q
     Gemm   -> QGemm (com.microsoft) (B constant; with or without the QuantizeLinear, float output then)
+    MaxPool -> MaxPool of the quantized tensor (the same scale and zero point on both sides)
 
 A group is fused only when it means exactly that: per-tensor activation parameters, constant integer weights,
 a bias quantized with scale x_scale * w_scale and zero point 0 (as the quantizer writes it), and a QuantizeLinear
@@ -215,7 +216,24 @@ def _matmul(g: _Graph, node):
     return [fused], None
 
 
-FUSIONS = {"Conv": _conv, "Gemm": _gemm, "MatMul": _matmul}
+def _max_pool(g: _Graph, node):
+    """DequantizeLinear -> MaxPool -> QuantizeLinear of the same scale and zero point: MaxPool of the quantized
+    tensor (exact: the max commutes with the monotone dequantization, and q(dq(v)) = v)."""
+    dq = g.dq(node.input[0])
+    x = _activation(g, dq) if dq is not None and len(node.output) == 1 else None
+    out = _output(g, node) if x is not None else None
+    if out is None or not _input(out[1], 2):
+        return None
+    (sy, zy), q = out
+    if [g.array(x[1]).item(), g.array(x[2]).item(), g.array(x[2]).dtype] != \
+            [g.array(sy).item(), g.array(zy).item(), g.array(zy).dtype]:
+        return None
+    pooled = helper.make_node("MaxPool", [x[0]], [q.output[0]], name=(node.name or q.output[0]) + "_quantized")
+    pooled.attribute.extend(node.attribute)
+    return [pooled], q
+
+
+FUSIONS = {"Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "MaxPool": _max_pool}
 
 
 def fuse_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
