@@ -322,3 +322,12 @@ def test_whole_tensor_range_runs_as_parallel_rows(op, special):
     args = lib.arguments("k", [xv])
     lib.caller("k", args)()
     np.testing.assert_array_equal(args[1], getattr(np, op)(xv))
+
+
+def test_int8_tasks_are_in_the_tuners_search_space(quantize_dynamic, tmp_path):
+    """Every task of a dynamically quantized MobileNetV2 (packed int8 convolutions, the generic depthwise one,
+    whole-tensor max / min, its scalar kernels) has its default schedule in Ansor's space (tests/
+    test_search_space.py's check): int8 tasks are tasks like any other."""
+    from test_search_space import check_model
+    from models.mobilenet_v2 import make_mobilenet_v2
+    check_model(_quantized(quantize_dynamic, make_mobilenet_v2(image_size=32, num_classes=10), tmp_path, "mbv2"))
