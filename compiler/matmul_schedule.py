@@ -18,6 +18,7 @@ at column N (it overlaps the one before). A packed weight is then padded with ze
 from __future__ import annotations
 
 from relayish import te
+from relayish.ops.qnn import QMATMUL_PACK_TAG
 
 from .registers import matmul_accumulators, vector_registers
 from .schedule import Annotate, CacheWrite, ComputeAt, Fuse, Reorder, Split, Stage
@@ -32,11 +33,14 @@ MIN_ROW_TAIL_GAIN = 1.5  # a tile with a partial last row tile must have this ma
 def matmul_operands(anchor: Stage):
     """(a read, b read) of a matmul stage whose body is sum(a[.., m, k] * b[.., k, n]) (tag "matmul") or
     sum(a[.., m, k] * w[n // nb, k, n % nb]) (tag "matmul_pack", or "dense_pack": the same form) with m, n its
-    last two axes, else None (a 1-D operand, or not a matmul)."""
+    last two axes, or qnn.matmul_pack's sum(dot4(a[.., m, 4k..4k+3], w[n // nb, k, n % nb])), else None (a 1-D
+    operand, or not a matmul)."""
     body = anchor.op.body
-    if anchor.op.tag not in ("matmul", "matmul_pack", "dense_pack") or not isinstance(body, te.Reduce) or \
-            len(anchor.op.axes) < 2:
+    if anchor.op.tag not in ("matmul", "matmul_pack", "dense_pack", QMATMUL_PACK_TAG) or \
+            not isinstance(body, te.Reduce) or len(anchor.op.axes) < 2:
         return None
+    if anchor.op.tag == QMATMUL_PACK_TAG:
+        return _int8_operands(anchor)
     reads = [r for r in te.walk(body.body) if isinstance(r, te.TensorRead)]
     if len(reads) != 2 or any(len(r.indices) < 2 for r in reads):
         return None
@@ -48,13 +52,30 @@ def matmul_operands(anchor: Stage):
     return a, b
 
 
+def _int8_operands(anchor: Stage):
+    """(first data byte read, weight word read) of qnn.matmul_pack's sum(dot4(a[.., m, 4k + t], w[n // nb, k,
+    n % nb])), else None."""
+    dot = anchor.op.body.body
+    if not (isinstance(dot, te.Call) and dot.name == "dot4_u8s8"):
+        return None
+    reads = [next((r for r in te.walk(arg) if isinstance(r, te.TensorRead)), None) for arg in dot.args]
+    if any(r is None for r in reads):
+        return None
+    a, b = reads[0], reads[4]  # (int8 data is read through a bit flip: bitcast(x ^ -128))
+    k, m = anchor.op.body.axes[-1].var, anchor.op.axes[-2].var
+    if len(a.indices) < 2 or a.indices[-2] is not m or b.indices[1] is not k:
+        return None
+    return a, b
+
+
 def streams_weight(anchor: Stage) -> bool:
     """A dense over one row (batch 1): every weight element is read once, so the kernel streams the weight from
     memory. Its column tile should divide the columns: MobileNetV2's 1000 outputs in tiles of 8 vectors (16
     tiles, the last one clamped to overlap the one before) ran the whole model 2-3% slower than tiles of 5 (25
     tiles, none clamped), weights cold inside the model, although alone, weights in cache, both ran alike (Zen 3,
     paired comparison in one process; the tuner had found the 5)."""
-    return anchor.op.tag == "dense_pack" and anchor.op.shape[-2] == 1
+    return anchor.op.tag in ("dense_pack", QMATMUL_PACK_TAG) and anchor.op.shape[-2] == 1 and \
+        all(d == 1 for d in anchor.op.shape[:-2])
 
 
 def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None = None

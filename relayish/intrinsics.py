@@ -6,6 +6,10 @@ what codegen's accuracy is measured against), and its cost class:
   - "polynomial": range reduction + polynomial written out inline by codegen (compiler/codegen/intrinsics.py),
     tens of instructions.
 Codegen emits every name in this table and no other; tests/test_codegen.py checks that they agree.
+
+INTEGER_INTRINSICS holds the integer ones (exact numpy references on integer arrays): `dot4_u8s8`, the 4-byte dot
+product of int8 kernels (te.dot4_u8s8; codegen: compiler/codegen/intdot.py, one vpdpbusd lane where the host has
+VNNI).
 """
 from __future__ import annotations
 
@@ -46,8 +50,33 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
 )}
 
 
+def signed_bytes(word) -> list:
+    """The 4 bytes of int32 words, least significant first, each read as a signed int8 (as int64 arrays)."""
+    w = np.asarray(word).astype(np.int64) & 0xFFFFFFFF
+    return [((w >> (8 * t)) & 0xFF) - (((w >> (8 * t)) & 0x80) << 1) for t in range(4)]
+
+
+def pack_signed_bytes(b: np.ndarray, axis: int = -1) -> np.ndarray:
+    """int8 values b with 4 consecutive elements along `axis` (its extent a multiple of 4) -> int32 words, the first
+    element in the least significant byte (the inverse of signed_bytes; a little-endian view of the bytes)."""
+    b = np.moveaxis(np.asarray(b, np.int8), axis, -1)
+    words = np.ascontiguousarray(b).view("<i4")
+    return np.moveaxis(words, -1, axis)
+
+
+def _dot4_u8s8(a0, a1, a2, a3, w):
+    """sum over t of a_t (uint8) * byte t of the int32 word w (int8), exact (at most 4 * 255 * 128 in magnitude)."""
+    return sum(np.asarray(a, np.int64) * b for a, b in zip((a0, a1, a2, a3), signed_bytes(w))).astype(np.int32)
+
+
+INTEGER_INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
+    Intrinsic("dot4_u8s8", 5, _dot4_u8s8, "instruction"),
+)}
+
+
 def get_intrinsic(name: str) -> Intrinsic:
     try:
-        return INTRINSICS[name]
+        return INTRINSICS.get(name) or INTEGER_INTRINSICS[name]
     except KeyError:
-        raise ValueError(f"unknown intrinsic {name!r}; known: {sorted(INTRINSICS)}") from None
+        raise ValueError(f"unknown intrinsic {name!r}; known: {sorted(INTRINSICS) + sorted(INTEGER_INTRINSICS)}") \
+            from None

@@ -306,6 +306,18 @@ def intrin(name, *args) -> PrimExpr:
     return Call(name, args, args[0].dtype)
 
 
+def dot4_u8s8(a, w) -> PrimExpr:
+    """sum over t < 4 of a[t] * (byte t of w): a is 4 uint8 expressions (consecutive input channels or K elements),
+    w an int32 expression holding 4 int8 values, the first in its least significant byte (a packed weight word).
+    Exact in int32. `acc + dot4_u8s8(a, w)` is one lane of vpdpbusd (compiler/codegen/intdot.py)."""
+    a = tuple(as_expr(x) for x in a)
+    w = as_expr(w)
+    if len(a) != 4 or any(x.dtype != "uint8" for x in a) or w.dtype != "int32":
+        raise TypeError(f"dot4_u8s8 takes 4 uint8 values and an int32 word, got "
+                        f"{[x.dtype for x in a]} and {w.dtype}")
+    return Call("dot4_u8s8", a + (w,), "int32")
+
+
 def exp(x): return intrin("exp", x)
 def log(x): return intrin("log", x)
 def sqrt(x): return intrin("sqrt", x)

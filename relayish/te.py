@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 from .prim_expr import (  # noqa: F401  (the expression language, re-exported: te.<name>)
     PrimExpr, IntImm, FloatImm, Var, BinOp, Cmp, Logic, Select, Cast, BitCast, Call, TensorRead, Reduce, IterVar,
     const, as_expr, BITWISE_OPS, binop, min_, max_, eq, ne, all_of, any_of, logical_not, select, cast, bitcast,
-    intrin, exp, log, sqrt, tanh, sigmoid, power, erf, sin, cos, tan, asin, acos, atan, fabs, floor, ceil,
+    intrin, dot4_u8s8, exp, log, sqrt, tanh, sigmoid, power, erf, sin, cos, tan, asin, acos, atan, fabs, floor, ceil,
     bitwise_and, bitwise_or, bitwise_xor, shift_left, shift_right, expr_children, walk, substitute, substitute_vars,
     expr_str)
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from compiler import loopir as L
 from relayish import te
-from relayish.intrinsics import INTRINSICS
+from relayish.intrinsics import INTEGER_INTRINSICS, INTRINSICS
 from te_eval import bitwise, reinterpret
 
 
@@ -83,6 +83,8 @@ def _ev(e, env, bufs):
         return np.dtype(e.dtype).type(v)
     if isinstance(e, te.BitCast):
         return reinterpret(_ev(e.value, env, bufs), e.value.dtype, e.dtype)[()]
+    if isinstance(e, te.Call) and e.name in INTEGER_INTRINSICS:
+        return np.int32(INTEGER_INTRINSICS[e.name].numpy(*[_ev(a, env, bufs) for a in e.args]))
     if isinstance(e, te.Call):
         args = [np.float64(_ev(a, env, bufs)) for a in e.args]
         return np.float32(INTRINSICS[e.name].numpy(*args))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import te
-from relayish.intrinsics import INTRINSICS
+from relayish.intrinsics import get_intrinsic
 from relayish.types import numpy_dtype
 
 
@@ -83,7 +83,7 @@ def _eval(e, env, values):
         return reinterpret(_eval(e.value, env, values), e.value.dtype, e.dtype)
     if isinstance(e, te.Call):
         args = [_eval(a, env, values) for a in e.args]
-        return np.asarray(INTRINSICS[e.name].numpy(*args)).astype(e.dtype)
+        return np.asarray(get_intrinsic(e.name).numpy(*args)).astype(e.dtype)
     if isinstance(e, te.TensorRead):
         return _read(e, env, values)
     raise TypeError(f"cannot evaluate {type(e).__name__} {e}")

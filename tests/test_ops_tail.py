@@ -316,3 +316,94 @@ def test_recurrent_cell_bad_inputs(op, shapes, attrs, message):
     types = [TensorType(s, "int32" if k == 1 and op != "nn.recurrent_output" else F) for k, s in enumerate(shapes)]
     with pytest.raises(OpError, match=message):
         call(op, *[Var(f"x{k}", t) for k, t in enumerate(types)], **attrs)
+
+# ---------------------------------------------------------------------------------------------- integer products
+# relayish/ops/qnn.py: raw 8-bit products in int32, operands over their whole range (the compiled kernels, VNNI and
+# fallback: tests/test_qnn.py).
+
+U8, S8, I32 = "uint8", "int8", "int32"
+
+
+def _q8_inputs(specs, seed):
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in specs:
+        info = np.iinfo(dtype)
+        out.append(rng.integers(info.min, info.max, shape, endpoint=True).astype(dtype))
+    return out
+
+
+def check_q8(op, specs, attrs, seed=0):
+    """Reference vs compute (exact) vs declared type, on 8-bit operands over their whole range."""
+    params = [Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)]
+    node = call(op, *params, **attrs)
+    arrays = _q8_inputs(specs, seed)
+    ref = evaluate_one(node, arrays)
+    placeholders = [te.placeholder(s, d, name=f"x{k}") for k, (s, d) in enumerate(specs)]
+    got, = evaluate_te(get_op(op).compute(placeholders, node.attrs, node.type), dict(zip(placeholders, arrays)))
+    assert got.shape == ref.shape == node.type.shape and got.dtype == ref.dtype == np.dtype(node.type.dtype)
+    np.testing.assert_array_equal(got, ref)
+    return ref, arrays
+
+
+QNN = [
+    ("qnn.conv2d", [((1, 5, 7, 6), U8), ((4, 5, 3, 3), S8), ((), U8)], {"padding": (1, 0, 2, 1), "strides": (2, 1)}),
+    ("qnn.conv2d", [((2, 6, 5, 5), S8), ((6, 2, 2, 3), U8), ((), S8)], {"groups": 3, "dilation": (2, 1),
+                                                                       "padding": (1, 1, 1, 1)}),
+    ("qnn.matmul", [((2, 3, 9), U8), ((9, 5), S8)], {}), ("qnn.matmul", [((3, 7), S8), ((2, 7, 4), U8)], {}),
+    ("qnn.conv2d_nchwc", [((1, 2, 5, 6, 4), U8), ((3, 2, 3, 2, 1, 8), I32), ((), U8)],
+     {"padding": (1, 1, 0, 1), "strides": (1, 2)}),
+    ("qnn.conv2d_nchwc", [((1, 4, 4, 5, 8), U8), ((4, 2, 1, 1, 2, 4), I32), ((), U8)], {"groups": 2}),
+    ("qnn.conv2d_nchwc", [((1, 2, 5, 4, 4), S8), ((2, 2, 3, 3, 1, 4), I32), ((), S8)], {"padding": (1, 1, 1, 1)}),
+    ("qnn.matmul_pack", [((4, 7), S8), ((1, 2, 8), I32)], {"units": 5}),
+    ("qnn.matmul_pack", [((2, 3, 9), U8), ((3, 3, 8), I32)], {"units": 21}),
+    ("qnn.matmul_pack", [((5, 8), U8), ((2, 2, 16), I32)], {}),
+    # the max pool of quantized data (a static model's QDQ MaxPool, frontends/onnx/qdq.py): padded taps the least
+    ("nn.max_pool2d", [((1, 3, 7, 6), U8)], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
+    ("nn.max_pool2d", [((1, 2, 5, 5, 4), S8)], {"pool_size": (2, 3), "padding": (1, 0, 0, 1), "layout": "NCHW4c",
+                                                "ceil_mode": True}),
+]
+
+
+@pytest.mark.parametrize("op,specs,attrs", QNN, ids=lambda v: str(v))
+def test_integer_products(op, specs, attrs):
+    check_q8(op, specs, attrs)
+
+
+def test_packed_integer_products_are_the_generic_ones():
+    """qnn.conv2d_nchwc / qnn.matmul_pack of packed weights (and blocked data) equal qnn.conv2d / qnn.matmul of
+    the plain ones: the packing and the blocked references agree with the generic references."""
+    from relayish.ops.qnn import pack_conv_weight, pack_matmul_weight
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (1, 8, 6, 7)).astype(np.uint8)
+    w = rng.integers(-128, 128, (12, 4, 3, 3)).astype(np.int8)
+    pad = np.uint8(77)
+    attrs = {"padding": (1, 2, 0, 1), "strides": (1, 2), "groups": 2}
+    plain = evaluate_one(call("qnn.conv2d", Var("x", TensorType(x.shape, U8)), Var("w", TensorType(w.shape, S8)),
+                              Var("p", TensorType((), U8)), **attrs), [x, w, pad])
+    xb = np.ascontiguousarray(x.reshape(1, 2, 4, 6, 7).transpose(0, 1, 3, 4, 2))
+    words = pack_conv_weight(w, 4, 6)
+    blocked = evaluate_one(call("qnn.conv2d_nchwc", Var("x", TensorType(xb.shape, U8)),
+                                Var("w", TensorType(words.shape, I32)), Var("p", TensorType((), U8)), **attrs),
+                           [xb, words, pad])
+    np.testing.assert_array_equal(blocked.transpose(0, 1, 4, 2, 3).reshape(plain.shape), plain)
+    a = rng.integers(0, 256, (2, 3, 10)).astype(np.uint8)
+    b = rng.integers(-128, 128, (10, 13)).astype(np.int8)
+    words = pack_matmul_weight(b, 8)
+    assert words.shape == (2, 3, 8)
+    packed = evaluate_one(call("qnn.matmul_pack", Var("a", TensorType(a.shape, U8)),
+                               Var("w", TensorType(words.shape, I32)), units=13), [a, words])
+    np.testing.assert_array_equal(packed, a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("op,specs,attrs,message", [
+    ("qnn.conv2d", [((1, 4, 5, 5), "float32"), ((2, 4, 1, 1), S8), ((), U8)], {}, r"data must be uint8 or int8"),
+    ("qnn.conv2d", [((1, 4, 5, 5), U8), ((2, 4, 1, 1), S8), ((1,), U8)], {}, r"padding value must be a 0-d uint8"),
+    ("qnn.conv2d_nchwc", [((1, 1, 5, 5, 6), U8), ((1, 1, 1, 1, 2, 8), I32), ((), U8)], {},
+     r"data block must be 4 x the weight's words"),
+    ("qnn.matmul_pack", [((3, 9), U8), ((1, 2, 8), I32)], {}, r"the weight needs 3 words per column, it has 2"),
+    ("qnn.matmul_pack", [((3, 8), "float32"), ((1, 2, 8), I32)], {}, r"data must be uint8 or int8, got float32"),
+])
+def test_integer_products_bad_inputs(op, specs, attrs, message):
+    with pytest.raises(OpError, match=message):
+        call(op, *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)

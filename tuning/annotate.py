@@ -174,7 +174,9 @@ def _annotate_simple(state: State, name: str, decision: tuple, steps: list):
     st = state.stage(name)
     sp = [i.name for i in st.leaves if i.kind == "spatial"]
     red = [i.name for i in st.leaves if i.kind == "reduce"]
-    if not sp:
+    if not sp:  # a reduction to one value (a whole tensor's max): its loops in order, as the default's root rule
+        if red:
+            _add(Reorder(name, tuple(red)), state, steps)
         return
     vec = None
     ext = st.leaf_extents()

@@ -310,6 +310,10 @@ class RegisterTile(SketchRule):
 
     def apply(self, sketch, st):
         s = sketch.copy()
+        if not st.op.axes:  # a reduction to one value: no tile, the root rule's (as the default's)
+            s.simple_roots.append(st.name)
+            s.rules.append(f"root({st.name})")
+            return [s]
         anchor, out = st.name, output_consumer(s.state, st)
         if st.is_output or ((out is None or out.op.shape != st.op.shape) and len(st.op.axes) >= 2):
             s.add(CacheWrite(st.name))

@@ -9,11 +9,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from relayish import te
+from relayish.intrinsics import INTEGER_INTRINSICS
 from relayish.te import BITWISE_OPS, BinOp, BitCast, Call, Cast, Cmp, FloatImm, IntImm, Logic, Select, Var
 
 from ..loopir import Load
 from .cgutils import bit_width, is_float, is_vector, scalar_type, shaped, splat
 from .dtypes import bitcast, convert, int_constant, is_unsigned, value_type, widen_int
+from .intdot import emit_dot4
 from .intrinsics import emit_intrinsic, float_max_min, int_floor_divmod
 from .mathbase import FAST, const
 
@@ -45,6 +47,10 @@ class ExprEmitter:
         if isinstance(e, Load):
             return self.load(e)
         if isinstance(e, BinOp):
+            if e.op == "+" and _is_dot(e.b):  # acc + dot4: one vpdpbusd (intdot.py)
+                return self.dot4(e.b, self.expr(e.a))
+            if e.op == "+" and _is_dot(e.a):
+                return self.dot4(e.a, self.expr(e.b))
             key = self._int_key(e) if e.dtype == "int32" else None
             if key is None:  # data arithmetic (it wraps)
                 return self.binop(e.op, *self.operands(e), e.dtype, index=False)
@@ -77,11 +83,21 @@ class ExprEmitter:
         if isinstance(e, BitCast):
             return bitcast(self.b, self.expr(e.value), e.value.dtype, e.dtype)
         if isinstance(e, Call):
+            if e.name in INTEGER_INTRINSICS:
+                return self.dot4(e, None)
             args = [self.expr(a) for a in e.args]
             if any(is_vector(a) for a in args):
                 args = [splat(self.b, a, self.lanes) for a in args]
             return emit_intrinsic(self.b, e.name, args)
         raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
+
+    def dot4(self, call: Call, acc):
+        """acc + dot4_u8s8(*call.args) (acc None: 0). Bytes that are all flipped int8 data (bitcast(x ^ -128),
+        relayish/ops/qnn.py) are read raw and flipped as one word."""
+        raw = [_flipped(a) for a in call.args[:4]]
+        flip = all(r is not None for r in raw)
+        args = [self.expr(a) for a in (raw if flip else call.args[:4])] + [self.expr(call.args[4])]
+        return emit_dot4(self.b, acc, args[:4], args[4], self.lanes, flip)
 
     def _int_key(self, e):
         """The reuse key of int expression e here: None if it reads memory or has an unbound variable."""
@@ -218,6 +234,18 @@ class ExprEmitter:
         if scalar_type(a.type) == I1 or is_unsigned(dtype):
             return self.b.icmp_unsigned(op, a, b)
         return self.b.icmp_signed(op, a, b)
+
+
+def _flipped(e):
+    """x of bitcast<uint8>(x ^ -128) with x int8 (a flipped data byte), else None."""
+    if isinstance(e, BitCast) and e.dtype == "uint8" and isinstance(e.value, BinOp) and e.value.op == "^" and \
+            e.value.a.dtype == "int8" and isinstance(e.value.b, IntImm) and e.value.b.value == -128:
+        return e.value.a
+    return None
+
+
+def _is_dot(e) -> bool:
+    return isinstance(e, Call) and e.name == "dot4_u8s8"
 
 
 def _bitwise(bl: ir.IRBuilder, op: str, a, b, unsigned: bool):

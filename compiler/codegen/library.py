@@ -29,6 +29,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from ..loopir import PrimFunc
+from .host import _init_llvm, host_target  # noqa: F401  (re-exported: the codegen's public names)
 from .dtypes import register_bits
 from .executor import ExecutorPlan, emit_executor
 from . import objworker, workers
@@ -41,18 +42,6 @@ _LAST_STATS: dict = {}
 _LLVM_LOCK = threading.RLock()
 
 
-@functools.lru_cache(maxsize=None)
-def _init_llvm() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-
-
-@functools.lru_cache(maxsize=None)
-def host_target() -> dict:
-    """dict(triple=..., cpu=..., features=...) of this machine; the key tuning records are stored under."""
-    _init_llvm()
-    return dict(triple=llvm.get_process_triple(), cpu=llvm.get_host_cpu_name(),
-                features=llvm.get_host_cpu_features().flatten())
 
 
 def vector_width(dtype: str = "float32") -> int:

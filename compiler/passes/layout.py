@@ -17,6 +17,7 @@ import numpy as np
 
 from relayish import Call, Constant, Expr, IRModule
 from relayish.ops.matmul_pack import pack_weight
+from relayish.ops.qnn import pack_conv_weight, pack_matmul_weight
 from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
@@ -220,7 +221,35 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         n = w.type.shape[1]
         return Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))), {"units": n} if n % block else {})
 
+    def int8_conv(node: Call, x: Expr, w: Constant, pad: Expr):
+        blocks = int8_conv_blocks(node, block)
+        if blocks is None:
+            return None
+        ib, ob, padded = blocks
+        weight = w.data
+        if padded:  # (ungrouped) whole words of input channels: zero weights for the padded ones
+            weight = np.pad(weight, ((0, 0), (0, padded - weight.shape[1]), (0, 0), (0, 0)))
+            x = Call("nn.pad_channels", (x,), {"groups": 1, "padded": padded})
+        conv = Call("qnn.conv2d_nchwc", (_lt(x, "NCHW", f"NCHW{ib}c"), Constant(pack_conv_weight(weight, ib, ob)),
+                                         pad), dict(window(node), groups=node.attrs.groups))
+        return _flipped_data_term(_lt(conv, f"NCHW{ob}c", "NCHW"), x, w.data, (1, 2, 3), (-1, 1, 1))
+
+    def int8_matmul(node: Call, x: Expr, w: Constant):
+        nb = int8_matmul_block(node, vector_width)
+        if nb is None:
+            return None
+        n = w.type.shape[1]
+        packed = Call("qnn.matmul_pack", (x, Constant(pack_matmul_weight(w.data, nb))), {"units": n} if n % nb else {})
+        return _flipped_data_term(packed, x, w.data, (0,), (-1,))
+
     return rewrite(mod, table_rules([
+        # qnn.conv2d(x, w, pad) -> lt(qnn.conv2d_nchwc(lt(x, NCHW->NCHW{i}c), words(w), pad), NCHW{o}c->NCHW)
+        #    (8-bit x, constant int8 w; words: 4 input channels per int32, vpdpbusd's form; int8_conv_blocks;
+        #    int8 x: minus 128 x each channel's weight sum, the packed op reads x + 128)
+        (Pat("qnn.conv2d", (ANY, CONST, ANY)), int8_conv),
+        # qnn.matmul(x[.., M, K], w[K, N]) -> qnn.matmul_pack(x, words(w) [N/nb, K/4, nb])   (8-bit x, constant
+        #    int8 w; nb: the register tile's columns; int8 x as above)
+        (Pat("qnn.matmul", (ANY, CONST)), int8_matmul),
         # conv2d(x, w) -> lt(depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), lt(w, OIHW->OIHW{b}o)), NCHW{b}c->NCHW)
         #                                                           (depthwise: groups = channels = outputs)
         # conv2d(x, w) -> lt(conv2d_nchwc(lt(x, NCHW->NCHW{i}c), lt(w, OIHW->OIHW{i}i{o}o)), NCHW{o}c->NCHW)
@@ -257,6 +286,51 @@ def packed_matmul_block(node: Call, vector_width: int) -> int | None:
     if x.type.ndim < 2 or w.type.ndim != 2 or not is_float(node.type.dtype):
         return None
     m, n = x.type.shape[-2], w.type.shape[1]
+    tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
+    return None if tile is None else tile[1] * tile[2]
+
+
+def _flipped_data_term(y: Call, x: Expr, w: np.ndarray, axes: tuple, shape: tuple) -> Expr:
+    """y minus 128 x each output channel's weight sum when the data is int8: the packed ops read it as x + 128."""
+    if x.type.dtype != "int8":
+        return y
+    term = (128 * w.astype(np.int64).sum(axis=axes)).astype(np.int32).reshape(shape)
+    return Call("subtract", (y, Constant(term)))
+
+
+INT8_BLOCKS = (16, 8, 4)  # channel blocks of int8 convolutions: whole int32 words (4 channels), as wide as a vector
+
+
+def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None:
+    """(input block, output block, padded input channels or 0) of a qnn.conv2d in qnn.conv2d_nchwc, or None (keep
+    the generic kernel) unless the data is 8-bit, the weight int8 and the channels fit whole words: every block a
+    multiple of 4 channels (the int32 lanes of vpdpbusd, each a sum over 4 input channels), within one group.
+    Ungrouped convolutions pad their input channels to a multiple of 4 (RGB: 3 -> 4, with zero weights); grouped
+    ones (depthwise included) whose groups are not whole words stay generic."""
+    x, w = node.args[0], node.args[1]
+    if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8":
+        return None
+    o, cg = w.type.shape[:2]
+    groups = node.attrs.groups
+    padded = 0
+    if groups == 1 and cg % 4:
+        padded = cg = cg + -cg % 4
+    og = o // groups
+    ib = next((b for b in INT8_BLOCKS if b <= block and cg % b == 0), None)
+    ob = next((b for b in INT8_BLOCKS if b <= block and og % b == 0), None)
+    return None if ib is None or ob is None else (ib, ob, padded)
+
+
+def int8_matmul_block(node: Call, vector_width: int) -> int | None:
+    """Columns per block of a qnn.matmul's packed weight words (None: keep the generic kernel): its register tile's
+    columns (compiler/matmul_schedule.py, int32 lanes as many as float32 ones), or for a single row dense_block's;
+    8-bit data and a 2-D int8 weight only."""
+    x, w = node.args
+    if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8" or w.type.ndim != 2:
+        return None
+    m, n = x.type.shape[-2], w.type.shape[1]
+    if m == 1 and math.prod(x.type.shape[:-2]) == 1:
+        return dense_block(n, vector_width)
     tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
     return None if tile is None else tile[1] * tile[2]
 

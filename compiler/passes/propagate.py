@@ -224,6 +224,78 @@ def _through_binary_constant(node: Call, lt: LayoutTransform, c: Constant, const
     return _lt(node.replace(args=args), lt.src, lt.dst)
 
 
+def PER_CHANNEL(node) -> Call | None:  # noqa: N802
+    """Matches a run-time value of one element (a dynamically quantized tensor's scale) or a per-channel value
+    computed at run time from constants and 0-d values by elementwise and broadcast ops (an integer convolution's
+    x_zero_point * sum of each channel's weights: its zero point is known at run time only)."""
+    if isinstance(node, Constant) or node.type.ndim > 4:
+        return None
+    if node.type.size == 1:  # one value (a run-time scale or zero point): any layout
+        return node
+    return node if isinstance(node, Call) and _blocked_value(node, "NCHW16c", probe=True) is not None else None
+
+
+def _blocked_value(v: Expr, blocked: str, probe: bool = False, depth: int = 4) -> Expr | None:
+    """PER_CHANNEL's value re-expressed against the blocked layout (each constant leaf blocked, 0-d leaves as they
+    are), or None if it is not such a value. probe: only check (any block)."""
+    if isinstance(v, Constant):
+        if probe:
+            return v if v.data.size == 1 or _per_channel(v, 4) is not None else None
+        return _blocked_constant(v, blocked, 4)
+    if v.type.ndim == 0:
+        return v
+    if depth == 0 or not isinstance(v, Call) or not isinstance(v.op, str) or \
+            get_op(v.op).pattern not in (Pattern.ELEMWISE, Pattern.BROADCAST):
+        return None
+    args = [_blocked_value(a, blocked, probe, depth - 1) for a in v.args]
+    if any(a is None for a in args):
+        return None
+    return v if probe else Call(v.op, tuple(args), v.attrs)
+
+
+def _through_binary_per_channel(node: Call, lt: LayoutTransform, v: Call, value_first: bool):
+    """op(lt(a), v) -> lt(op(a, v')), v a run-time per-channel value (PER_CHANNEL) rebuilt against the blocked
+    layout, if it does not widen the result."""
+    if node.type.shape != node.args[1 if value_first else 0].type.shape or v.type.size > 1 and (
+            v.type.ndim < 3 or v.type.shape[-2:] != (1, 1) or v.type.shape[-3] != node.type.shape[1]):
+        return None
+    blocked = (v if v.type.ndim == 0 else Call("reshape", (v,), {"newshape": ()})) if v.type.size == 1 else \
+        _blocked_value(v, lt.src)
+    if blocked is None:
+        return None
+    args = (blocked, lt.value) if value_first else (lt.value, blocked)
+    return _lt(node.replace(args=args), lt.src, lt.dst)
+
+
+def _where_through(node: Call):
+    """where(c, a, b) with every argument lt(., B->NCHW) of the result's shape or one value (a constant or a run-time
+    scalar) -> lt(where(c', a', b'), B->NCHW) (QuantizeLinear's NaN guard: where(q == q, q, lo))."""
+    layout, args = None, []
+    for a in node.args:
+        lt = FROM_BLOCKED(a)
+        if lt is not None and a.type.shape == node.type.shape and layout in (None, lt.src):
+            layout = lt.src
+            args.append(lt.value)
+        elif a.type.size == 1 and a.type.ndim <= 4:
+            args.append(a if a.type.ndim == 0 else Call("reshape", (a,), {"newshape": ()}))
+        else:
+            return None
+    return None if layout is None else _lt(node.replace(args=tuple(args)), layout, "NCHW")
+
+
+FULL_REDUCTIONS = ("max", "min", "sum")  # order-free over a whole tensor: any layout gives the same value
+
+
+def _reduce_whole(node: Call, lt: LayoutTransform):
+    """r(lt(y, B->NCHW)) over every axis, without keepdims -> r(y) over every axis (a dynamically quantized
+    tensor's range: max and min of the whole tensor)."""
+    ndim = node.args[0].type.ndim
+    axes = node.attrs.axes
+    if node.attrs.keepdims or (axes is not None and sorted(a % ndim for a in axes) != list(range(ndim))):
+        return None
+    return node.replace(args=(lt.value,), attrs=dict(node.attrs.as_dict(), axes=tuple(range(lt.value.type.ndim))))
+
+
 def _pool_blocked(node: Call, lt: LayoutTransform):
     if node.attrs.layout != "NCHW":
         return None
@@ -366,6 +438,15 @@ PROPAGATE_RULES = table_rules([
     # op(c, lt(b, B->NCHW)) -> lt(op(c', b), B->NCHW)
     (Pat(_is(Pattern.BROADCAST), (CONST, FROM_BLOCKED)),
      lambda node, c, lt: _through_binary_constant(node, lt, c, const_first=True)),
+    # op(lt(a, B->NCHW), v) -> lt(op(a, v'), B->NCHW)       (v per channel, computed from constants and 0-d values)
+    (Pat(_is(Pattern.BROADCAST), (FROM_BLOCKED, PER_CHANNEL)),
+     lambda node, lt, v: _through_binary_per_channel(node, lt, v, value_first=False)),
+    (Pat(_is(Pattern.BROADCAST), (PER_CHANNEL, FROM_BLOCKED)),
+     lambda node, v, lt: _through_binary_per_channel(node, lt, v, value_first=True)),
+    # where(lt(c, B->NCHW), lt(a, B->NCHW), s) -> lt(where(c, a, s), B->NCHW)  (any mix of such args and one-value s)
+    (Pat("where"), _where_through),
+    # r(lt(y, B->NCHW), every axis) -> r(y, every axis)             (r: max, min or sum to one value, no keepdims)
+    (Pat(lambda opdef: opdef.name in FULL_REDUCTIONS, (FROM_BLOCKED,)), _reduce_whole),
     # pool(lt(y, B->NCHW)) -> lt(pool(y, layout=B), B->NCHW)             (ops that run in the blocked layout)
     (Pat(lambda opdef: opdef.blocked_layout, (FROM_BLOCKED,)), _pool_blocked),
     # The same five rows over crop(lt(y, B->NCHW), C), the output of a padded convolution (padded_channels), and

@@ -29,6 +29,7 @@ from onnx import TensorProto, helper
 from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var, get_op
 from relayish.types import numpy_dtype
 
+from .qdq import fuse_qdq
 from .external import ExternalDataError, load_external_data, refuse_external_data
 from .registry import Converter, lookup_converter
 from .values import ConversionError, check_tensor_data, checked_elements, empty, tensor_array
@@ -63,6 +64,7 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     (an OnnxImportError if strict). input_values maps input names to arrays: those inputs become constants of
     that value (of the declared dtype and shape) and are no longer inputs of the module."""
     model, source = load_model(model_or_path)
+    model = fuse_qdq(model)  # a static model's DequantizeLinear -> Conv/MatMul/Gemm -> QuantizeLinear groups
     if not model.graph.output:  # onnxruntime refuses an empty graph; one with nodes but no outputs computes nothing
         raise OnnxImportError(f"{source}: the graph declares no outputs: a model must compute at least one")
     input_values = input_values or {}

@@ -13,3 +13,4 @@ from . import resize  # noqa: F401  (resize: nearest, linear, cubic interpolatio
 from . import convnd  # noqa: F401  (3-D conv and pooling, NCDHW)
 from . import recurrent  # noqa: F401  (LSTM, GRU and RNN cells: one time step per kernel)
 from . import channel_pad  # noqa: F401  (per-group channel padding of blocked layouts)
+from . import qnn  # noqa: F401  (integer products of quantized models: raw int8 sums in int32)

@@ -91,14 +91,16 @@ def pad_axis_index(index, before: int, extent: int, padded_extent: int):
     return conds, idx
 
 
-def pad_stage(x: te.Tensor, before: dict, padded_shape, value: float, name: str = "pad") -> te.Tensor:
-    """x padded with `value`: before maps axis -> elements added in front; padded_shape is the full output shape
-    (it may also cut off trailing elements that nobody reads). Reads are clamped into x."""
+def pad_stage(x: te.Tensor, before: dict, padded_shape, value, name: str = "pad") -> te.Tensor:
+    """x padded with `value` (a number, or an expression of x's dtype: a 0-d tensor's element): before maps axis ->
+    elements added in front; padded_shape is the full output shape (it may also cut off trailing elements that
+    nobody reads). Reads are clamped into x."""
+    fill = value if isinstance(value, te.PrimExpr) else te.const(value, x.dtype)
     def body(*i):
         conds, idx = [], list(i)
         for axis, extent in enumerate(x.shape):
             c, idx[axis] = pad_axis_index(i[axis], before.get(axis, 0), extent, padded_shape[axis])
             conds += c
         read = x[tuple(idx)]
-        return te.select(te.all_of(*conds), read, te.const(value, x.dtype)) if conds else read
+        return te.select(te.all_of(*conds), read, fill) if conds else read
     return te.compute(padded_shape, body, name=name, tag=PAD_TAG)

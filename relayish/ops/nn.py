@@ -168,7 +168,8 @@ def _pool_infer(op):
     def infer(arg_types, attrs):
         x, = arg_types
         expect_ndim(op, x, _layout_ndim(op, attrs.layout), f"data (layout {attrs.layout})")
-        expect_float(op, x, "data")
+        if not (op == "nn.max_pool2d" and x.dtype in ("uint8", "int8")):  # (max of quantized data: exact)
+            expect_float(op, x, "data")
         h, w = x.shape[2:4]
         (kh, kw), (dh, dw) = attrs.pool_size, attrs.dilation
         pt, pl, pb, pr = attrs.padding
@@ -203,9 +204,14 @@ def _pool_taps(x, out_shape, pool_size, strides, dilation, padding, fill):
     return np.stack(taps, axis=-1)
 
 
+def _lowest(dtype) -> float | int:
+    """What a max pool's padded taps read: -inf, or an integer dtype's least value."""
+    return int(np.iinfo(dtype).min) if np.dtype(dtype).kind in "iu" else -math.inf
+
+
 def _max_pool_ref(x, pool_size, strides, padding, dilation, ceil_mode):
     out_shape = _pool_out_shape(x.shape, pool_size, strides, padding, dilation, ceil_mode)
-    return _pool_taps(x, out_shape, pool_size, strides, dilation, padding, -np.inf).max(axis=-1)
+    return _pool_taps(x, out_shape, pool_size, strides, dilation, padding, _lowest(x.dtype)).max(axis=-1)
 
 
 def _avg_pool_ref(x, pool_size, strides, padding, dilation, ceil_mode, count_include_pad):
@@ -251,7 +257,7 @@ def _window_reduce(data, attrs, out_type, reducer, name, tag):
 
 
 def _max_pool_compute(inputs, attrs, out_type):
-    data = _pool_input(inputs[0], attrs, out_type, -math.inf)
+    data = _pool_input(inputs[0], attrs, out_type, _lowest(inputs[0].dtype))
     return _window_reduce(data, attrs, out_type, te.max_reduce, "max_pool2d", "pool")
 
 
@@ -291,7 +297,8 @@ _POOL_ATTRS = {"pool_size": REQUIRED, "strides": (1, 1), "padding": (0, 0, 0, 0)
 register_op("nn.max_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool_infer("nn.max_pool2d"), ref=_blocked_ref(_max_pool_ref), compute=_max_pool_compute,
             flops=_pool_flops, normalize=_pool_normalize("nn.max_pool2d"), attrs=_POOL_ATTRS, blocked_layout=True,
-            doc="2-D max pooling (ONNX MaxPool); padded and overhanging taps are -inf.")
+            doc="2-D max pooling (ONNX MaxPool) of floats or 8-bit integers; padded and overhanging taps are -inf (the "
+                "integer's least value).")
 register_op("nn.avg_pool2d", inputs=1, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="pool",
             infer=_pool_infer("nn.avg_pool2d"), ref=_blocked_ref(_avg_pool_ref), compute=_avg_pool_compute,
             flops=_pool_flops, normalize=_pool_normalize("nn.avg_pool2d"),

@@ -21,6 +21,7 @@ from ..builders import astype, binary, flag, fold, reshape, shape_of, transpose
 from ..registry import converter
 from ..values import ConversionError
 from ..versions.contrib import CONTRIB
+from .integer import integer_matmul as exact_matmul
 from .nn import matmul
 from .contrib_attention import MASK_FILTER_VALUE, attention_of_projections
 from .contrib_quant import q8, requantize, scalar, zero_point
@@ -38,17 +39,12 @@ def _per_column(p: Expr | None, columns: int, dtype: str, what: str) -> Expr | N
     return reshape(p, () if math.prod(shape_of(p)) == 1 else (columns,))
 
 
-def _shifted(x: Expr, zp: Expr | None) -> Expr:
-    x32 = astype(x, "int32")
-    return x32 if zp is None else binary("subtract", x32, astype(zp, "int32"))
-
-
 def integer_matmul(a: Expr, a_zp: Expr | None, b: Expr, b_zp: Expr | None) -> Expr:
     """(a - a_zp) @ (b - b_zp) in int32, numpy matmul semantics; b_zp one value or one per column of b."""
     q8(a, "A")
     q8(b, "B")
     columns = shape_of(b)[-1]
-    return matmul(_shifted(a, a_zp), _shifted(b, _per_column(b_zp, columns, b.type.dtype, "B's zero point")))
+    return exact_matmul(a, a_zp, b, _per_column(b_zp, columns, b.type.dtype, "B's zero point"))
 
 
 def _bias(y: Expr, bias: Expr | None) -> Expr:

@@ -136,7 +136,8 @@ def _pool(op: str, x, kernel_shape, strides, dilations, auto_pad, pads, pool_2d,
     if len(kernel_shape) != rank:
         raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not have {rank} values for input shape "
                               f"{shape_of(x)}")
-    if op == "MaxPool" and not x.type.dtype.startswith(("float", "bfloat")):
+    if op == "MaxPool" and not x.type.dtype.startswith(("float", "bfloat")) and \
+            not (rank == 2 and x.type.dtype in ("uint8", "int8")):  # (2-D 8-bit: the blocked nn.max_pool2d)
         return _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs)
     if rank == 2:
         return pool_2d(x, kernel_shape, strides, dilations, pads)
@@ -169,7 +170,7 @@ def _from_3d(y, like):
 
 
 def _integer_max_pool(x, kernel_shape, strides, dilations, auto_pad, pads, **attrs):
-    """MaxPool of an integer tensor of any rank: the 3-D op (the 2-D ones compute on floats)."""
+    """MaxPool of an integer tensor of any rank: the 3-D op (the 2-D ones compute on floats and 8-bit ints)."""
     x5, window = _as_3d_window(x, kernel_shape, strides, dilations, auto_pad, pads)
     return _from_3d(call("nn.max_pool3d", x5, **window, **attrs), x)
 

@@ -16,11 +16,10 @@ import numpy as np
 from relayish import Constant, Expr, const
 from relayish.types import DTYPES
 
-from ..builders import astype, binary, elem_type_name, fold, normalize_axis, reshape, shape_of
+from ..builders import astype, binary, elem_type_name, fold, normalize_axis, reshape, shape_of, window_attrs
 from ..registry import converter
 from ..values import ConversionError
-from .conv import conv2d
-from .nn import matmul
+from .integer import integer_conv, integer_matmul
 
 # quantized integer types relayish has, and their ranges (ONNX's _QUANT_INTEGER_RANGES)
 QUANT_RANGES = {"uint8": (0, 255), "int8": (-128, 127), "uint16": (0, 65535), "int16": (-32768, 32767)}
@@ -220,24 +219,23 @@ def _per_row_or_column(p: Expr, x: Expr, rows: bool, what: str) -> Expr:
     return reshape(p, (extent, 1)) if rows and len(shape) > 1 else p
 
 
-def _integer_operand(x: Expr, zero_point: Expr | None, rows: bool, name: str) -> Expr:
-    """x - zero_point in int32."""
+def _zero_point_of(x: Expr, zero_point: Expr | None, rows: bool, name: str) -> Expr | None:
+    """A matmul operand's zero point, checked, broadcastable to the product (integer.py)."""
     if x.type.dtype not in QUANT_TYPES:
         raise ConversionError(f"input {name} must be int8 or uint8, got {x.type.dtype}")
-    x32 = astype(x, "int32")
     if zero_point is None:
-        return x32
+        return None
     if zero_point.type.dtype != x.type.dtype:
         raise ConversionError(f"the zero point of {name} must be {x.type.dtype}, got {zero_point.type.dtype}")
-    return binary("subtract", x32, astype(_per_row_or_column(zero_point, x, rows, f"{name}'s zero point"),
-                                          "int32"))
+    return _per_row_or_column(zero_point, x, rows, f"{name}'s zero point")
 
 
 @converter("MatMulInteger", since=10)
 def matmul_integer(a, b, a_zero_point=None, b_zero_point=None):
-    """(A - a_zero_point) @ (B - b_zero_point) in int32 (exact: int8 products summed in int32, as the reference)."""
-    return matmul(_integer_operand(a, a_zero_point, True, "A"),
-                           _integer_operand(b, b_zero_point, False, "B"))
+    """(A - a_zero_point) @ (B - b_zero_point) in int32 (exact: int8 products summed in int32, as the reference;
+    integer.py)."""
+    return integer_matmul(a, _zero_point_of(a, a_zero_point, True, "A"), b,
+                          _zero_point_of(b, b_zero_point, False, "B"))
 
 
 @converter("QLinearMatMul", since=10)
@@ -251,7 +249,7 @@ def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, 
                               f"{sorted(scales)}")
     if y_zero_point.type.dtype not in QUANT_TYPES:
         raise ConversionError(f"y_zero_point must be int8 or uint8, got {y_zero_point.type.dtype}")
-    c = matmul(_integer_operand(a, a_zero_point, True, "a"), _integer_operand(b, b_zero_point, False, "b"))
+    c = integer_matmul(a, _zero_point_of(a, a_zero_point, True, "a"), b, _zero_point_of(b, b_zero_point, False, "b"))
     sa = _per_row_or_column(a_scale, a, True, "a_scale")
     sb = _per_row_or_column(b_scale, b, False, "b_scale")
     if int(np.prod(shape_of(y_scale))) != 1:
@@ -273,18 +271,25 @@ def conv_integer(x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET
     for name, v in (("x", x), ("w", w)):
         if v.type.dtype not in QUANT_TYPES:
             raise ConversionError(f"input {name} must be int8 or uint8, got {v.type.dtype}")
-    x32, w32 = astype(x, "int32"), astype(w, "int32")
+    if len(shape_of(x)) != 4 or len(shape_of(w)) != 4:
+        raise ConversionError(f"only 2-D ConvInteger (4-D x and w) is supported, got shapes {shape_of(x)} and "
+                              f"{shape_of(w)}")
+    kernel = shape_of(w)[2:]
+    if kernel_shape is not None and tuple(kernel_shape) != kernel:
+        raise ConversionError(f"kernel_shape {tuple(kernel_shape)} does not match the weight shape {shape_of(w)}")
     if x_zero_point is not None:
         if x_zero_point.type.dtype != x.type.dtype or int(np.prod(shape_of(x_zero_point))) != 1:
             raise ConversionError(f"x_zero_point must be one {x.type.dtype} value, got {x_zero_point.type.dtype} "
                                   f"of shape {shape_of(x_zero_point)}")
-        x32 = binary("subtract", x32, astype(reshape(x_zero_point, ()), "int32"))
+        x_zero_point = reshape(x_zero_point, ())
     if w_zero_point is not None:
         channels = shape_of(w)[0]
         if w_zero_point.type.dtype != w.type.dtype or int(np.prod(shape_of(w_zero_point))) not in (1, channels):
             raise ConversionError(f"w_zero_point must be one {w.type.dtype} value or one per output channel "
                                   f"({channels}), got {w_zero_point.type.dtype} of shape {shape_of(w_zero_point)}")
-        zp = reshape(w_zero_point, () if int(np.prod(shape_of(w_zero_point))) == 1 else (channels, 1, 1, 1))
-        w32 = binary("subtract", w32, astype(zp, "int32"))
-    return conv2d(x32, w32, auto_pad=auto_pad, dilations=dilations, group=group, kernel_shape=kernel_shape,
-                  pads=pads, strides=strides)
+        w_zero_point = reshape(w_zero_point, () if int(np.prod(shape_of(w_zero_point))) == 1 else (channels,))
+    _, c, _, _ = shape_of(x)
+    if group < 1 or c % group or shape_of(w)[0] % group or shape_of(w)[1] * group != c:
+        raise ConversionError(f"group={group} does not fit input channels {c} and weight {shape_of(w)}")
+    return integer_conv(x, w, x_zero_point, w_zero_point, group,
+                        window_attrs(x, kernel, strides, dilations, auto_pad, pads))
