@@ -370,7 +370,7 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     shape = st.op.shape
     vec_name = None
     tile = transpose_tile(b.state, st, vw)
-    flat = 1 if tile or red or shape[-1] % vw == 0 or shape[-1] > MAX_VECTOR or branch_axes(st) else \
+    flat = 1 if tile or red or not shape or shape[-1] % vw == 0 or shape[-1] > MAX_VECTOR or branch_axes(st) else \
         flat_tail(b.state, st)
     lane = 0 if tile or not sp else _lane_factor(st, shape[-1], vw)
     if flat > 1:  # a short last axis and the ones before it read as one contiguous run: one axis, whole vectors

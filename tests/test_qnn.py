@@ -312,8 +312,8 @@ def test_whole_tensor_range_runs_as_parallel_rows(op, special):
     shape = (1, 4, 28, 28, 16)
     x = Var("x", TensorType(shape))
     task = build_task(Function((x,), call(op, x, axes=None, keepdims=False), Attrs(Primitive=1)))
-    assert [s.op.name for s in task.initial_state().stages if s.op.name != "x"][:2] == [f"{op}_rows_lanes",
-                                                                                     f"{op}_rows"]
+    names = [s.op.name for s in task.initial_state().stages if s.op.name != "x"]
+    assert f"{op}_rows_lanes" in names and f"{op}_rows" in names, names  # (rows.row_chunks may add groups first)
     func = lower(default_schedule(task.initial_state()).apply(task.initial_state()), "k")
     xv = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     if special is not None:
