@@ -131,6 +131,6 @@ def vector_constant(ty: ir.VectorType, value) -> ir.Constant:
 
 
 def _host_has(feature: str) -> bool:
-    """Whether this machine's CPU has `feature` (kernels are compiled for the host: codegen.library.host_target)."""
-    from .library import host_target
+    """Whether this machine's CPU has `feature` (kernels are compiled for the host: codegen.host.host_target)."""
+    from .host import host_target
     return f"+{feature}" in host_target()["features"].split(",")
