@@ -370,10 +370,17 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     shape = st.op.shape
     vec_name = None
     tile = transpose_tile(b.state, st, vw)
-    flat = 1 if tile or red or not shape or shape[-1] % vw == 0 or shape[-1] > MAX_VECTOR or branch_axes(st) else \
+    rows = 1
+    for n in shape[:-1]:
+        rows *= n
+    # flattened: a short last axis that is not whole vectors, or rows too few for the parallel loop, which would
+    # then take the vectors of each row too, each step dividing its index by the row length (a third of an Exp
+    # over 31 x 12858 went to that arithmetic)
+    short = bool(shape) and shape[-1] % vw != 0 and shape[-1] <= MAX_VECTOR
+    flat = 1 if tile or red or not shape or branch_axes(st) or not (short or rows < PARALLEL_CHUNKS) else \
         flat_tail(b.state, st)
     lane = 0 if tile or not sp else _lane_factor(st, shape[-1], vw)
-    if flat > 1:  # a short last axis and the ones before it read as one contiguous run: one axis, whole vectors
+    if flat > 1:  # the last axes read as one contiguous run: one axis of whole vectors (flat_schedule.py)
         b.add(Fuse(st.name, tuple(sp[-flat:])))
         sp = sp[:-flat] + [_fused_name(sp[-flat:])]
         lane = flat_lane(shape[-flat:], vw)

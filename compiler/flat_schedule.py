@@ -4,8 +4,9 @@ memory) runs them as one axis, vectorized in whole vectors.
 A Tanh over (1, 768, 23, 23) vectorized along its last axis alone ran vectors of 23 lanes (LLVM splits them into
 16 + 4 + 2 + 1) and was 1.9x onnxruntime's time; the same data as 768 x 529 or as one run of 406,272 elements is
 whole vectors but for one masked tail. `flat_tail` says how many trailing axes fuse so; default_schedule's root
-rule fuses them when the last axis is short (at most 64) and not a whole number of vectors, with `flat_lane`'s
-vectors; the tuner's simple-root annotation may too (tuning/annotate.py).
+rule fuses them when the last axis is short (at most 64) and not a whole number of vectors, or when the rows are
+too few for its parallel loop (which would otherwise divide each vector's index by the row length), in
+`flat_lane`'s vectors; the tuner's simple-root annotation may too (tuning/annotate.py).
 """
 from __future__ import annotations
 
@@ -78,11 +79,9 @@ def _fuses(reads, axes) -> bool:
 
 
 def flat_lane(shape, vector_width: int) -> int:
-    """The vector of a run of `shape`'s elements: all of them when at most a vector, else the widest of a vector
-    and half a vector that divides the run, else a whole vector with a masked last one."""
+    """The vector of a run of `shape`'s elements: all of them when at most a vector, else a whole vector (the last
+    one masked where it does not divide: one partial vector in a long run)."""
     extent = 1
     for n in shape:
         extent *= n
-    if extent <= vector_width:
-        return extent
-    return next((w for w in (vector_width, vector_width // 2) if extent % w == 0), vector_width)
+    return min(extent, vector_width)
