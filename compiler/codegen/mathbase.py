@@ -3,7 +3,9 @@ type (`const`, `vector_constant`) and `Math`, emission helpers over one float ty
 constants splat themselves to the right shape."""
 from __future__ import annotations
 
-from llvmlite import ir
+import functools
+
+from llvmlite import binding, ir
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
@@ -130,7 +132,8 @@ def vector_constant(ty: ir.VectorType, value) -> ir.Constant:
     return c
 
 
+@functools.lru_cache(maxsize=None)
 def _host_has(feature: str) -> bool:
-    """Whether this machine's CPU has `feature` (kernels are compiled for the host: codegen.library.host_target)."""
-    from .library import host_target
-    return f"+{feature}" in host_target()["features"].split(",")
+    """Whether this machine's CPU has `feature` (kernels are compiled for the host: library.host_target reads the
+    same llvmlite query)."""
+    return f"+{feature}" in binding.get_host_cpu_features().flatten().split(",")
