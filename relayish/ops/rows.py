@@ -28,7 +28,8 @@ def row_lanes(length: int, dtype: str = "float32") -> int | None:
     return next((w for w in ROW_LANES if length >= 2 * w), None)
 
 
-ROW_CHUNK_VECTORS = 64  # a single row is cut into chunks of at least this many vectors (1,024 floats) ...
+ROW_CHUNK_VECTORS = 1024  # a single row is cut into chunks of at least this many vectors (16,384 floats: a
+# shorter one runs on one thread, a fork and join costing more than its sum saves) ...
 ROW_CHUNKS = 8  # ... and at most this many: the threads' work (two rows or more run row by row,
 # compiler/row_schedule.py, each thread on whole rows, as onnxruntime's softmax)
 ROW_ACCUMULATORS = ((16, 4), (8, 2))  # (whole vectors at least, vectors of partials): independent accumulators
