@@ -71,8 +71,11 @@ def _fuses(reads, axes) -> bool:
     for ax in reversed(axes):  # f = ((a0 * e1 + a1) * e2 + a2) ...: a_k = f // (e_{k+1} ...) % e_k
         mapping[ax.var] = (f // stride) % ax.extent if stride * ax.extent < extent else f // stride
         stride *= ax.extent
+    # the range f has once split into vectors with a partial last one (what lowering's simplifier sees): a unit
+    # axis's f // extent is 0 only below the extent, so it must not count on that
+    ranges = {f: -(-extent // 64) * 64}
     for tensor, indices in reads:
-        flat = simplify(flat_index(tensor, [te.substitute_vars(i, mapping) for i in indices]), {f: extent})
+        flat = simplify(flat_index(tensor, [te.substitute_vars(i, mapping) for i in indices]), ranges)
         if coefficient(flat, f) not in (0, 1):
             return False
     return True

@@ -136,12 +136,14 @@ class _Lowering:
                     it.annotation == "parallel" else te.IntImm(0) for it in st.leaves}
         self.var_extent.update({v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)})
         val = {n: v for n, v in leaf_var.items()}
-        guards = []
+        guards, whole = [], {}  # whole: id(a split's guard) -> (its outer loop's variable, whole tiles)
         for rel in reversed(st.relations):
             if isinstance(rel, SplitRel):
                 val[rel.parent] = val[rel.outer] * rel.factor + val[rel.inner]
                 if ext[rel.parent] % rel.factor:
                     guards.append(val[rel.parent] < ext[rel.parent])
+                    if isinstance(val[rel.outer], te.Var):  # where the guard holds throughout: whole tiles only
+                        whole[id(guards[-1])] = (val[rel.outer], ext[rel.parent] // rel.factor)
             else:
                 val[rel.outer] = val[rel.fused] // ext[rel.inner]
                 val[rel.inner] = val[rel.fused] % ext[rel.inner]
@@ -172,7 +174,8 @@ class _Lowering:
         init = Store(buf, flat, te.reduce_identity(body.combiner, body.dtype)) \
             if isinstance(body, te.Reduce) and body.axes else None
         loops = [(it, leaf_var[it.name], ext[it.name]) for it in st.leaves]
-        emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan)
+        emit = _NestEmitter(self, loops, [(g, _vars_of(g)) for g in guards], _auto_unroll_set(st, ext), attach_plan,
+                            whole=whole)
         nest = emit.emit(updated(unguarded), init)
         inner = {v: ext[n] for n, v in leaf_var.items() if isinstance(v, te.Var)}
         version = _tile_version(unguarded, inner) if region is not None else None
@@ -290,9 +293,12 @@ class _NestEmitter:
     loop scalar everywhere. Where the loops outside can tell that a whole tile is in range, the nest is versioned
     instead (`tail_version`): the full tiles run a copy without the guard, only the tail runs the guarded one."""
 
-    def __init__(self, lowering, loops, guards, unrolled, attach_plan, versions=MAX_TAIL_VERSIONS):
+    def __init__(self, lowering, loops, guards, unrolled, attach_plan, versions=MAX_TAIL_VERSIONS, whole=None,
+                 tight=None):
         self.lowering, self.loops, self.guards = lowering, loops, guards
         self.unrolled, self.attach_plan, self.versions = unrolled, attach_plan, versions
+        self.whole = whole or {}  # id(a split's guard) -> (its outer loop's variable, its whole tiles)
+        self.tight = tight or {}  # variable -> its extent in this version (a dropped guard's whole tiles)
         self.own = {var for _, var, _ in loops if isinstance(var, te.Var)}
         # where each guard is placed: at the innermost of this nest's own loops it reads (the loops around the
         # nest are bound throughout it)
@@ -312,8 +318,13 @@ class _NestEmitter:
 
     def versioned(self, drop=()) -> _NestEmitter:
         """This emitter with one version fewer left, and without the guards `drop` (for the full tiles)."""
+        tight = dict(self.tight)
+        for guard in drop:
+            if id(guard[0]) in self.whole:
+                var, tiles = self.whole[id(guard[0])]
+                tight[var] = tiles
         return _NestEmitter(self.lowering, self.loops, [g for g in self.guards if not any(g is d for d in drop)],
-                            self.unrolled, self.attach_plan, self.versions - 1)
+                            self.unrolled, self.attach_plan, self.versions - 1, self.whole, tight)
 
     def tail_version(self, k: int, bound: set, newly: te.Var | None):
         """(condition, guards) to version the loops from k on by: each guard involves loops from k on and `newly`
@@ -347,7 +358,7 @@ class _NestEmitter:
             init_nest = _plain_nest(spatial_inner, init_guards, bound, init, self.unrolled)
             return Seq([init_nest, self.nest(k, bound, update, None)])
         if k == len(loops):
-            return update
+            return _resimplified(update, {**self.lowering.var_extent, **self.tight}) if self.tight else update
         it, var, extent = loops[k]
         inner_bound = bound | {var}
         version = self.tail_version(k + 1, inner_bound, var) if isinstance(var, te.Var) else None
@@ -363,6 +374,19 @@ class _NestEmitter:
             return inner
         inner = _wrap_guards(inner, self.placed, inner_bound, var)
         return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, self.unrolled), inner)
+
+
+def _resimplified(stmt, ranges: dict):
+    """stmt (a Store) with its indices simplified again over `ranges`: in the whole tiles of a split that does not
+    divide, the outer loop's range is the whole tiles' (the version's condition), so that an index such as
+    (g * 17 + t * 8 + lane) // 17 of a group's unpadding is g there (an affine index: a transposing tile, a
+    vector load). Anything but a Store is left as it is."""
+    if not isinstance(stmt, Store):
+        return stmt
+
+    def load(node):
+        return Load(node.buffer, simplify(node.index, ranges)) if isinstance(node, Load) else None
+    return Store(stmt.buffer, simplify(stmt.index, ranges), te.substitute(stmt.value, load))
 
 
 def _plain_nest(loops, guards, bound, stmt, unrolled) -> Stmt:

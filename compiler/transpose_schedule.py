@@ -28,6 +28,7 @@ class TransposeTile(NamedTuple):
     u: str  # the axis the read walks contiguously: split by lanes, its inner part unrolled
     v: str  # the stage's last axis (written contiguously): split by lanes, its inner part vectorized
     lanes: int
+    period: int = 0  # u is first split by this (a group's channels: the read is contiguous within a group only)
 
 
 def transpose_tile(state, st, vector_width: int) -> TransposeTile | None:
@@ -48,22 +49,36 @@ def transpose_tile(state, st, vector_width: int) -> TransposeTile | None:
         if v.extent < lanes:
             continue
         for u in reversed(axes[:-1]):
-            if u.extent >= lanes and _strides(tensor, indices, u, v, lanes) is not None:
-                return TransposeTile(_name(st, u), _name(st, v), lanes)
+            if u.extent < lanes:
+                continue
+            for period in [0] + _periods(indices, u, lanes):
+                if _strides(tensor, indices, u, v, lanes, period) is not None:
+                    return TransposeTile(_name(st, u), _name(st, v), lanes, period)
     return None
+
+
+def _periods(indices, u: te.IterVar, lanes: int) -> list[int]:
+    """Divisors d of u in the read's indices (u // d: the unpadding of channel groups of d, whose padded
+    positions are contiguous within a group only), at least `lanes`, below u's extent."""
+    found = {n.b.value for i in indices for n in te.walk(i) if isinstance(n, te.BinOp) and n.op == "//"
+             and isinstance(n.b, te.IntImm) and u.var in set(te.walk(n.a))}
+    return sorted(d for d in found if lanes <= d < u.extent and u.extent % d == 0)
 
 
 def _name(st, axis: te.IterVar) -> str:
     return st.roots[list(st.op.axes).index(axis)].name
 
 
-def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int):
+def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int, period: int = 0):
     """(1, S) with S the stride of v's inner part (not 0, not 1; None if not affine) when the read walks u's inner
     part with stride 1; else None."""
-    uo, ui, vo, vi = te.Var("uo"), te.Var("ui"), te.Var("vo"), te.Var("vi")
+    uo, ui, vo, vi, ug = te.Var("uo"), te.Var("ui"), te.Var("vo"), te.Var("vi"), te.Var("ug")
     mapping = {u.var: uo * lanes + ui, v.var: vo * lanes + vi if v.extent > lanes else vi}
     ranges = {uo: u.extent // lanes, ui: lanes, vo: v.extent // lanes, vi: lanes}  # the whole tiles (a partial
     # last one is a separate version of the nest, lower.py tail_version, and keeps its lane-by-lane copy)
+    if period:  # u = group * period + tile * lanes + lane
+        mapping[u.var] = ug * period + uo * lanes + ui
+        ranges.update({ug: u.extent // period, uo: period // lanes})
     flat, stride = te.IntImm(0), 1
     for index, size in reversed(list(zip(indices, tensor.shape))):
         flat = flat + te.substitute_vars(index, mapping) * stride
@@ -96,6 +111,15 @@ def tile_loops(st, tile: TransposeTile, spatial: list) -> tuple[list, list, list
     loops taken out, [u's inner loop, v's inner loop]): u and v are split by the lanes where they are longer."""
     steps, inner = [], []
     extents = st.leaf_extents()
+    group_tiles = None
+    if tile.period:  # u's groups outside, each group's channels in tiles (the last one partial), the tiles of a
+        # group innermost of the outer loops: a loop of its own, whose whole tiles lowering simplifies the index
+        # over (compiler/lower.py _resimplified), not a part of the parallel loop
+        steps.append(Split(st.name, tile.u, (tile.period,)))
+        spatial = [f"{tile.u}.0" if n == tile.u else n for n in spatial] + [f"{tile.u}.1"]
+        extents = {**extents, f"{tile.u}.1": tile.period}
+        tile = tile._replace(u=f"{tile.u}.1")
+        group_tiles = f"{tile.u}.0"
     for name in (tile.u, tile.v):
         if extents[name] > tile.lanes:
             steps.append(Split(st.name, name, (tile.lanes,)))
@@ -104,4 +128,6 @@ def tile_loops(st, tile: TransposeTile, spatial: list) -> tuple[list, list, list
         else:
             spatial = [n for n in spatial if n != name]
             inner.append(name)
+    if group_tiles in spatial:
+        spatial = [n for n in spatial if n != group_tiles] + [group_tiles]
     return steps, spatial, inner

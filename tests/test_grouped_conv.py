@@ -373,3 +373,18 @@ def test_a_depthwise_convolution_of_odd_channels_runs_in_whole_vectors(channels,
     blocked = run_pipeline(from_onnx(conv_model(case)), PassContext(), stop_after="propagate_layout")
     calls = [n for n in post_order(blocked.main.body) if getattr(n, "op", None) == "nn.depthwise_conv2d_nchwc"]
     assert calls and all(c.type.shape[-1] == block for c in calls)
+
+
+def test_a_grouped_convolution_reads_a_graph_input_in_blocks_of_its_groups():
+    """9 -> 384 channels in 3 groups: its input (a graph input, which nothing blocked writes) is read in blocks of
+    3, as it is, not padded to 8 per group (2.7x the products; 800 -> 295 us over 43x43). A group of 9 channels
+    is still padded (to 16: faster than blocks of 3 there)."""
+    def input_layouts(c, o, g):
+        case = ((1, c, 12, 12), o, g, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1))
+        blocked = run_pipeline(from_onnx(conv_model(case)), PassContext(), stop_after="propagate_layout")
+        conv, = [n for n in post_order(blocked.main.body) if getattr(n, "op", None) == "nn.conv2d_nchwc"]
+        return conv.args[0].type.shape
+    assert input_layouts(9, 384, 3) == (1, 3, 12, 12, 3)
+    assert input_layouts(36, 68, 4)[1] * input_layouts(36, 68, 4)[4] == 64  # 4 groups of 9 padded to 16
+    for c, o, g in ((9, 384, 3), (6, 90, 2)):
+        three_way_random(conv_model(((1, c, 12, 12), o, g, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1))))

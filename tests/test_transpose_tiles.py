@@ -8,16 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.codegen.analysis import walk_stmt
+from compiler.codegen.analysis import stmt_exprs, walk_expr, walk_stmt
 from compiler.codegen.transpose import transposable, transpose_vectors
 from compiler.default_schedule import default_schedule
-from compiler.loopir import For
+from compiler.loopir import For, Load
 from compiler.lower import lower
 from compiler.passes import PassContext, run_pipeline
 from compiler.task import extract_tasks
 from compiler.transpose_schedule import transpose_tile
 from frontends import from_onnx
 from harness import assert_exactly, feeds_for, make_model, three_way, three_way_random, typed_model
+from relayish import te
 from relayish.expr import post_order
 
 RNG = np.random.default_rng(5)
@@ -134,4 +135,36 @@ def test_windowed_pools_run_blocked(op, channels, size, attrs):
     assert pools and all(p.attrs.layout.startswith("NCHW") and p.attrs.layout != "NCHW" for p in pools)
     first = kernels(model)[0][2]
     assert tiles(first) and (channels % 16 == 0 or any(t.pick is not None for t in tiles(first)))
+    three_way_random(model)
+
+
+def test_a_transpose_that_moves_a_unit_axis_is_a_contiguous_copy():
+    """(1, 151, 34, 34) -> (151, 1, 34, 34) moves nothing in memory: its rows of 34 x 34 run as vector copies
+    (flat_schedule.py), no index divided (a fused unit axis's f // 1156 is 0 only below 1156, not over the
+    partial last vector: flat_tail keeps it out)."""
+    model = make_model("Transpose", {"x": (1, 151, 34, 34)}, {"perm": [1, 0, 2, 3]}, 17)
+    (task, state, kernel), = kernels(model)
+    loads = [te.expr_str(x.index) for st in walk_stmt(kernel.body) for x in stmt_exprs(st) for x in walk_expr(x)
+             if isinstance(x, Load)]
+    assert loads and not any("//" in i or "%" in i for i in loads)
+    three_way_random(model, close=assert_exactly)
+
+
+def test_a_grouped_unpadding_runs_in_tiles_of_each_group():
+    """36 -> 68 channels in 4 groups: each group's 17 outputs padded to 24 (3 blocks of 8). Back to NCHW, the
+    position of channel j is (j // 17) * 24 + j % 17, contiguous within a group only: the tile first splits the
+    channels by groups (TransposeTile.period), and in the whole tiles of a group lowering simplifies the index
+    to an affine one (lower.py _resimplified), so the copy is a tile there (3x faster than element by element).
+    The tuner's space holds that schedule."""
+    from tuning.annotate import concretize, derive_program
+    from tuning.sketch import generate_sketches
+    consts = {"w": RNG.standard_normal((68, 9, 1, 1)).astype(np.float32)}
+    model = make_model("Conv", {"x": (1, 36, 20, 21)}, {"kernel_shape": [1, 1], "group": 4}, 17, consts)
+    task, state, kernel = kernels(model)[-1]
+    schedule = default_schedule(task.initial_state(), 16)
+    assert any(t.pick is None and t.cond_u is None for t in tiles(kernel))  # a whole tile, transposed
+    assert any(getattr(s, "lengths", None) == (17,) for s in schedule.steps)  # split by the group
+    sketches = generate_sketches(task)
+    program = derive_program(sketches, schedule, task.initial_state())
+    assert program is not None and concretize(sketches[program.sketch_id], program, task.initial_state()) == schedule
     three_way_random(model)

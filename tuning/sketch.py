@@ -357,15 +357,14 @@ class RowStages(SketchRule):
         else:
             s.simple_roots.append(st.name)
             s.rules.append(f"row({st.name})")
-        variants = [s]
         fused = fused_rows_steps(sketch.state, vector_width()) if st.is_output else None
-        if fused is not None:
-            whole = sketch.copy()
-            for step in fused:
-                whole.add(step)
-            whole.rules.append("row_by_row")
-            variants.append(whole)
-        return variants
+        if fused is None:
+            return [s]
+        whole = sketch.copy()
+        for step in fused:
+            whole.add(step)
+        whole.rules.append("row_by_row")
+        return [s, whole]
 
 
 class MatmulTile(SketchRule):

@@ -3,6 +3,8 @@ type (`const`, `vector_constant`) and `Math`, emission helpers over one float ty
 constants splat themselves to the right shape."""
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 F32 = ir.FloatType()
@@ -130,6 +132,7 @@ def vector_constant(ty: ir.VectorType, value) -> ir.Constant:
     return c
 
 
+@functools.lru_cache(maxsize=None)
 def _host_has(feature: str) -> bool:
     """Whether this machine's CPU has `feature` (kernels are compiled for the host: codegen.host.host_target)."""
     from .host import host_target

@@ -15,14 +15,14 @@ import math
 
 import numpy as np
 
-from relayish import Call, Constant, Expr, IRModule
+from relayish import Call, Constant, Expr, IRModule, Var
 from relayish.ops.matmul_pack import pack_weight
 from relayish.ops.qnn import pack_conv_weight, pack_matmul_weight
 from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
-from .channel_maps import (ChannelMap, channel_block, channel_maps, is_window_pool, network_block, scatter_channels,
-                           stays_nchw)
+from .channel_maps import (ChannelMap, channel_block, channel_maps, input_block, is_window_pool, network_block,
+                           scatter_channels, stays_nchw)
 from .propagate import _lt, _pad, _unpad, propagate_layout  # noqa: F401  (propagate_layout: its pass, re-exported)
 from .rewrite import ANY, CONST, Pat, rewrite, table_rules
 
@@ -160,6 +160,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         m = tile_of(node)
         if m_in is not None:  # x keeps its per-group padding: zero weights for the padded channels
             ib, w = m_in.block, Constant(scatter_channels(w.data, 1, m_in.split(groups)))
+        elif isinstance(x, Var) and groups > 1:  # a graph input: any block that divides the groups (channel_maps)
+            ib = input_block(cg, block)
         else:
             ib = group_block(cg, cg * groups, block)
         if m_out is not None:  # padded outputs (per group, or at the end): zero weights, zero_channel_padding keeps 0

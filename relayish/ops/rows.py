@@ -28,9 +28,10 @@ def row_lanes(length: int, dtype: str = "float32") -> int | None:
     return next((w for w in ROW_LANES if length >= 2 * w), None)
 
 
-ROW_CHUNK_VECTORS = 64  # a row is cut into chunks of at least this many vectors (1,024 floats) ...
-ROW_PARALLEL = 8  # ... when its rows number fewer than this: rows x chunks, the parallel work, reaches it (more
-# rows run row by row, compiler/row_schedule.py)
+ROW_CHUNK_VECTORS = 1024  # a single row is cut into chunks of at least this many vectors (16,384 floats: a
+# shorter one runs on one thread, a fork and join costing more than its sum saves) ...
+ROW_CHUNKS = 8  # ... and at most this many: the threads' work (two rows or more run row by row,
+# compiler/row_schedule.py, each thread on whole rows, as onnxruntime's softmax)
 ROW_ACCUMULATORS = ((16, 4), (8, 2))  # (whole vectors at least, vectors of partials): independent accumulators
 
 
@@ -46,13 +47,13 @@ def row_accumulators(vectors: int, dtype: str = "float32") -> int:
 
 def row_chunks(rows: int, vectors: int, group: int = 1) -> int:
     """Into how many chunks a reduction of `rows` rows of `vectors` whole vectors (taken `group` at a time) cuts
-    each row: 1 when the rows alone feed the threads (ROW_PARALLEL) or the row is short; else about ROW_PARALLEL /
-    rows chunks of at least ROW_CHUNK_VECTORS vectors, the count among the upper half of that range that leaves
-    the fewest groups over (reduced on their own, one vector add each). A sum over every axis of a (1, 104, 2048)
-    tensor was one serial scalar loop, 4x onnxruntime's time, and over (443, 384) 1.7e-4 off its result; chunks
-    give it threads, and with the lanes a sum of blocks of a few hundred elements then a tree, not one of
-    170,000."""
-    target = min(-(-ROW_PARALLEL // max(rows, 1)), vectors // ROW_CHUNK_VECTORS)
+    each row: 1 when there are two rows or more (each thread takes whole rows) or the row is short; else up to
+    ROW_CHUNKS chunks of at least ROW_CHUNK_VECTORS vectors, the count among the upper half of that range that
+    leaves the fewest groups over (reduced on their own, one vector add each). A sum over every axis of a
+    (1, 104, 2048) tensor was one serial scalar loop, 4x onnxruntime's time, and over (443, 384) 1.7e-4 off its
+    result; chunks give it threads, and with the lanes a sum of blocks of a few thousand elements then a tree,
+    not one of 170,000."""
+    target = min(ROW_CHUNKS, vectors // ROW_CHUNK_VECTORS) if rows == 1 else 1
     if target < 2:
         return 1
     return min(range(max(2, target // 2), target + 1), key=lambda c: ((vectors // group) % c, -c))
