@@ -20,6 +20,7 @@ from __future__ import annotations
 from relayish import te
 from relayish.ops.qnn import QMATMUL_PACK_TAG
 
+from .recurrent_schedule import PARALLEL_MACS
 from .registers import matmul_accumulators, vector_registers
 from .schedule import Annotate, CacheWrite, ComputeAt, Fuse, Reorder, Split, Stage
 
@@ -88,8 +89,10 @@ def matmul_tile(m: int, n: int, batch: int, vector_width: int, block: int | None
     which the tile's columns must be."""
     width = n if block is None else block
     lane = next((w for w in (vector_width, vector_width // 2) if w >= 4 and width % w == 0), None)
-    if lane is None and block is None and n >= vector_width:
-        lane = vector_width  # no vector divides n: the last column tile is partial
+    if lane is None and block is None:
+        # no vector divides n: the last column tile is partial (masked); fewer columns than a vector (N = 3) take
+        # the narrowest vector that holds them
+        lane = vector_width if n >= vector_width else max(4, 1 << (n - 1).bit_length())
     if lane is None:
         return None
     cols = COL_VECTORS if block is None else (block // lane,)
@@ -154,7 +157,8 @@ def schedule_matmul(b, anchor: Stage, out: Stage | None, vector_width: int) -> b
     b.add(Reorder(out.name, tuple(parallel + [f"{m}.1", f"{n}.0.1", f"{n}.1"])))
     b.add(Fuse(out.name, tuple(parallel)))
     fused = "@".join(parallel)
-    b.add(Annotate(out.name, fused, "parallel"))
+    if batch * shape[-2] * shape[-1] * anchor.op.body.axes[-1].extent >= PARALLEL_MACS:
+        b.add(Annotate(out.name, fused, "parallel"))  # (a smaller one costs more in the fork/join than it saves)
     b.add(ComputeAt(anchor.name, out.name, fused))
     for it in (f"{m}.1", f"{n}.0.1"):
         b.add(Annotate(out.name, it, "unroll"))

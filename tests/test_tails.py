@@ -49,6 +49,14 @@ def test_matmul_with_a_partial_column_tile(batch, m, k, n):
     three_way_random(matmul_model(batch, m, k, n))
 
 
+@pytest.mark.parametrize("batch, m, k, n", [(16, 233, 128, 3), (4, 8, 128, 1), (3, 5, 9, 2), (1, 12, 64, 10),
+                                             (2, 7, 33, 5)])
+def test_matmul_narrower_than_a_vector(batch, m, k, n):
+    """Fewer columns than a vector take the register tile with one partial vector of the narrowest width that
+    holds them (B=16 M=233 K=128 N=3 ran 6x onnxruntime's time in the generic rule's scalar loops)."""
+    three_way_random(make_model("MatMul", {"a": (batch, m, k), "c": (batch, k, n)}, {}, 17))
+
+
 @pytest.mark.parametrize("n", [17, 1001, 6625])
 def test_softmax_over_a_row_that_is_not_whole_vectors(n):
     three_way_random(make_model("Softmax", {"x": (3, n)}, dict(axis=-1), 17))
@@ -122,7 +130,7 @@ def _loops(stmt):
 def test_full_tiles_run_unguarded_vector_loops():
     """N = 41 in tiles of 2 x 16 columns: the parallel loop's body is versioned; in the full-tile copy no
     vectorized loop holds a lane-dependent guard, the tail copy keeps one (codegen runs it masked)."""
-    kernel = _kernel(gemm_model(8, 32, 41))
+    kernel = _kernel(gemm_model(32, 32, 41))
     versions = [s for s in _loops(kernel.body) if s.kind == "parallel"]
     assert len(versions) == 1
     version = next(s for s in walk_stmt(versions[0].body) if isinstance(s, IfThenElse))
@@ -131,6 +139,12 @@ def test_full_tiles_run_unguarded_vector_loops():
     assert full and tail and all(vectorize_blocker(loop) is None for loop in full + tail)
     assert not any(_lane_guards(loop) for loop in full)
     assert any(_lane_guards(loop) for loop in tail)
+
+
+def test_a_matmul_too_small_for_the_fork_join_runs_serially():
+    """8 x 32 x 41 = 10,496 multiply-adds cost about as much as handing them to the other thread."""
+    assert not [s for s in _loops(_kernel(gemm_model(8, 32, 41)).body) if s.kind == "parallel"]
+    assert [s for s in _loops(_kernel(gemm_model(32, 32, 41)).body) if s.kind == "parallel"]
 
 
 def _lane_guards(loop) -> list:

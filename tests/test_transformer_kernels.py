@@ -34,7 +34,8 @@ def test_matmul_tile_divides_and_fills_registers():
     assert lane == 16 and 128 % rows == 0 and (1024 // 16) % cols == 0
     assert rows >= 4 and rows * cols >= 16  # a tile of several rows: each loaded vector of b feeds `rows` FMAs
     assert matmul_tile(64, 1000, 1, 16)[2] == 8  # 1000 columns: half vectors
-    assert matmul_tile(12, 10, 1, 16) is None  # no vector divides the columns: the generic rule
+    assert matmul_tile(12, 10, 1, 16)[1:] == (1, 16)  # no vector divides the columns: one partial vector
+    assert matmul_tile(233, 3, 16, 16)[1:] == (1, 4)  # fewer columns than a vector: the narrowest that holds them
 
 
 @pytest.mark.parametrize("vw", [8, 16])
