@@ -12,7 +12,7 @@ import pytest
 from compiler import compile_model
 from compiler.default_schedule import default_schedule
 from compiler.passes import PassContext, run_pipeline
-from compiler.passes.channel_maps import MIN_GROUP_REDUCTION
+from compiler.passes.channel_maps import MIN_GROUP_REDUCTION_OF_AN_INPUT
 from compiler.passes.layout import MIN_OUTPUT_BLOCK, group_block
 from compiler.schedule import Annotate
 from compiler.summary import summarize
@@ -45,6 +45,7 @@ CONVS = [
     ((1, 129, 9, 9), 129, 129, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),  # depthwise, 129 = 3 x 43: padded to 136
     ((1, 15, 11, 11), 15, 15, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # depthwise, 15: padded to 16
     ((1, 32, 13, 13), 304, 16, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 2 in, 19 out per group: NCHW
+    ((1, 128, 11, 13), 192, 32, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1)),  # 4 in, 6 out per group, the input: NCHW
     ((1, 96, 15, 15), 64, 2, (5, 5), (1, 1), (2, 2, 2, 2), (1, 1)),  # AlexNet's grouped 5x5
     ((1, 3, 23, 23), 16, 1, (11, 11), (4, 4), (2, 2, 2, 2), (1, 1)),  # AlexNet's first conv
     ((1, 3, 16, 16), 8, 1, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1)),
@@ -80,13 +81,13 @@ def blocked_ops(onnx_model) -> dict:
 @pytest.mark.parametrize("case", CONVS, ids=conv_id)
 def test_every_conv_is_blocked(case):
     """No convolution stays NCHW: depthwise -> depthwise_conv2d_nchwc, any other group count -> conv2d_nchwc;
-    except one with 1 or 2 output channels per group (blocks of 1 or 2 lanes) or 1 to 3 input channels per group
-    (1x1: an FMA or two per output vector), which runs its vectors along the width in NCHW
-    (layout.MIN_OUTPUT_BLOCK: 4-6x faster on maps of 7x7 to 56x56; channel_maps.MIN_GROUP_REDUCTION)."""
+    except one with 1 or 2 output channels per group (blocks of 1 or 2 lanes) or 1 to 4 input channels per group
+    (1x1, reading the graph's input: a few FMAs per output vector), which runs its vectors along the width in NCHW
+    (layout.MIN_OUTPUT_BLOCK: 4-6x faster on maps of 7x7 to 56x56; channel_maps.MIN_GROUP_REDUCTION_OF_AN_INPUT)."""
     ops = blocked_ops(conv_model(case))
     shape, cout, group, kernel = case[:4]
     depthwise = group == shape[1] == cout
-    few_products = group > 1 and shape[1] // group * kernel[0] * kernel[1] < MIN_GROUP_REDUCTION
+    few_products = group > 1 and shape[1] // group * kernel[0] * kernel[1] < MIN_GROUP_REDUCTION_OF_AN_INPUT
     if not depthwise and (cout // group < MIN_OUTPUT_BLOCK or few_products):
         assert ops.get("nn.conv2d") == 1 and "nn.conv2d_nchwc" not in ops
         return

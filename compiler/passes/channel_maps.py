@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from relayish import Call, Constant, IRModule
+from relayish import Call, Constant, IRModule, Var
 from relayish.expr import Expr, post_order
 from relayish.op import Pattern, get_op
 from relayish.types import is_float
@@ -126,18 +126,25 @@ def is_depthwise(node: Call) -> bool:
 
 MIN_GROUP_REDUCTION = 4
 """A grouped convolution summing fewer products per output (input channels per group x window: 1 to 3 channels, 1x1)
-stays NCHW, its
-vectors along the width: blocked, each output vector took one or two FMAs between zeroing and storing its
-accumulator and its groups' padded outputs went back through a gather (8 -> 104 channels in 8 groups, 1x1, over
-67x67: 247 us blocked, 57 us in NCHW; 32 -> 304 in 16 groups over 13x13: 32 us, 4 us; Zen 4)."""
+stays NCHW, its vectors along the width: blocked, each output vector took one or two FMAs between zeroing and
+storing its accumulator and its groups' padded outputs went back through a gather (8 -> 104 channels in 8 groups,
+1x1, over 67x67: 247 us blocked, 57 us in NCHW; 32 -> 304 in 16 groups over 13x13: 32 us, 4 us; Zen 4)."""
+
+MIN_GROUP_REDUCTION_OF_AN_INPUT = 5
+"""... and one of 4 products that reads a graph input (which then needs no layout_transform into blocks): 128 -> 192
+channels in 32 groups, 1x1, over 89x89 ran 840 us blocked (with the transforms in and out), 410 us in NCHW; 64 -> 256
+in 16 groups over 56x56 190 and 100 us. Inside a network its neighbours' blocks decide (it stays blocked). With 8
+channels per group NCHW loses even alone (128 -> 512 in 16 groups over 28x28: 100 us blocked, 790 us NCHW; Zen 4)."""
 
 
 def stays_nchw(node: Call) -> bool:
-    """A grouped, not depthwise, convolution of fewer than MIN_GROUP_REDUCTION products per output."""
+    """A grouped, not depthwise, convolution of fewer than MIN_GROUP_REDUCTION products per output (or
+    MIN_GROUP_REDUCTION_OF_AN_INPUT where it reads a graph input)."""
     if node.attrs.groups == 1 or is_depthwise(node):
         return False
     _, cg, kh, kw = node.args[1].type.shape
-    return cg * kh * kw < MIN_GROUP_REDUCTION
+    least = MIN_GROUP_REDUCTION_OF_AN_INPUT if isinstance(node.args[0], Var) else MIN_GROUP_REDUCTION
+    return cg * kh * kw < least
 
 
 def padding_widths(block: int, vector_width: int) -> list[int]:
