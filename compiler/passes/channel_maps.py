@@ -137,12 +137,22 @@ in 16 groups over 56x56 190 and 100 us. Inside a network its neighbours' blocks 
 channels per group NCHW loses even alone (128 -> 512 in 16 groups over 28x28: 100 us blocked, 790 us NCHW; Zen 4)."""
 
 
+MIN_OUTPUTS_OF_AN_INPUT = 4
+"""A convolution of fewer output channels (per group) that reads a graph input stays NCHW, its vectors along the
+width: blocked, its input went through a layout_transform and its 2 outputs were padded to a block of 8 (515 -> 2
+channels, 1x1 over 12x12: 25 us transform + 18 us convolution, onnxruntime 43 us in all; Zen 4)."""
+
+
 def stays_nchw(node: Call) -> bool:
     """A grouped, not depthwise, convolution of fewer than MIN_GROUP_REDUCTION products per output (or
     MIN_GROUP_REDUCTION_OF_AN_INPUT where it reads a graph input)."""
-    if node.attrs.groups == 1 or is_depthwise(node):
+    if is_depthwise(node):
         return False
-    _, cg, kh, kw = node.args[1].type.shape
+    oc, cg, kh, kw = node.args[1].type.shape
+    if isinstance(node.args[0], Var) and oc // node.attrs.groups < MIN_OUTPUTS_OF_AN_INPUT:
+        return True
+    if node.attrs.groups == 1:
+        return False
     least = MIN_GROUP_REDUCTION_OF_AN_INPUT if isinstance(node.args[0], Var) else MIN_GROUP_REDUCTION
     return cg * kh * kw < least
 
