@@ -19,6 +19,7 @@ from relayish.ops.rows import ROW_TAG
 from .schedule import Annotate, ComputeAt, Fuse, Reorder, Split
 
 MIN_ROWS = 1  # (a row cut into chunks, rows.row_chunks, runs stage by stage: each stage's own parallel loop)
+MIN_PARALLEL_ELEMENTS = 2048  # fewer run on one thread: the fork/join would cost more than it saves
 MAX_WHOLE_VECTOR = 64  # a last axis up to this long (a stage of partials: its lanes) is one vector
 
 
@@ -48,7 +49,8 @@ def schedule_fused_rows(b, vector_width: int) -> bool:
     row = "@".join(row_axes)
     if len(row_axes) > 1:
         b.add(Fuse(out.name, tuple(row_axes)))
-    b.add(Annotate(out.name, row, "parallel"))
+    if rows * shape[-1] >= MIN_PARALLEL_ELEMENTS:
+        b.add(Annotate(out.name, row, "parallel"))
     b.add(Annotate(out.name, names[-1], "vectorize"))
     for st in reversed(others):  # consumers first: each one's readers are then the output or computed at the row
         b.add(ComputeAt(st.name, out.name, row))
