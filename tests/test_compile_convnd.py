@@ -110,6 +110,8 @@ CONV_TRANSPOSE = [
     ("ConvTranspose", {"x": ((1, 4, 3, 4), F), "w": ((4, 3, 3, 2), F)}, {"strides": [2, 3], "group": 2,
                                                                       "pads": [1, 0, 0, 1]}, 11, {}),  # the direct op
     ("ConvTranspose", {"x": ((1, 2, 6), F), "w": ((2, 3, 3), F)}, {"strides": [2], "output_shape": [14]}, 11, {}),
+    ("ConvTranspose", {"x": ((1, 24, 5, 7), F)}, {"strides": [2, 2]}, 11, {"w": w(24, 1, 2, 2), "b": w(1)}),
+    ("ConvTranspose", {"x": ((2, 3, 4, 5), F)}, {"strides": [3, 2]}, 11, {"w": w(3, 5, 3, 2)}),  # patches: 1x1
 ]
 
 LP_AND_NORMS = [
@@ -298,3 +300,15 @@ def test_random_schedules_keep_results(op, shapes, dtype, attrs):
             [np.zeros(int(np.prod(p.shape)), p.dtype) for p in func.params[n_in + 1:]]
         run_primfunc(func, bufs)
         np.testing.assert_allclose(bufs[n_in], want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel, strides, pixel_shuffle", [((2, 2), (2, 2), True), ((3, 2), (3, 2), True),
+                                                            ((3, 3), (2, 2), False)])
+def test_a_transposed_convolution_of_whole_patches_is_a_1x1_convolution(kernel, strides, pixel_shuffle):
+    """kernel == stride: each input pixel writes its own patch, a 1x1 convolution to O*k*k channels and a
+    depth-to-space, with no zero-inserted input (frontends/onnx/ops/conv.py _patches_to_pixels)."""
+    inputs = {"x": ((1, 4, 5, 6), F)}
+    model = typed_model("ConvTranspose", inputs, {"strides": list(strides)}, 11, {"w": w(4, 3, *kernel)})
+    text = str(from_onnx(model).main)
+    assert ("= transpose(" in text and "= pad(" not in text and "4, 1, 1)" in text) == pixel_shuffle
+    three_way(model, feeds_for(inputs, np.random.default_rng(0), ints=None))

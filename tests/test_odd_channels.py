@@ -15,6 +15,7 @@ from compiler.passes import PassContext, run_pipeline
 from compiler.passes.channel_maps import ChannelMap, channel_maps, group_map, network_block, plain_map
 from compiler.summary import summarize
 from frontends import from_onnx
+from relayish.expr import post_order
 from harness import three_way_random, with_output_shapes
 from test_models import session
 
@@ -260,3 +261,23 @@ def test_odd_channel_net_keeps_one_blocked_layout():
     assert len(summary["layout_transforms"]) == 3
     blocks = {k["output_shape"][-1] for k in summary["kernels"] if k["ops"][0] == "nn.conv2d_nchwc"}
     assert blocks <= {8, 16}
+
+
+def concat_of_padded_halves(c_in=16, half=24, size=9):
+    """Two convolutions of 24 outputs (each padded to 32) concatenated into 48 (3 blocks of 16), then a 3x3 over
+    the 48: the shape of PP-OCRv6's detector stem."""
+    n = Net(3)
+    x = n.op("Relu", [n.conv("x", c_in, c_in, 3)])
+    cat = n.op("Concat", [n.op("Relu", [n.conv(x, c_in, half)]), n.op("Relu", [n.conv(x, c_in, half, 3)])], axis=1)
+    return n.model({"x": (1, c_in, size, size)}, [n.conv(cat, 2 * half, 16, 3)])
+
+
+def test_a_concat_of_padded_parts_keeps_their_padding():
+    """Its value is 2 groups of 24 channels padded to 32 (passes/channel_maps.py _concat_of_padded_parts): the
+    concatenation copies whole blocks, no lane read through a select on its channel."""
+    model = concat_of_padded_halves()
+    mod = from_onnx(model)
+    maps = channel_maps(mod, 16, 16)
+    concat = next(n for n in post_order(mod.main.body) if getattr(n, "op", None) == "concatenate")
+    assert maps[id(concat)] == ChannelMap(2, 24, 32, 16)
+    three_way_random(model)

@@ -301,4 +301,25 @@ def channel_maps(mod: IRModule, block: int, vector_width: int | None = None) -> 
     channels = {find(id(n)): n.type.shape[1] for n in nodes}
     maps = {root: group_map(channels[root], g, block, vector_width) if g > 1 else
             plain_map(channels[root], block, vector_width) for root, g in groups.items()}
+    for node in nodes:
+        _concat_of_padded_parts(node, maps, groups, find)
     return {id(n): maps[find(id(n))] for n in nodes if maps.get(find(id(n))) is not None}
+
+
+def _concat_of_padded_parts(node, maps: dict, groups: dict, find) -> None:
+    """A channel concatenation of k values with the same padded map (c channels as p, p whole blocks) whose own
+    value has no grouped map keeps their padding: its map is k groups of c padded to p, so that it copies whole
+    blocks. Two 24-channel halves (padded to 32) concatenated into 48 channels (3 blocks of 16) read every lane
+    through a select on its channel: PP-OCRv6's detector spent 8.8 ms (9% of its time) in one such concat over
+    320x320 (Zen 4)."""
+    if not (isinstance(node, Call) and node.op == "concatenate" and node.type.ndim == 4 and
+            node.attrs.axis % 4 == 1 and len(node.args) > 1):
+        return
+    parts = {maps.get(find(id(a))) for a in node.args}
+    if len(parts) != 1:
+        return
+    part = parts.pop()
+    root = find(id(node))
+    if part is None or part.groups != 1 or not part.is_padded or part.padded % part.block or groups.get(root, 1) > 1:
+        return
+    maps[root] = ChannelMap(len(node.args), part.channels, part.padded, part.block)

@@ -237,11 +237,31 @@ def _concat_blocked_compute(inputs, attrs, out_type):
     return te.compute(out_type.shape, body, name="concat_blocked", tag="injective")
 
 
+def _whole_parts(inputs, maps, out_map, block: int) -> bool:
+    """Whether input k is group k of out_map, stored as it is there: the same map (one group of c channels padded
+    to p) for every input, out_map (k, c, p), and every input in blocks of `block` that divide p."""
+    if not out_map or len(set(map(tuple, maps))) != 1 or not maps[0]:
+        return False
+    groups, channels, padded = out_map
+    return tuple(maps[0]) == (1, channels, padded) and groups == len(inputs) and padded % block == 0 and \
+        all(t.shape[4] == block and t.shape[1] * block == padded for t in inputs)
+
+
 def _mapped_concat_compute(inputs, attrs, out_type):
     """The general case: output position -> logical channel (out_map) -> input and its logical channel -> that
     input's physical position (its map); zero at the output's padding."""
     b = attrs.block
     maps = _input_maps(attrs, len(inputs))
+    if _whole_parts(inputs, maps, attrs.out_map, b):  # each input is its own group of whole blocks: copy blocks
+        per = inputs[0].shape[1]
+
+        def part_block(n, cb, y, xx, i):
+            value = inputs[-1][n, te.max_(cb - (len(inputs) - 1) * per, 0), y, xx, i]
+            for k in range(len(inputs) - 2, -1, -1):
+                block = te.min_(te.max_(cb - k * per, 0), per - 1)
+                value = te.select(cb < (k + 1) * per, inputs[k][n, block, y, xx, i], value)
+            return value
+        return te.compute(out_type.shape, part_block, name="concat_blocked", tag="injective")
     counts = _logical_counts([te_type(t) for t in inputs], attrs)
     offsets = np.cumsum([0] + counts).tolist()
 
