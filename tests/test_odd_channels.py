@@ -281,3 +281,35 @@ def test_a_concat_of_padded_parts_keeps_their_padding():
     concat = next(n for n in post_order(mod.main.body) if getattr(n, "op", None) == "concatenate")
     assert maps[id(concat)] == ChannelMap(2, 24, 32, 16)
     three_way_random(model)
+
+
+def fpn_neck(width=24, size=16):
+    """A detector's neck: three scales of `width` channels (padded to 32), each coarser one upsampled (Resize,
+    nearest) and added to the finer, a squeeze-and-excitation vector (1, C, 1, 1) scaling the finest, the three
+    concatenated at the finest scale, then a 3x3: the shape of PP-OCRv6's detector."""
+    n = Net(5)
+
+    def up(v, k):
+        return n.op("Resize", [v, "", n.const(np.array([1, 1, k, k], np.float32))], mode="nearest",
+                    coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    a = n.op("Relu", [n.conv("x", 8, width, 3)])
+    b = n.op("Relu", [n.conv(a, width, width, 3, stride=2)])
+    c = n.op("Relu", [n.conv(b, width, width, 3, stride=2)])
+    d = n.op("Add", [b, up(c, 2)])
+    e = n.op("Add", [a, up(d, 2)])
+    se = n.op("Sigmoid", [n.conv(n.op("GlobalAveragePool", [e]), width, width)])
+    cat = n.op("Concat", [n.op("Mul", [e, se]), up(d, 2), up(c, 4)], axis=1)
+    return n.model({"x": (1, 8, size, size)}, [n.conv(cat, 3 * width, 16, 3)])
+
+
+def test_an_fpn_neck_stays_blocked():
+    """Resize of the spatial axes, a per-channel vector times a map and the concatenation of the upsampled scales
+    run blocked (passes/propagate.py _resize_blocked, _spatial_broadcast): no layout_transform but the input's and
+    the output's, the concatenation copies whole blocks of the parts' padding (2 x 24 -> 3 x 32)."""
+    model = fpn_neck()
+    summary = summarize(fused(model))
+    assert [t["reads"].split()[0] for t in summary["layout_transforms"]][:1] == ["input"]
+    assert len(summary["layout_transforms"]) == 2
+    assert summary["ops"]["nn.concat_blocked"] == 1 and "concatenate" not in summary["ops"]
+    three_way_random(model)
+    three_way_random(model, layout="NCHW")

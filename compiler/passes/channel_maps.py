@@ -228,6 +228,8 @@ def _same_layout_args(node: Call) -> list[Expr]:
         return [a for a in node.args if not isinstance(a, Constant) and a.type.shape == node.type.shape]
     if opdef.blocked_layout and node.op != "nn.channel_shuffle" and node.attrs.layout == "NCHW":
         return [node.args[0]]  # pools: per channel
+    if node.op == "resize" and node.args[0].type.shape[:2] == node.type.shape[:2]:
+        return [node.args[0]]  # of the spatial axes only (propagate.py runs it blocked)
     return []
 
 
