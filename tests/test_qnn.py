@@ -146,21 +146,50 @@ def test_matmul_integer_three_way(case):
 
 def test_constant_int8_weights_take_the_packed_int8_ops():
     """ConvInteger / MatMulInteger with constant weights run as qnn.conv2d_nchwc / qnn.matmul_pack (RGB input
-    channels padded to a word), their zero-point terms fused after them; a depthwise one (groups of 1 channel:
-    no whole words) keeps the generic qnn.conv2d."""
+    channels padded to a word), their zero-point terms fused after them; a depthwise one as
+    qnn.depthwise_conv2d_nchwc (lanes on channels), one whose channels fit no block of 4 keeps the generic qnn.conv2d."""
     rng = np.random.default_rng(4)
     conv = node_model("ConvInteger", [("x", U8, [1, 3, 9, 9]), ("w", q(rng, I8, 16, 3, 3, 3)), ("xz", U8, [])],
                       outputs=[("y", I32)], attrs=dict(pads=[1, 1, 1, 1]), domain="")
     depthwise = node_model("ConvInteger", [("x", U8, [1, 8, 9, 9]), ("w", q(rng, I8, 8, 1, 3, 3))],
                            outputs=[("y", I32)], attrs=dict(group=8), domain="")
+    odd_depthwise = node_model("ConvInteger", [("x", U8, [1, 6, 9, 9]), ("w", q(rng, I8, 6, 1, 3, 3))],
+                               outputs=[("y", I32)], attrs=dict(group=6), domain="")
     matmul = node_model("MatMulInteger", [("a", U8, [2, 5, 13]), ("b", q(rng, I8, 13, 21)), ("az", U8, [])],
                         outputs=[("y", I32)], domain="")
     assert fused_ops(conv) >= {"qnn.conv2d_nchwc", "nn.pad_channels"} and "qnn.conv2d" not in fused_ops(conv)
-    assert "qnn.conv2d" in fused_ops(depthwise) and "qnn.conv2d_nchwc" not in fused_ops(depthwise)
+    assert "qnn.depthwise_conv2d_nchwc" in fused_ops(depthwise) and "qnn.conv2d" not in fused_ops(depthwise)
+    assert "qnn.conv2d" in fused_ops(odd_depthwise) and "qnn.depthwise_conv2d_nchwc" not in fused_ops(odd_depthwise)
     assert "qnn.matmul_pack" in fused_ops(matmul)
     three_way(conv, {"x": q(rng, U8, 1, 3, 9, 9), "xz": np.array(201, U8)})
     three_way(depthwise, {"x": q(rng, U8, 1, 8, 9, 9)})
+    three_way(odd_depthwise, {"x": q(rng, U8, 1, 6, 9, 9)})
     three_way(matmul, {"a": q(rng, U8, 2, 5, 13), "az": np.array(3, U8)})
+
+
+DEPTHWISE_CASES = [  # (x dtype, x zero point, attrs, x shape (channels = groups), kernel)
+    (U8, 131, dict(pads=[1, 1, 1, 1]), (1, 32, 9, 11), 3),
+    (U8, 7, dict(strides=[2, 2], pads=[1, 0, 2, 1]), (2, 24, 13, 10), 3),
+    (I8, -3, dict(pads=[2, 2, 2, 2], dilations=[2, 1]), (1, 20, 8, 7), 5),
+    (I8, None, dict(strides=[1, 2]), (1, 12, 7, 8), 3),
+    (U8, 255, dict(pads=[3, 3, 3, 3]), (1, 48, 5, 6), 7),
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_CASES,
+                         ids=lambda c: case_id((NAMES[c[0]], f"xz={c[1]}", c[2], c[3], f"k{c[4]}")))
+def test_depthwise_conv_integer_runs_blocked_three_way(case):
+    """Depthwise ConvInteger (MobileNetV2's 3x3, strided, padded with the zero point, dilated, int8 data read as it
+    is) in qnn.depthwise_conv2d_nchwc, equal to onnxruntime's (onnx's reference for int8 data) and the
+    interpreter's int32 results."""
+    x_dtype, x_zp, attrs, x_shape, k = case
+    rng = np.random.default_rng(5)
+    c = x_shape[1]
+    inputs = [("x", x_dtype, list(x_shape)), ("w", q(rng, I8, c, 1, k, k))]
+    inputs += [("xz", x_dtype(x_zp))] if x_zp is not None else []
+    model = node_model("ConvInteger", inputs, outputs=[("y", I32)], attrs=dict(attrs, group=c), domain="")
+    assert "qnn.depthwise_conv2d_nchwc" in fused_ops(model)
+    three_way(model, {"x": q(rng, x_dtype, *x_shape)}, reference=ort_or_onnx)
 
 
 def kernels(model) -> list[tuple[str, ...]]:
