@@ -256,7 +256,10 @@ def _qdw_infer(arg_types, attrs):
     _expect_q8(op, x, "data")
     _expect_q8(op, w, "weight", ("int8",))
     _expect_pad(op, pad, x)
-    t = _dw_infer([x, TensorType(w.shape, x.dtype)], attrs)
+    try:  # the float op's shape rule, its errors under this op's name
+        t = _dw_infer([x, TensorType(w.shape, x.dtype)], attrs)
+    except OpError as e:
+        raise OpError(str(e).replace("nn.depthwise_conv2d_nchwc", op)) from None
     return TensorType(t.shape, "int32")
 
 
