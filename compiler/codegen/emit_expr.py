@@ -79,7 +79,7 @@ class ExprEmitter:
                 t, f = splat(self.b, t, self.lanes), splat(self.b, f, self.lanes)
             return self.b.select(cond, t, f)
         if isinstance(e, Cast):
-            return convert(self.b, self.expr(e.value), e.value.dtype, e.dtype)
+            return convert(self.b, self.expr(e.value), e.value.dtype, e.dtype, _within_int32(e.value))
         if isinstance(e, BitCast):
             return bitcast(self.b, self.expr(e.value), e.value.dtype, e.dtype)
         if isinstance(e, Call):
@@ -242,6 +242,23 @@ def _flipped(e):
             e.value.a.dtype == "int8" and isinstance(e.value.b, IntImm) and e.value.b.value == -128:
         return e.value.a
     return None
+
+
+def _within_int32(e) -> bool:
+    """Whether float e is a clamp, min(max(x, lo), hi) or max(min(x, hi), lo), with constant bounds inside int32's
+    range (a requantization's clip to [0, 255]): its conversion to a narrow integer may go through int32
+    (vcvttps2dq + vpmovdb) rather than int64 (two vcvttps2qq, an extract, two vpmovqb and an unpack per 16 lanes),
+    with the same result."""
+    def bound(e, op):  # (the constant bound, the other operand) of e = op(x, c), else None
+        if not (isinstance(e, BinOp) and e.op == op and e.dtype.startswith("float")):
+            return None
+        c, x = (e.b, e.a) if isinstance(e.b, FloatImm) else (e.a, e.b)
+        return (c.value, x) if isinstance(c, FloatImm) and -2.0 ** 31 <= c.value < 2.0 ** 31 else None
+    for outer, inner in (("min", "max"), ("max", "min")):
+        b = bound(e, outer)
+        if b is not None and bound(b[1], inner) is not None:
+            return True
+    return False
 
 
 def _is_dot(e) -> bool:
