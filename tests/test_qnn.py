@@ -18,7 +18,7 @@ from compiler.lower import lower
 from compiler.task import build_task
 from frontends import from_onnx
 from harness import assert_close, case_id, node_model, random_feeds, run_ort_or_none, run_reference, three_way
-from relayish.expr import Attrs, Call, Function, TensorType, Var, call, post_order
+from relayish.expr import Attrs, Call, Constant, Function, TensorType, Var, call, post_order
 from relayish.interp import evaluate
 from compiler.passes import PassContext, run_pipeline
 
@@ -360,3 +360,34 @@ def test_int8_tasks_are_in_the_tuners_search_space(quantize_dynamic, tmp_path):
     from test_search_space import check_model
     from models.mobilenet_v2 import make_mobilenet_v2
     check_model(_quantized(quantize_dynamic, make_mobilenet_v2(image_size=32, num_classes=10), tmp_path, "mbv2"))
+
+
+def test_static_int8_tasks_are_in_the_tuners_search_space(quantize_dynamic):
+    """The same for a static QDQ MobileNetV2: its blocked depthwise kernels, and epilogues that read a value twice
+    (QuantizeLinear's NaN guard where(x == x, x, 0)) fused into the convolution's register tile, as the default
+    schedule does."""
+    from test_search_space import check_model
+    from models import make_quantized
+    check_model(make_quantized(base="mobilenet_v2", per_channel=True, width_mult=0.5, image_size=32))
+
+
+def test_an_epilogue_that_reads_its_value_twice_stays_in_the_register_tile():
+    """QuantizeLinear's NaN guard where(y == y, y, 0) reads y twice: the convolution's register tile still writes
+    the requantized bytes itself (no int32 buffer of the whole result and second pass over it), and the result is
+    the reference's."""
+    x = Var("x", TensorType((1, 2, 6, 7, 16), "uint8"))
+    w = Var("w", TensorType((2, 2, 1, 1, 4, 16), "int32"))
+    acc = call("qnn.conv2d_nchwc", x, w, Constant(np.array(0, np.uint8)))
+    y = call("multiply", call("cast", acc, dtype="float32"), Constant(np.array(0.01, np.float32)))
+    y = call("where", call("equal", y, y), y, Constant(np.array(0.0, np.float32)))
+    q = call("cast", call("clip", call("round", y), a_min=0.0, a_max=255.0), dtype="uint8")
+    task = build_task(Function((x, w), q, Attrs(Primitive=1)))
+    schedule = default_schedule(task.initial_state(), vector_width())
+    assert not any(type(s).__name__ == "CacheWrite" for s in schedule.steps)
+    func = lower(schedule.apply(task.initial_state()), "k")
+    assert str(func).count("parallel") == 1
+    inputs = kernel_inputs(task, np.random.default_rng(0))
+    lib = NativeKernels([func])
+    args = lib.arguments("k", inputs)
+    lib.caller("k", args)()
+    np.testing.assert_array_equal(args[2], evaluate(task.func, inputs)[0])
