@@ -140,10 +140,10 @@ class ScheduleBuilder:
 
 
 def _output_consumer(b: ScheduleBuilder, st: Stage) -> Stage | None:
-    """The root stage that reads st once everything between them is inlined, if it is an output."""
-    consumers = b.state.consumers(st)
-    while len(consumers) == 1 and consumers[0].loc.is_inline:
-        consumers = b.state.consumers(consumers[0])
+    """The root stage that reads st once everything between them is inlined, if it is an output. The inlined
+    stages may branch and join again (QuantizeLinear's NaN guard reads its value twice: where(x == x, x, 0); a
+    SiLU x * sigmoid(x)): before, such an epilogue made the anchor a buffer of its own and a second pass."""
+    consumers = b.state.effective_consumers(st)
     if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc.is_root:
         return consumers[0]
     return None

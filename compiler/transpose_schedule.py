@@ -91,19 +91,51 @@ def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int, period: 
 def _single_read(state, op: te.ComputeOp):
     """(tensor, indices) when op's body is a single tensor read, composed through reads of inlined stages that
     are single reads too (unpad_channels of a layout transform), or a read or a constant chosen by a condition
-    (pad_channels' zeros); None otherwise."""
+    (pad_channels' zeros), or an elementwise function of one read and constants (the quantization of a model's
+    float input on its way to NCHW4c: codegen/transpose.py computes it on the rows it loads); None otherwise."""
     body, mapping = op.body, None
     while True:
         if isinstance(body, te.Select) and isinstance(body.false_value, (te.FloatImm, te.IntImm)):
             body = body.true_value  # (the condition picks a constant instead: codegen loads nothing there)
-        if not isinstance(body, te.TensorRead):
-            return None
+        if not isinstance(body, te.TensorRead):  # a computation: of one read of a stage that is not inlined?
+            read = _the_read_of(_expanded(state, te.substitute_vars(body, mapping) if mapping else body))
+            return None if read is None else (read.tensor, list(read.indices))
         indices = [te.substitute_vars(i, mapping) if mapping else i for i in body.indices]
         producer = state.stage_of(body.tensor)
         if producer is None or not producer.loc.is_inline or producer.op.reduce_axes:
             return body.tensor, indices
         mapping = {ax.var: i for ax, i in zip(producer.op.axes, indices)}
         body = producer.op.body
+
+
+def _expanded(state, body: te.PrimExpr) -> te.PrimExpr:
+    """body with every read of an inlined stage (no reduction) replaced by that stage's body, recursively."""
+    def expand(node):
+        if not isinstance(node, te.TensorRead):
+            return None
+        producer = state.stage_of(node.tensor)
+        if producer is None or not producer.loc.is_inline or producer.op.reduce_axes:
+            return None
+        inner = te.substitute_vars(producer.op.body, {ax.var: i for ax, i in zip(producer.op.axes, node.indices)})
+        return _expanded(state, inner)
+    return te.substitute(body, expand)
+
+
+def _the_read_of(body: te.PrimExpr) -> te.TensorRead | None:
+    """The one tensor read of an elementwise body (the same read wherever it occurs: a NaN guard reads its value
+    twice) whose other leaves are constants, else None."""
+    reads, others, stack = {}, False, [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, te.TensorRead):  # (its indices are the read's business)
+            reads[(id(node.tensor), tuple(str(i) for i in node.indices))] = node
+        elif isinstance(node, (te.Var, te.IterVar, te.Reduce)):
+            others = True
+        else:
+            stack.extend(te.expr_children(node))
+    if len(reads) != 1 or others:
+        return None
+    return next(iter(reads.values()))
 
 
 def tile_loops(st, tile: TransposeTile, spatial: list) -> tuple[list, list, list]:

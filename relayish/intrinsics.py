@@ -35,6 +35,7 @@ INTRINSICS: dict[str, Intrinsic] = {i.name: i for i in (
     Intrinsic("fabs", 1, np.abs, "instruction"),
     Intrinsic("floor", 1, np.floor, "instruction"),
     Intrinsic("ceil", 1, np.ceil, "instruction"),
+    Intrinsic("roundeven", 1, np.round, "instruction"),  # nearest integer, ties to even (vrndscaleps)
     Intrinsic("exp", 1, np.exp, "polynomial"),
     Intrinsic("log", 1, np.log, "polynomial"),
     Intrinsic("tanh", 1, np.tanh, "polynomial"),

@@ -275,12 +275,12 @@ def ulps(got: np.ndarray, ref64: np.ndarray) -> np.ndarray:
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 1e-40, 3.4e38, -3.4e38, 0.5, -0.5]
 RANGES = {  # the input range tested (None: log-uniform over all positive floats) of every unary intrinsic
     "exp": (-110, 95), "log": None, "tanh": (-12, 12), "sigmoid": (-120, 120), "erf": (-6, 6), "sqrt": None,
-    "fabs": (-1e3, 1e3), "floor": (-1e3, 1e3), "ceil": (-1e3, 1e3),
+    "fabs": (-1e3, 1e3), "floor": (-1e3, 1e3), "ceil": (-1e3, 1e3), "roundeven": (-1e3, 1e3),
     "sin": (-1e3, 1e3), "cos": (-1e3, 1e3), "tan": (-1e3, 1e3), "asin": (-1.1, 1.1), "acos": (-1.1, 1.1),
     "atan": (-50, 50),
 }
 MAX_ULPS = {"exp": 1.5, "log": 2, "tanh": 1.5, "sigmoid": 2.5, "erf": 1.5, "sqrt": 0.5, "fabs": 0, "floor": 0,
-            "ceil": 0, "sin": 0.51, "cos": 0.51, "tan": 0.51, "asin": 0.51, "acos": 0.51, "atan": 0.51}
+            "ceil": 0, "roundeven": 0, "sin": 0.51, "cos": 0.51, "tan": 0.51, "asin": 0.51, "acos": 0.51, "atan": 0.51}
 
 
 def test_every_intrinsic_is_tested():

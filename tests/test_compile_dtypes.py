@@ -197,3 +197,30 @@ def test_inputs_of_another_dtype_are_refused_naming_the_dtype(dtype, spelled):
     assert sess.get_inputs()[0].type == f"tensor({dtype})"
     with pytest.raises(ValueError, match=f"has dtype float32, expected {dtype} .*astype\\({spelled}\\)"):
         sess.run(None, {"a": np.zeros(8, np.float32)})
+
+
+@pytest.mark.parametrize("dst", ["uint8", "int8", "int16", "uint16"])
+def test_a_clamped_float_casts_to_a_narrow_int_through_int32(dst):
+    """Clip to the integer type's range, then Cast (every requantization's end): the conversion goes through int32
+    (vcvttps2dq + a narrowing move) instead of int64 (compiler/codegen/emit_expr.py _within_int32), with numpy's
+    result: values past the bounds saturate, fractions truncate toward zero."""
+    from compiler.codegen import emit_assembly
+    from compiler.default_schedule import default_schedule
+    from compiler.lower import lower
+    from compiler.task import extract_tasks
+    from compiler.passes import PassContext, run_pipeline
+    from frontends import from_onnx
+    info = np.iinfo(numpy_dtype(dst))
+    lo, hi = helper.make_tensor("lo", 1, [], [float(info.min)]), helper.make_tensor("hi", 1, [], [float(info.max)])
+    graph = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["c"]),
+                               helper.make_node("Cast", ["c"], ["y"], to=elem(dst))], "clip_cast",
+                              [helper.make_tensor_value_info("x", elem("float32"), [64])],
+                              [helper.make_tensor_value_info("y", elem(dst), [64])], [lo, hi])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = np.random.default_rng(2).uniform(-1.5 * 2 ** 16, 1.5 * 2 ** 16, 64).astype(np.float32)
+    x[:6] = [0.5, -0.5, 2.99, -2.99, 1e30, -1e30]
+    (ours,), _ = compiled_and_interpreted(model, {"x": x})
+    np.testing.assert_array_equal(ours, np.clip(x, info.min, info.max).astype(numpy_dtype(dst)))
+    task, = extract_tasks(run_pipeline(from_onnx(model), PassContext()))
+    asm = emit_assembly([lower(default_schedule(task.initial_state()).apply(task.initial_state()), "k")])
+    assert "cvttps2dq" in asm and "cvttps2qq" not in asm

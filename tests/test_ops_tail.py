@@ -358,6 +358,10 @@ QNN = [
     ("qnn.matmul_pack", [((4, 7), S8), ((1, 2, 8), I32)], {"units": 5}),
     ("qnn.matmul_pack", [((2, 3, 9), U8), ((3, 3, 8), I32)], {"units": 21}),
     ("qnn.matmul_pack", [((5, 8), U8), ((2, 2, 16), I32)], {}),
+    ("qnn.depthwise_conv2d_nchwc", [((1, 2, 6, 5, 4), U8), ((2, 1, 3, 3, 4), S8), ((), U8)],
+     {"padding": (1, 1, 2, 0), "strides": (1, 2)}),
+    ("qnn.depthwise_conv2d_nchwc", [((2, 1, 7, 6, 8), S8), ((1, 1, 3, 2, 8), S8), ((), S8)],
+     {"padding": (2, 1, 2, 1), "dilation": (2, 1)}),
     # the max pool of quantized data (a static model's QDQ MaxPool, frontends/onnx/qdq.py): padded taps the least
     ("nn.max_pool2d", [((1, 3, 7, 6), U8)], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
     ("nn.max_pool2d", [((1, 2, 5, 5, 4), S8)], {"pool_size": (2, 3), "padding": (1, 0, 0, 1), "layout": "NCHW4c",
@@ -402,6 +406,10 @@ def test_packed_integer_products_are_the_generic_ones():
     ("qnn.conv2d_nchwc", [((1, 1, 5, 5, 6), U8), ((1, 1, 1, 1, 2, 8), I32), ((), U8)], {},
      r"data block must be 4 x the weight's words"),
     ("qnn.matmul_pack", [((3, 9), U8), ((1, 2, 8), I32)], {}, r"the weight needs 3 words per column, it has 2"),
+    ("qnn.depthwise_conv2d_nchwc", [((1, 2, 5, 5, 4), U8), ((2, 1, 3, 3, 8), S8), ((), U8)], {},
+     r"qnn.depthwise_conv2d_nchwc: weight \(2, 1, 3, 3, 8\) is not \[C/b, 1, KH, KW, b\]"),
+    ("qnn.depthwise_conv2d_nchwc", [((1, 2, 5, 5, 4), U8), ((2, 1, 3, 3, 4), I32), ((), U8)], {},
+     r"weight must be int8, got int32"),
     ("qnn.matmul_pack", [((3, 8), "float32"), ((1, 2, 8), I32)], {}, r"data must be uint8 or int8, got float32"),
 ])
 def test_integer_products_bad_inputs(op, specs, attrs, message):

@@ -330,6 +330,18 @@ def test_batch_norm_of_a_shared_conv_does_not_scale_its_weights():
     assert_same(got, expected)
 
 
+def test_an_integer_zero_point_term_and_bias_merge_into_one_add():
+    """(x - c1) + c2 -> x + (c2 - c1) for int32 (exact, wrapping: an integer product's zero-point term and its
+    bias); the float form keeps both ops (x - c1 + c2 rounds twice)."""
+    c1, c2 = (Constant(np.array([[[7]], [[-3]]], np.int32)), Constant(np.array([[[2]], [[2**31 - 1]]], np.int32)))
+    x = Var("x", TensorType((1, 2, 3, 3), "int32"))
+    expected = module([x], call("add", x, Constant(np.array([[[-5]], [[2**31 - 1 + 3 - 2**32]]], np.int32))))
+    assert_same(fold_batch_norm(module([x], call("add", call("subtract", x, c1), c2))), expected)
+    xf, f1, f2 = Var("x", TensorType((1, 2, 3, 3))), const(2, 1, 1), const(2, 1, 1)
+    kept = module([xf], call("add", call("subtract", xf, f1), f2))
+    assert_same(fold_batch_norm(kept), kept)
+
+
 # ============================================================================================== identity ops
 
 

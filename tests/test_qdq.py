@@ -168,3 +168,48 @@ def test_static_qdq_resnet18_runs_in_int8(resnet18_qdq):
     for level in (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL):
         ref, = run_ort(str(resnet18_qdq), {"input": x}, level)
         assert np.max(np.abs(ours - ref)) <= 2 * scale * (1 + 1e-5) and ours.argmax() == ref.argmax(), level
+
+
+def test_a_model_with_int8_and_float_sections(tmp_path):
+    """quantize_static told to leave one convolution (and the SiLU after it) float: the quantized convolutions run
+    as packed int8 kernels, the float one as a float kernel, with the quantize / dequantize between the sections;
+    the output within one quantization step of onnxruntime's (and of the interpreter's)."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    import onnx
+    rng = np.random.default_rng(7)
+
+    def weight(name, *shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(F32), name)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c2"], ["s2"], name="sigmoid2"),
+             helper.make_node("Mul", ["c2", "s2"], ["m2"], name="silu2"),
+             helper.make_node("Conv", ["m2", "w3"], ["c3"], name="conv3"),
+             helper.make_node("Relu", ["c3"], ["y"], name="relu3")]
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16, 12, 12])],
+                              [weight("w1", 16, 8, 3, 3), weight("w2", 16, 16, 3, 3), weight("w3", 16, 16, 1, 1)])
+    src, path = tmp_path / "mixed.onnx", tmp_path / "mixed_int8.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(src))
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": rng.standard_normal((1, 8, 12, 12)).astype(F32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+    quantization.quantize_static(str(src), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ,
+                                 per_channel=True, nodes_to_exclude=["conv2", "sigmoid2", "silu2"])
+    model = onnx.load(str(path))
+    ks = kernels(model)
+    ops = {op for k in ks for op in k}
+    assert sum("qnn.conv2d_nchwc" in k for k in ks) == 2  # conv1 and conv3 in int8
+    assert ops & {"nn.conv2d_nchwc", "nn.conv2d_winograd_nchwc", "nn.conv2d"}  # conv2 in float
+    x = rng.standard_normal((1, 8, 12, 12)).astype(F32)
+    (ours,), (interp,) = compiled_and_interpreted(model, {"x": x})
+    ref, = run_ort(str(path), {"x": x})
+    last = next(n for n in model.graph.node if "y" in n.output)  # the output's DequantizeLinear: its step
+    step = float(next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == last.input[1]))
+    assert last.op_type == "DequantizeLinear"
+    assert np.max(np.abs(ours - ref)) <= step * (1 + 1e-5) and np.max(np.abs(ours - interp)) <= step * (1 + 1e-5)

@@ -57,6 +57,17 @@ SYNTHETIC = {
         "rows": [{"model": "ppocr_v6_rec", "relayish": stats(12.56), "onnxruntime": stats(12.62),
                   "openvino": stats(12.46), "ratio": 0.995, "paired": PAIRED, "openvino_ratio": 0.987,
                   "openvino_paired": PAIRED, "max_rel_error": 4.7e-6, "agree": True}]},
+    "int8.json": {
+        "benchmark": "int8_suite", **prov("python -m relayish_tools.bench.int8_suite int8/ --json i.json"),
+        "configuration": {"threads": 2, "timing": "steady", "repeat": 30, "warmup": 5, "block": 5, "seeds": 8},
+        "tolerance": 0.05,
+        "rows": [{"model": "resnet18_int8", "relayish": stats(5.18), "onnxruntime": stats(6.69),
+                  "openvino": stats(5.9), "ratio": 0.774, "paired": PAIRED, "openvino_ratio": 0.881,
+                  "openvino_paired": PAIRED, "max_rel_error": 1.7e-2, "agree": True, "top1_vs_float": 1.0,
+                  "ort_top1_vs_float": 0.875, "top1_vs_ort": 1.0, "seeds": 8, "float_model": "resnet18.onnx"},
+                 {"model": "ddddocr_int8", "relayish": stats(6.87), "onnxruntime": stats(10.59), "ratio": 0.649,
+                  "paired": PAIRED, "max_rel_error": 0.2, "agree": False, "top1_vs_float": None,
+                  "ort_top1_vs_float": None, "top1_vs_ort": 0.97, "seeds": 8, "float_model": None}]},
     "shapes.json": {
         "benchmark": "shapes", **prov("python -m relayish_tools.bench.shapes --seed 5 --json sh.json"), "seed": 5, "n": 8,
         "threads": 2, "repeat": 30,
@@ -127,6 +138,10 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| gpt | 0.650 | 0.940 | not installed | **0.69** |" in page
     assert "| broken | error: compile: OnnxImportError: bad | - | - | - | - | - | - | - |" in page
     assert "| resnet18 | 15 | 1591 | 6.37 | 6.67 | 8.71 | 1.05 | 0.71 [0.70-0.74] | 0.77 | 5.90 | 17 / 1 |" in page
+    assert "| resnet18_int8 | 5.18 | 6.69 | 5.90 | **0.77** | 0.71 [0.70-0.74] | 0.88 | 1.7e-02 | 100% / 88% | 100% |" \
+        in page
+    assert "| ddddocr_int8 | 6.87 | 10.59 | not installed | **0.65** |" in page and "2.0e-01 DISAGREES | - / - | 97% |" \
+        in page
     assert "| gpt | 15 | 750 |" in page and "| - | 4.0e-07 |" in page  # no model check: no kept / reverted
     assert "| tuned from naive | 5.92 | 5.80 |" in page and "**0.98x** by medians" in page
     assert "within 1.1x of the hand-written estimate after 345 s (400 programs) and reached it after 465 s (700 programs)" in page
@@ -134,7 +149,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 8
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 9
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page

@@ -168,3 +168,27 @@ def test_a_grouped_unpadding_runs_in_tiles_of_each_group():
     program = derive_program(sketches, schedule, task.initial_state())
     assert program is not None and concretize(sketches[program.sketch_id], program, task.initial_state()) == schedule
     three_way_random(model)
+
+
+@pytest.mark.parametrize("quantized", [True, False], ids=["quantize", "sigmoid"])
+def test_a_computed_transposing_copy_computes_on_the_rows_it_loads(quantized):
+    """An elementwise function of one read fused into a transposing copy (a model's float input quantized on its
+    way to NCHW4c; here QuantizeLinear or Sigmoid before a Transpose) stays a transposing tile: the rows are loaded
+    as vectors, computed (float -> uint8 included), then transposed; the result is the interpreter's and
+    onnxruntime's (the quantized one exactly)."""
+    from onnx import TensorProto, helper
+    first = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]) if quantized else \
+        helper.make_node("Sigmoid", ["x"], ["q"])
+    out_type = TensorProto.UINT8 if quantized else TensorProto.FLOAT
+    graph = helper.make_graph([first, helper.make_node("Transpose", ["q"], ["y"], perm=[1, 0])], "qt",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [40, 35])],
+                              [helper.make_tensor_value_info("y", out_type, [35, 40])],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.02]),
+                               helper.make_tensor("z", TensorProto.UINT8, [], [119])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (task, state, kernel), = kernels(model)
+    found = tiles(kernel)
+    assert found and all(t.compute is not None for t in found)
+    x = RNG.standard_normal((40, 35)).astype(np.float32) * 3
+    x[0, :4] = [0.01, 0.03, -0.05, 0.07]  # ties of x / 0.02 (to even)
+    three_way(model, {"x": x}, **({"close": assert_exactly} if quantized else {}))

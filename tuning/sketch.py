@@ -431,10 +431,9 @@ MAX_LANES = 64  # the longest vector a register tile's lane axis may be
 
 
 def output_consumer(state: State, st: Stage) -> Stage | None:
-    """The output stage at root that reads st once the stages between them are inlined (the default's view)."""
-    consumers = state.consumers(st)
-    while len(consumers) == 1 and consumers[0].loc.is_inline:
-        consumers = state.consumers(consumers[0])
+    """The output stage at root that reads st once the stages between them are inlined (the default's view: they
+    may branch and join again)."""
+    consumers = state.effective_consumers(st)
     if len(consumers) == 1 and consumers[0].is_output and consumers[0].loc.is_root:
         return consumers[0]
     return None

@@ -156,12 +156,13 @@ def _bits(ty: ir.Type) -> int:
     return {F32: 32, F64: 64}.get(ty) or ty.width
 
 
-def convert(b: ir.IRBuilder, value, src: str, dst: str):
+def convert(b: ir.IRBuilder, value, src: str, dst: str, within_int32: bool = False):
     """ONNX Cast of a register value from `src` to `dst` (both supported dtypes): float -> int truncates toward
     zero, int -> narrower int wraps, anything -> bool is `x != 0` (NaN is true), to float16 / bfloat16 rounds once
     to nearest even (float64 goes through float32 rounded to odd, which keeps that single rounding exact: numpy
     agrees for float16; ml_dtypes rounds float64 -> bfloat16 twice and can differ by one unit next to a tie; ints
-    beyond 2^24 go through float32 rounded to nearest, a double rounding only bfloat16 can see)."""
+    beyond 2^24 go through float32 rounded to nearest, a double rounding only bfloat16 can see). within_int32: the
+    caller knows a float value lies in int32's range (or is NaN): a narrower integer goes through int32."""
     lanes = _lanes(value)
     to = _shaped(value_type(dst), lanes)
     src_float, dst_float = src.startswith(("float", "bfloat")), dst.startswith(("float", "bfloat"))
@@ -178,7 +179,9 @@ def convert(b: ir.IRBuilder, value, src: str, dst: str):
     if src_float:  # to an integer: through int64 for narrower types, so out-of-range values wrap as in numpy
         if _scalar(to).width == 64:
             return b.fptoui(value, to) if is_unsigned(dst) else b.fptosi(value, to)
-        return b.trunc(b.fptosi(value, _shaped(I64, lanes)), to)
+        wide = I32 if within_int32 and _scalar(to).width < 32 else I64
+        return b.trunc(b.fptosi(value, _shaped(wide, lanes)), to) if _scalar(to).width < wide.width else \
+            b.fptosi(value, to)
     if dst_float:
         value = b.uitofp(value, to) if is_unsigned(src) else b.sitofp(value, to)
         return round_to(b, value, dst) if dst in HALF_DTYPES else value

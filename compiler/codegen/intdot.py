@@ -61,12 +61,17 @@ def _shaped(ty, n):
     return ir.VectorType(ty, n) if n else ty
 
 
-def emit_dot4(b: ir.IRBuilder, acc, a: list, w, lanes: int | None, flip: bool = False):
+def emit_dot4(b: ir.IRBuilder, acc, a: list | None, w, lanes: int | None, flip: bool = False, word=None):
     """acc + dot4_u8s8(a, w) (acc None: 0). a: 4 uint8 values (i8, scalars or <N x i8>), w: int32 (i32 or
     <N x i32>), acc: int32 or None; flip: a holds int8 data whose top bits are to be flipped first (x + 128, as
     the packed ops read int8 data): one xor of the combined word instead of four of its bytes, which would keep
-    LLVM from seeing one 4-byte load. Returns i32 or <N x i32> (N: the widest operand's lanes)."""
-    n = max((_lanes(v) or 0 for v in (*a, w, *(() if acc is None else (acc,)))), default=0) or None
+    LLVM from seeing one 4-byte load. word: the 4 bytes already loaded as one i32 (a None; VNNI lanes only).
+    Returns i32 or <N x i32> (N: the widest operand's lanes)."""
+    n = max((_lanes(v) or 0 for v in (*(a or ()), w, *(() if acc is None else (acc,)))), default=0) or None
+    if word is not None:
+        if n not in vnni_lanes():
+            raise ValueError(f"dot4_u8s8: a loaded word needs a vpdpbusd of {n} lanes")
+        return _vpdpbusd(b, acc, None, w, n, flip, word)
     if n is not None and lanes is not None and n != lanes:
         raise ValueError(f"dot4_u8s8: operands of {n} lanes in a {lanes}-lane vector body")
     if n in vnni_lanes():
@@ -76,9 +81,8 @@ def emit_dot4(b: ir.IRBuilder, acc, a: list, w, lanes: int | None, flip: bool = 
     return _widening(b, acc, a, w, n)
 
 
-def _vpdpbusd(b: ir.IRBuilder, acc, a: list, w, n: int, flip: bool = False):
-    word = None  # the 4 bytes of a as one int32 per lane (a_t in byte t)
-    for t, v in enumerate(a):
+def _vpdpbusd(b: ir.IRBuilder, acc, a: list | None, w, n: int, flip: bool = False, word=None):
+    for t, v in enumerate(a or ()):  # the 4 bytes of a as one int32 per lane (a_t in byte t)
         part = b.zext(v, _shaped(I32, _lanes(v)))
         if t:
             part = b.shl(part, _int(part.type, 8 * t))

@@ -22,10 +22,11 @@ from typing import NamedTuple
 
 from llvmlite import ir
 
-from relayish.te import BinOp, FloatImm, IntImm, PrimExpr, Select
+from relayish.te import BinOp, FloatImm, IntImm, PrimExpr, Select, Var, expr_children
 
 from ..arith import coefficient, variables
 from ..loopir import For, IfThenElse, Load, Store
+from .analysis import walk_expr
 from .cgutils import nbytes
 from .dtypes import memory_type
 
@@ -42,6 +43,7 @@ class Tile(NamedTuple):
     cond_v: PrimExpr | None  # the guard around the store (depends on v, not on u)
     pick: PrimExpr | None = None  # the stored value is select(pick, load, other): pick depends on v, not on u
     other: PrimExpr | None = None  # (a constant: pad_channels' zeros)
+    compute: PrimExpr | None = None  # the stored value is compute(load) (None: the load itself)
 
 
 def _guarded(stmt):
@@ -66,7 +68,13 @@ def transposable(loop: For) -> Tile | None:
         value, pick, other = value.true_value, value.cond, value.false_value
         if isinstance(value, Load):  # the arm's clamp (lower.py _guard_select_loads) keeps an unpicked load in
             value = Load(value.buffer, _unclamped(value.index, value.buffer.size))  # bounds: none is emitted
-    if not (isinstance(value, Load) and value.buffer.dtype == store.buffer.dtype):
+    compute = None
+    if not isinstance(value, Load):  # an elementwise function of one load (a quantization): computed on the rows
+        load = _the_load(value)
+        if load is None:
+            return None
+        compute, value = value, Load(load.buffer, _unclamped(load.index, load.buffer.size))
+    elif value.buffer.dtype != store.buffer.dtype:
         return None
     load, u, v = value, loop.var, inner.var
     if any(c is not None and u in variables(c) for c in (cond_v, pick)):
@@ -75,7 +83,38 @@ def transposable(loop: For) -> Tile | None:
         return None
     if coefficient(load.index, v) in (0, 1):  # (None: v reaches the load through a clamp; rows load one by one)
         return None
-    return Tile(loop, inner, store, load, cond_u, cond_v, pick, other)
+    return Tile(loop, inner, store, load, cond_u, cond_v, pick, other, compute)
+
+
+def _the_load(value: PrimExpr) -> Load | None:
+    """The one load of an elementwise expression (the same buffer and index wherever it occurs; lowering clamps
+    it in a select's arm) whose other leaves are constants; None otherwise."""
+    loads, stack = {}, [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Load):
+            loads[(node.buffer.name, str(_unclamped(node.index, node.buffer.size)))] = node
+        elif isinstance(node, Var):
+            return None
+        else:
+            stack.extend(expr_children(node))
+    return next(iter(loads.values())) if len(loads) == 1 else None
+
+
+def _computed(em, tile: Tile, row, n: int):
+    """tile.compute on a row loaded as it is (its loads are the row: em's shared values by node), in the store's
+    memory type."""
+    if tile.compute is None:
+        return row
+    value = em.from_memory(row, tile.load.buffer)
+    loads = [e for e in walk_expr(tile.compute, unique=True) if isinstance(e, Load)]
+    saved = em.lanes, em.vec_var, em.lets, em._shared
+    em.lanes, em.vec_var, em.lets, em._shared = n, tile.u.var, {}, {id(e): (e, value) for e in loads}
+    try:
+        out = em.expr(tile.compute)
+    finally:
+        em.lanes, em.vec_var, em.lets, em._shared = saved
+    return em.to_memory(out if isinstance(out.type, ir.VectorType) else _splat(em.b, out, n), tile.store.buffer)
 
 
 def _unclamped(index, size: int):
@@ -107,16 +146,17 @@ def emit_transpose(em, tile: Tile) -> None:
     n = tile.u.extent.value
     u, v = tile.u.var, tile.v.var
     u0, v0 = em.expr(tile.u.start), em.expr(tile.v.start)
-    vty = ir.VectorType(memory_type(tile.load.buffer.dtype), n)
-    align = nbytes(vty.element)  # (kernel parameters are aligned to their element only)
+    vty = ir.VectorType(memory_type(tile.store.buffer.dtype), n)  # the rows as computed, the columns stored
+    in_ty = ir.VectorType(memory_type(tile.load.buffer.dtype), n)  # the rows as loaded
+    align, in_align = nbytes(vty.element), nbytes(in_ty.element)  # (kernel parameters: aligned to their element)
     mask_u, mask_v = _lane_mask(em, tile.cond_u, u, u0, n), _lane_mask(em, tile.cond_v, v, v0, n)
 
     def bind(du: int, dv: int):
         em.env[u] = em.b.add(u0, I32(du), flags=("nsw",)) if du else u0
         em.env[v] = em.b.add(v0, I32(dv), flags=("nsw",)) if dv else v0
 
-    def pointer(access):
-        return em.b.bitcast(em.addr(em.buffer_ptr(access.buffer), em.expr(access.index)), vty.as_pointer())
+    def pointer(access, ty=vty):
+        return em.b.bitcast(em.addr(em.buffer_ptr(access.buffer), em.expr(access.index)), ty.as_pointer())
 
     pick = _lane_mask(em, tile.pick, v, v0, n)  # a row that select(pick, load, other) does not pick: other
     other = em.to_memory(em.expr(tile.other), tile.store.buffer) if tile.other is not None else None
@@ -124,8 +164,9 @@ def emit_transpose(em, tile: Tile) -> None:
     rows = []
     for j in range(n):  # row j: in[b + S * j + (0 .. n-1)], the lanes along u
         needed = [em.b.extract_element(m, I32(j)) for m in (mask_v, pick) if m is not None]
-        rows.append(_row(em, lambda: (bind(0, j), pointer(tile.load))[1], vty, align, mask_u, fill,
-                         em.b.and_(*needed) if len(needed) == 2 else needed[0] if needed else None))
+        rows.append(_row(em, lambda: (bind(0, j), pointer(tile.load, in_ty))[1], in_ty, in_align, mask_u, fill,
+                         em.b.and_(*needed) if len(needed) == 2 else needed[0] if needed else None,
+                         lambda row: _computed(em, tile, row, n)))
     for e, column in enumerate(transpose_vectors(em.b, rows)):  # column e: out[a + p * e + (0 .. n-1)]
         def store(e=e, column=column):
             bind(e, 0)
@@ -141,15 +182,16 @@ def emit_transpose(em, tile: Tile) -> None:
     del em.env[u], em.env[v]
 
 
-def _row(em, address, vty, align: int, lanes, fill, needed):
-    """One row: loaded (its lanes masked by `lanes` if given) from address(), emitted where it is loaded, or
-    `fill` where `needed` (an i1, None: always) is false. A row that is not needed issues no load at all: its
+def _row(em, address, vty, align: int, lanes, fill, needed, computed=lambda row: row):
+    """One row: loaded as vty (its lanes masked by `lanes` if given) from address() and computed(row), emitted
+    where it is loaded, or `fill` (of computed's type) where `needed` (an i1, None: always) is false. A row that is not needed issues no load at all: its
     address may lie far past the buffer (v past the tile's end, a padded channel), and a masked load there cost
     a microcode assist per row on a Zen 4 (an average pool's padding transform ran 80 us instead of 9)."""
     def load():
         if lanes is None:
-            return em.b.load(address(), align=align)
-        return em.b.call(em.masked_intrinsic("load", vty), [address(), I32(align), lanes, fill])
+            return computed(em.b.load(address(), align=align))
+        passthrough = fill if fill.type == vty else ir.Constant(vty, None)
+        return computed(em.b.call(em.masked_intrinsic("load", vty), [address(), I32(align), lanes, passthrough]))
     if needed is None:
         return load()
     start = em.b.block
@@ -161,7 +203,7 @@ def _row(em, address, vty, align: int, lanes, fill, needed):
     loaded = em.b.block
     em.b.branch(merge)
     em.b.position_at_end(merge)
-    row = em.b.phi(vty)
+    row = em.b.phi(fill.type)
     row.add_incoming(value, loaded)
     row.add_incoming(fill, start)
     return row

@@ -224,6 +224,11 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         return Call("nn.matmul_pack", (x, Constant(pack_weight(w.data, block))), {"units": n} if n % block else {})
 
     def int8_conv(node: Call, x: Expr, w: Constant, pad: Expr):
+        b = int8_depthwise_block(node, block)
+        if b:  # each lane a channel: the data as it is, the weight [C/b, 1, KH, KW, b]
+            weight = Constant(np.ascontiguousarray(_blocked_depthwise(w.data, b)))
+            conv = Call("qnn.depthwise_conv2d_nchwc", (_lt(x, "NCHW", f"NCHW{b}c"), weight, pad), window(node))
+            return _lt(conv, f"NCHW{b}c", "NCHW")
         blocks = int8_conv_blocks(node, block)
         if blocks is None:
             return None
@@ -248,6 +253,8 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         # qnn.conv2d(x, w, pad) -> lt(qnn.conv2d_nchwc(lt(x, NCHW->NCHW{i}c), words(w), pad), NCHW{o}c->NCHW)
         #    (8-bit x, constant int8 w; words: 4 input channels per int32, vpdpbusd's form; int8_conv_blocks;
         #    int8 x: minus 128 x each channel's weight sum, the packed op reads x + 128)
+        # qnn.conv2d(x, w, pad) -> lt(qnn.depthwise_conv2d_nchwc(lt(x, NCHW->NCHW{b}c), w as [C/b, 1, KH, KW, b],
+        #    pad), NCHW{b}c->NCHW)          (depthwise, channels in whole blocks of 4 or more: int8_depthwise_block)
         (Pat("qnn.conv2d", (ANY, CONST, ANY)), int8_conv),
         # qnn.matmul(x[.., M, K], w[K, N]) -> qnn.matmul_pack(x, words(w) [N/nb, K/4, nb])   (8-bit x, constant
         #    int8 w; nb: the register tile's columns; int8 x as above)
@@ -321,6 +328,24 @@ def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None
     ib = next((b for b in INT8_BLOCKS if b <= block and cg % b == 0), None)
     ob = next((b for b in INT8_BLOCKS if b <= block and og % b == 0), None)
     return None if ib is None or ob is None else (ib, ob, padded)
+
+
+def int8_depthwise_block(node: Call, block: int = 16) -> int:
+    """The channel block of a depthwise qnn.conv2d (groups = channels = outputs) in qnn.depthwise_conv2d_nchwc, or 0
+    (not depthwise, not 8-bit x int8, or channels in no block of INT8_BLOCKS: kept generic). Without it MobileNetV2's
+    int8 depthwise convolutions ran NCHW, one int32 multiply per tap and output, half of its time."""
+    x, w = node.args[0], node.args[1]
+    o, cg = w.type.shape[:2]
+    if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8" or cg != 1 or node.attrs.groups != o \
+            or x.type.shape[1] != o:
+        return 0
+    return next((b for b in INT8_BLOCKS if b <= block and o % b == 0), 0)
+
+
+def _blocked_depthwise(w: np.ndarray, b: int) -> np.ndarray:
+    """A depthwise weight [C, 1, KH, KW] as [C/b, 1, KH, KW, b] (OIHW{b}o)."""
+    c, _, kh, kw = w.shape
+    return w.reshape(c // b, b, 1, kh, kw).transpose(0, 2, 3, 4, 1)
 
 
 def int8_matmul_block(node: Call, vector_width: int) -> int | None:

@@ -115,11 +115,14 @@ def _make_rules(uses, origin):
 
     def merge_bias(node: Call):
         # (x + c1) + c2 -> x + (c1 + c2)                   (both constants)
+        # (x - c1) + c2 -> x + (c2 - c1)                   (integers, exact: an integer product's zero-point term
+        #                                                   and its bias, one add in the int8 kernel's epilogue)
         if node.op != "add" or not isinstance(node.args[1], Constant):
             return None
         lhs, c2 = node.args
-        if isinstance(lhs, Call) and lhs.op == "add" and single(lhs) and isinstance(lhs.args[1], Constant):
-            merged = lhs.args[1].data + c2.data
+        if isinstance(lhs, Call) and lhs.op in ("add", "subtract") and single(lhs) \
+                and isinstance(lhs.args[1], Constant) and (lhs.op == "add" or "int" in lhs.type.dtype):
+            merged = c2.data + lhs.args[1].data if lhs.op == "add" else c2.data - lhs.args[1].data
             if merged.ndim <= lhs.type.ndim:
                 return Call("add", (lhs.args[0], Constant(merged.astype(c2.data.dtype))))
         return None

@@ -19,6 +19,8 @@ requantization):
   qnn.conv2d_nchwc has data NCHW{ib}c (ib a multiple of 4), weight words [O/ob, C/g/ib, KH, KW, ib/4, ob],
   output NCHW{ob}c; qnn.matmul_pack data [.., M, K], weight words [N/nb, ceil(K/4), nb] (K padded with zero
   weights to a multiple of 4; `units`: the first N columns, the last block padded with zero columns).
+- qnn.depthwise_conv2d_nchwc: data NCHW{b}c (uint8 or int8 as it is), int8 weight [C/b, 1, KH, KW, b]: each lane
+  one channel, its window's products widened to int32 (a depthwise sum has no 4 consecutive channels to dot).
 
 The references compute in int64 and wrap to int32, as the kernels' int32 sums do.
 """
@@ -31,6 +33,7 @@ from ..intrinsics import pack_signed_bytes, signed_bytes
 from ..types import TensorType
 from ..op import OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
+from .blocked import DEPTHWISE_STRIDED_TAG, DEPTHWISE_TAG, _dw_flops, _dw_infer, _dw_ref
 from .layout import CONV2D_NCHWC_TAG, _cn_ref, _conv_out, packed_units
 from .nn import CONV2D_TAG, _conv_infer, _conv_normalize, _conv_ref, _matmul_compute, _matmul_dims
 
@@ -243,6 +246,49 @@ register_op("qnn.conv2d_nchwc", inputs=3, pattern=Pattern.OUT_ELEMWISE_FUSABLE, 
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
             doc="int32 sums of uint8 data [N, C/ib, H, W, ib] (int8: as x + 128) times int8 weights packed in int32 "
                 "words [O/ob, C/groups/ib, KH, KW, ib/4, ob] (vpdpbusd's form); padded taps read the 0-d third input")
+
+# ---------------------------------------------------------------------------------------------- qnn.depthwise
+
+
+def _qdw_infer(arg_types, attrs):
+    op = "qnn.depthwise_conv2d_nchwc"
+    x, w, pad = arg_types
+    _expect_q8(op, x, "data")
+    _expect_q8(op, w, "weight", ("int8",))
+    _expect_pad(op, pad, x)
+    try:  # the float op's shape rule, its errors under this op's name
+        t = _dw_infer([x, TensorType(w.shape, x.dtype)], attrs)
+    except OpError as e:
+        raise OpError(str(e).replace("nn.depthwise_conv2d_nchwc", op)) from None
+    return TensorType(t.shape, "int32")
+
+
+def _qdw_ref(x, w, pad, strides, padding, dilation):
+    pt, pl, pb, pr = padding
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pt, pb), (pl, pr), (0, 0)), constant_values=int(pad))
+    return _wrap32(_dw_ref(xp, w.astype(np.int64), strides, (0, 0, 0, 0), dilation))
+
+
+def _qdw_compute(inputs, attrs, out_type):
+    """Per lane (channel) the window's products widened to int32 (no reduction over channels, so no dot4 form)."""
+    x, w, pad = inputs
+    n, cb, h, wd, b = x.shape
+    kh, kw = w.shape[2:4]
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs.strides, attrs.dilation, attrs.padding
+    data = pad_stage(x, {2: pt, 3: pl}, (n, cb, h + pt + pb, wd + pl + pr, b), pad[()]) if any(attrs.padding) else x
+    ry, rx = te.reduce_axis(kh, "ry"), te.reduce_axis(kw, "rx")
+    return te.compute(
+        out_type.shape,
+        lambda a, c, y, xx, i: te.sum(te.cast("int32", data[a, c, y * sh + ry * dh, xx * sw + rx * dw, i])
+                                      * te.cast("int32", w[c, 0, ry, rx, i]), (ry, rx)),
+        name="qdepthwise_conv2d_nchwc", tag=DEPTHWISE_TAG if (sh, sw) == (1, 1) else DEPTHWISE_STRIDED_TAG)
+
+
+register_op("qnn.depthwise_conv2d_nchwc", inputs=3, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv",
+            infer=_qdw_infer, ref=_qdw_ref, compute=_qdw_compute, flops=_dw_flops,
+            attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)},
+            doc="int32 depthwise sums of 8-bit data [N, C/b, H, W, b] (uint8 or int8, as it is) times int8 weights "
+                "[C/b, 1, KH, KW, b]; each lane one channel; padded taps read the 0-d third input")
 
 # ---------------------------------------------------------------------------------------------- qnn.matmul_pack
 

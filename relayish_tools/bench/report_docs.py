@@ -151,6 +151,38 @@ def suite_table(data: dict, where: str) -> Table:
                   "OpenVINO / ort", "paired [90%]", "max rel. error"], rows, notes, [("", data)])
 
 
+def int8_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.int8_suite DIR --json FILE`: suite_table's timings, then accuracy against
+    onnxruntime's int8 result and top-1 agreement with the float model."""
+    rows = []
+    share = lambda v: "-" if v is None else f"{100 * v:.0f}%"  # noqa: E731
+    for i, r in enumerate(need(data, "rows", where)):
+        w = f"{where} rows[{i}]"
+        name = need(r, "model", w)
+        if "error" in r:
+            rows.append([name, f"error: {r['error']}"] + ["-"] * 8)
+            continue
+        ov = [ms(number(r, "openvino.median_ms", w)), f"{number(r, 'openvino_ratio', w):.2f}"] if "openvino" in r \
+            else [f"error: {r['openvino_error']}" if "openvino_error" in r else "not installed", "-"]
+        rows.append([name, ms(number(r, "relayish.median_ms", w)), ms(number(r, "onnxruntime.median_ms", w)), ov[0],
+                     f"**{number(r, 'ratio', w):.2f}**", paired(need(r, "paired", w), w), ov[1],
+                     f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES"),
+                     f"{share(r.get('top1_vs_float'))} / {share(r.get('ort_top1_vs_float'))}",
+                     share(need(r, "top1_vs_ort", w))])
+    c = need(data, "configuration", where)
+    notes = [f"{number(c, 'threads', where)} threads per engine, {number(c, 'repeat', where)} timed runs per engine "
+             f"in blocks of {number(c, 'block', where)}; onnxruntime and OpenVINO run the same int8 model. Error: "
+             "max |relayish - onnxruntime int8| / max |onnxruntime int8| over the outputs and "
+             f"{number(c, 'seeds', where)} seeded inputs (agreement: within {number(data, 'tolerance', where):g}, a few "
+             "quantization steps). Top-1: the share of rows (images; a decoder's tokens) whose argmax is the float "
+             "model's (onnxruntime fp32 on the model before quantization), relayish / onnxruntime int8 (random "
+             "weights: logits close together, so quantization alone flips some); then relayish's against onnxruntime "
+             "int8's."]
+    return Table(["model", "relayish ms", "ort int8 ms", "OpenVINO ms", "relayish / ort", "paired [90%]",
+                  "OpenVINO / ort", "error vs ort int8", "top-1 = float (ours / ort)", "top-1 = ort int8"], rows,
+                 notes, [("", data)])
+
+
 def payoff_table(data: list, where: str) -> Table:
     """payoff/payoff.json of `python -m relayish_tools.bench.payoff` (a list of rows, each measured by its own run)."""
     if not isinstance(data, list):
@@ -296,6 +328,14 @@ BENCHMARKS = [
               "each compiled untuned at the input shapes its package uses.",
               "python -m models --wild --out wild/ && python -m relayish_tools.bench.suite wild/ --json docs/data/wild.json",
               suite_table),
+    Benchmark("int8", "Quantized models against onnxruntime and OpenVINO int8, untuned",
+              "The suite's int8 variants (onnxruntime's quantization tool on the suite's float models: static QDQ "
+              "and dynamic; models/quantized.py) and the real-world suite's int8 model, compiled untuned into packed "
+              "u8 x s8 kernels (vpdpbusd where the host has VNNI) and timed beside onnxruntime's and OpenVINO's int8 "
+              "execution of the same file.",
+              "python -m models resnet18_int8 mobilenet_v2_int8 resnet18_int8_dynamic gpt_int8_dynamic resnet18 "
+              "mobilenet_v2 gpt --out int8/ && python -m relayish_tools.bench.int8_suite int8/ --wild wild/ "
+              "--json docs/data/int8.json", int8_table),
     Benchmark("shapes", "Shape robustness: random realistic shapes per op class",
               "One-node models of seeded random shapes (odd and prime channel counts, tails, 1-D convolutions, "
               "recurrent layers, ...) per op class, each checked against onnxruntime and timed beside it.",

@@ -76,7 +76,9 @@ def requantize(acc: Expr, multiplier: Expr, zp: Expr, dtype: str) -> Expr:
 
 def _saturate(scaled: Expr, zp: Expr, dtype: str) -> Expr:
     lo, hi = Q8[dtype]
-    q = binary("add", fold("round", scaled), astype(zp, "float32"))
+    q = fold("round", scaled)
+    if not (isinstance(zp, Constant) and not np.any(zp.data)):  # a zero point of 0 adds nothing the clip and the
+        q = binary("add", q, astype(zp, "float32"))            # cast keep (only -0.0 becomes 0.0): one op less
     return astype(fold("clip", q, a_min=float(lo), a_max=float(hi)), dtype)
 
 
