@@ -47,11 +47,10 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.codegen import emit_objects, link_shared
 from compiler.codegen.analysis import unrolled_size
 from compiler.codegen.library import gc_paused
 from compiler.loopir import For, Load, PrimFunc, Seq, Store
@@ -61,6 +60,7 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
+from .build import add_phase, library_bytes
 from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
@@ -192,6 +192,7 @@ class BuildOutput:
     num_outputs: int
     error: str | None
     build_s: float
+    phases: dict = field(default_factory=dict)  # seconds per build step (tuning/build.py PHASES)
 
 
 @dataclass
@@ -222,32 +223,29 @@ def _watchdog(timeout_s: float):
 def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
     """Worker: schedule -> loop IR -> shared library bytes."""
     t0 = time.perf_counter()
+    phases: dict = {}
     with _watchdog(timeout_s), gc_paused():  # lowering and IR emission: allocation-heavy, no garbage cycles
         try:
             task = _task_of(spec)
             func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)
+            add_phase(phases, "lower_s", time.perf_counter() - t0)
             size = unrolled_size(func)
             if size > MAX_UNROLLED_STATEMENTS:
                 # LLVM would take longer than the timeout, whose kill breaks the pool for every build in flight:
                 # in two template-free runs of ResNet-18, 11 of 15 build timeouts had > 1024 unrolled statements, and
                 # 6 of 1,004 programs that built (the default schedules of the suite models: at most 118)
                 return BuildOutput(None, None, 0, 0, f"build refused: {size} statements once unrolled, more than "
-                                   f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0)
+                                   f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0, phases)
             if fault == "build_crash":
                 ctypes.string_at(0)  # a segfault in the build process
             func = _inject_fault(func, fault)
-            with tempfile.TemporaryDirectory(prefix="relayish-measure-") as tmp:
-                # The kernel's module alone, linked with the thread pool's object that this worker compiled for its
-                # first candidate (emit_objects remembers objects by IR text): the pool at O3 is ~0.15 s, a sixth
-                # of a typical candidate's build. A candidate whose IR equals an earlier one's is not compiled again.
-                link_shared(emit_objects([func], None, n_workers=0), os.path.join(tmp, "kernel.so"))
-                with open(os.path.join(tmp, "kernel.so"), "rb") as f:
-                    lib = f.read()
+            lib = library_bytes(func, phases)
         except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
-            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0)
+            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0,
+                               phases)
     params = [(tuple(int(d) for d in p.shape), p.dtype) for p in func.params]
     return BuildOutput(lib, params, func.attrs["num_inputs"], func.attrs["num_outputs"], None,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, phases)
 
 
 def _inject_fault(func: PrimFunc, fault: str | None) -> PrimFunc:
@@ -436,6 +434,12 @@ def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: flo
             value, error = _call_alone(pool, "build", timeout_s, _build_job, *job)
             outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
     return outputs
+
+
+def build_candidates(task: Task, schedules, *, executor=None, timeout_s: float = 10) -> list[BuildOutput]:
+    """Only the build phase of measure: every schedule built on the workers, one BuildOutput each, in order
+    (bench/build_rate.py times it)."""
+    return _build_all(_as_pool(executor), TaskSpec.of(task), list(schedules), timeout_s, {})
 
 
 # ---------------------------------------------------------------------------------------------- reference
