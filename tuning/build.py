@@ -10,6 +10,8 @@ equals an earlier one's is not compiled again). The optimization pipeline is the
 """
 from __future__ import annotations
 
+import collections
+import hashlib
 import os
 import tempfile
 import time
@@ -25,8 +27,42 @@ def add_phase(phases: dict, name: str, seconds: float) -> None:
     phases[name] = phases.get(name, 0.0) + seconds
 
 
-def library_bytes(func: PrimFunc, phases: dict) -> bytes:
-    """The shared library of one lowered candidate (its kernel + the thread pool), as bytes."""
+MAX_REMEMBERED_LIBRARIES = 64  # per worker process: libraries of a few tens of KB, the last few batches' worth
+_LIBRARIES: collections.OrderedDict = collections.OrderedDict()  # lowered_key -> library bytes
+
+
+def lowered_key(task_key: str, func: PrimFunc) -> str:
+    """What decides a candidate's build: its task (the computation, shapes and dtypes) and its loop IR's text,
+    which names every loop and its kind, every buffer with its dtype and shape, every index and value expression
+    and every constant. Within one task, two schedules whose loop IR prints the same build the same code (a split
+    by 1, a reorder of unit loops, an annotation on a loop of one iteration...)."""
+    text = f"{task_key}\n{sorted(func.attrs.items())}\n{func}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def reused_library(key: str, phases: dict) -> bytes | None:
+    """The library built earlier in this process for an equal lowered candidate (counted in phases["reused"]),
+    or None."""
+    lib = _LIBRARIES.get(key)
+    if lib is not None:
+        _LIBRARIES.move_to_end(key)
+        phases["reused"] = phases.get("reused", 0) + 1
+    return lib
+
+
+def remember_library(key: str, lib: bytes) -> None:
+    _LIBRARIES[key] = lib
+    while len(_LIBRARIES) > MAX_REMEMBERED_LIBRARIES:
+        _LIBRARIES.popitem(last=False)
+
+
+def library_bytes(func: PrimFunc, phases: dict, key: str | None = None) -> bytes:
+    """The shared library of one lowered candidate (its kernel + the thread pool), as bytes. key (lowered_key):
+    a library built before in this process for the same key is returned as it is, without emitting or compiling
+    anything; a new one is remembered under it."""
+    lib = reused_library(key, phases) if key is not None else None
+    if lib is not None:
+        return lib
     t0 = time.perf_counter()
     text = kernel_module_text(func)
     add_phase(phases, "emit_ir_s", time.perf_counter() - t0)
@@ -38,4 +74,6 @@ def library_bytes(func: PrimFunc, phases: dict) -> bytes:
         with open(path, "rb") as f:
             lib = f.read()
     add_phase(phases, "link_s", time.perf_counter() - t0)
+    if key is not None:
+        remember_library(key, lib)
     return lib

@@ -60,7 +60,7 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
-from .build import add_phase, library_bytes
+from .build import add_phase, library_bytes, lowered_key
 from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
@@ -239,7 +239,7 @@ def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str 
             if fault == "build_crash":
                 ctypes.string_at(0)  # a segfault in the build process
             func = _inject_fault(func, fault)
-            lib = library_bytes(func, phases)
+            lib = library_bytes(func, phases, lowered_key(spec.key, func))
         except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
             return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0,
                                phases)
@@ -409,15 +409,34 @@ def _call_alone(pool: WorkerPool, what: str, timeout_s: float, fn, *args):
 
 
 def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: float, faults: dict) -> list:
-    """Build every candidate, in parallel. Builds caught in a broken pool are retried alone (blaming only the
-    one that breaks it again)."""
+    """Build every candidate, in parallel; equal schedules once. When a build breaks the pool (a crash, or its
+    watchdog), the builds that may have been running beside it are retried alone (blaming only the one that
+    breaks it again), and those that had not started are built in parallel again (retrying them all alone left a
+    core idle for the rest of the batch after every timeout)."""
     jobs = [(spec, s.to_json(), timeout_s, faults.get(i)) for i, s in enumerate(schedules)]
+    first: dict = {}
+    unique = [first.setdefault(job[1:], i) == i for i, job in enumerate(jobs)]
     outputs: list = [None] * len(jobs)
+    todo = [i for i in range(len(jobs)) if unique[i]]
+    while todo:
+        suspects = _build_round(pool, jobs, todo, timeout_s, outputs)
+        for i in suspects:
+            value, error = _call_alone(pool, "build", timeout_s, _build_job, *jobs[i])
+            outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
+        todo = [i for i in todo if outputs[i] is None]
+    return [outputs[i] if unique[i] else outputs[first[job[1:]]] for i, job in enumerate(jobs)]
+
+
+def _build_round(pool: WorkerPool, jobs: list, todo: list, timeout_s: float, outputs: list) -> list:
+    """Submit the jobs todo at once and fill outputs with what they build. If the pool breaks, returns the jobs
+    that may have been running when it broke (the suspects: all of them when the pool cannot tell); the others
+    stay None."""
     try:
-        futures = [pool.submit(_build_job, *job) for job in jobs]
+        futures = {i: pool.submit(_build_job, *jobs[i]) for i in todo}
     except cf.BrokenExecutor:
-        futures = []
-    for i, future in enumerate(futures):
+        return list(todo)
+    window = pool.started_at_once  # the pool starts its jobs in order, at most this many at a time
+    for i, future in futures.items():
         try:
             outputs[i] = future.result(timeout=timeout_s + GRACE_S)
         except cf.BrokenExecutor:
@@ -426,14 +445,13 @@ def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: flo
         except cf.TimeoutError:  # a job's own watchdog did not end it
             pool.restart(kill=True)
             break
-    for i, future in enumerate(futures):  # jobs that finished before the pool broke keep their result
+    else:
+        return []
+    for i, future in futures.items():  # jobs that finished before the pool broke keep their result
         if outputs[i] is None and future.done() and not future.cancelled() and future.exception() is None:
             outputs[i] = future.result()
-    for i, job in enumerate(jobs):
-        if outputs[i] is None:
-            value, error = _call_alone(pool, "build", timeout_s, _build_job, *job)
-            outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
-    return outputs
+    unfinished = [i for i in todo if outputs[i] is None]
+    return unfinished if window is None else unfinished[:window]
 
 
 def build_candidates(task: Task, schedules, *, executor=None, timeout_s: float = 10) -> list[BuildOutput]:
