@@ -19,7 +19,8 @@ import time
 from compiler.codegen import compile_ir_text, kernel_module_text, link_shared, thread_pool_module_text
 from compiler.loopir import PrimFunc
 
-# a build's steps, in order, as BuildOutput.phases names them: seconds summed over the candidates of a job
+# a build's steps, in order, as BuildOutput.phases names them: CPU seconds of the worker (link: wall seconds, it
+# runs in the C compiler), robust to other work on the machine
 PHASES = ("lower_s", "emit_ir_s", "parse_s", "optimize_s", "object_s", "link_s")
 
 
@@ -63,9 +64,9 @@ def library_bytes(func: PrimFunc, phases: dict, key: str | None = None) -> bytes
     lib = reused_library(key, phases) if key is not None else None
     if lib is not None:
         return lib
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     text = kernel_module_text(func)
-    add_phase(phases, "emit_ir_s", time.perf_counter() - t0)
+    add_phase(phases, "emit_ir_s", time.process_time() - t0)
     objects = [compile_ir_text(text, 3, phases), compile_ir_text(thread_pool_module_text(), 3, phases)]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="relayish-measure-") as tmp:

@@ -61,19 +61,19 @@ def machine_for(target: dict, opt_level: int):
 
 
 def compile_text(text: str, target: dict, opt_level: int, phases: dict | None = None) -> bytes:
-    """Parse, verify, optimize and emit one module's IR text as object code. phases: the seconds of each step are
-    added to its parse_s, optimize_s and object_s."""
-    t0 = time.perf_counter()
+    """Parse, verify, optimize and emit one module's IR text as object code. phases: the CPU seconds of each step
+    are added to its parse_s, optimize_s and object_s."""
+    t0 = time.process_time()
     machine = machine_for(target, opt_level)
     mod = llvm.parse_assembly(text)
     mod.verify()
-    t1 = time.perf_counter()
+    t1 = time.process_time()
     if opt_level > 0:
         optimize(mod, machine, opt_level, loop_vectorizer(text, target["cpu"]))
-    t2 = time.perf_counter()
+    t2 = time.process_time()
     obj = machine.emit_object(mod)
     if phases is not None:
-        for name, seconds in (("parse_s", t1 - t0), ("optimize_s", t2 - t1), ("object_s", time.perf_counter() - t2)):
+        for name, seconds in (("parse_s", t1 - t0), ("optimize_s", t2 - t1), ("object_s", time.process_time() - t2)):
             phases[name] = phases.get(name, 0.0) + seconds
     return obj
 

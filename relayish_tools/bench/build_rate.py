@@ -11,7 +11,9 @@ that two runs on one machine compare builds.
 
 build: every task's candidates through the tuner's own build phase (tuning.measure.build_candidates: the worker
 pool, its watchdog and crash handling), timed on the wall clock: programs per minute, the errors (timeouts,
-refusals) by kind, and the workers' seconds per build step (tuning/build.py PHASES) summed over candidates.
+refusals) by kind, and the workers' CPU seconds per build step (tuning/build.py PHASES) summed over candidates;
+programs_per_worker_minute divides by those (a timed-out build counted as timeout_s), which other work on a shared
+machine disturbs less than the wall clock.
 --measure: then the whole of tuning.measure.measure with the tuner's settings (TUNE_PARAMS: cold caches, outputs
 checked), timed the same way; each candidate's measured cost is kept so that two versions' kernels can be compared.
 
@@ -69,13 +71,16 @@ def time_builds(cands: list[tuple], pool: WorkerPool, timeout_s: float, log=prin
         n += len(outputs)
         ok += sum(b.lib is not None for b in outputs)
         for b in outputs:
-            phases.update(b.phases)
+            phases.update(getattr(b, "phases", None) or {})  # (a version before phases: none)
             if b.error:
                 errors[error_kind(b.error)] += 1
         log(f"  build {task.name}: {len(outputs)} programs in {dt:.1f} s")
     worker_s = sum(phases[p] for p in PHASES)
+    timeouts = sum(v for k, v in errors.items() if "timed out" in k)  # each held a worker for timeout_s
     return {"programs": n, "built": ok, "seconds": round(seconds, 2), "programs_per_minute": _rate(n, seconds),
-            "built_per_minute": _rate(ok, seconds), "errors": dict(errors),
+            "built_per_minute": _rate(ok, seconds),
+            "programs_per_worker_minute": _rate(n, worker_s + timeouts * timeout_s) if worker_s else None,
+            "errors": dict(errors),
             "phases_s": {p: round(phases[p], 2) for p in PHASES},
             "phases_share": {p: round(phases[p] / worker_s, 3) for p in PHASES} if worker_s else {},
             "remembered_objects": phases.get("remembered", 0), "reused_builds": phases.get("reused", 0)}
