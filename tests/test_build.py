@@ -15,6 +15,12 @@ from tuning import measure as m
 from tuning.pool import WorkerPool
 
 
+@pytest.fixture(autouse=True)
+def fresh_driver_builds(monkeypatch):
+    """Each test starts with nothing built in this process (and leaves nothing for the next test files)."""
+    monkeypatch.setattr(candidate_build, "_BUILDS", type(candidate_build._BUILDS)())
+
+
 @pytest.fixture(scope="module")
 def pool():
     with WorkerPool(max_workers=2) as p:
@@ -78,6 +84,22 @@ def test_equal_schedules_in_a_batch_are_built_once(conv_task, pool):
     default = default_schedule(conv_task.initial_state())
     a, b, c = m.build_candidates(conv_task, [default, Schedule(), default], executor=pool)
     assert a.lib is not None and a is c and b is not a
+
+
+def test_a_schedule_built_by_an_earlier_call_is_not_built_again(conv_task, pool, monkeypatch):
+    """The driver keeps what it built: measuring a program again (the tuner's final rounds) reuses its library;
+    another schedule, or the same one under a test fault, is built."""
+    default = default_schedule(conv_task.initial_state())
+    first, = m.build_candidates(conv_task, [default], executor=pool)
+    again, other = m.build_candidates(conv_task, [default, Schedule()], executor=pool)
+    # a worker's build has its lowering time at least (it may reuse its own library of an earlier test's build)
+    assert first.lib is not None and first.build_s > 0 and "lower_s" in first.phases
+    assert again.lib == first.lib and again.build_s == 0.0 and again.phases == {"reused": 1}
+    assert other.lib is not None and other.build_s > 0 and "lower_s" in other.phases
+    faulty, = m._build_all(pool, m.TaskSpec.of(conv_task), [default], 60, {0: "wrong"})
+    assert "lower_s" in faulty.phases and faulty.lib != first.lib
+    results = m.measure(conv_task, [default], number=1, repeat=1, executor=pool)
+    assert results[0].ok and results[0].build_s == 0.0, results[0].error
 
 
 def test_after_a_build_crash_the_builds_not_started_are_built_in_parallel(conv_task, pool, monkeypatch):

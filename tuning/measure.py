@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import ctypes
 import faulthandler
 import glob
@@ -60,7 +61,7 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
-from .build import add_phase, library_bytes, lowered_key
+from .build import add_phase, built_before, library_bytes, lowered_key, remember_build
 from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
@@ -409,7 +410,8 @@ def _call_alone(pool: WorkerPool, what: str, timeout_s: float, fn, *args):
 
 
 def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: float, faults: dict) -> list:
-    """Build every candidate, in parallel; equal schedules once. When a build breaks the pool (a crash, or its
+    """Build every candidate, in parallel; equal schedules once, and a schedule built by an earlier call not again
+    (tuning/build.py built_before). When a build breaks the pool (a crash, or its
     watchdog), the builds that may have been running beside it are retried alone (blaming only the one that
     breaks it again), and those that had not started are built in parallel again (retrying them all alone left a
     core idle for the rest of the batch after every timeout)."""
@@ -417,13 +419,20 @@ def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: flo
     first: dict = {}
     unique = [first.setdefault(job[1:], i) == i for i, job in enumerate(jobs)]
     outputs: list = [None] * len(jobs)
-    todo = [i for i in range(len(jobs)) if unique[i]]
+    for i, job in enumerate(jobs):  # built by an earlier call (the tuner measures its best programs again)
+        earlier = built_before(spec.key, job[1]) if unique[i] and job[3] is None else None
+        if earlier is not None:
+            outputs[i] = dataclasses.replace(earlier, build_s=0.0, phases={"reused": 1})
+    todo = [i for i in range(len(jobs)) if unique[i] and outputs[i] is None]
     while todo:
         suspects = _build_round(pool, jobs, todo, timeout_s, outputs)
         for i in suspects:
             value, error = _call_alone(pool, "build", timeout_s, _build_job, *jobs[i])
             outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
         todo = [i for i in todo if outputs[i] is None]
+    for i, job in enumerate(jobs):
+        if unique[i] and job[3] is None:
+            remember_build(spec.key, job[1], outputs[i])
     return [outputs[i] if unique[i] else outputs[first[job[1:]]] for i, job in enumerate(jobs)]
 
 
