@@ -29,6 +29,7 @@ import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import time
 
@@ -118,6 +119,21 @@ def compare_costs(a: dict, b: dict) -> dict | None:
             "p10_ratio": round(ratios[len(ratios) // 10], 3), "p90_ratio": round(ratios[(9 * len(ratios)) // 10], 3)}
 
 
+def source_version() -> str | None:
+    """The git commit of the tree this package runs from (with "+changes" when its files differ), or None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def run(args, argv=None, log=print) -> dict:
     t0 = time.perf_counter()
     cands = candidate_set(args.models, args.tasks, args.per_task, args.seed)
@@ -125,7 +141,7 @@ def run(args, argv=None, log=print) -> dict:
         "sample)")
     report = {"benchmark": "build_rate", **provenance(command_line("python -m relayish_tools.bench.build_rate", argv)),
               "models": [os.path.basename(m) for m in args.models], "tasks": [t.name for t, _ in cands],
-              "seed": args.seed, "per_task": args.per_task, "workers": args.workers,
+              "version": source_version(), "seed": args.seed, "per_task": args.per_task, "workers": args.workers,
               "timeout_s": args.timeout}
     with WorkerPool(args.workers) as pool:
         pool.executor  # started (and warm) before the clock runs
