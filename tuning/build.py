@@ -105,3 +105,8 @@ def remember_build(task_key: str, schedule_json: str, output) -> None:
     while len(_BUILDS) > MAX_REMEMBERED_BUILDS:
         _BUILDS.popitem(last=False)
 
+
+def forget_builds() -> None:
+    """Drop what built_before remembers (a benchmark that builds the same candidates twice, as two passes)."""
+    _BUILDS.clear()
+
