@@ -219,7 +219,7 @@ def test_a_worker_compiles_the_thread_pool_once_and_a_repeated_program_not_again
     from tuning.measure import TaskSpec, _build_job
     compiled = []
     real = library._compile_text_here
-    monkeypatch.setattr(library, "_compile_text_here", lambda text, opt: compiled.append(text) or real(text, opt))
+    monkeypatch.setattr(library, "_compile_text_here", lambda text, opt, *rest: compiled.append(text) or real(text, opt, *rest))
     monkeypatch.setattr(library, "_OBJECTS", type(library._OBJECTS)())  # this process has compiled nothing
     spec = TaskSpec.of(conv_task)
     default = default_schedule(conv_task.initial_state())

@@ -104,6 +104,15 @@ SYNTHETIC = {
         "end_to_end_ms": {"hand-written": 6.06, "naive": 950.0, "tuned from naive": 5.92},
         "paired_tuned_over_hand_written": PAIRED, "trials": 1415, "seconds": 901.0,
         "curve": [[20, 30.0, 900.0], [400, 345.2, 6.5], [700, 465.0, 5.99], [1415, 900.0, 5.8]]},
+    "build_rate.json": {
+        "before": {"benchmark": "build_rate", **prov("python -m relayish_tools.bench.build_rate m.onnx --measure"),
+                   "version": "8869de7",
+                   "build": {"programs": 144, "programs_per_minute": 145.3, "programs_per_worker_minute": 120.4,
+                             "errors": {"build refused": 7, "build timed out after": 1}},
+                   "build_measure": {"programs_per_minute": 128.9}},
+        "after": {"benchmark": "build_rate", **prov("python -m relayish_tools.bench.build_rate m.onnx --measure"),
+                  "version": "abc1234", "build": {"programs": 144, "programs_per_minute": 190.0, "errors": {}}},
+        "speedup": {"build": 1.31}, "note": "Before: the branch's base."},
     "tune_compare_resnet18.json": {
         "benchmark": "tune_compare", "model": "models/resnet18.onnx", **prov("relayish tune-compare m --trials 320"),
         "options": {}, "within": 0.05,
@@ -162,6 +171,8 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| crnn | 5 of 21 | 9.88 | 9.12 | 12.35 | **0.92** |" in page
     assert "trained on 2417 measured programs of 138 tasks of resnet18, gpt; held out whole: crnn." in page
     assert "orders 73% of the pairs of measured programs right (random: 50%)" in page
+    assert "| before (8869de7) | 144 | 145 | 129 | 120 | build refused 7, build timed out after 1 |" in page
+    assert "| after (abc1234) | 144 | 190 | - | - | none |" in page and "After / before: build x1.31." in page
 
 
 def test_a_benchmark_without_data_names_its_command(tmp_path):

@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import ctypes
 import faulthandler
 import glob
@@ -47,11 +48,10 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.codegen import emit_objects, link_shared
 from compiler.codegen.analysis import unrolled_size
 from compiler.codegen.library import gc_paused
 from compiler.loopir import For, Load, PrimFunc, Seq, Store
@@ -61,6 +61,7 @@ from compiler.task import Task, build_task
 from relayish import te
 from relayish.expr import Attrs, Call, Constant, Function, TensorType, Tuple, TupleGetItem, Var, post_order
 from runtime import default_num_threads
+from .build import add_phase, built_before, library_bytes, lowered_key, remember_build
 from .pool import RECYCLE_AFTER_RUNS, WorkerPool, _as_pool, default_pool  # noqa: F401  (measure's API)
 from runtime.accuracy import DEFAULT_TOLERANCE, output_error
 from runtime.aligned import kernel_arguments
@@ -192,6 +193,7 @@ class BuildOutput:
     num_outputs: int
     error: str | None
     build_s: float
+    phases: dict = field(default_factory=dict)  # seconds per build step (tuning/build.py PHASES)
 
 
 @dataclass
@@ -221,33 +223,30 @@ def _watchdog(timeout_s: float):
 
 def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
     """Worker: schedule -> loop IR -> shared library bytes."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    phases: dict = {}
     with _watchdog(timeout_s), gc_paused():  # lowering and IR emission: allocation-heavy, no garbage cycles
         try:
             task = _task_of(spec)
             func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)
+            add_phase(phases, "lower_s", time.process_time() - cpu0)
             size = unrolled_size(func)
             if size > MAX_UNROLLED_STATEMENTS:
                 # LLVM would take longer than the timeout, whose kill breaks the pool for every build in flight:
                 # in two template-free runs of ResNet-18, 11 of 15 build timeouts had > 1024 unrolled statements, and
                 # 6 of 1,004 programs that built (the default schedules of the suite models: at most 118)
                 return BuildOutput(None, None, 0, 0, f"build refused: {size} statements once unrolled, more than "
-                                   f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0)
+                                   f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0, phases)
             if fault == "build_crash":
                 ctypes.string_at(0)  # a segfault in the build process
             func = _inject_fault(func, fault)
-            with tempfile.TemporaryDirectory(prefix="relayish-measure-") as tmp:
-                # The kernel's module alone, linked with the thread pool's object that this worker compiled for its
-                # first candidate (emit_objects remembers objects by IR text): the pool at O3 is ~0.15 s, a sixth
-                # of a typical candidate's build. A candidate whose IR equals an earlier one's is not compiled again.
-                link_shared(emit_objects([func], None, n_workers=0), os.path.join(tmp, "kernel.so"))
-                with open(os.path.join(tmp, "kernel.so"), "rb") as f:
-                    lib = f.read()
+            lib = library_bytes(func, phases, lowered_key(spec.key, func))
         except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
-            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0)
+            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0,
+                               phases)
     params = [(tuple(int(d) for d in p.shape), p.dtype) for p in func.params]
     return BuildOutput(lib, params, func.attrs["num_inputs"], func.attrs["num_outputs"], None,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, phases)
 
 
 def _inject_fault(func: PrimFunc, fault: str | None) -> PrimFunc:
@@ -411,15 +410,42 @@ def _call_alone(pool: WorkerPool, what: str, timeout_s: float, fn, *args):
 
 
 def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: float, faults: dict) -> list:
-    """Build every candidate, in parallel. Builds caught in a broken pool are retried alone (blaming only the
-    one that breaks it again)."""
+    """Build every candidate, in parallel; equal schedules once, and a schedule built by an earlier call not again
+    (tuning/build.py built_before). When a build breaks the pool (a crash, or its
+    watchdog), the builds that may have been running beside it are retried alone (blaming only the one that
+    breaks it again), and those that had not started are built in parallel again (retrying them all alone left a
+    core idle for the rest of the batch after every timeout)."""
     jobs = [(spec, s.to_json(), timeout_s, faults.get(i)) for i, s in enumerate(schedules)]
+    first: dict = {}
+    unique = [first.setdefault(job[1:], i) == i for i, job in enumerate(jobs)]
     outputs: list = [None] * len(jobs)
+    for i, job in enumerate(jobs):  # built by an earlier call (the tuner measures its best programs again)
+        earlier = built_before(spec.key, job[1]) if unique[i] and job[3] is None else None
+        if earlier is not None:
+            outputs[i] = dataclasses.replace(earlier, build_s=0.0, phases={"reused": 1})
+    todo = [i for i in range(len(jobs)) if unique[i] and outputs[i] is None]
+    while todo:
+        suspects = _build_round(pool, jobs, todo, timeout_s, outputs)
+        for i in suspects:
+            value, error = _call_alone(pool, "build", timeout_s, _build_job, *jobs[i])
+            outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
+        todo = [i for i in todo if outputs[i] is None]
+    for i, job in enumerate(jobs):
+        if unique[i] and job[3] is None:
+            remember_build(spec.key, job[1], outputs[i])
+    return [outputs[i] if unique[i] else outputs[first[job[1:]]] for i, job in enumerate(jobs)]
+
+
+def _build_round(pool: WorkerPool, jobs: list, todo: list, timeout_s: float, outputs: list) -> list:
+    """Submit the jobs todo at once and fill outputs with what they build. If the pool breaks, returns the jobs
+    that may have been running when it broke (the suspects: all of them when the pool cannot tell); the others
+    stay None."""
     try:
-        futures = [pool.submit(_build_job, *job) for job in jobs]
+        futures = {i: pool.submit(_build_job, *jobs[i]) for i in todo}
     except cf.BrokenExecutor:
-        futures = []
-    for i, future in enumerate(futures):
+        return list(todo)
+    window = pool.started_at_once  # the pool starts its jobs in order, at most this many at a time
+    for i, future in futures.items():
         try:
             outputs[i] = future.result(timeout=timeout_s + GRACE_S)
         except cf.BrokenExecutor:
@@ -428,14 +454,19 @@ def _build_all(pool: WorkerPool, spec: TaskSpec, schedules: list, timeout_s: flo
         except cf.TimeoutError:  # a job's own watchdog did not end it
             pool.restart(kill=True)
             break
-    for i, future in enumerate(futures):  # jobs that finished before the pool broke keep their result
+    else:
+        return []
+    for i, future in futures.items():  # jobs that finished before the pool broke keep their result
         if outputs[i] is None and future.done() and not future.cancelled() and future.exception() is None:
             outputs[i] = future.result()
-    for i, job in enumerate(jobs):
-        if outputs[i] is None:
-            value, error = _call_alone(pool, "build", timeout_s, _build_job, *job)
-            outputs[i] = value or BuildOutput(None, None, 0, 0, error, 0.0)
-    return outputs
+    unfinished = [i for i in todo if outputs[i] is None]
+    return unfinished if window is None else unfinished[:window]
+
+
+def build_candidates(task: Task, schedules, *, executor=None, timeout_s: float = 10) -> list[BuildOutput]:
+    """Only the build phase of measure: every schedule built on the workers, one BuildOutput each, in order
+    (bench/build_rate.py times it)."""
+    return _build_all(_as_pool(executor), TaskSpec.of(task), list(schedules), timeout_s, {})
 
 
 # ---------------------------------------------------------------------------------------------- reference

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures as cf
+import concurrent.futures.process  # noqa: F401  (cf.process.EXTRA_QUEUED_CALLS)
 import math
 import multiprocessing
 import os
@@ -59,6 +60,16 @@ class WorkerPool:
         for f in futures:
             f.result()
 
+    @property
+    def started_at_once(self) -> int | None:
+        """At most how many of the unfinished jobs, the first ones in submission order, may have started while the
+        ones after them wait, None when unknown: a ProcessPoolExecutor hands jobs to its workers in submission order
+        through a queue of max_workers + EXTRA_QUEUED_CALLS, and each worker runs one; an executor from a caller's
+        factory may do otherwise."""
+        if self._factory != self._spawn_pool:
+            return None
+        return 2 * self.max_workers + getattr(cf.process, "EXTRA_QUEUED_CALLS", 1)
+
     def submit(self, fn, *args) -> cf.Future:
         return self.executor.submit(fn, *args)
 
@@ -100,6 +111,10 @@ class _FixedExecutor(WorkerPool):
 
     def restart(self, kill: bool = False) -> None:
         self.restarts += 1
+
+    @property
+    def started_at_once(self) -> int | None:
+        return None
 
 
 _DEFAULT_POOL: WorkerPool | None = None

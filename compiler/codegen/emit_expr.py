@@ -2,7 +2,7 @@
 -> LLVM values, scalar or <N x T> in a vector body. The semantics are compiler/codegen/llvm.py's (its module
 docstring); llvm.py's _FunctionEmitter subclasses ExprEmitter and provides the state used here: `b` (the
 IRBuilder), `env` (Var -> value), `lanes` (the vector width, None outside a vector body), the emission caches
-`_shared`, `_int_values` and `_free_vars`, and the methods `load(Load)` and `error(msg)`.
+`_shared`, `_int_values`, `_free_vars`, `_structures` and `_structure_numbers`, and the methods `load(Load)` and `error(msg)`.
 """
 from __future__ import annotations
 
@@ -130,7 +130,33 @@ class ExprEmitter:
             return None
         values = tuple(("c", self.env[v].constant) if isinstance(self.env[v], ir.Constant) and
                        isinstance(self.env[v].constant, int) else id(self.env[v]) for v in variables)
-        return (id(e), id(self.b.block), self.lanes, values)
+        return (self._structure(e), id(self.b.block), self.lanes, values)
+
+    def _structure(self, e) -> int:
+        """A number for e's structure, equal for structurally equal expressions (same kinds, operators, dtypes,
+        constants and variables), so that an index computed again in nodes of its own is emitted once per block;
+        memoized per node and computed bottom-up (hashing the frozen nodes would walk each subtree again)."""
+        memo, numbers = self._structures, self._structure_numbers
+        stack = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in memo:
+                continue
+            kids = (node.index,) if isinstance(node, Load) else te.expr_children(node)
+            if not ready:
+                stack.append((node, True))
+                stack.extend((k, False) for k in kids if id(k) not in memo)
+                continue
+            if isinstance(node, Var):
+                own = ("var", node.uid)
+            elif isinstance(node, Load):
+                own = ("load", id(node.buffer))
+            else:
+                own = (type(node).__name__, node.dtype, getattr(node, "op", None), getattr(node, "name", None),
+                       repr(node.value) if isinstance(node, (IntImm, FloatImm)) else None)  # repr: -0.0 != 0.0
+            key = (own, tuple(memo[id(k)][1] for k in kids))
+            memo[id(node)] = (node, numbers.setdefault(key, len(numbers)))
+        return memo[id(e)][1]
 
     def _variables(self, e):
         """The Vars of e in first-seen order, None if e reads memory; memoized per node and computed bottom-up

@@ -117,17 +117,27 @@ def _thread_pool_text(arch: str, features: str, triple: str) -> str:
     return str(module)
 
 
+def kernel_module_text(func: PrimFunc) -> str:
+    """The IR text of one kernel's module in the split build: the kernel, declaring the pool functions it calls."""
+    with gc_paused():
+        module = _empty_module(func.name)
+        emit_kernel(module, func)
+        return str(module)
+
+
+def thread_pool_module_text() -> str:
+    """The IR text of the thread pool's module (the same for every build on this target)."""
+    t = host_target()
+    return _thread_pool_text(_arch(), t["features"], t["triple"])
+
+
 def _split_module_texts(funcs: list, plan: ExecutorPlan | None):
     """The IR texts of the split build, made one at a time: a module per kernel (it declares the pool functions it
     calls), the thread pool, then the executor (it declares the kernels and the pool functions). Linked together
     they are the one module of build_ir_module: kernels and the pool's API are external symbols, every other
     function is internal to its module."""
     for f in funcs:
-        with gc_paused():
-            module = _empty_module(f.name)
-            emit_kernel(module, f)
-            text = str(module)
-        yield text
+        yield kernel_module_text(f)
     yield _thread_pool_text(_arch(), host_target()["features"], host_target()["triple"])
     if plan is not None:
         module = _empty_module("relayish_executor")
@@ -137,10 +147,10 @@ def _split_module_texts(funcs: list, plan: ExecutorPlan | None):
         yield str(module)
 
 
-def _compile_text_here(text: str, opt_level: int) -> bytes:
+def _compile_text_here(text: str, opt_level: int, phases: dict | None = None) -> bytes:
     _init_llvm()
     with _LLVM_LOCK:
-        return objworker.compile_text(text, host_target(), opt_level)
+        return objworker.compile_text(text, host_target(), opt_level, phases)
 
 
 MAX_REMEMBERED_OBJECTS = 512  # object codes kept by IR text (a few KB each; kernels of big models up to ~100 KB)
@@ -151,6 +161,27 @@ _OBJECTS_LOCK = threading.Lock()
 def _object_key(text: str, opt_level: int) -> tuple:
     t = host_target()
     return hashlib.sha256(text.encode()).hexdigest(), opt_level, t["triple"], t["cpu"], t["features"]
+
+
+def compile_ir_text(text: str, opt_level: int = 3, phases: dict | None = None) -> bytes:
+    """One module's IR text -> object code, compiled in this process unless remembered (by text, as emit_objects
+    remembers them). phases: seconds of parse_s / optimize_s / object_s are added to it, and 1 to "remembered"
+    when the text was compiled before."""
+    key = _object_key(text, opt_level)
+    with _OBJECTS_LOCK:
+        obj = _OBJECTS.get(key)
+        if obj is not None:
+            _OBJECTS.move_to_end(key)
+    if obj is not None:
+        if phases is not None:
+            phases["remembered"] = phases.get("remembered", 0) + 1
+        return obj
+    obj = _compile_text_here(text, opt_level, phases)
+    with _OBJECTS_LOCK:
+        _OBJECTS[key] = obj
+        while len(_OBJECTS) > MAX_REMEMBERED_OBJECTS:
+            _OBJECTS.popitem(last=False)
+    return obj
 
 
 def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int = 3, stats: dict | None = None,

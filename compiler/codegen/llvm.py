@@ -100,11 +100,15 @@ class _FunctionEmitter(ExprEmitter):
         self.lanes: int | None = None
         self.mask = None  # in a vector body under a lane-dependent condition: its <N x i1> (masked stores/loads)
         self.vec_var: Var | None = None
+        self.vec_start = None  # in a vector body: the scalar value of vec_var's lane 0
         self.lets: dict = {}  # let-bound Var -> its coefficient in vec_var (vector mode only)
-        # integer index arithmetic already emitted in the current block: (id(expr), block, values of its
-        # variables) -> value. A Winograd transform's unrolled body computes the same indices many times.
+        # integer index arithmetic already emitted in the current block: (structure of expr, block, values of its
+        # variables) -> value. A Winograd transform's unrolled body computes the same indices many times, each in
+        # nodes of its own (by id, (k // 14) was emitted 2,016 times in one candidate: 1.6 MB of IR, 9 s of LLVM).
         self._int_values: dict = {}
         self._free_vars: dict = {}  # id(expr) -> (expr, its variables); expr kept so the id stays its own
+        self._structures: dict = {}  # id(expr) -> (expr, its structure number: equal for equal expressions)
+        self._structure_numbers: dict = {}  # (kind, attributes, children's structure numbers) -> number
         # while one Store is emitted: id(expr) -> (expr, value). Its expression is straight-line code in one block
         # under one binding of the variables, so a node shared by several parents (the expressions are DAGs) is
         # emitted once; None outside a Store
@@ -231,11 +235,11 @@ class _FunctionEmitter(ExprEmitter):
     def vector_loop(self, s: For):
         n = s.extent.value
         start = self.expr(s.start)
-        self.lanes, self.vec_var, self.lets = n, s.var, {}
+        self.lanes, self.vec_var, self.lets, self.vec_start = n, s.var, {}, start
         self.env[s.var] = self.b.add(splat(self.b, start, n), self.k.lane_offsets(n), flags=("nsw",))
         self.stmt(s.body)
         del self.env[s.var]
-        self.lanes, self.vec_var, self.lets = None, None, {}
+        self.lanes, self.vec_var, self.lets, self.vec_start = None, None, {}, None
 
     def parallel_loop(self, s: For):
         """Outline the loop: closure = {buffers, free vars, start, extent}; run chunks on the thread pool."""
@@ -277,28 +281,43 @@ class _FunctionEmitter(ExprEmitter):
         em.finish()
         return fn
 
+    def lane0_index(self, index):
+        """The value of int expression `index` in lane 0 of the vector body, computed on scalars (vec_var bound to
+        its lane 0) rather than as a vector of lanes of which only the first is used: a contiguous access's
+        address. The vector form (splat, add, extract for each of thousands of unrolled accesses) was a third of
+        some candidates' IR, which LLVM then folded back."""
+        shared, vector = self._shared, self.env[self.vec_var]
+        self._shared, self.env[self.vec_var] = None, self.vec_start  # _shared holds values of the vector binding
+        try:
+            value = self.expr(index)
+        finally:
+            self._shared, self.env[self.vec_var] = shared, vector
+        return self.b.extract_element(value, I32(0)) if is_vector(value) else value  # (a vector let in it)
+
     def store(self, s: Store):
         ptr = self.buffer_ptr(s.buffer)
+        contiguous = self.lanes and self.k.coefficient(s.index, self.vec_var, self.lets) == 1
         self._shared = {}
         try:
             value = self.to_memory(self.expr(s.value), s.buffer)
-            index = self.expr(s.index)
+            index = self.lane0_index(s.index) if contiguous else self.expr(s.index)
         finally:
             self._shared = None
-        if not self.lanes or not is_vector(index):
-            if is_vector(value):  # every lane stores to one address: the last lane wins, as in serial order
-                value = self.b.extract_element(value, I32(self.lanes - 1))
-            self.b.store(value, self.addr(ptr, index))
-            return
-        value = splat(self.b, value, self.lanes)
-        if self.k.coefficient(s.index, self.vec_var, self.lets) == 1:
-            vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), value.type.as_pointer())
+        if contiguous:
+            value = splat(self.b, value, self.lanes)
+            vptr = self.b.bitcast(self.addr(ptr, index), value.type.as_pointer())
             if self.mask is not None:
                 align = I32(nbytes(value.type.element))
                 self.b.call(self.masked_intrinsic("store", value.type), [value, vptr, align, self.mask])
             else:
                 self.b.store(value, vptr, align=nbytes(value.type.element))
             return
+        if not self.lanes or not is_vector(index):
+            if is_vector(value):  # every lane stores to one address: the last lane wins, as in serial order
+                value = self.b.extract_element(value, I32(self.lanes - 1))
+            self.b.store(value, self.addr(ptr, index))
+            return
+        value = splat(self.b, value, self.lanes)
         for lane in range(self.lanes):  # scatter in lane order (= serial order)
             idx = self.b.extract_element(index, I32(lane))
             if self.mask is not None:
@@ -332,16 +351,19 @@ class _FunctionEmitter(ExprEmitter):
 
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
-        index = self.expr(e.index)
-        if not is_vector(index):
-            return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
-        coeff = self.k.coefficient(e.index, self.vec_var, self.lets)
+        coeff = self.k.coefficient(e.index, self.vec_var, self.lets) if self.lanes else None
+        if coeff in (0, 1):  # one address (lane 0's) for every lane, or the first of contiguous lanes
+            index = self.lane0_index(e.index)
+        else:
+            index = self.expr(e.index)
+            if not is_vector(index):
+                return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
         if coeff == 0:
-            return self.from_memory(self.b.load(self.addr(ptr, self.b.extract_element(index, I32(0)))), e.buffer)
+            return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
         elem = memory_type(e.buffer.dtype)
         vty = ir.VectorType(elem, self.lanes)
         if coeff == 1:  # contiguous: one vector load
-            vptr = self.b.bitcast(self.addr(ptr, self.b.extract_element(index, I32(0))), vty.as_pointer())
+            vptr = self.b.bitcast(self.addr(ptr, index), vty.as_pointer())
             if self.mask is not None:  # the lanes past a tail read nothing (they may lie past the buffer's end)
                 return self.from_memory(self.b.call(self.masked_intrinsic("load", vty), [
                     vptr, I32(nbytes(elem)), self.mask, ir.Constant(vty, None)]), e.buffer)
