@@ -137,16 +137,7 @@ class ExprEmitter:
         constants and variables), so that an index computed again in nodes of its own is emitted once per block;
         memoized per node and computed bottom-up (hashing the frozen nodes would walk each subtree again)."""
         memo, numbers = self._structures, self._structure_numbers
-        stack = [(e, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in memo:
-                continue
-            kids = (node.index,) if isinstance(node, Load) else te.expr_children(node)
-            if not ready:
-                stack.append((node, True))
-                stack.extend((k, False) for k in kids if id(k) not in memo)
-                continue
+        for node, kids in _unmemoized_bottom_up(e, memo):
             if isinstance(node, Var):
                 own = ("var", node.uid)
             elif isinstance(node, Load):
@@ -163,16 +154,7 @@ class ExprEmitter:
         from the children's (an index expression of an unrolled tile has thousands of nested nodes that share
         subterms: walking each node's whole subtree again was a tenth of a kernel's IR emission)."""
         memo = self._free_vars
-        stack = [(e, False)]
-        while stack:
-            node, ready = stack.pop()
-            if id(node) in memo:
-                continue
-            kids = (node.index,) if isinstance(node, Load) else te.expr_children(node)
-            if not ready:
-                stack.append((node, True))
-                stack.extend((k, False) for k in kids if id(k) not in memo)
-                continue
+        for node, kids in _unmemoized_bottom_up(e, memo):
             if isinstance(node, Load):
                 found = None
             elif isinstance(node, Var):
@@ -327,3 +309,20 @@ def _bitwise(bl: ir.IRBuilder, op: str, a, b, unsigned: bool):
         return bl.ashr(a, bl.select(outside, const(a.type, bits - 1), b))
     shifted = bl.shl(a, b) if op == "<<" else bl.lshr(a, b)
     return bl.select(outside, const(a.type, 0), shifted)
+
+
+def _unmemoized_bottom_up(e, memo: dict):
+    """(node, children) for every node of e whose id is not in `memo`, children before their parents (a Load's
+    child is its index), each once: the caller stores memo[id(node)] from its children's entries before the next
+    is yielded. Iterative, as index expressions of unrolled tiles nest thousands deep."""
+    stack = [(e, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        kids = (node.index,) if isinstance(node, Load) else te.expr_children(node)
+        if not ready:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        yield node, kids
