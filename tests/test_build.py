@@ -8,32 +8,17 @@ import pytest
 from compiler.default_schedule import default_schedule
 from compiler.lower import lower
 from compiler.schedule import Annotate, Reorder, Schedule, Split
-from compiler.task import build_task
-from relayish.expr import Attrs, Function, TensorType, Var, call
 from tuning import build as candidate_build
 from tuning import measure as m
 from tuning.pool import WorkerPool
+
+from test_measure import conv_task, pool  # noqa: F401  (the fixtures test_measure.py's tests use too)
 
 
 @pytest.fixture(autouse=True)
 def fresh_driver_builds(monkeypatch):
     """Each test starts with nothing built in this process (and leaves nothing for the next test files)."""
     monkeypatch.setattr(candidate_build, "_BUILDS", type(candidate_build._BUILDS)())
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(max_workers=2) as p:
-        yield p
-
-
-@pytest.fixture(scope="module")
-def conv_task():
-    x = Var("x", TensorType((1, 8, 10, 10)))
-    w = Var("w", TensorType((16, 8, 3, 3)))
-    b = Var("b", TensorType((1, 16, 1, 1)))
-    y = call("nn.relu", call("add", call("nn.conv2d", x, w, padding=(1, 1, 1, 1)), b))
-    return build_task(Function((x, w, b), y, Attrs(Primitive=1)))
 
 
 def _identity_reorder(task) -> Schedule:
