@@ -37,7 +37,7 @@ from runtime.timing import BLOCK_RUNS, describe_timing
 
 from .compare import compare_with_onnxruntime, make_ort_session, run_onnxruntime
 from .report import command_line, provenance
-from .suite import _paired, input_shapes, make_openvino
+from .suite import _paired, input_shapes, openvino_engines, timing_fields
 
 INT8_SUITE = ("resnet18_int8", "mobilenet_v2_int8", "resnet18_int8_dynamic", "gpt_int8_dynamic")
 WILD_INT8 = ("ddddocr_int8",)
@@ -106,20 +106,10 @@ def bench_int8_model(path: str, threads: int, repeat: int, warmup: int, block: i
     float_path = os.path.join(os.path.dirname(path), f"{twin}.onnx") if twin else None
     row.update(accuracy(module, path, float_path if float_path and os.path.isfile(float_path) else None, seeds,
                         threads))
-    extra = []
-    try:
-        openvino = make_openvino(path, threads, shapes)
-        if openvino is not None:
-            extra.append(("openvino", openvino))
-    except Exception as e:  # noqa: BLE001 - OpenVINO refusing a model is reported, the others still run
-        row["openvino_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    extra = openvino_engines(path, threads, shapes, row)
     result = compare_with_onnxruntime(module, path, inputs=seeded_inputs(module, 0), threads=threads, repeat=repeat,
                                       warmup=warmup, block=block, extra_engines=extra, tolerance=INT8_TOLERANCE)
-    row.update(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"],
-               paired=result["paired"]["ours"])
-    if "openvino" in result:
-        row.update(openvino=result["openvino"], openvino_paired=result["paired"]["openvino"],
-                   openvino_ratio=result["openvino"]["median_ms"] / result["onnxruntime"]["median_ms"])
+    row.update(timing_fields(result))
     return row
 
 

@@ -58,24 +58,35 @@ def bench_model(path: str, threads: int, repeat: int, warmup: int, block: int,
     except Exception as e:  # noqa: BLE001 - one model's failure is that row's result, not the end of the suite
         row["error"] = f"compile: {type(e).__name__}: {str(e).splitlines()[0]}"
         return row
-    extra = []
-    try:
-        openvino = make_openvino(path, threads, input_shapes)
-        if openvino is not None:
-            extra.append(("openvino", openvino))
-    except Exception as e:  # noqa: BLE001 - OpenVINO refusing a model is reported, the others still run
-        row["openvino_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    extra = openvino_engines(path, threads, input_shapes, row)
     result = compare_with_onnxruntime(module, path, threads=threads, repeat=repeat, warmup=warmup, block=block,
                                       extra_engines=extra)
     row["max_rel_error"] = max(e["max_rel"] for e in result["outputs"].values())
     row["agree"] = all(e["passed"] for e in result["outputs"].values())
-    row.update(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"],
-               paired=result["paired"]["ours"])
-    if "openvino" in result:
-        row["openvino"] = result["openvino"]
-        row["openvino_ratio"] = result["openvino"]["median_ms"] / result["onnxruntime"]["median_ms"]
-        row["openvino_paired"] = result["paired"]["openvino"]
+    row.update(timing_fields(result))
     return row
+
+
+def openvino_engines(path: str, threads: int, input_shapes, row: dict) -> list:
+    """[("openvino", engine)] for compare_with_onnxruntime's extra_engines, [] without OpenVINO; OpenVINO refusing
+    the model is written to row["openvino_error"] (the other engines still run)."""
+    try:
+        openvino = make_openvino(path, threads, input_shapes)
+    except Exception as e:  # noqa: BLE001 - reported in the row
+        row["openvino_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        return []
+    return [] if openvino is None else [("openvino", openvino)]
+
+
+def timing_fields(result: dict) -> dict:
+    """A row's timings from compare_with_onnxruntime's result: each engine's, the ratios to onnxruntime (of the
+    medians, and paired round by round)."""
+    fields = dict(relayish=result["ours"], onnxruntime=result["onnxruntime"], ratio=result["ratio"],
+                  paired=result["paired"]["ours"])
+    if "openvino" in result:
+        fields.update(openvino=result["openvino"], openvino_paired=result["paired"]["openvino"],
+                      openvino_ratio=result["openvino"]["median_ms"] / result["onnxruntime"]["median_ms"])
+    return fields
 
 
 def format_table(rows: list[dict]) -> str:
