@@ -34,12 +34,11 @@ from .flat_schedule import flat_lane, flat_tail
 from .matmul_schedule import schedule_matmul, streams_weight
 from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
-from .row_schedule import schedule_fused_rows
+from .row_schedule import MIN_PARALLEL_ELEMENTS, schedule_fused_rows
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 from .transpose_schedule import tile_loops, transpose_tile
 
-MIN_PARALLEL_ELEMENTS = 2048  # below this, fork/join costs more than it saves
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
 # Register tiles of reductions: their accumulator budgets follow the target's register file

@@ -83,7 +83,7 @@ def test_a_sum_over_every_axis_runs_in_parallel_vectors():
 
 
 @pytest.mark.parametrize("op, shape", [("Softmax", (550, 728)), ("Softmax", (31, 12858)), ("LogSoftmax", (16, 1000)),
-                                       ("Softmax", (2, 4, 3, 130)), ("LayerNormalization", (64, 769))])
+                                       ("Softmax", (2, 8, 4, 130)), ("LayerNormalization", (64, 769))])
 def test_rows_computed_row_by_row_three_ways(op, shape):
     """Enough rows (compiler/row_schedule.py): one parallel loop over the rows, every stage of a row computed at
     it into a buffer of one row, partials in groups of vectors."""

@@ -4,7 +4,7 @@
 
 A model of ~100 small kernels (MobileNet-class) must not lose its time between kernels. The measure: chains of N
 Relu ops built in memory, compiled with opt_level=0 so that every op is its own kernel (nothing fuses), for N = 1
-and N = --chain, at two sizes: "tiny" (64 floats, a serial kernel) and "small" (1x64x8x8: the default schedule
+and N = --chain, at two sizes: "tiny" (64 floats, a serial kernel) and "small" (1x64x16x16: the default schedule
 runs it as a parallel loop on the thread pool; `parallel_kernels` checks both in the loop IR). The cost of one
 kernel is (t(N) - t(1)) / (N - 1): the kernel's own work plus its dispatch, the executor's call and, for the
 parallel size, one fork/join of the pool. onnxruntime runs the same chains (same threads, same inputs; its
@@ -38,7 +38,7 @@ from runtime.timing import BLOCK_RUNS, IDLE_GAP_S, Engine, describe_timing, time
 
 from .compare import make_ort_session
 
-SIZES = {"tiny": (1, 64), "small": (1, 64, 8, 8)}  # a serial kernel; a parallel one (checked by parallel_kernels)
+SIZES = {"tiny": (1, 64), "small": (1, 64, 16, 16)}  # a serial kernel; a parallel one (checked by parallel_kernels)
 CHAIN = 101
 OP = "Relu"
 CALLS = 10  # back-to-back calls per sample (a sample is their median)
