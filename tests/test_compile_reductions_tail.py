@@ -82,6 +82,32 @@ def test_reductions_three_way(case):
     check(model, reduction_feeds(op, inputs, np.random.default_rng(0)))
 
 
+SPLIT_CASES = [  # a trailing run of reduced axes and others: rows first, then the rest (reduce._rows_then_rest)
+    ("ReduceMax", (1, 96, 12, 40), [1, 3], 1),
+    ("ReduceMean", (2, 48, 5, 37), [1, 3], 0),
+    ("ReduceSum", (3, 20, 6, 33), [0, 2, 3], 1),
+    ("ReduceMin", (4, 7, 130), [0, 2], 0),
+]
+
+
+@pytest.mark.parametrize("op, shape, axes, keepdims", SPLIT_CASES, ids=[f"{c[0]}-{c[2]}" for c in SPLIT_CASES])
+def test_reductions_over_rows_and_other_axes_three_way(op, shape, axes, keepdims):
+    from compiler.passes import PassContext, run_pipeline
+    from compiler.task import extract_tasks
+    model = typed_model(op, {"x": (shape, F)}, {"axes": axes, "keepdims": keepdims}, 11, {}, 1)
+    check(model, reduction_feeds(op, {"x": (shape, F)}, np.random.default_rng(1)))
+    stages = [st.op.name for t in extract_tasks(run_pipeline(from_onnx(model), PassContext()))
+              for st in t.initial_state().stages]
+    assert any(name.endswith("_rows_lanes") for name in stages) and any("_rest" in n for n in stages), stages
+
+
+@pytest.mark.parametrize("shape", [(1, 797, 6, 6), (2, 64, 40, 40)], ids=str)
+def test_whole_tensor_max_three_way(shape):
+    # short rows (797 of 36) reduce as one row; long ones (128 of 1,600) as rows in parallel, then the rows
+    model = typed_model("ReduceMax", {"x": (shape, F)}, {"keepdims": 0}, 13, {}, 1)
+    check(model, reduction_feeds("ReduceMax", {"x": (shape, F)}, np.random.default_rng(2)))
+
+
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceProd", "ReduceL2", "ReduceLogSumExp"])
 def test_reducing_a_scalar_is_the_scalar_every_run(op):
     # a reduction over no axes once kept no reduction loop, so its accumulator was never reset between runs
