@@ -144,6 +144,19 @@ def test_three_way(case):
     three_way(typed_model(*case), feeds_for(case[1], np.random.default_rng(0), ints=None))
 
 
+@pytest.mark.parametrize("op, shape, attrs", [
+    ("MaxPool", (1, 5, 1, 1), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("AveragePool", (1, 5, 1, 1), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("AveragePool", (1, 3, 3, 7), {"kernel_shape": [4, 3], "strides": [2, 2], "pads": [0, 1, 0, 0]}),
+    ("MaxPool", (1, 4, 5), {"kernel_shape": [6], "strides": [3]}),
+], ids=str)
+def test_a_window_past_its_padded_input_is_clipped_as_onnxruntime_does(op, shape, attrs):
+    # onnxruntime and onnx's shape inference give one output per such axis (onnx's reference, none)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    result = three_way(typed_model(op, {"x": (shape, F)}, attrs, 11, {}), {"x": x})
+    assert all(d >= 1 for d in result.compiled[0].shape[2:])
+
+
 @pytest.mark.parametrize("op,inputs,attrs,consts,message", [
     ("Conv", {"x": ((1, 2, 3, 4, 5, 6), F)}, {}, {"w": w(1, 2, 1, 1, 1, 1)}, "takes a 3-D .* or 5-D"),
     ("Conv", {"x": ((1, 2, 8), F)}, {}, {"w": w(1, 2, 3, 3)}, "does not match a 1-D convolution"),

@@ -77,19 +77,33 @@ def conv2d(x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_s
     return binary("add", y, reshape(b, (shape_of(b)[0], 1, 1)))
 
 
+def _overhanging_window(x, kernel_shape, window: dict) -> dict:
+    """A window larger than its padded input (a 2x2 / 2 pool of a 1x1 map) as onnxruntime and onnx's shape
+    inference take it: one output, the window clipped to the input (its trailing padding extended to the window
+    and, as all padding, outside every max and average); onnx's reference implementation gives no output."""
+    padding = list(window["padding"])
+    for axis, (size, k, s, d) in enumerate(zip(shape_of(x)[2:], kernel_shape, window["strides"], window["dilation"])):
+        short = (k - 1) * d + 1 - (size + padding[axis] + padding[axis + 2])
+        if 0 < short < s:
+            padding[axis + 2] += short
+    return dict(window, padding=tuple(padding))
+
+
 def max_pool2d(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None, storage_order=0,
                strides=None):
     _expect_spatial_2d(x, "MaxPool")
-    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=flag(ceil_mode, "ceil_mode"),
-                **window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads))
+    window = _overhanging_window(x, kernel_shape, window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads))
+    return call("nn.max_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=flag(ceil_mode, "ceil_mode"), **window)
 
 
 def avg_pool2d(x, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                pads=None, strides=None):
     _expect_spatial_2d(x, "AveragePool")
+    window = window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads)
+    if not flag(count_include_pad, "count_include_pad"):  # (counted, the extension would change the divisor)
+        window = _overhanging_window(x, kernel_shape, window)
     return call("nn.avg_pool2d", x, pool_size=tuple(kernel_shape), ceil_mode=flag(ceil_mode, "ceil_mode"),
-                count_include_pad=flag(count_include_pad, "count_include_pad"),
-                **window_attrs(x, kernel_shape, strides, dilations, auto_pad, pads))
+                count_include_pad=flag(count_include_pad, "count_include_pad"), **window)
 
 
 def global_avg_pool2d(x):
