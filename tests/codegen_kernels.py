@@ -50,6 +50,15 @@ def k_gather(m=5, n=16):
     return L.PrimFunc("gather", [A, C], loop(i, m, loop(j, n, body, "vectorize")))
 
 
+def k_every_other(m=3, n=16):
+    """C[i, j] = A[2j + i]: a stride-2 vector load (two contiguous loads and a shuffle); A ends at the last lane's
+    element of the last row, so a load past it would read outside the buffer."""
+    A, C = buf("A", 2 * (n - 1) + m), buf("C", m * n)
+    i, j = te.Var("i"), te.Var("j")
+    body = L.Store(C, i * n + j, L.Load(A, j * 2 + i))
+    return L.PrimFunc("every_other", [A, C], loop(i, m, loop(j, n, body, "vectorize")))
+
+
 def k_scatter(n=16):
     """C[(v * 7) % 16] = A[v] (non-affine store) and C2[2v] = -A[v] (strided store)."""
     A, C, C2 = buf("A", n), buf("C", n), buf("C2", 2 * n)
@@ -245,7 +254,7 @@ def k_parallel_increment() -> L.PrimFunc:
 
 
 def all_kernels():
-    return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
+    return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_every_other(), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
             + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]

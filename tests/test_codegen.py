@@ -15,7 +15,7 @@ from relayish import te
 from relayish.intrinsics import INTRINSICS
 
 from codegen_helpers import buf, loop, rand, seq
-from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum, k_ew,
+from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum, k_every_other, k_ew,
                              k_ew_tail, k_intrinsic, k_matmul, k_rowsum, k_uniform_if)
 
 
@@ -95,6 +95,14 @@ def test_strided_and_gather_loads(lib):
     j = np.arange(16)
     expected = a.reshape(16, 5).T + a[(j * 5) % 17][None, :]
     np.testing.assert_allclose(c, expected, rtol=1e-6)
+
+
+def test_stride_two_loads(lib):
+    a = rand(33, seed=8)
+    c = lib.call("every_other", a, np.zeros(48, np.float32))[1].reshape(3, 16)
+    np.testing.assert_array_equal(c, np.stack([a[i:i + 32:2] for i in range(3)]))
+    ir = emit_llvm_ir([k_every_other()])
+    assert "shufflevector" in ir and ir.count("load <16 x float>") == 2, "stride-2 loads must not be scalar gathers"
 
 
 def test_scatter_stores(lib):

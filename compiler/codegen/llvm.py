@@ -349,6 +349,18 @@ class _FunctionEmitter(ExprEmitter):
     def from_memory(self, value, buf):
         return from_memory(self.b, value, buf.dtype)
 
+    def every_other(self, ptr, start, vty: ir.VectorType):
+        """Lanes start, start + 2, ..., start + 2 (N - 1) of ptr (a stride-2 row, as a schedule that vectorizes the
+        columns of an NCHW strided convolution reads it): two contiguous loads, of [start, start + N) and of
+        [start + N - 1, start + 2N - 1), which end at the last lane's element (never past it), and one shuffle of
+        their even and odd positions (vpermt2ps on AVX-512), instead of N scalar loads and inserts."""
+        n = vty.count
+        low = self.b.load(self.b.bitcast(self.addr(ptr, start), vty.as_pointer()), align=nbytes(vty.element))
+        high_start = self.b.add(start, ir.Constant(start.type, n - 1))
+        high = self.b.load(self.b.bitcast(self.addr(ptr, high_start), vty.as_pointer()), align=nbytes(vty.element))
+        picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
+        return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
+
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
         coeff = self.k.coefficient(e.index, self.vec_var, self.lets) if self.lanes else None
@@ -368,13 +380,19 @@ class _FunctionEmitter(ExprEmitter):
                 return self.from_memory(self.b.call(self.masked_intrinsic("load", vty), [
                     vptr, I32(nbytes(elem)), self.mask, ir.Constant(vty, None)]), e.buffer)
             return self.from_memory(self.b.load(vptr, align=nbytes(elem)), e.buffer)
+        if coeff == 2 and self.mask is None and self.lanes >= 4:
+            return self.from_memory(self.every_other(ptr, self.lane0_index(e.index), vty), e.buffer)
         if self.mask is not None:  # a masked-off lane reads element 0 (always there) instead of its own index
             index = self.b.select(self.mask, index, ir.Constant(index.type, None))
-        vec = ir.Constant(vty, ir.Undefined)  # strided or irregular: gather by scalar loads
-        for lane in range(self.lanes):
+        return self.from_memory(self.gather(ptr, index, vty), e.buffer)
+
+    def gather(self, ptr, index, vty: ir.VectorType):
+        """Lane i reads element index[i]: scalar loads inserted one by one."""
+        vec = ir.Constant(vty, ir.Undefined)
+        for lane in range(vty.count):
             x = self.b.load(self.addr(ptr, self.b.extract_element(index, I32(lane))))
             vec = self.b.insert_element(vec, x, I32(lane))
-        return self.from_memory(vec, e.buffer)
+        return vec
 
 
 def _outline_task(kernel: _Kernel, chunk: ir.Function, types: list) -> ir.Function:
