@@ -83,6 +83,60 @@ def coefficient(e: PrimExpr, var: Var, lets: dict | None = None) -> int | None:
     return total
 
 
+def unclamped(e: PrimExpr, var: Var) -> tuple[PrimExpr, list]:
+    """e without the clamps that involve var: each max(x, c) or min(x, c) with a constant c, reached through +, -
+    and *, becomes x, and `limits` gets (x, c, is_lower): e equals the stripped expression wherever every x >= c
+    (a max) or x <= c (a min) holds. A padded window's read x[min(max(2 * l + rx - 1, 0), W - 1)] is affine in l
+    once stripped (codegen's padded_read)."""
+    limits: list = []
+
+    def strip(x):
+        if isinstance(x, BinOp) and x.op in ("max", "min"):
+            a, c = (x.a, x.b) if isinstance(x.b, IntImm) else (x.b, x.a) if isinstance(x.a, IntImm) else (None, None)
+            if a is not None and var in variables(a):
+                inner = strip(a)
+                limits.append((inner, c.value, x.op == "max"))
+                return inner
+            return x
+        if isinstance(x, BinOp) and x.op in ("+", "-", "*"):
+            a, b = strip(x.a), strip(x.b)
+            return x if a is x.a and b is x.b else BinOp(x.op, a, b)
+        return x
+
+    return strip(e), limits
+
+
+def implies_limits(cond: PrimExpr, limits: list) -> bool:
+    """Whether cond (a conjunction) implies every (x, c, is_lower) of `limits` (x >= c, or x <= c): each by one of
+    its comparisons k <= e, e < k (and the mirrored forms) with e - x a constant. A padded window's guard 1 <= 2 *
+    l + rx < W + 1 implies 0 <= 2 * l + rx - 1 <= W - 1, the clamps of its read."""
+    terms = list(cond.args) if isinstance(cond, te.Logic) and cond.op == "and" else [cond]
+    bounds = []  # (form of e, lowest or None, highest or None) that cond implies
+    for t in terms:
+        if not isinstance(t, te.Cmp) or t.op not in ("<", "<=", ">", ">="):
+            continue
+        a, b, op = t.a, t.b, t.op
+        if op in (">", ">="):
+            a, b, op = b, a, "<" if op == ">" else "<="
+        slack = 1 if op == "<" else 0  # a op b: a <= b - slack
+        if isinstance(a, IntImm):  # k <= b - ... : b >= k + slack
+            bounds.append((affine_form(b), a.value + slack, None))
+        elif isinstance(b, IntImm):  # a <= k - slack
+            bounds.append((affine_form(a), None, b.value - slack))
+    for x, c, is_lower in limits:
+        fx = affine_form(x)
+        ok = False
+        for fe, lo, hi in bounds:
+            d = add_forms(fe, fx, -1)
+            if set(d) <= {1}:  # e = x + d
+                shift = d.get(1, 0)
+                ok = ok or (lo is not None and is_lower and lo - shift >= c) or \
+                    (hi is not None and not is_lower and hi - shift <= c)
+        if not ok:
+            return False
+    return True
+
+
 def slope(e: PrimExpr, var: Var) -> float:
     """How much e moves when var steps by one, ignoring wrap-around and clamping: a stride estimate for the cost
     model. Through +, - and constant factors it is exact (the coefficient); v // c moves 1/c per step of v, v % c

@@ -29,7 +29,7 @@ from relayish import te
 from relayish.op import stage_tag_traits
 from relayish.ops.rows import ROW_TAG
 
-from .arith import coefficient, simplify, variables
+from .arith import coefficient, simplify, unclamped, variables
 from .flat_schedule import flat_lane, flat_tail
 from .matmul_schedule import schedule_matmul, streams_weight
 from .recurrent_schedule import schedule_recurrent
@@ -352,8 +352,12 @@ def _lane_factor(st: Stage, extent: int, vw: int) -> int:
     than in quarter vectors of 4, Zen 4), else a half vector (a batch-1 dense of 22 units reads its weight packed
     in blocks of 8: 3 vectors of 8, the last masked, ran 8x faster than 22 scalar reductions), else a quarter
     vector that divides it and reads contiguously; 0 when no width narrower than the axis gives contiguous reads
-    or the axis is too narrow to pay off."""
-    if extent <= MAX_VECTOR and extent >= 4 and contiguous_last(st, extent):
+    or the axis is too narrow to pay off. A pool's row is one vector only if that is one register: its padded
+    reads are masked loads, which LLVM runs element by element in a vector of 20 or 25 lanes (an NCHW 3x3 / 2
+    max pool of 768 x 39 x 39 took 3x onnxruntime's time in 20 lanes), and whose masks of 32 lanes cost more
+    than two vectors of 16 (1,447 x 64 x 64: 1.3 against 1.0 ms)."""
+    whole = extent <= vw and extent & (extent - 1) == 0  # (a pool's masked loads: one whole register)
+    if extent <= MAX_VECTOR and extent >= 4 and (whole or st.op.tag != "pool") and contiguous_last(st, extent):
         return extent
     widths = [b for b in (vw, vw // 2) if b >= 4 and extent % b == 0] + [vw, vw // 2] + \
         [b for b in (vw // 4,) if b >= 4 and extent % b == 0]
@@ -456,10 +460,13 @@ def _fused_name(names):
 
 def contiguous_last(st: Stage, lane: int) -> bool:
     """True if, once the last output axis is split by `lane`, the inner part indexes only the last dimension
-    of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads)."""
+    of every tensor the stage reads, with coefficient 1 (so vectorizing it gives contiguous or broadcast loads), or
+    in a pool 1 or 2 once the clamps of its padding are set aside (an NCHW row read with stride 2 is two vector
+    loads and a shuffle; its padding, masked lanes)."""
     if not st.op.axes:
         return False
     ax = st.op.axes[-1]
+    pool = st.op.tag == "pool"
     outer, inner = te.Var("outer"), te.Var("inner")
     split = outer * lane + inner if ax.extent > lane else inner
     ranges = {outer: -(-ax.extent // lane), inner: lane}
@@ -467,7 +474,9 @@ def contiguous_last(st: Stage, lane: int) -> bool:
     indices = {(idx, d == len(r.indices) - 1) for r in _reads(st.op) for d, idx in enumerate(r.indices)}
     for idx, last in indices:
         idx = simplify(te.substitute_vars(idx, {ax.var: split}), ranges)
-        if inner in variables(idx) and (not last or coefficient(idx, inner) != 1):
+        if pool:  # a padded row's clamps: codegen reads it as masked vectors (llvm.padded_read)
+            idx = unclamped(idx, inner)[0]
+        if inner in variables(idx) and (not last or coefficient(idx, inner) not in ((1, 2) if pool else (1,))):
             return all(_contiguous_flat(r, ax.var, split, inner, ranges) for r in _reads(st.op))
     return True
 

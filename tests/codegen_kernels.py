@@ -59,6 +59,19 @@ def k_every_other(m=3, n=16):
     return L.PrimFunc("every_other", [A, C], loop(i, m, loop(j, n, body, "vectorize")))
 
 
+def k_padded_read(w=37, n=20, step=2, edge=0):
+    """C[r, j] = A[min(max(step * j + r - 1, 0), w - 1)] if 0 <= step * j + r - 1 < w + edge else -1 (r < 3): a
+    padded window's read, its clamps only a guard (masked vector loads); the last lanes of row 2 run past the
+    end. With edge > 0 the lanes up to `edge` past the end take the last element (the clamp matters there)."""
+    A, C = buf("A", w), buf("C", 3 * n)
+    r, j = te.Var("r"), te.Var("j")
+    x = j * step + r - 1
+    inside = te.all_of(te.Cmp("<=", te.as_expr(0), x), te.Cmp("<", x, te.as_expr(w + edge)))
+    read = L.Load(A, te.min_(te.max_(x, te.as_expr(0)), te.as_expr(w - 1)))
+    body = L.Store(C, r * n + j, te.Select(inside, read, te.as_expr(-1.0, "float32")))
+    return L.PrimFunc(f"padded_read{step}_{edge}", [A, C], loop(r, 3, loop(j, n, body, "vectorize")))
+
+
 def k_scatter(n=16):
     """C[(v * 7) % 16] = A[v] (non-affine store) and C2[2v] = -A[v] (strided store)."""
     A, C, C2 = buf("A", n), buf("C", n), buf("C2", 2 * n)
@@ -254,7 +267,7 @@ def k_parallel_increment() -> L.PrimFunc:
 
 
 def all_kernels():
-    return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_every_other(), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
+    return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_every_other(), k_padded_read(step=1), k_padded_read(step=2), k_padded_read(step=2, edge=3), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
             + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]

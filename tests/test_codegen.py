@@ -15,8 +15,9 @@ from relayish import te
 from relayish.intrinsics import INTRINSICS
 
 from codegen_helpers import buf, loop, rand, seq
-from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum, k_every_other, k_ew,
-                             k_ew_tail, k_intrinsic, k_matmul, k_rowsum, k_uniform_if)
+from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum,
+                             k_every_other, k_ew, k_ew_tail, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
+                             k_uniform_if)
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +104,17 @@ def test_stride_two_loads(lib):
     np.testing.assert_array_equal(c, np.stack([a[i:i + 32:2] for i in range(3)]))
     ir = emit_llvm_ir([k_every_other()])
     assert "shufflevector" in ir and ir.count("load <16 x float>") == 2, "stride-2 loads must not be scalar gathers"
+
+
+@pytest.mark.parametrize("step, edge", [(1, 0), (2, 0), (2, 3)])
+def test_padded_reads_are_masked_vector_loads(lib, step, edge):
+    # edge 3: lanes past the end that the select keeps read the clamped last element (the gathering branch)
+    a = rand(37, seed=9)
+    c = lib.call(f"padded_read{step}_{edge}", a, np.zeros(60, np.float32))[1].reshape(3, 20)
+    x = step * np.arange(20)[None, :] + np.arange(3)[:, None] - 1
+    np.testing.assert_array_equal(c, np.where((x >= 0) & (x < 37 + edge), a[np.clip(x, 0, 36)], -1.0))
+    ir = emit_llvm_ir([k_padded_read(step=step, edge=edge)])
+    assert "llvm.masked.load" in ir, "a padded read must load whole vectors, masked"
 
 
 def test_scatter_stores(lib):

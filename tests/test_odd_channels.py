@@ -313,3 +313,21 @@ def test_an_fpn_neck_stays_blocked():
     assert summary["ops"]["nn.concat_blocked"] == 1 and "concatenate" not in summary["ops"]
     three_way_random(model)
     three_way_random(model, layout="NCHW")
+
+
+@pytest.mark.parametrize("op, attrs, channels, size", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 247, 33),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, 170, 40),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, 256, 32),
+], ids=["max-3x3s2-pad", "avg-3x3s2-pad", "max-2x2s2"])
+def test_a_strided_pool_of_a_graph_input_stays_nchw(op, attrs, channels, size):
+    """A pool of a graph input of 1 MiB or more with stride 2 along its rows runs in NCHW (channel_maps.
+    is_window_pool), no layout transform in or out: stride-2 rows are two vector loads and a shuffle, padding
+    masked lanes. (A smaller input is blocked: test_models and the conformance cases run that path.)"""
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "pool", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, channels, size, size])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = with_output_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    summary = summarize(fused(model))
+    assert not summary["layout_transforms"], summary["layout_transforms"]
+    three_way_random(model)

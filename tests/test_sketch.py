@@ -194,12 +194,38 @@ def test_row_stages_sketch_inlines_stages_read_once_and_keeps_the_rest_as_simple
     assert sks[prog.sketch_id] is whole
 
 
-def test_an_nchw_pool_runs_its_window_outside_its_row_and_the_space_contains_that():
-    """A max pool whose row is not a vector (NCHW, stride 2) updates a row of accumulators per window step
-    (default_schedule.window_outside); the sketches offer that form, and it computes the pool."""
-    x = te.placeholder((1, 4, 9, 9), name="x")
+@pytest.mark.parametrize("pad", [0, 1])
+def test_an_nchw_pool_of_stride_two_is_vectorized_along_its_row(pad):
+    """Stride-2 rows (and their padding's clamps) are vectors: default_schedule.contiguous_last accepts a pool's
+    read at stride 2 once its clamps are set aside (codegen: every_other, padded_read)."""
+    x = te.placeholder((1, 4, 33, 33), name="x")
     ry, rx = te.reduce_axis(3, "ry"), te.reduce_axis(3, "rx")
-    pool = te.compute((1, 4, 4, 4), lambda n, c, y, w: te.max_reduce(x[n, c, y * 2 + ry, w * 2 + rx], (ry, rx)),
+
+    def at(i):  # the padded coordinate i - pad, clamped into the row, as the pool's inlined padding reads it
+        return te.min_(te.max_(i - pad, te.as_expr(0)), te.as_expr(32))
+    size = 16 + pad
+    pool = te.compute((1, 4, size, size), lambda n, c, y, w: te.max_reduce(
+        x[n, c, at(y * 2 + ry), at(w * 2 + rx)], (ry, rx)), name="pool", tag="pool")
+    task = Task("pool", "pool", None, [x], [pool], 1.0)
+    state = task.initial_state()
+    schedule = default_schedule(state, 16)
+    assert any(getattr(step, "annotation", None) == "vectorize" and step.stage == "pool.local"
+               for step in schedule.steps), schedule.steps
+    data = np.random.default_rng(0).standard_normal((1, 4, 33, 33)).astype(np.float32)
+    got = np.zeros((1, 4, size, size), np.float32)
+    run_primfunc(lower(schedule.apply(state), "k"), [data, got])
+    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)), mode="edge")
+    want = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(-1, -2))
+    np.testing.assert_array_equal(got, want[:, :, :size, :size])
+
+
+def test_an_nchw_pool_runs_its_window_outside_its_row_and_the_space_contains_that():
+    """A max pool whose row is not a vector (NCHW, stride 3: stride 2 rows are vectors, two loads and a shuffle)
+    updates a row of accumulators per window step
+    (default_schedule.window_outside); the sketches offer that form, and it computes the pool."""
+    x = te.placeholder((1, 4, 12, 12), name="x")
+    ry, rx = te.reduce_axis(3, "ry"), te.reduce_axis(3, "rx")
+    pool = te.compute((1, 4, 4, 4), lambda n, c, y, w: te.max_reduce(x[n, c, y * 3 + ry, w * 3 + rx], (ry, rx)),
                       name="pool", tag="pool")
     task = Task("pool", "pool", None, [x], [pool], 1.0)
     state = task.initial_state()
@@ -208,8 +234,8 @@ def test_an_nchw_pool_runs_its_window_outside_its_row_and_the_space_contains_tha
     local = scheduled.stage("pool.local")
     assert [i.kind for i in local.leaves][-3:] == ["reduce", "reduce", "spatial"]
     assert derive_program(generate_sketches(task), schedule, state) is not None
-    data = np.random.default_rng(0).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    data = np.random.default_rng(0).standard_normal((1, 4, 12, 12)).astype(np.float32)
     got = np.zeros((1, 4, 4, 4), np.float32)
     run_primfunc(lower(scheduled, "k"), [data, got])
-    want = np.lib.stride_tricks.sliding_window_view(data, (3, 3), axis=(2, 3))[:, :, ::2, ::2].max(axis=(-1, -2))
+    want = np.lib.stride_tricks.sliding_window_view(data, (3, 3), axis=(2, 3))[:, :, ::3, ::3].max(axis=(-1, -2))
     np.testing.assert_array_equal(got, want)

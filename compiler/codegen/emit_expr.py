@@ -73,6 +73,9 @@ class ExprEmitter:
             known = self.static_int(e.cond)
             if known is not None:  # (an unrolled Winograd tile position): emit only the branch taken
                 return self.expr(e.true_value if known else e.false_value)
+            padded = self.padded_read(e)
+            if padded is not None:
+                return padded
             cond = self.as_bool(self.expr(e.cond))
             t, f = self.unify(self.expr(e.true_value), self.expr(e.false_value), e.true_value.dtype,
                               e.false_value.dtype)
@@ -91,6 +94,10 @@ class ExprEmitter:
                 args = [splat(self.b, a, self.lanes) for a in args]
             return emit_intrinsic(self.b, e.name, args)
         raise self.error(f"unknown expression {type(e).__name__}: {te.expr_str(e)}")
+
+    def padded_read(self, e: Select):
+        """A vectorized form of select(cond, x[clamped index], other), or None (the subclass's vector bodies)."""
+        return None
 
     def dot4(self, call: Call, acc):
         """acc + dot4_u8s8(*call.args) (acc None: 0). Bytes that are all flipped int8 data (bitcast(x ^ -128),

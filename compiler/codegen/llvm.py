@@ -31,7 +31,7 @@ from llvmlite import ir
 from relayish import te
 from relayish.te import IntImm, Var
 
-from ..arith import coefficient
+from ..arith import coefficient, implies_limits, unclamped
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
 from . import threadpool
 from .analysis import referenced, vectorize_blocker
@@ -41,6 +41,11 @@ from .emit_expr import ExprEmitter
 from .transpose import emit_transpose, transposable
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+# Elements an Allocate's alloca has on each side of its buffer: a tail's vector of a local buffer (a register tile's
+# accumulators, 20 columns in vectors of 16) is loaded whole and stored as a blend of its old value, not through
+# masked loads and stores, which keep SROA from promoting the tile to registers (each tap of an NCHW 3x3 / 2 max
+# pool then waited on a masked store's forwarding: 3.7x onnxruntime's time)
+LOCAL_SLACK = 64
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
 I8P = I8.as_pointer()
 
@@ -149,8 +154,8 @@ class _FunctionEmitter(ExprEmitter):
         buf = s.buffer
         if buf.scope != "local":
             raise self.error(f"Allocate of {buf.name} with scope {buf.scope!r}; only 'local' buffers are allocated")
-        slot = entry_alloca(self.fn, ir.ArrayType(memory_type(buf.dtype), buf.size), name=buf.name)
-        self.bufs[buf] = self.b.gep(slot, [I32(0), I32(0)], inbounds=True)
+        slot = entry_alloca(self.fn, ir.ArrayType(memory_type(buf.dtype), buf.size + 2 * LOCAL_SLACK), name=buf.name)
+        self.bufs[buf] = self.b.gep(slot, [I32(0), I32(LOCAL_SLACK)], inbounds=True)
         self.stmt(s.body)
         del self.bufs[buf]
 
@@ -306,7 +311,10 @@ class _FunctionEmitter(ExprEmitter):
         if contiguous:
             value = splat(self.b, value, self.lanes)
             vptr = self.b.bitcast(self.addr(ptr, index), value.type.as_pointer())
-            if self.mask is not None:
+            if self.mask is not None and s.buffer.scope == "local":  # see LOCAL_SLACK
+                old = self.b.load(vptr, align=nbytes(value.type.element))
+                self.b.store(self.b.select(self.mask, value, old), vptr, align=nbytes(value.type.element))
+            elif self.mask is not None:
                 align = I32(nbytes(value.type.element))
                 self.b.call(self.masked_intrinsic("store", value.type), [value, vptr, align, self.mask])
             else:
@@ -361,6 +369,114 @@ class _FunctionEmitter(ExprEmitter):
         picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
         return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
 
+    def padded_read(self, e: Select):
+        """select(cond, x[index], other) in a vector body where index clamps a lane-dependent value c into the
+        tensor and is affine in the lanes (stride 1 or 2) without its clamps: a padded window's read, x[min(max(2
+        * l + rx - 1, 0), W - 1)] where 1 <= 2 * l + rx <= W. Three versions, chosen per vector:
+        - no clamp bites at the first or the last lane (c is affine: at none): the unclamped index's plain vector
+          load (two and a shuffle at stride 2), the rows' interior;
+        - else, where no lane that cond selects is clamped: masked loads of the elements whose c is in range (c
+          moves one per element), the rest `other`: no lane reads outside the tensor, the rows' borders;
+        - else (an edge value repeated, not padding): the clamped elements, lane by lane; a version compiled only
+          where cond does not imply the clamps' limits (arith.implies_limits). Its mere test and branch made a
+          20-column max pool's kernel 7x slower.
+        In a tail, the lanes past its mask read nothing but in the first version, where every lane's element is in
+        the tensor. Everything a branch uses is computed before it (the
+        emitter shares values, which must dominate their uses)."""
+        load = e.true_value
+        if not self.lanes or not isinstance(load, Load) or load.buffer.dtype == "bool" \
+                or self.k.coefficient(load.index, self.vec_var, self.lets) is not None:
+            return None
+        stripped, limits = unclamped(load.index, self.vec_var)
+        step = coefficient(stripped, self.vec_var, self.lets)
+        slopes = [coefficient(x, self.vec_var, self.lets) for x, _, _ in limits]
+        if not limits or step not in (1, 2) or any(slope != step for slope in slopes):
+            return None
+        n, b = self.lanes, self.b
+        cond = splat(b, self.as_bool(self.expr(e.cond)), n)
+        if self.mask is not None:
+            cond = b.and_(cond, self.mask)
+        other = self.expr(e.false_value)
+        index = splat(b, self.expr(load.index), n)
+        if self.mask is not None:  # (lane 0 is in every tail; its element is always there)
+            index = b.select(self.mask, index, splat(b, b.extract_element(index, I32(0)), n))
+        start = self.lane0_index(stripped)
+        # per element of the loads (c of element j is c(lane 0) + j): inside every limit; per lane: the same
+        firsts = [self.lane0_index(x) for x, _, _ in limits]
+        ity = firsts[0].type
+        span = n * step  # (2N: a power of two of lanes, where the loads need 2N - 1)
+        iota = ir.Constant(ir.VectorType(ity, span), list(range(span)))
+        elements = ir.Constant(ir.VectorType(I1, span), [1] * span)
+        lanes = ir.Constant(ir.VectorType(I1, n), [1] * n)
+        whole = ir.Constant(I1, 1)
+        for (x, bound, is_lower), first in zip(limits, firsts):
+            op = ">=" if is_lower else "<="
+            at = b.add(splat(b, first, span), iota)
+            elements = b.and_(elements, b.icmp_signed(op, at, ir.Constant(at.type, [bound] * span)))
+            lane_c = b.shuffle_vector(at, at, ir.Constant(ir.VectorType(I32, n), [step * i for i in range(n)]))
+            lanes = b.and_(lanes, b.icmp_signed(op, lane_c, ir.Constant(lane_c.type, [bound] * n)))
+            last = b.add(first, ir.Constant(ity, step * (n - 1)))
+            for value in (first, last):
+                whole = b.and_(whole, b.icmp_signed(op, value, ir.Constant(ity, bound)))
+        edge_case = not implies_limits(e.cond, limits)  # (a padding guard implies its clamps: never an edge)
+        if edge_case:
+            clamped = b.and_(cond, b.not_(lanes))
+            any_clamped = b.icmp_unsigned("!=", b.bitcast(clamped, ir.IntType(n)), ir.Constant(ir.IntType(n), 0))
+        if self.mask is not None:  # elements of no active lane are not read either
+            active = b.shuffle_vector(self.mask, ir.Constant(self.mask.type, [0] * n), ir.Constant(
+                ir.VectorType(I32, span), [j // step if j % step == 0 else min(j // step + 1, n - 1)
+                                           for j in range(span)]))
+            elements = b.and_(elements, active)
+        ptr = self.buffer_ptr(load.buffer)
+        vty = ir.VectorType(memory_type(load.buffer.dtype), n)
+        results = []
+        interior = b.append_basic_block("padded.interior")
+        border = b.append_basic_block("padded.border")
+        edge = b.append_basic_block("padded.edge") if edge_case else None
+        merge = b.append_basic_block("padded.merge")
+        pick = b.append_basic_block("padded.pick") if edge_case else border
+        b.cbranch(whole, interior, pick)
+        if edge_case:
+            b.position_at_end(pick)
+            b.cbranch(any_clamped, edge, border)
+        b.position_at_end(interior)
+        results.append((self.every_other(ptr, start, vty) if step == 2 else b.load(
+            b.bitcast(self.addr(ptr, start), vty.as_pointer()), align=nbytes(vty.element)), b.block))
+        b.branch(merge)
+        b.position_at_end(border)
+        results.append((self.masked_span(ptr, start, vty, elements, step), b.block))
+        b.branch(merge)
+        if edge_case:
+            b.position_at_end(edge)
+            results.append((self.gather(ptr, index, vty), b.block))
+            b.branch(merge)
+        b.position_at_end(merge)
+        raw = b.phi(vty)
+        for value, block in results:
+            raw.add_incoming(value, block)
+        t, f = self.unify(self.from_memory(raw, load.buffer), other, load.dtype, e.false_value.dtype)
+        return b.select(cond, t, splat(b, f, n))
+
+    def masked_span(self, ptr, start, vty: ir.VectorType, elements, step: int):
+        """Lane i holds element start + step * i, read only where `elements` (<span x i1>, span = N at step 1,
+        2N at step 2: the elements from start on) says so, undefined elsewhere: one masked load at step 1;
+        at step 2, every_other's two loads, of elements [0, N) and [N - 1, 2N - 1), each masked."""
+        n, load = vty.count, self.masked_intrinsic("load", vty)
+        undef, align = ir.Constant(vty, ir.Undefined), I32(nbytes(vty.element))
+        span = elements.type.count
+
+        def masked(offset):
+            mask = elements if span == n else self.b.shuffle_vector(elements, elements, ir.Constant(
+                ir.VectorType(I32, n), list(range(offset, offset + n))))
+            at = self.b.add(start, ir.Constant(start.type, offset)) if offset else start
+            return self.b.call(load, [self.b.bitcast(self.addr(ptr, at), vty.as_pointer()), align, mask, undef])
+
+        if step == 1:
+            return masked(0)
+        low, high = masked(0), masked(n - 1)
+        picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
+        return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
+
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
         coeff = self.k.coefficient(e.index, self.vec_var, self.lets) if self.lanes else None
@@ -376,7 +492,8 @@ class _FunctionEmitter(ExprEmitter):
         vty = ir.VectorType(elem, self.lanes)
         if coeff == 1:  # contiguous: one vector load
             vptr = self.b.bitcast(self.addr(ptr, index), vty.as_pointer())
-            if self.mask is not None:  # the lanes past a tail read nothing (they may lie past the buffer's end)
+            if self.mask is not None and e.buffer.scope != "local":  # the lanes past a tail read nothing (they may
+                # lie past the buffer's end; a local buffer's slack holds them: LOCAL_SLACK)
                 return self.from_memory(self.b.call(self.masked_intrinsic("load", vty), [
                     vptr, I32(nbytes(elem)), self.mask, ir.Constant(vty, None)]), e.buffer)
             return self.from_memory(self.b.load(vptr, align=nbytes(elem)), e.buffer)
