@@ -65,6 +65,10 @@ class Math:
             acc = self.add(self.mul(acc, x), self.f(c))
         return acc
 
+    def has_scalef(self) -> bool:
+        """Whether scalef is one instruction here (see scalef)."""
+        return self._avx512_vector()
+
     def scalef(self, x, n):
         """x * 2^n for a float n holding an integer, one AVX-512 vscalefps (rounded once, overflow to inf, tiny
         results denormal), or None where the type or the host has none: vectors of 16 float32 lanes with
@@ -105,9 +109,11 @@ class Math:
     def to_int(self, x):
         return self.b.fptosi(x, self._shape(self.ity))
 
-    def clamp(self, x, lo, hi):
-        """min(max(x, lo), hi) with NaN mapped to lo (callers restore NaN at the end)."""
-        x = self.sel(self.b.fcmp_unordered("<", x, self.f(lo)), self.f(lo), x)
+    def clamp(self, x, lo, hi, keep_nan: bool = False):
+        """min(max(x, lo), hi) with NaN mapped to lo (callers restore NaN at the end), or kept (keep_nan: one
+        vmaxps and one vminps either way)."""
+        below = self.b.fcmp_ordered("<", x, self.f(lo)) if keep_nan else self.b.fcmp_unordered("<", x, self.f(lo))
+        x = self.sel(below, self.f(lo), x)
         return self.sel(self.gt(x, self.f(hi)), self.f(hi), x)
 
 
