@@ -37,7 +37,7 @@ from runtime.timing import BLOCK_RUNS, describe_timing
 
 from .compare import compare_with_onnxruntime, make_ort_session, run_onnxruntime
 from .report import command_line, provenance
-from .suite import _paired, input_shapes, openvino_engines, timing_fields
+from .suite import input_shapes, openvino_engines, openvino_note, timing_cells, timing_fields, timing_head
 
 INT8_SUITE = ("resnet18_int8", "mobilenet_v2_int8", "resnet18_int8_dynamic", "gpt_int8_dynamic")
 WILD_INT8 = ("ddddocr_int8",)
@@ -118,20 +118,16 @@ def _share(v) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    head = (f"{'model':<22} {'relayish':>9} {'ort int8':>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  "
-            f"{'paired ours/ort':>17}  {'max err':>8} {'top1/float':>10} {'ort top1':>8} {'top1/ort':>8}")
+    head = (f"{timing_head(22, 'ort int8')}  {'max err':>8} {'top1/float':>10} {'ort top1':>8} "
+            f"{'top1/ort':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['model']:<22} {r['error']}")
             continue
-        ov = r.get("openvino")
-        lines.append(f"{r['model']:<22} {r['relayish']['median_ms']:>9.3f} {r['onnxruntime']['median_ms']:>9.3f} "
-                     f"{ov['median_ms'] if ov else float('nan'):>9.3f} {r['ratio']:>9.3f} "
-                     f"{r.get('openvino_ratio', float('nan')):>7.3f}  {_paired(r.get('paired')):>17}  "
-                     f"{r['max_rel_error']:>8.1e}{'' if r['agree'] else '!'} {_share(r['top1_vs_float']):>10} "
-                     f"{_share(r['ort_top1_vs_float']):>8} {_share(r['top1_vs_ort']):>8}"
-                     + (f"  (openvino: {r['openvino_error']})" if "openvino_error" in r else ""))
+        lines.append(f"{timing_cells(r, 22)}  {r['max_rel_error']:>8.1e}{'' if r['agree'] else '!'} "
+                     f"{_share(r['top1_vs_float']):>10} {_share(r['ort_top1_vs_float']):>8} "
+                     f"{_share(r['top1_vs_ort']):>8}" + openvino_note(r))
     return "\n".join(lines)
 
 

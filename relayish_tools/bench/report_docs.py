@@ -126,6 +126,19 @@ def quickstart_table(data: dict, where: str) -> Table:
     return Table(["engine", "median ms", "P90 ms", "P99 ms", "min ms", "timed runs"], rows, notes, [("", data)])
 
 
+def engine_cells(r: dict, w: str) -> list[str]:
+    """A suite row's cells that suite_table and int8_table share: relayish ms, onnxruntime ms, OpenVINO ms (or why
+    there is none), relayish / onnxruntime in bold, its paired ratio, OpenVINO / onnxruntime, then the maximum
+    relative error (and whether the outputs agree)."""
+    if "openvino" in r:
+        ov = [ms(number(r, "openvino.median_ms", w)), f"{number(r, 'openvino_ratio', w):.2f}"]
+    else:
+        ov = [f"error: {r['openvino_error']}" if "openvino_error" in r else "not installed", "-"]
+    return [ms(number(r, "relayish.median_ms", w)), ms(number(r, "onnxruntime.median_ms", w)), ov[0],
+            f"**{number(r, 'ratio', w):.2f}**", paired(need(r, "paired", w), w), ov[1],
+            f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES")]
+
+
 def suite_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.suite DIR --json FILE`."""
     rows = []
@@ -135,14 +148,9 @@ def suite_table(data: dict, where: str) -> Table:
         if "error" in r:
             rows.append([name, f"error: {r['error']}"] + ["-"] * 7)
             continue
-        if "openvino" in r:
-            ov = [ms(number(r, "openvino.median_ms", w)), f"{number(r, 'openvino_ratio', w):.2f}",
-                  paired(need(r, "openvino_paired", w), w)]
-        else:
-            ov = [f"error: {r['openvino_error']}" if "openvino_error" in r else "not installed", "-", "-"]
-        rows.append([name, ms(number(r, "relayish.median_ms", w)), ms(number(r, "onnxruntime.median_ms", w)), ov[0],
-                     f"**{number(r, 'ratio', w):.2f}**", paired(need(r, "paired", w), w), ov[1], ov[2],
-                     f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES")])
+        cells = engine_cells(r, w)
+        ov_paired = paired(need(r, "openvino_paired", w), w) if "openvino" in r else "-"
+        rows.append([name] + cells[:6] + [ov_paired, cells[6]])
     c = need(data, "configuration", where)
     notes = [f"{number(c, 'threads', where)} threads per engine, {number(c, 'repeat', where)} timed runs per engine "
              f"in blocks of {number(c, 'block', where)}. OpenVINO runs in fp32 (`pip install -e '.[bench]'`); the "
@@ -162,13 +170,9 @@ def int8_table(data: dict, where: str) -> Table:
         if "error" in r:
             rows.append([name, f"error: {r['error']}"] + ["-"] * 8)
             continue
-        ov = [ms(number(r, "openvino.median_ms", w)), f"{number(r, 'openvino_ratio', w):.2f}"] if "openvino" in r \
-            else [f"error: {r['openvino_error']}" if "openvino_error" in r else "not installed", "-"]
-        rows.append([name, ms(number(r, "relayish.median_ms", w)), ms(number(r, "onnxruntime.median_ms", w)), ov[0],
-                     f"**{number(r, 'ratio', w):.2f}**", paired(need(r, "paired", w), w), ov[1],
-                     f"{number(r, 'max_rel_error', w):.1e}" + ("" if need(r, "agree", w) else " DISAGREES"),
-                     f"{share(r.get('top1_vs_float'))} / {share(r.get('ort_top1_vs_float'))}",
-                     share(need(r, "top1_vs_ort", w))])
+        rows.append([name] + engine_cells(r, w) + [f"{share(r.get('top1_vs_float'))} / "
+                                                   f"{share(r.get('ort_top1_vs_float'))}",
+                                                   share(need(r, "top1_vs_ort", w))])
     c = need(data, "configuration", where)
     notes = [f"{number(c, 'threads', where)} threads per engine, {number(c, 'repeat', where)} timed runs per engine "
              f"in blocks of {number(c, 'block', where)}; onnxruntime and OpenVINO run the same int8 model. Error: "

@@ -89,23 +89,36 @@ def timing_fields(result: dict) -> dict:
     return fields
 
 
+def timing_head(width: int, ort: str = "ort") -> str:
+    """The header of timing_cells' columns (the model's `width` wide; onnxruntime's column named `ort`)."""
+    return (f"{'model':<{width}} {'relayish':>9} {ort:>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  "
+            f"{'paired ours/ort':>17}")
+
+
+def timing_cells(r: dict, width: int) -> str:
+    """A row's model, medians (ms), ratios of medians and paired ratio against onnxruntime: the columns this table
+    and bench.int8_suite's share."""
+    ov = r.get("openvino")
+    return (f"{r['model']:<{width}} {r['relayish']['median_ms']:>9.3f} {r['onnxruntime']['median_ms']:>9.3f} "
+            f"{ov['median_ms'] if ov else float('nan'):>9.3f} {r['ratio']:>9.3f} "
+            f"{r.get('openvino_ratio', float('nan')):>7.3f}  {_paired(r.get('paired')):>17}")
+
+
+def openvino_note(r: dict) -> str:
+    return f"  (openvino: {r['openvino_error']})" if "openvino_error" in r else ""
+
+
 def format_table(rows: list[dict]) -> str:
     """Medians in ms, the ratios of medians to onnxruntime (< 1: faster than onnxruntime) and the ratios paired
     round by round (runtime.timing.paired_ratio: the median of each round's ratio, its 90% interval)."""
-    head = (f"{'model':<18} {'relayish':>9} {'ort':>9} {'openvino':>9} {'ours/ort':>9} {'ov/ort':>7}  "
-            f"{'paired ours/ort':>17}  {'paired ov/ort':>17}  accuracy")
+    head = f"{timing_head(18)}  {'paired ov/ort':>17}  accuracy"
     lines = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['model']:<18} {r['error']}")
             continue
-        ov = r.get("openvino")
-        lines.append(f"{r['model']:<18} {r['relayish']['median_ms']:>9.3f} {r['onnxruntime']['median_ms']:>9.3f} "
-                     f"{ov['median_ms'] if ov else float('nan'):>9.3f} {r['ratio']:>9.3f} "
-                     f"{r.get('openvino_ratio', float('nan')):>7.3f}  {_paired(r.get('paired')):>17}  "
-                     f"{_paired(r.get('openvino_paired')):>17}  {r['max_rel_error']:.1e}"
-                     f"{'' if r['agree'] else ' DISAGREE'}" + (f"  (openvino: {r['openvino_error']})"
-                                                               if "openvino_error" in r else ""))
+        lines.append(f"{timing_cells(r, 18)}  {_paired(r.get('openvino_paired')):>17}  {r['max_rel_error']:.1e}"
+                     f"{'' if r['agree'] else ' DISAGREE'}" + openvino_note(r))
     return "\n".join(lines)
 
 
