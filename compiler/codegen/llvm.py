@@ -362,10 +362,18 @@ class _FunctionEmitter(ExprEmitter):
         columns of an NCHW strided convolution reads it): two contiguous loads, of [start, start + N) and of
         [start + N - 1, start + 2N - 1), which end at the last lane's element (never past it), and one shuffle of
         their even and odd positions (vpermt2ps on AVX-512), instead of N scalar loads and inserts."""
-        n = vty.count
-        low = self.b.load(self.b.bitcast(self.addr(ptr, start), vty.as_pointer()), align=nbytes(vty.element))
-        high_start = self.b.add(start, ir.Constant(start.type, n - 1))
-        high = self.b.load(self.b.bitcast(self.addr(ptr, high_start), vty.as_pointer()), align=nbytes(vty.element))
+        low = self.vector_load(ptr, start, vty)
+        high = self.vector_load(ptr, self.b.add(start, ir.Constant(start.type, vty.count - 1)), vty)
+        return self.even_lanes(low, high)
+
+    def vector_load(self, ptr, start, vty: ir.VectorType):
+        """Elements [start, start + N) of ptr as one vector (element-aligned)."""
+        return self.b.load(self.b.bitcast(self.addr(ptr, start), vty.as_pointer()), align=nbytes(vty.element))
+
+    def even_lanes(self, low, high):
+        """The even positions of low's elements [0, N) and high's [N - 1, 2N - 1) (high starts at low's last
+        element): lane i is element 2i of their span."""
+        n = low.type.count
         picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
         return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
 
@@ -381,8 +389,9 @@ class _FunctionEmitter(ExprEmitter):
           where cond does not imply the clamps' limits (arith.implies_limits). Its mere test and branch made a
           20-column max pool's kernel 7x slower.
         In a tail, the lanes past its mask read nothing but in the first version, where every lane's element is in
-        the tensor. Everything a branch uses is computed before it (the
-        emitter shares values, which must dominate their uses)."""
+        the tensor. The values the emitter shares (which must dominate their uses) are computed before the
+        branches; the border's masks are built in their block from those, the edge's index with a memo of its
+        own."""
         load = e.true_value
         if not self.lanes or not isinstance(load, Load) or load.buffer.dtype == "bool" \
                 or self.k.coefficient(load.index, self.vec_var, self.lets) is not None:
@@ -449,8 +458,8 @@ class _FunctionEmitter(ExprEmitter):
             any_clamped = b.icmp_unsigned("!=", b.bitcast(clamped, ir.IntType(n)), ir.Constant(ir.IntType(n), 0))
             b.cbranch(any_clamped, edge, border)
         b.position_at_end(interior)
-        results.append((self.every_other(ptr, start, vty) if step == 2 else b.load(
-            b.bitcast(self.addr(ptr, start), vty.as_pointer()), align=nbytes(vty.element)), b.block))
+        results.append((self.every_other(ptr, start, vty) if step == 2 else self.vector_load(ptr, start, vty),
+                        b.block))
         b.branch(merge)
         b.position_at_end(border)
         results.append((self.masked_span(ptr, start, vty, elements, step), b.block))
@@ -487,11 +496,7 @@ class _FunctionEmitter(ExprEmitter):
             at = self.b.add(start, ir.Constant(start.type, offset)) if offset else start
             return self.b.call(load, [self.b.bitcast(self.addr(ptr, at), vty.as_pointer()), align, mask, undef])
 
-        if step == 1:
-            return masked(0)
-        low, high = masked(0), masked(n - 1)
-        picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
-        return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
+        return masked(0) if step == 1 else self.even_lanes(masked(0), masked(n - 1))
 
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
