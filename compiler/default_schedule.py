@@ -38,6 +38,7 @@ from .row_schedule import MIN_PARALLEL_ELEMENTS, schedule_fused_rows
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
                        State)
 from .transpose_schedule import tile_loops, transpose_tile
+from .winograd_schedule import schedule_winograd
 
 MAX_VECTOR = 64
 PARALLEL_CHUNKS = 64  # outer iterations wanted in a parallel loop (load balance across threads)
@@ -60,11 +61,11 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     b = ScheduleBuilder(state)
     if schedule_rows(b, vector_width) or schedule_recurrent(b, vector_width):
         return Schedule(tuple(b.steps))
-    for st in reversed(list(b.state.stages)):
-        if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
-            b.add(ComputeInline(st.name))
+    _inline_unbuffered(b)
     anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and not s.loc.is_inline), None)
-    if anchor is not None and not schedule_matmul(b, anchor, _output_consumer(b, anchor), vector_width):
+    if schedule_winograd(b, vector_width):
+        pass
+    elif anchor is not None and not schedule_matmul(b, anchor, _output_consumer(b, anchor), vector_width):
         _schedule_anchor(b, anchor, vector_width)
     for st in list(b.state.stages):
         if st.loc.is_root and not b.done(st):
@@ -106,6 +107,22 @@ def fused_rows_steps(state: State, vector_width: int = 16) -> list | None:
         return None
     _inline_row_stages(b)
     return b.steps if schedule_fused_rows(b, vector_width) else None
+
+
+def winograd_chunk_steps(state: State, vector_width: int = 16) -> list | None:
+    """The steps of the default's chunked schedule of a Winograd task (compiler/winograd_schedule.py: the
+    default's inlining, then the chunks), None when the default schedules it otherwise: what the tuner's
+    Winograd sketch holds (tuning/sketch.py)."""
+    b = ScheduleBuilder(state)
+    _inline_unbuffered(b)
+    return b.steps if schedule_winograd(b, vector_width) else None
+
+
+def _inline_unbuffered(b: ScheduleBuilder) -> None:
+    """Rule 1: every stage that is not an output, has no reduction and is not worth its own buffer, inlined."""
+    for st in reversed(list(b.state.stages)):
+        if not st.is_output and not st.is_reduction and not keeps_buffer(b.state, st):
+            b.add(ComputeInline(st.name))
 
 
 def keeps_buffer(state: State, st: Stage) -> bool:

@@ -230,8 +230,10 @@ class _Lowering:
                  if isinstance(r, te.TensorRead) and r.tensor is prod.tensor]
         full = list(prod.op.shape)
         bases, extents, past_end = [], [], []
+        ranges = {**self.var_extent, **varying}  # a tile's pixel (y // m, y % m) is affine in the loops once
+        # simplified: (4 * k0 + k1) // 4 is k0 for k1 < 4
         for d, full_d in enumerate(full):
-            box = _dim_box([r.indices[d] for r in reads], varying)
+            box = _dim_box([_affine_or_simplified(r.indices[d], ranges) for r in reads], varying)
             if box is None:
                 bases.append(te.IntImm(0))
                 extents.append(full_d)
@@ -398,6 +400,13 @@ def _plain_nest(loops, guards, bound, stmt, unrolled) -> Stmt:
     inner_bound = bound | {var}
     inner = _wrap_guards(_plain_nest(rest, guards, inner_bound, stmt, unrolled), guards, inner_bound, var)
     return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, unrolled), inner)
+
+
+def _affine_or_simplified(idx, ranges: dict):
+    """idx itself when it has no division or remainder, else simplified over the loops' ranges."""
+    if not any(isinstance(n, te.BinOp) and n.op in ("//", "%") for n in te.walk(idx)):
+        return idx
+    return simplify(idx, ranges)
 
 
 def _dim_box(indices, varying: dict):

@@ -147,27 +147,58 @@ def _check(task, schedules, m, pad, labels):
 
 
 @pytest.mark.parametrize("m,size,pad,residual", [(4, (10, 9), (1, 1, 1, 1), False), (2, (7, 7), (1, 1, 1, 1), True),
-                                                 (4, (8, 8), (0, 1, 2, 1), True)])
+                                                 (4, (8, 8), (0, 1, 2, 1), True), (4, (9, 50), (1, 1, 1, 1), True),
+                                                 (2, (6, 37), (1, 1, 1, 1), False), (4, (13, 64), (1, 1, 1, 1), False)])
 def test_default_schedule_matches_direct_convolution(m, size, pad, residual):
+    """Against the direct convolution. 48 output channels are 3 blocks, so the product's tile is 3 blocks x 5
+    tiles: the wide ones run several chunks per row of tiles, 4 tiles each that divide 16 (64 columns, m = 4),
+    or 5 that straddle rows of 13 or 19 tiles (the last chunk past the end)."""
     task = winograd_task(m, size=size, pad=pad, residual=residual)
     _check(task, [default_schedule(task.initial_state())], m, pad, ["default"])
 
 
-def test_default_schedule_structure():
-    """The input and inverse transforms keep their buffers with their tile-position axes unrolled inside; the
-    batched product is a register tile (cache_write); the padding has its own buffer too (then the input
-    transform reads without bounds checks)."""
+def _transforms_unrolled(state):
+    for name in ("data_pack", "inverse"):
+        st = state.stage(name)
+        unrolled = [i.name for i in st.leaves if i.annotation == "unroll"]
+        assert len(unrolled) == 2 and [i.name for i in st.leaves][-3:-1] == unrolled, name
+        assert st.leaves[-1].annotation == "vectorize"
+
+
+def test_default_schedule_computes_chunks_of_tiles_in_cache():
+    """The output in parallel chunks of a row of tiles; at each chunk the input transform, the batched product
+    and the inverse transform into local buffers (compiler/winograd_schedule.py), the product's reduction
+    outside its unrolled tile of tiles x output blocks; the transforms' tile-position axes unrolled inside. The
+    padding has a buffer of its own (the input transform reads without bounds checks): the chunk's when chunks
+    are whole parts of a row of tiles (5 tiles per row, 3 output blocks x 5 tiles), else the whole image's (7
+    tiles per row in chunks of 5: the chunk's rows of the padded input are not a box)."""
+    for size, pad_at_chunk in (((18, 17), True), ((18, 27), False)):
+        task = winograd_task(4, size=size)
+        state = default_schedule(task.initial_state()).apply(task.initial_state())
+        out = state.stages[-1]
+        chunk = next(i.name for i in out.leaves if i.annotation == "parallel")
+        locs = {st.name: st.loc for st in state.stages}
+        assert locs["pad"].is_at(out.name, chunk) if pad_at_chunk else locs["pad"] == Loc.ROOT
+        for name in ("data_pack", "batch_gemm", "inverse"):
+            assert locs[name].is_at(out.name, chunk), name
+        kinds = [(i.kind, i.annotation) for i in state.stage("batch_gemm").leaves]
+        assert kinds[-5:] == [("reduce", "none"), ("reduce", "none"), ("spatial", "unroll"),
+                              ("spatial", "unroll"), ("spatial", "vectorize")]
+        _transforms_unrolled(state)
+
+
+def test_default_schedule_of_wide_weights_runs_stage_by_stage(monkeypatch):
+    """Transformed weights too big for L2 (every chunk would read them all): each stage over the whole image,
+    the batched product a register tile (cache_write), and still the direct convolution's result."""
+    monkeypatch.setattr("compiler.winograd_schedule.MAX_WEIGHT_BYTES", 0)
     task = winograd_task(4)
     sched = default_schedule(task.initial_state())
     state = sched.apply(task.initial_state())
     locs = {st.name: st.loc for st in state.stages}
     assert locs["pad"] == locs["data_pack"] == locs["inverse"] == locs["batch_gemm"] == Loc.ROOT
     assert locs["batch_gemm.local"].is_at("batch_gemm")
-    for name in ("data_pack", "inverse"):
-        st = state.stage(name)
-        unrolled = [i.name for i in st.leaves if i.annotation == "unroll"]
-        assert len(unrolled) == 2 and [i.name for i in st.leaves][-3:-1] == unrolled, name
-        assert st.leaves[-1].annotation == "vectorize"
+    _transforms_unrolled(state)
+    _check(task, [sched], 4, (1, 1, 1, 1), ["stage by stage"])
 
 
 def test_random_tuner_programs_are_legal_and_correct():

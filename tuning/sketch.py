@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
 from compiler.codegen import vector_width
-from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, fused_rows_steps, keeps_buffer
+from compiler.default_schedule import (broadcast_reuse_axis, contiguous_last, fused_rows_steps, keeps_buffer,
+                                      winograd_chunk_steps)
 from compiler.default_schedule import window_outside as window_outside_step
 from compiler.matmul_schedule import matmul_operands
 from compiler.task import Task
@@ -367,6 +368,26 @@ class RowStages(SketchRule):
         return [s, whole]
 
 
+class WinogradChunks(SketchRule):
+    """A Winograd task's default schedule (compiler/winograd_schedule.py: chunks of tiles, every stage computed at
+    the chunk) as one whole sketch, offered at the output stage besides the other rules' sketches."""
+    name = "winograd-chunks"
+
+    def condition(self, sketch, st):
+        return Cond.APPLY_AND_CONTINUE if st.is_output and not sketch.steps and \
+            any(s.op.tag == "winograd_gemm" for s in sketch.state.stages) else Cond.SKIP
+
+    def apply(self, sketch, st):
+        steps = winograd_chunk_steps(sketch.state, vector_width())
+        if steps is None:
+            return []
+        whole = sketch.copy()
+        for step in steps:
+            whole.add(step)
+        whole.rules.append("winograd_chunks")
+        return [whole]
+
+
 class MatmulTile(SketchRule):
     """The default's matmul register tile (compiler/matmul_schedule.py) with symbolic sizes: the output (a
     cache_write copy's reader when the matmul is the output) split into T<n>.2 lanes x T<n>.1 column vectors of
@@ -528,7 +549,7 @@ def _register_tile(s: Sketch, anchor: str, out: str, split_lane: bool, split_red
     return s
 
 
-DEFAULT_RULES = [SkipStage(), RowStages(), AlwaysInline(), AddRfactor(), MatmulTile(), RegisterTile(),
+DEFAULT_RULES = [SkipStage(), RowStages(), WinogradChunks(), AlwaysInline(), AddRfactor(), MatmulTile(), RegisterTile(),
                  MultiLevelTilingWithFusion(), AddCacheStage(), MultiLevelTiling(), SimpleRoot()]
 
 
