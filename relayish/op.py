@@ -87,6 +87,9 @@ class StageTag:
     is_padding: bool = False  # pads its input: keeps its buffer when a consumer has buffered_padding
     buffered_padding: bool = False  # reads each element of its (padded) input many times: padding before it is
     # computed once into a buffer, and its inner loop reads without bounds checks
+    gathers_lanes: bool = False  # its innermost axis (a channel block's lanes) reads channels found by division
+    # and remainder (a channel map, a shuffle): vectorized all the same, each lane loaded on its own, so that the
+    # index arithmetic runs once per vector, not per element
 
 
 _STAGE_TAGS: dict[str, StageTag] = {}

@@ -56,6 +56,7 @@ def _dw_ref(x, w, strides, padding, dilation):
 # inner loop: MobileNetV2's 3x3 144-channel 56x56 depthwise went 13 -> 40 GFLOP/s, the 960-channel 7x7 one
 # 35 -> 43 (Zen 3, 2026-11-27, python -m relayish_tools.bench.op_table --only depthwise).
 DEPTHWISE_TAG = stage_tag("depthwise_conv2d_nchwc", buffered_padding=True)
+CHANNEL_GATHER_TAG = stage_tag("channel_gather", gathers_lanes=True)  # blocked shuffles and concatenations
 DEPTHWISE_STRIDED_TAG = stage_tag("depthwise_conv2d_nchwc_strided", buffered_padding=False)
 
 
@@ -151,7 +152,7 @@ def _shuffle_compute(inputs, attrs, out_type):
         return te.compute(out_type.shape, value, name="channel_shuffle", tag="injective")
     bo = out_type.shape[4]
     return te.compute(out_type.shape, lambda n, cb, y, xx, i: value(n, cb * bo + i, y, xx),
-                      name="channel_shuffle", tag="injective")
+                      name="channel_shuffle", tag=CHANNEL_GATHER_TAG)
 
 
 register_op("nn.channel_shuffle", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_shuffle_infer,
@@ -234,7 +235,7 @@ def _concat_blocked_compute(inputs, attrs, out_type):
             cond = cb < bound // b if bound % b == 0 else cb * b + i < bound
             value = te.select(cond, read(k, n, cb, y, xx, i), value)
         return value
-    return te.compute(out_type.shape, body, name="concat_blocked", tag="injective")
+    return te.compute(out_type.shape, body, name="concat_blocked", tag=CHANNEL_GATHER_TAG)
 
 
 def _whole_parts(inputs, maps, out_map, block: int) -> bool:
@@ -261,7 +262,7 @@ def _mapped_concat_compute(inputs, attrs, out_type):
                 block = te.min_(te.max_(cb - k * per, 0), per - 1)
                 value = te.select(cb < (k + 1) * per, inputs[k][n, block, y, xx, i], value)
             return value
-        return te.compute(out_type.shape, part_block, name="concat_blocked", tag="injective")
+        return te.compute(out_type.shape, part_block, name="concat_blocked", tag=CHANNEL_GATHER_TAG)
     counts = _logical_counts([te_type(t) for t in inputs], attrs)
     offsets = np.cumsum([0] + counts).tolist()
 
@@ -276,7 +277,7 @@ def _mapped_concat_compute(inputs, attrs, out_type):
         for k in range(len(inputs) - 2, -1, -1):
             value = te.select(logical < offsets[k + 1], read(k, n, logical, y, xx), value)
         return value if real is None else te.select(real, value, te.const(0.0, out_type.dtype))
-    return te.compute(out_type.shape, body, name="concat_blocked", tag="injective")
+    return te.compute(out_type.shape, body, name="concat_blocked", tag=CHANNEL_GATHER_TAG)
 
 
 def te_type(t: te.Tensor) -> TensorType:
