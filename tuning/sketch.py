@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from compiler.schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Rfactor, Split, Stage,
                                State, Step, divisors)
 from compiler.codegen import vector_width
-from compiler.default_schedule import (broadcast_reuse_axis, contiguous_last, fused_rows_steps, keeps_buffer,
-                                      winograd_chunk_steps)
+from compiler.default_schedule import broadcast_reuse_axis, contiguous_last, fused_rows_steps, winograd_chunk_steps
 from compiler.default_schedule import window_outside as window_outside_step
 from compiler.matmul_schedule import matmul_operands
 from compiler.task import Task
-from relayish import te
 from relayish.ops.rows import ROW_TAG
+
+from .stage_analysis import (fusible_consumer, has_data_reuse, reduce_size, spatial_parallelism,
+                             strictly_inlinable)
 
 
 class Cond(enum.Enum):
@@ -99,54 +100,6 @@ def apply_template(step: Step, state: State):
     if isinstance(step, Split) and any(isinstance(l, str) for l in step.lengths):
         step = dataclasses.replace(step, lengths=tuple(1 if isinstance(l, str) else l for l in step.lengths))
     step.apply(state)
-
-
-# ---------------------------------------------------------------------------------------------- analysis
-
-def has_data_reuse(st: Stage) -> bool:
-    """A reduction some input of which is read without some spatial axis: tiling can keep it in cache/registers."""
-    if not st.is_reduction:
-        return False
-    axes = {ax.var for ax in st.op.axes if ax.extent > 1}
-    for r in te.walk(st.op.body.body):
-        if isinstance(r, te.TensorRead):
-            used = {v for i in r.indices for v in te.walk(i) if isinstance(v, te.Var)}
-            if axes - used:
-                return True
-    return False
-
-
-def strictly_inlinable(state: State, st: Stage) -> bool:
-    """Elementwise/injective, not an output, not a reduction, not a padding that a tiled conv reads, not a stage
-    the default schedule keeps in its own buffer (a Winograd transform)."""
-    if st.is_output or st.is_reduction or not st.loc.is_root or keeps_buffer(state, st):
-        return False
-    return not (st.op.tag == "pad" and any(has_data_reuse(c) for c in state.effective_consumers(st)))
-
-
-def fusible_consumer(state: State, st: Stage) -> Stage | None:
-    """The single root consumer (through inlined stages) that reads st elementwise over the same shape."""
-    consumers = state.effective_consumers(st)
-    if len(consumers) != 1:
-        return None
-    c = consumers[0]
-    if c.is_reduction or not c.loc.is_root or c.op.shape != st.op.shape or c.relations:
-        return None
-    return c
-
-
-def spatial_parallelism(st: Stage) -> int:
-    n = 1
-    for ax in st.op.axes:
-        n *= ax.extent
-    return n
-
-
-def reduce_size(st: Stage) -> int:
-    n = 1
-    for ax in st.op.reduce_axes:
-        n *= ax.extent
-    return n
 
 
 # ---------------------------------------------------------------------------------------------- rules

@@ -16,7 +16,7 @@ import os
 
 from compiler.schedule import ScheduleError, Stage, divisors
 from compiler.task import Task
-from tuning.sketch import fusible_consumer, has_data_reuse, strictly_inlinable
+from tuning.stage_analysis import fusible_consumer, has_data_reuse, strictly_inlinable
 
 from .schedule import PARALLEL, UNROLL, VECTORIZE, Schedule
 from .trace import BlockRV
@@ -54,7 +54,7 @@ def _attempt(sch: Schedule, fn) -> list[Schedule]:
 
 
 class AutoInline(ScheduleRule):
-    """Inline a block that is injective, not an output and not worth its own buffer (tuning.sketch's test)."""
+    """Inline a block that is injective, not an output and not worth its own buffer (tuning.stage_analysis's test)."""
 
     def apply(self, sch, block):
         if not strictly_inlinable(sch.state, _stage(sch, block)):
