@@ -365,6 +365,22 @@ def test_two_outputs_make_a_tuple():
     assert module.input_names == ("x",)
 
 
+def test_outputs_declared_without_a_shape_import_as_onnxruntime_runs_them():
+    """A graph output of unknown rank (its type has no shape field at all): onnx's checker refuses the model,
+    onnxruntime runs it; so does the importer, with the shapes it infers."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["x"], ["s"], axis=0)]
+    graph = helper.make_graph(nodes, "shapeless", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3))],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("r", "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    module = from_onnx(model)
+    assert [f.type.shape for f in module.main.body.fields] == [(2, 3), (2, 3)]
+    feeds = random_feeds(model, 0, False)
+    for ours, ref in zip(evaluate(module, feeds), run_ort(model, feeds)):
+        assert_close(ours, ref)
+
+
 def test_initializers_are_constants_not_params():
     model = make_model("Add", {"x": (2, 3)}, consts={"b": np.ones(3, np.float32)})
     model.graph.input.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, (3,)))  # IR < 4 style

@@ -214,15 +214,21 @@ def _check_tensors(model: onnx.ModelProto, source: str):
 def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
     """model, or a copy for onnx's checker where onnxruntime's own ai.onnx ops (LayerNormalization below opset 17,
     SimplifiedLayerNormalization: frontends/onnx/versions/contrib.py) are moved to the contrib domain, which the
-    checker does not check: onnxruntime runs such models, the checker alone would refuse them."""
+    checker does not check, and graph outputs declared without a shape (unknown rank) get an empty one:
+    onnxruntime runs such models, the checker alone would refuse them."""
     versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
     opset = max(versions) if versions else MAX_OPSET
     moved = [i for i, n in enumerate(model.graph.node)
              if n.domain in _DEFAULT_DOMAINS and ort_onnx_domain_op(n.op_type, opset)]
-    if not moved:
+    shapeless = [v for v in model.graph.output if v.type.HasField("tensor_type") and
+                 not v.type.tensor_type.HasField("shape")]
+    if not moved and not shapeless:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    for v in copy.graph.output:  # an output of unknown rank (no shape at all): onnxruntime runs it, the checker
+        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):  # wants the field set
+            v.type.tensor_type.shape.SetInParent()
     for i in moved:
         copy.graph.node[i].domain = CONTRIB
     if not any(o.domain == CONTRIB for o in copy.opset_import):
