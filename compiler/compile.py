@@ -36,7 +36,7 @@ from .specialize import ValueSpecializedSession
 def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc", opt_level: int = 3,
                   records: str | None = None, num_threads: int | None = None, verbose: bool = False,
                   winograd: bool = True, strict: bool = False, default_schedules: str = "hand-written",
-                  cache: bool | None = None, input_values: dict | None = None, *,
+                  cache: bool | None = None, input_values: dict | None = None, *, specialize: str = "auto",
                   options: CompileOptions | None = None):
     """Compile an ONNX model (path, bytes or ModelProto) into a runnable `runtime.Module`.
 
@@ -44,7 +44,8 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     them all). winograd=False keeps every convolution direct (see compiler/passes/layout.py winograd_tile). A
     symbolic input dim not bound by input_shapes is compiled as 1 with a warning, or refused if strict
     (frontends.from_onnx); a dim given as None, -1 or a range (lo, hi) stays free: compile_model then returns a
-    compiler.dynamic.ShapeSpecializedSession, which compiles once per input shape on `run`. default_schedules: what a task without a record runs, "hand-written" or, for tuning
+    compiler.dynamic.ShapeSpecializedSession, which runs every shape (specialize: "auto", "eager" or "never", see
+    there). default_schedules: what a task without a record runs, "hand-written" or, for tuning
     experiments, "naive" (the plain loop nest; see compiler.backend.untuned_schedule).
     cache: look the model up in the compile cache first and store what is compiled (compiler/cache.py); None means
     on unless RELAYISH_CACHE=0. compile_info["cache"] says whether it was a hit.
@@ -55,7 +56,8 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     if options is None:
         options = CompileOptions(input_shapes=input_shapes, layout=layout, opt_level=opt_level, records=records,
                                  num_threads=num_threads, verbose=verbose, winograd=winograd, strict=strict,
-                                 default_schedules=default_schedules, cache=cache, input_values=input_values)
+                                 default_schedules=default_schedules, cache=cache, input_values=input_values,
+                                 specialize=specialize)
     return compile_with(model, options)
 
 

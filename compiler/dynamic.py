@@ -1,22 +1,38 @@
-"""Models compiled with dims left free: one compiled module per input shape, made on first sight.
+"""Models compiled with dims left free: a generic tier that runs any shape at once where it can, and modules
+specialized to the shapes that recur.
 
 `compile_model(path, input_shapes={"x": (1, 3, 48, None)})` leaves dim 3 of x free: None or -1 for any size,
 `(lo, hi)` for a size in that closed range. Every other dim the model leaves unbound (a dim_param name or an
 unnamed dim of any input not fixed by input_shapes) is free too. compile_model then returns a
 ShapeSpecializedSession: its `run` checks every input against the model's fixed dims, the free dims' ranges and
-each other (a dim named `batch` in two inputs must have one size), and runs the module compiled for those sizes,
-compiling it on the first call that brings them (the compile cache keeps it across processes).
+each other (a dim named `batch` in two inputs must have one size) and runs the call on
 
-What this is not yet: a generic module with run-time extents that serves a new shape with no compile. The first
-call with a new shape pays a compile; later calls with that shape run at static-compiled speed.
+- the **specialized tier**: a module compiled for exactly these sizes (as fast as a static compile), when one is
+  kept; else
+- the **generic tier**, where the model has one: a model whose only free dim is the batch (dim 0 of every input)
+  and whose ops keep the items of a batch apart (compiler/batch_split.py) runs any batch item by item on one
+  module compiled for batch 1, made by compile_model itself: a batch size never seen runs at once, no compile;
+- else a module compiled now, on this call, for these sizes.
+
+`specialize` says when the specialized tier is made: "auto" (the default) compiles a shape's module in a
+background thread once the shape has come SPECIALIZE_AFTER times, the generic tier serving it meanwhile, and swaps
+it in between calls (a model without a generic tier compiles on first sight, as "eager"); "eager" compiles on first
+sight, in the call; "never" runs the generic tier only (refused for a model without one). The batch-1 module is
+also the specialization of batch 1. Tuning records apply to every module as to a static compile: the generic
+tier's kernels are the batch-1 model's, the specialized tier's those of each shape.
+
+What this is not yet: a generic module with run-time extents (any dim free, not only an item-wise batch).
 
 Invariants:
-- A module is chosen by the sizes of every free dim: it is never reused for another shape, so results are those
-  of a model compiled for the shapes given.
-- At most `max_specializations` modules are kept (least recently used dropped): memory stays bounded when shapes
-  change from call to call.
-- Thread-safe: concurrent calls with one new shape compile it once (the others wait), then each runs on the
-  compiled module, which is itself safe to call from several threads.
+- A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results
+  are those of a model compiled for the shapes given. The generic tier's results are the batch-1 model's, item by
+  item (within float rounding of the specialized module's).
+- At most `max_specializations` modules are kept (least recently used dropped; the batch-1 module of the generic
+  tier is always kept): memory stays bounded when shapes change from call to call.
+- Thread-safe: concurrent calls with one new shape compile it once (the others wait, or run on the generic tier),
+  then each runs on the compiled module, which is itself safe to call from several threads; a module compiled in
+  the background is swapped in under the session's lock, between calls.
+- A background compile that fails leaves that shape on the generic tier; `specializations()` says why.
 """
 from __future__ import annotations
 
@@ -30,6 +46,7 @@ import numpy as np
 from runtime.session import ORT_TYPES, PROVIDER, ModelMetadata, NodeArg, model_metadata
 
 MAX_SPECIALIZATIONS = 8
+SPECIALIZE_AFTER = 2  # calls with one shape after which "auto" compiles a module for it in the background
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,7 @@ class Specialization:
     input_shapes: dict
     compile_s: float
     runs: int = 0
+    background: bool = False
 
 
 class ShapeSpecializedSession:
@@ -156,6 +174,20 @@ class ShapeSpecializedSession:
         self._capacity = max_specializations
         self._kept: OrderedDict = OrderedDict()  # symbol sizes -> Specialization
         self._lock = threading.Lock()
+        self._seen: dict = {}  # symbol sizes -> calls the generic tier served
+        self._pending: set = set()  # symbol sizes being compiled in the background
+        self._failed: dict = {}  # symbol sizes -> why their background compile failed
+        self._background: threading.Thread | None = None
+        self._queue: list = []
+        self._batch, self.generic_tier = None, None
+        if options.specialize != "eager":
+            self._batch, why = self._batch_symbol()
+            if self._batch is not None:
+                self._make_generic()
+            elif options.specialize == "never":
+                raise ValueError(f"specialize='never' needs a generic tier, and this model has none: {why}")
+            else:
+                self.generic_tier = {"none": why}
 
     @property
     def free_dims(self) -> dict[str, str]:
@@ -169,11 +201,25 @@ class ShapeSpecializedSession:
         return out
 
     def specializations(self) -> list[dict]:
-        """The compiled modules kept, least recently used first: symbol sizes, input shapes, compile seconds and
-        the runs each has served."""
+        """The compiled modules kept, least recently used first (symbol sizes, input shapes, compile seconds, the
+        runs each has served, "background" if compiled off the call path), then the shapes being compiled
+        ("pending") and those whose background compile failed ("failed": why)."""
         with self._lock:
-            return [{"symbols": dict(s.symbols), "input_shapes": dict(s.input_shapes),
-                     "compile_s": s.compile_s, "runs": s.runs} for s in self._kept.values()]
+            kept = [{"symbols": dict(s.symbols), "input_shapes": dict(s.input_shapes), "compile_s": s.compile_s,
+                     "runs": s.runs, "background": s.background} for s in self._kept.values()]
+            return kept + [{"symbols": dict(k), "pending": True} for k in sorted(self._pending)] + \
+                [{"symbols": dict(k), "failed": why} for k, why in sorted(self._failed.items())]
+
+    def wait_for_specializations(self, timeout: float | None = None) -> bool:
+        """Block until no background compile is queued or running (True), or `timeout` seconds pass (False)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     # ---- onnxruntime's InferenceSession API ----
     def get_inputs(self) -> list[NodeArg]:
@@ -196,8 +242,22 @@ class ShapeSpecializedSession:
         if not isinstance(input_feed, dict):
             raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
         shapes = {name: np.shape(input_feed[name]) for name in self._specs if name in input_feed}
-        spec = self._specialization_for(shapes, count_run=True)
-        return spec.module.run(output_names, input_feed, run_options)
+        if self._batch is None:
+            spec = self._specialization_for(shapes, count_run=True)
+            return spec.module.run(output_names, input_feed, run_options)
+        key = tuple(sorted(bind(self._specs, shapes).items()))
+        with self._lock:
+            spec = self._kept.get(key)
+            if spec is not None:
+                self._kept.move_to_end(key)
+                spec.runs += 1
+            elif self._options.specialize == "auto" and key not in self._pending and key not in self._failed:
+                self._seen[key] = self._seen.get(key, 0) + 1
+                if self._seen[key] >= SPECIALIZE_AFTER:
+                    self._schedule(key, {n: tuple(int(v) for v in s) for n, s in shapes.items()})
+        if spec is not None:
+            return spec.module.run(output_names, input_feed, run_options)
+        return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
 
     def specialization(self, input_shapes: dict):
         """The compiled module for these input shapes (name -> shape), compiled now if it is not kept."""
@@ -211,9 +271,89 @@ class ShapeSpecializedSession:
                              f"sess.specialization({{input name: shape, ...}}).{name}")
 
     def __repr__(self):
-        return f"ShapeSpecializedSession(free_dims={self.free_dims}, specializations={len(self._kept)})"
+        return (f"ShapeSpecializedSession(free_dims={self.free_dims}, specializations={len(self._kept)}, "
+                f"generic_tier={self.generic_tier})")
+
+    # ---- the generic tier ----
+    def _batch_symbol(self) -> tuple[str | None, str]:
+        """(the batch symbol, "") when the model has a generic tier (see compiler/batch_split.py), else (None,
+        why not)."""
+        from frontends import from_onnx
+        from .batch_split import BATCH, NotSeparable, batch_axis_of_outputs
+        symbols = {d.symbol for dims in self._specs.values() for d in dims if d.symbol is not None}
+        first = {dims[0].symbol if dims else None for dims in self._specs.values()}
+        if len(symbols) != 1 or first != symbols or \
+                any(d.symbol is not None for dims in self._specs.values() for d in dims[1:]):
+            return None, (f"free dims {sorted(self.free_dims)}: only a batch (dim 0 of every input, one symbol) "
+                          f"has a generic tier so far")
+        shapes = {n: (BATCH,) + tuple(d.size for d in dims[1:]) for n, dims in self._specs.items()}
+        try:
+            axes = batch_axis_of_outputs(from_onnx(self._model, input_shapes=shapes))
+        except NotSeparable as e:
+            return None, f"its batch items are not computed apart: {e}"
+        except Exception as e:  # the model cannot even be imported at batch 2 (a reshape to batch 1)
+            return None, f"it does not import at batch {BATCH}: {str(e).splitlines()[0]}"
+        if any(a != 0 for a in axes):
+            return None, f"its outputs' batch axes are {axes}, not all 0"
+        return symbols.pop(), ""
+
+    def _make_generic(self) -> None:
+        sizes = {self._batch: 1}
+        shapes = {n: tuple(1 if d.symbol is not None else d.size for d in dims) for n, dims in self._specs.items()}
+        spec = self._compile_for(sizes, shapes)
+        self._generic = spec.module
+        self._kept[tuple(sorted(sizes.items()))] = spec
+        self.generic_tier = {"batch": self._batch, "module": "batch 1", "compile_s": spec.compile_s}
+
+    def _run_generic(self, output_names, input_feed: dict, run_options, batch: int) -> list[np.ndarray]:
+        """Item by item on the batch-1 module, outputs stacked along dim 0."""
+        names = list(self._specs)
+        feeds = {n: np.asarray(input_feed[n]) for n in names}
+        if batch == 0:
+            item = {n: np.zeros((1,) + v.shape[1:], v.dtype) for n, v in feeds.items()}
+            return [np.empty((0,) + o.shape[1:], o.dtype) for o in self._generic.run(output_names, item, run_options)]
+        parts = [self._generic.run(output_names, {n: v[i:i + 1] for n, v in feeds.items()}, run_options)
+                 for i in range(batch)]
+        return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+
+    def _schedule(self, key: tuple, shapes: dict) -> None:
+        """Queue a background compile of key's module (the lock held)."""
+        self._pending.add(key)
+        self._queue.append((key, shapes))
+        if self._background is None or not self._background.is_alive():
+            self._background = threading.Thread(target=self._compile_queued, name="relayish-specialize",
+                                                daemon=True)
+            self._background.start()
+
+    def _compile_queued(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._background = None
+                    return
+                key, shapes = self._queue.pop(0)
+            try:
+                spec = self._compile_for(dict(key), shapes)
+                spec.background = True
+            except Exception as e:  # the generic tier keeps serving this shape
+                with self._lock:
+                    self._failed[key] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    self._pending.discard(key)
+                continue
+            with self._lock:
+                self._insert(key, spec)
+                self._pending.discard(key)
+                self._seen.pop(key, None)
 
     # ---- internals ----
+    def _insert(self, key: tuple, spec: Specialization) -> None:
+        """Keep spec under key, dropping the least recently used beyond capacity (never the generic tier's)."""
+        self._kept[key] = spec
+        generic = ((self._batch, 1),) if self._batch is not None else None
+        while len(self._kept) > self._capacity:
+            victim = next(k for k in self._kept if k != generic)
+            del self._kept[victim]
+
     def _specialization_for(self, shapes: dict, count_run: bool = False) -> Specialization:
         sizes = bind(self._specs, shapes)
         key = tuple(sorted(sizes.items()))
@@ -221,9 +361,7 @@ class ShapeSpecializedSession:
             spec = self._kept.get(key)
             if spec is None:
                 spec = self._compile_for(sizes, {n: tuple(int(v) for v in s) for n, s in shapes.items()})
-                self._kept[key] = spec
-                while len(self._kept) > self._capacity:
-                    self._kept.popitem(last=False)
+                self._insert(key, spec)
             self._kept.move_to_end(key)
             spec.runs += count_run
         return spec

@@ -36,6 +36,9 @@ def as_default_schedules(value) -> DefaultSchedules:
     return _enum(DefaultSchedules, value, "default_schedules")
 
 
+SPECIALIZE = ("auto", "eager", "never")
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     """Every option of compile_model (see its docstring for what each does)."""
@@ -51,6 +54,7 @@ class CompileOptions:
     cache: bool | None = None  # None: on unless RELAYISH_CACHE=0
     input_values: dict = field(default_factory=dict)  # input name -> array: compiled as constants
     max_specializations: int = 8  # with free dims: compiled shapes kept (compiler/dynamic.py)
+    specialize: str = "auto"  # with free dims: "auto", "eager" or "never" (compiler/dynamic.py)
 
     def __post_init__(self):
         set_ = object.__setattr__  # (frozen: normalized once, here)
@@ -60,6 +64,8 @@ class CompileOptions:
         set_(self, "input_values", dict(self.input_values or {}))
         if not isinstance(self.opt_level, int) or not 0 <= self.opt_level <= 3:
             raise ValueError(f"opt_level must be an int from 0 to 3, got {self.opt_level!r}")
+        if self.specialize not in SPECIALIZE:
+            raise ValueError(f"specialize must be one of {list(SPECIALIZE)}, got {self.specialize!r}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise ValueError(f"num_threads must be a positive int or None, got {self.num_threads!r}")
 

@@ -1,5 +1,7 @@
 """compile_model with dims left free (compiler/dynamic.py): a ShapeSpecializedSession that compiles once per input
-shape, checked three ways on shapes it was not compiled for ahead of time, and its checks of the inputs."""
+shape, checked three ways on shapes it was not compiled for ahead of time, and its checks of the inputs; a free
+batch's generic tier (item by item on the batch-1 module, compiler/batch_split.py) and the modules compiled in
+the background for batch sizes that recur."""
 from __future__ import annotations
 
 import threading
@@ -62,15 +64,17 @@ def test_free_width_runs_shapes_never_compiled_for_three_ways(width):
     assert [s["runs"] for s in kept] == [1, 1, 2] and all(s["compile_s"] > 0 for s in kept)
 
 
-def test_one_symbol_in_two_inputs_must_agree():
-    sess = compile_model(pair_model(), input_shapes={"a": (None, 4)}, cache=False)
+@pytest.mark.parametrize("specialize", ["eager", "auto"])
+def test_one_symbol_in_two_inputs_must_agree(specialize):
+    sess = compile_model(pair_model(), input_shapes={"a": (None, 4)}, cache=False, specialize=specialize)
     a, b = np.ones((3, 4), np.float32), np.ones((2, 4), np.float32)
     with pytest.raises(ValueError, match=r"input 'b' has shape \(2, 4\): dim 0 \('N'\) is 2, but input 'a' has "
                                          r"'N' = 3"):
         sess.run(None, {"a": a, "b": b})
     y, = sess.run(None, {"a": a, "b": 2 * a})
     np.testing.assert_array_equal(y, 3 * a)
-    assert sess.specializations() and sess.specializations()[0]["symbols"] == {"N": 3}
+    # eager: compiled for N = 3 on that call; auto: run on the generic tier (the batch-1 module) with no compile
+    assert [s["symbols"] for s in sess.specializations()] == [{"N": 3 if specialize == "eager" else 1}]
 
 
 def test_inputs_outside_the_declared_dims_get_clear_errors():
@@ -98,7 +102,7 @@ def test_bad_free_dims_are_refused_at_compile_time(shape, message):
 
 
 def test_kept_modules_are_bounded_and_the_api_points_to_one_shape():
-    options = CompileOptions(input_shapes={"a": (-1, 4)}, cache=False, max_specializations=2)
+    options = CompileOptions(input_shapes={"a": (-1, 4)}, cache=False, max_specializations=2, specialize="eager")
     sess = compile_model(pair_model(), options=options)
     for n in (1, 2, 3):
         x = np.full((n, 4), n, np.float32)
@@ -147,3 +151,105 @@ def test_relayish_run_compiles_a_model_with_free_dims_at_the_inputs_files_shapes
             np.testing.assert_allclose(out["y"], np.asarray(interpreted(model, {"x": x})[0]), rtol=1e-4,
                                        atol=1e-4)
     assert "unbound dim" not in capsys.readouterr().err  # no dim was bound to 1
+
+
+# ---------------------------------------------------------------------------------------------- a free batch
+
+def batch_cnn(reduce_batch=False):
+    """conv + relu + global pool + a classifier over (N, 3, 9, 9) with N free: (N, 7); reduce_batch: the logits
+    minus their mean over the batch (items no longer computed apart)."""
+    w = numpy_helper.from_array(RNG.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    fc = numpy_helper.from_array(RNG.standard_normal((8, 7)).astype(np.float32), "fc")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("MatMul", ["f", "fc"], ["y" if not reduce_batch else "l"])]
+    if reduce_batch:
+        nodes += [helper.make_node("ReduceMean", ["l"], ["m"], axes=[0], keepdims=1),
+                  helper.make_node("Sub", ["l", "m"], ["y"])]
+    graph = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 3, 9, 9))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ("N", 7))], [w, fc])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_free_batch_runs_sizes_never_seen_on_the_generic_tier_with_no_compile():
+    model = batch_cnn()
+    sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
+    assert sess.generic_tier["batch"] == "N"
+    for n in (3, 1, 5, 0):
+        feed = {"x": RNG.standard_normal((n, 3, 9, 9)).astype(np.float32)}
+        ours, = sess.run(None, feed)
+        assert ours.shape == (n, 7)
+        if n:
+            assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"N={n}")
+    assert [s["symbols"] for s in sess.specializations()] == [{"N": 1}]  # seen once each: nothing compiled
+
+
+def test_a_recurring_batch_is_compiled_in_the_background_and_swapped_in_under_concurrent_runs():
+    """Six threads run batch 4 while its module compiles in the background (it is asked for from the second
+    call on): every result agrees with onnxruntime, whichever tier served it, and the module ends up kept."""
+    model = batch_cnn()
+    sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
+    feed = {"x": RNG.standard_normal((4, 3, 9, 9)).astype(np.float32)}
+    want = run_ort(model, feed)[0]
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(15):
+                results.append(sess.run(None, feed)[0])
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(results) == 90
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert sess.wait_for_specializations(timeout=120)
+    kept = {tuple(s["symbols"].items()): s for s in sess.specializations()}
+    assert kept[(("N", 4),)]["background"] is True
+    runs_before = kept[(("N", 4),)]["runs"]
+    np.testing.assert_allclose(sess.run(None, feed)[0], want, rtol=1e-4, atol=1e-4)
+    assert {tuple(s["symbols"].items()): s["runs"] for s in sess.specializations()}[(("N", 4),)] == runs_before + 1
+
+
+def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
+    model = batch_cnn(reduce_batch=True)
+    sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
+    assert "reduces over the batch axis" in sess.generic_tier["none"]
+    feed = {"x": RNG.standard_normal((3, 3, 9, 9)).astype(np.float32)}
+    np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
+    assert [s["symbols"] for s in sess.specializations()] == [{"N": 3}]  # compiled on first sight
+    with pytest.raises(ValueError, match=r"specialize='never' needs a generic tier.*reduces over the batch axis"):
+        compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="never")
+    with pytest.raises(ValueError, match=r"specialize must be one of \['auto', 'eager', 'never'\]"):
+        compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="lazy")
+
+
+@pytest.mark.parametrize("nodes, separable", [
+    ([("Transpose", ["x"], ["t"], dict(perm=[1, 0, 2])), ("Relu", ["t"], ["u"], {}),
+      ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),  # the batch moves to axis 1 and back
+    ([("Softmax", ["x"], ["y"], dict(axis=0))], False),
+    ([("Softmax", ["x"], ["y"], dict(axis=2))], True),
+    ([("Reshape", ["x", "s"], ["y"], {})], False),  # (N, 5, 6) -> (N * 5, 6): merges the batch into rows
+    ([("Concat", ["x", "x"], ["y"], dict(axis=0))], False),
+    ([("Concat", ["x", "x"], ["y"], dict(axis=1))], True),
+])
+def test_which_graphs_keep_their_batch_items_apart(nodes, separable):
+    from compiler.batch_split import NotSeparable, batch_axis_of_outputs
+    shape_const = numpy_helper.from_array(np.array([-1, 6], np.int64), "s")
+    graph = helper.make_graph([helper.make_node(op, i, o, **a) for op, i, o, a in nodes], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 5, 6))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape_const])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mod = from_onnx(model, input_shapes={"x": (2, 5, 6)})
+    if separable:
+        assert batch_axis_of_outputs(mod) == (0,)
+    else:
+        with pytest.raises(NotSeparable):
+            batch_axis_of_outputs(mod)
