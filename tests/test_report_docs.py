@@ -80,6 +80,17 @@ SYNTHETIC = {
         "benchmark": "rnn", **prov("python -m relayish_tools.bench.rnn --json r.json"), "threads": 2, "repeat": 30,
         "cases": [{"shape": "LSTM T=8 B=1 I=64 H=64 forward", "ours_ms": 0.0412, "ort_ms": 0.0577, "ratio": 0.714},
                   {"shape": "GRU T=512 B=4 I=64 H=64 forward", "ratio": None, "error": "compile: boom"}]},
+    "dynamic.json": {
+        "benchmark": "dynamic", **prov("python -m relayish_tools.bench.dynamic m.onnx --json d.json"), "threads": 2,
+        "repeat": 30,
+        "cases": [{"model": "cnn (free batch)",
+                   "rows": [{"shape": [3, 3, 8, 8], "first_ms": 3.5, "generic_ms": 3.3, "specialized_ms": 3.1,
+                             "ort_ms": 4.4, "agree": True, "max_rel_error": 1e-6}],
+                   "summary": {"generic_vs_ort": 0.75, "specialized_vs_ort": 0.70, "worst_first_vs_steady": 1.06}},
+                  {"model": "rec (free width)",
+                   "rows": [{"shape": [1, 3, 48, 160], "first_ms": 3450.0, "generic_ms": None, "specialized_ms": 8.2,
+                             "ort_ms": 9.9, "agree": True, "max_rel_error": 1e-5}],
+                   "summary": {"generic_vs_ort": None, "specialized_vs_ort": 0.83, "worst_first_vs_steady": 421.0}}]},
     "zero_shot.json": {
         "benchmark": "zero_shot", **prov("python -m relayish_tools.bench.pretrain zero-shot m.onnx --json z.json"),
         "threads": 2, "repeat": 30,
@@ -158,7 +169,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 9
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 10
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
@@ -171,6 +182,9 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| crnn | 5 of 21 | 9.88 | 9.12 | 12.35 | **0.92** |" in page
     assert "trained on 2417 measured programs of 138 tasks of resnet18, gpt; held out whole: crnn." in page
     assert "orders 73% of the pairs of measured programs right (random: 50%)" in page
+    assert "| cnn (free batch) | 3x3x8x8 | 3.50 | 3.30 (0.75x) | 3.10 (**0.70x**) | 4.40 |" in page
+    assert "| rec (free width) | 1x3x48x160 | 3450.0 | - | 8.20 (**0.83x**) | 9.90 |" in page
+    assert "|  | geomean | worst 421.0x steady | - | **0.83x** |  |" in page
     assert "| before (8869de7) | 144 | 145 | 129 | 120 | build refused 7, build timed out after 1 |" in page
     assert "| after (abc1234) | 144 | 190 | - | - | none |" in page and "After / before: build x1.31." in page
 

@@ -293,6 +293,31 @@ def rnn_table(data: dict, where: str) -> Table:
     return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
 
 
+def dynamic_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.dynamic --json FILE`: one row per model and shape."""
+    rows = []
+    for i, case in enumerate(need(data, "cases", where)):
+        w = f"{where} cases[{i}]"
+        for j, r in enumerate(need(case, "rows", w)):
+            wr = f"{w} rows[{j}]"
+            ort, generic = number(r, "ort_ms", wr), r.get("generic_ms")
+            rows.append([need(case, "model", w) if j == 0 else "", "x".join(str(d) for d in need(r, "shape", wr)),
+                         ms(number(r, "first_ms", wr)),
+                         f"{ms(generic)} ({generic / ort:.2f}x)" if generic else "-",
+                         f"{ms(number(r, 'specialized_ms', wr))} (**{number(r, 'specialized_ms', wr) / ort:.2f}x**)",
+                         ms(ort)])
+        s = need(case, "summary", w)
+        g = s.get("generic_vs_ort")
+        rows.append(["", "geomean", f"worst {number(s, 'worst_first_vs_steady', w):.1f}x steady",
+                     f"{g:.2f}x" if g else "-", f"**{number(s, 'specialized_vs_ort', w):.2f}x**", ""])
+    notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine. "
+             "First: the first call of a shape the session had not seen (the generic tier, or a compile where the "
+             "model has none). Generic: the batch-1 module item by item; specialized: the module compiled for "
+             "that shape; ratios against onnxruntime."]
+    return Table(["model", "shape", "first call ms", "generic ms", "specialized ms", "onnxruntime ms"], rows,
+                 notes, [("", data)])
+
+
 def zero_shot_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.pretrain zero-shot --json FILE`: one row per model."""
     rows = []
@@ -373,6 +398,12 @@ BENCHMARKS = [
     Benchmark("rnn", "Recurrent layers against onnxruntime",
               "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
               "python -m relayish_tools.bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
+    Benchmark("dynamic", "Free dims: the generic and the specialized tier",
+              "Models compiled with a dim left free (compiler/dynamic.py), shape by shape: the first call of a new "
+              "shape, then the generic tier (a free batch run item by item on the batch-1 module), the module "
+              "specialized to the shape and onnxruntime in steady state.",
+              "python -m models && python -m relayish_tools.bench.dynamic models/resnet18.onnx --wild wild/ "
+              "--json docs/data/dynamic.json", dynamic_table),
     Benchmark("zero_shot", "Zero-shot schedules from the pretrained cost model",
               "Models compiled untuned and with each task's schedule ranked by the pretrained cost model "
               "(tuning/zero_shot.py, no measurement), timed beside onnxruntime; the models are held out of the "

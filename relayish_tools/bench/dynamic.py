@@ -1,0 +1,154 @@
+"""Models with free dims, shape by shape: the first call of a shape never seen, the generic and the specialized
+tier in steady state, and onnxruntime's on the same shape.
+
+    python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16]
+        [--wild DIR [--widths 160,240,320,480,640]] [--threads 2] [--repeat 30] [--json FILE]
+
+Cases:
+  - a CNN over a free batch: MODEL (default models/resnet18.onnx, `python -m models` builds it) with dim 0 of its
+    input and output made free, over --batches;
+  - with --wild DIR (the real-world suite's folder, see `python -m models --wild`): PP-OCRv6's text-line
+    recognizer over --widths (its input's dim 3 free).
+
+Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
+user gets it): "first" is the first call of that shape, a shape this session has not seen (a free batch runs it on
+the generic tier; a model without one compiles it in the call). Then, timed in one rotation on the same inputs and
+threads in steady state (bench/compare.py): the generic tier (a session with specialize="never": the batch-1
+module item by item), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
+below 1: ours is faster. The generic tier of a model that has none is left blank.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from compiler import compile_model
+from relayish_tools.bench.compare import compare_with_onnxruntime
+from relayish_tools.bench.report import provenance
+
+
+def with_free_dims(model: onnx.ModelProto, dims: dict[str, dict[int, str]]) -> onnx.ModelProto:
+    """A copy of model whose graph inputs and outputs named in dims have those axes as dim_params (name -> {axis:
+    symbol}); other outputs' declared shapes are dropped (their sizes follow the inputs')."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for v in list(out.graph.input) + list(out.graph.output):
+        shape = v.type.tensor_type.shape
+        for axis, symbol in dims.get(v.name, {}).items():
+            shape.dim[axis].ClearField("dim_value")
+            shape.dim[axis].dim_param = symbol
+    del out.graph.value_info[:]
+    return out
+
+
+def batch_case(path: Path, batches: list[int]) -> dict:
+    model = onnx.load(str(path))
+    inp = model.graph.input[0]
+    rest = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim[1:])
+    free = with_free_dims(model, {v.name: {0: "batch"} for v in list(model.graph.input) + list(model.graph.output)})
+    return {"name": f"{path.stem} (free batch)", "model": free, "input": inp.name, "free": (None,) + rest,
+            "shapes": [(b,) + rest for b in batches]}
+
+
+def width_case(path: Path, widths: list[int]) -> dict:
+    model = onnx.load(str(path))
+    inp = model.graph.input[0]
+    lead = (1, 3, 48)
+    free = with_free_dims(model, {inp.name: {0: "n", 3: "width"}})
+    return {"name": f"{path.stem} (free width)", "model": free, "input": inp.name, "free": lead + (None,),
+            "shapes": [lead + (w,) for w in widths]}
+
+
+def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
+    model, name = case["model"], case["input"]
+    t0 = time.perf_counter()
+    auto = compile_model(model, input_shapes={name: case["free"]}, num_threads=threads, cache=False)
+    made_s = time.perf_counter() - t0
+    generic = None
+    if auto.generic_tier and "none" not in auto.generic_tier:
+        generic = compile_model(model, input_shapes={name: case["free"]}, num_threads=threads, cache=False,
+                                specialize="never")
+    log(f"{case['name']}: compile_model {made_s:.1f} s; generic tier: {auto.generic_tier}")
+    data = model.SerializeToString()
+    rows = []
+    for k, shape in enumerate(case["shapes"]):
+        x = np.random.default_rng(k).standard_normal(shape).astype(np.float32)
+        t = time.perf_counter()
+        auto.run(None, {name: x})
+        first_ms = (time.perf_counter() - t) * 1e3
+        auto.wait_for_specializations()
+        special = auto.specialization({name: shape})
+        extra = [("generic", lambda feeds: generic.run(None, feeds))] if generic is not None else []
+        r = compare_with_onnxruntime(special, data, {name: x}, threads=threads, repeat=repeat, extra_engines=extra)
+        ort_ms = r["onnxruntime"]["median_ms"]
+        row = {"shape": list(shape), "first_ms": first_ms, "specialized_ms": r["ours"]["median_ms"],
+               "generic_ms": r["generic"]["median_ms"] if generic is not None else None, "ort_ms": ort_ms,
+               "max_rel_error": max(o["max_rel"] for o in r["outputs"].values()),
+               "agree": all(o["passed"] for o in r["outputs"].values())}
+        rows.append(row)
+        log(f"  {str(shape):22s} first {first_ms:9.1f} ms   generic " +
+            (f"{row['generic_ms']:8.2f} ms ({row['generic_ms'] / ort_ms:.2f}x)" if generic is not None else
+             f"{'-':>19s}") +
+            f"   specialized {row['specialized_ms']:8.2f} ms ({row['specialized_ms'] / ort_ms:.2f}x)"
+            f"   onnxruntime {ort_ms:8.2f} ms" + ("" if row["agree"] else
+                                                f"   DISAGREES (max rel error {row['max_rel_error']:.1e})"))
+    return rows
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summary(rows: list[dict]) -> dict:
+    steady = [r["generic_ms"] or r["specialized_ms"] for r in rows]
+    return {"generic_vs_ort": geomean([r["generic_ms"] / r["ort_ms"] for r in rows if r["generic_ms"]]),
+            "specialized_vs_ort": geomean([r["specialized_ms"] / r["ort_ms"] for r in rows]),
+            "worst_first_vs_steady": max(r["first_ms"] / s for r, s in zip(rows, steady))}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m relayish_tools.bench.dynamic", description=__doc__.split("\n\n")[0])
+    p.add_argument("model", nargs="?", default="models/resnet18.onnx")
+    p.add_argument("--batches", default="1,2,3,4,6,8,12,16")
+    p.add_argument("--wild", metavar="DIR", help="the real-world suite's folder (ppocr_v6_rec.onnx)")
+    p.add_argument("--widths", default="160,240,320,480,640")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--json", metavar="FILE")
+    args = p.parse_args(argv)
+    path = Path(args.model)
+    if not path.is_file():
+        print(f"{path}: no such model (python -m models builds models/resnet18.onnx)", file=sys.stderr)
+        return 2
+    cases = [batch_case(path, [int(v) for v in args.batches.split(",")])]
+    if args.wild:
+        rec = Path(args.wild) / "ppocr_v6_rec.onnx"
+        if not rec.is_file():
+            print(f"{rec}: not found (python -m models --wild)", file=sys.stderr)
+            return 2
+        cases.append(width_case(rec, [int(v) for v in args.widths.split(",")]))
+    command = "python -m relayish_tools.bench.dynamic " + " ".join(argv if argv is not None else sys.argv[1:])
+    report = {"benchmark": "dynamic", **provenance(command.strip()),
+              "threads": args.threads, "repeat": args.repeat, "cases": []}
+    for case in cases:
+        rows = run_case(case, args.threads, args.repeat, lambda line: print(line, flush=True))
+        s = summary(rows)
+        print(f"  geomean generic/onnxruntime {s['generic_vs_ort'] or float('nan'):.2f}x, specialized/onnxruntime "
+              f"{s['specialized_vs_ort']:.2f}x; worst first call / steady {s['worst_first_vs_steady']:.1f}x",
+              flush=True)
+        report["cases"].append({"model": case["name"], "rows": rows, "summary": s})
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

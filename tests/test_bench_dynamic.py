@@ -1,0 +1,49 @@
+"""python -m relayish_tools.bench.dynamic: a tiny CNN over a free batch, its table and JSON (the timings themselves
+are the benchmark's, not a test's), and the free-dim rewrite it applies to a model."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from relayish_tools.bench import dynamic
+
+
+def tiny_cnn(path):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 6, 6))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 8, 6, 6))], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_free_dims_become_dim_params():
+    model = onnx.load_from_string(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 4))])).SerializeToString())
+    free = dynamic.with_free_dims(model, {"x": {0: "batch"}, "y": {0: "batch"}})
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in (free.graph.input[0],
+                                                                                         free.graph.output[0])]
+    assert dims == [["batch", 4], ["batch", 4]] and model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+
+
+def test_a_run_prints_the_table_and_writes_json(tmp_path, capsys):
+    path, out = tmp_path / "tiny.onnx", tmp_path / "dynamic.json"
+    tiny_cnn(path)
+    code = dynamic.main([str(path), "--batches", "1,3", "--repeat", "2", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "tiny (free batch)" in printed and "generic tier: {'batch': 'batch'" in printed
+    report = json.loads(out.read_text())
+    rows = report["cases"][0]["rows"]
+    assert [r["shape"] for r in rows] == [[1, 3, 6, 6], [3, 3, 6, 6]]
+    assert all(r["agree"] and r["first_ms"] > 0 and r["generic_ms"] > 0 and r["specialized_ms"] > 0 for r in rows)
+    assert report["cases"][0]["summary"]["generic_vs_ort"] > 0
+
+
+def test_a_missing_model_is_named(tmp_path, capsys):
+    assert dynamic.main([str(tmp_path / "none.onnx")]) == 2
+    assert "no such model" in capsys.readouterr().err
