@@ -29,7 +29,7 @@ from .codegen import host_target, prestart_workers, vector_width
 from .index_bounds import input_index_bounds, input_index_ignored
 from .options import CompileOptions
 from .passes import PassContext, run_pipeline
-from .dynamic import ShapeSpecializedSession, has_free_dims
+from .dynamic import ShapeSpecializedSession, has_free_dims, restore_session
 from .specialize import ValueSpecializedSession
 
 
@@ -59,6 +59,13 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
                                  default_schedules=default_schedules, cache=cache, input_values=input_values,
                                  specialize=specialize)
     return compile_with(model, options)
+
+
+def load_session(folder: str, model=None, num_threads: int | None = None) -> ShapeSpecializedSession:
+    """A session with free dims that ShapeSpecializedSession.export wrote to `folder`, loaded without compiling;
+    given `model`, shapes it has no module for (and no generic tier) are compiled from it (compiler/dynamic.py
+    restore_session)."""
+    return restore_session(folder, model, compile_with, num_threads)
 
 
 def compile_with(model, options: CompileOptions):

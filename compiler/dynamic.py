@@ -46,6 +46,7 @@ import numpy as np
 from runtime.session import ORT_TYPES, PROVIDER, ModelMetadata, NodeArg, model_metadata
 
 MAX_SPECIALIZATIONS = 8
+SESSION_FORMAT = "relayish-dynamic-session/1"  # session.json's format (export / load_session)
 SPECIALIZE_AFTER = 2  # calls with one shape after which "auto" compiles a module for it in the background
 
 
@@ -161,9 +162,11 @@ class ShapeSpecializedSession:
     get_inputs, get_outputs, get_modelmeta, get_providers) answers for every shape; anything else (benchmark,
     profile, export_library) belongs to one shape's module: `specialization(input_shapes)`."""
 
-    def __init__(self, model, options, compile_with, described: dict, max_specializations: int = MAX_SPECIALIZATIONS):
+    def __init__(self, model, options, compile_with, described: dict, max_specializations: int = MAX_SPECIALIZATIONS,
+                 restored: dict | None = None):
         """options: the compile's compiler.options.CompileOptions, whose input_shapes leave dims free;
-        compile_with(model, options): the compiler (handed in: compile.py imports this module)."""
+        compile_with(model, options): the compiler (handed in: compile.py imports this module); restored: the
+        tiers of an exported session (restore_session), which are then neither analysed nor compiled again."""
         if not isinstance(max_specializations, int) or max_specializations < 1:
             raise ValueError(f"max_specializations must be a positive int, got {max_specializations!r}")
         self._model = model
@@ -180,7 +183,13 @@ class ShapeSpecializedSession:
         self._background: threading.Thread | None = None
         self._queue: list = []
         self._batch, self.generic_tier = None, None
-        if options.specialize != "eager":
+        if restored is not None:
+            self._batch, self.generic_tier = restored["batch"], restored["generic_tier"]
+            for key, spec in restored["modules"]:
+                self._kept[key] = spec
+            if self._batch is not None:
+                self._generic = self._kept[((self._batch, 1),)].module
+        elif options.specialize != "eager":
             self._batch, why = self._batch_symbol()
             if self._batch is not None:
                 self._make_generic()
@@ -273,6 +282,32 @@ class ShapeSpecializedSession:
     def __repr__(self):
         return (f"ShapeSpecializedSession(free_dims={self.free_dims}, specializations={len(self._kept)}, "
                 f"generic_tier={self.generic_tier})")
+
+    def export(self, folder: str) -> str:
+        """Write the session to `folder` (created if needed): every kept module as a library (runtime.Module.
+        export_library: m<k>.so with its .json and .params) and session.json, which says what each was compiled
+        for, the free dims and the generic tier. compiler.load_session(folder) reads it back without compiling. Returns the
+        folder's absolute path."""
+        import json
+        import os
+        os.makedirs(folder, exist_ok=True)
+        with self._lock:
+            kept = list(self._kept.items())
+        modules = []
+        for k, (key, spec) in enumerate(kept):
+            spec.module.export_library(os.path.join(folder, f"m{k}.so"))
+            modules.append({"file": f"m{k}.so", "symbols": dict(key), "compile_s": spec.compile_s,
+                            "input_shapes": {n: list(v) for n, v in spec.input_shapes.items()}})
+        manifest = {"format": SESSION_FORMAT, "described": self._described,
+                    "input_shapes": {n: [list(d) if isinstance(d, tuple) else d for d in dims]
+                                     for n, dims in self._options.input_shapes.items()},
+                    "specialize": self._options.specialize, "max_specializations": self._capacity,
+                    "batch": self._batch, "generic_tier": self.generic_tier, "modules": modules}
+        tmp = os.path.join(folder, "session.json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(manifest, f, indent=1)
+        os.replace(tmp, os.path.join(folder, "session.json"))
+        return os.path.abspath(folder)
 
     # ---- the generic tier ----
     def _batch_symbol(self) -> tuple[str | None, str]:
@@ -367,6 +402,10 @@ class ShapeSpecializedSession:
         return spec
 
     def _compile_for(self, sizes: dict, shapes: dict) -> Specialization:
+        if self._compile is None:
+            raise ValueError(f"input shapes {shapes}: this session was loaded (load_session) with no module for "
+                             f"them and no model to compile one: load it with model=, or export it after running "
+                             f"these shapes")
         t0 = time.perf_counter()
         try:
             module = self._compile(self._model, self._options.replace(input_shapes=shapes))
@@ -374,3 +413,43 @@ class ShapeSpecializedSession:
             e.add_note(f"(compiling the model for input shapes {shapes})")
             raise
         return Specialization(module, sizes, shapes, time.perf_counter() - t0)
+
+
+def restore_session(folder: str, model=None, compile_with=None, num_threads: int | None = None):
+    """compiler.load_session's work (compile.py hands in the compiler): a session exported by
+    ShapeSpecializedSession.export, its modules loaded (runtime.load_module checks each), the generic tier as it
+    was. Shapes with no module run on the generic tier; where there is none, they are compiled from `model` (the
+    ONNX model, as compile_model takes it) when it is given, else refused with an error. ValueError naming the
+    file for a folder that does not hold an exported session."""
+    import json
+    import os
+
+    from runtime.module import load_module
+
+    from .options import CompileOptions
+    path = os.path.join(folder, "session.json")
+    try:
+        with open(path) as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file: {folder!r} holds no exported session") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != SESSION_FORMAT:
+        raise ValueError(f"{path}: not a session of format {SESSION_FORMAT!r}")
+    shapes = {n: tuple(tuple(d) if isinstance(d, list) else d for d in dims)
+              for n, dims in manifest["input_shapes"].items()}
+    options = CompileOptions(input_shapes=shapes, specialize=manifest["specialize"], num_threads=num_threads,
+                             max_specializations=manifest["max_specializations"])
+    modules = []
+    for m in manifest["modules"]:
+        module = load_module(os.path.join(folder, m["file"]))
+        if num_threads is not None:
+            module.num_threads = num_threads
+        spec = Specialization(module, dict(m["symbols"]), {n: tuple(v) for n, v in m["input_shapes"].items()},
+                              m["compile_s"])
+        modules.append((tuple(sorted(m["symbols"].items())), spec))
+    return ShapeSpecializedSession(model, options, compile_with if model is not None else None, manifest["described"],
+                                   manifest["max_specializations"],
+                                   restored={"batch": manifest["batch"], "generic_tier": manifest["generic_tier"],
+                                             "modules": modules})

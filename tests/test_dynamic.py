@@ -253,3 +253,37 @@ def test_which_graphs_keep_their_batch_items_apart(nodes, separable):
     else:
         with pytest.raises(NotSeparable):
             batch_axis_of_outputs(mod)
+
+
+def test_an_exported_session_loads_with_its_tiers_and_compiles_nothing(tmp_path):
+    from compiler import load_session
+    model = batch_cnn()
+    sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
+    x4 = RNG.standard_normal((4, 3, 9, 9)).astype(np.float32)
+    for _ in range(2):
+        sess.run(None, {"x": x4})
+    assert sess.wait_for_specializations(timeout=120)
+    folder = sess.export(str(tmp_path / "sess"))
+    loaded = load_session(folder)
+    assert loaded.generic_tier == sess.generic_tier and loaded.get_inputs()[0].shape == ["N", 3, 9, 9]
+    assert sorted(s["symbols"]["N"] for s in loaded.specializations()) == [1, 4]
+    np.testing.assert_array_equal(loaded.run(None, {"x": x4})[0], sess.run(None, {"x": x4})[0])  # the same module
+    x6 = RNG.standard_normal((6, 3, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(loaded.run(None, {"x": x6})[0], run_ort(model, {"x": x6})[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="holds no exported session"):
+        load_session(str(tmp_path / "nowhere"))
+
+
+def test_a_loaded_session_without_a_generic_tier_compiles_only_with_its_model(tmp_path):
+    from compiler import load_session
+    model = line_model()
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    x = {w: {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in (10, 14)}
+    sess.run(None, x[10])
+    folder = sess.export(str(tmp_path / "line"))
+    loaded = load_session(folder)
+    np.testing.assert_array_equal(loaded.run(None, x[10])[0], sess.run(None, x[10])[0])
+    with pytest.raises(ValueError, match=r"loaded \(load_session\) with no module for them and no model"):
+        loaded.run(None, x[14])
+    with_model = load_session(folder, model=model)
+    np.testing.assert_allclose(with_model.run(None, x[14])[0], run_ort(model, x[14])[0], rtol=1e-4, atol=1e-4)
