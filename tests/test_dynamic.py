@@ -221,11 +221,11 @@ def test_a_recurring_batch_is_compiled_in_the_background_and_swapped_in_under_co
 def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
     model = batch_cnn(reduce_batch=True)
     sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
-    assert "reduces over the batch axis" in sess.generic_tier["none"]
+    assert "reduces along the batch's axis" in sess.generic_tier["none"]
     feed = {"x": RNG.standard_normal((3, 3, 9, 9)).astype(np.float32)}
     np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
     assert [s["symbols"] for s in sess.specializations()] == [{"N": 3}]  # compiled on first sight
-    with pytest.raises(ValueError, match=r"specialize='never' needs a generic tier.*reduces over the batch axis"):
+    with pytest.raises(ValueError, match=r"specialize='never' needs a generic tier.*reduces along the batch's axis"):
         compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="never")
     with pytest.raises(ValueError, match=r"specialize must be one of \['auto', 'eager', 'never'\]"):
         compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="lazy")
@@ -236,16 +236,24 @@ def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
       ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),  # the batch moves to axis 1 and back
     ([("Softmax", ["x"], ["y"], dict(axis=0))], False),
     ([("Softmax", ["x"], ["y"], dict(axis=2))], True),
-    ([("Reshape", ["x", "s"], ["y"], {})], False),  # (N, 5, 6) -> (N * 5, 6): merges the batch into rows
+    ([("Reshape", ["x", "s"], ["y"], {})], False),  # (N, 5, 6) -> (N * 5, 6): an output with the batch merged
+    ([("Reshape", ["x", "s"], ["r"], {}), ("Softmax", ["r"], ["m"], dict(axis=1)),  # merged into rows and back
+      ("Reshape", ["m", "back"], ["y"], {})], True),
+    ([("Transpose", ["x"], ["t"], dict(perm=[1, 0, 2])), ("Reshape", ["t", "heads"], ["h"], {}),  # (5, N x 2, 3)
+      ("Softmax", ["h"], ["m"], dict(axis=2)), ("Reshape", ["m", "unheads"], ["u"], {}),  # as attention heads
+      ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),
+    ([("Reshape", ["x", "quads"], ["y"], {})], False),  # (N x 30 / 4, 4): the batch split across rows
     ([("Concat", ["x", "x"], ["y"], dict(axis=0))], False),
     ([("Concat", ["x", "x"], ["y"], dict(axis=1))], True),
 ])
 def test_which_graphs_keep_their_batch_items_apart(nodes, separable):
     from compiler.batch_split import NotSeparable, batch_axis_of_outputs
-    shape_const = numpy_helper.from_array(np.array([-1, 6], np.int64), "s")
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+              (("s", [-1, 6]), ("back", [-1, 5, 6]), ("heads", [5, -1, 3]), ("unheads", [5, -1, 6]),
+               ("quads", [-1, 4]))]
     graph = helper.make_graph([helper.make_node(op, i, o, **a) for op, i, o, a in nodes], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 5, 6))],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape_const])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     mod = from_onnx(model, input_shapes={"x": (2, 5, 6)})
     if separable:
