@@ -30,6 +30,7 @@ BATCH = 2  # the batch the graph is imported at for the check (1 would not tell 
 _NCHW_OPS = ("nn.conv2d", "nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
              "nn.lrn", "nn.batch_norm")
 _ROW_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.hardmax")  # normalize along attrs.axis
+_CELL_OPS = ("nn.lstm_cell", "nn.gru_cell", "nn.rnn_cell")  # relayish/ops/recurrent.py: one time step
 _REDUCE_OPS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "l1_norm", "l2_norm", "variance")
 
 
@@ -71,9 +72,10 @@ def batch_axis_of_outputs(mod) -> tuple:
     values = mod.main.body.fields if isinstance(mod.main.body, Tuple) else (mod.main.body,)
     result = []
     for w, v in zip(outs, values):
-        if w is not None and (w.inner != 1 or v.type.shape[w.axis] != BATCH):
-            raise NotSeparable(f"an output of shape {v.type.shape} holds the batch merged with another dim")
-        result.append(None if w is None else w.axis)
+        if w is None or w.inner != 1 or v.type.shape[w.axis] != BATCH:
+            raise NotSeparable(f"an output of shape {v.type.shape} " + ("does not depend on the batch" if w is None
+                                                                        else "holds the batch merged with another dim"))
+        result.append(w.axis)
     return tuple(result)
 
 
@@ -120,6 +122,29 @@ def _rule(node: Call, args: list) -> Where:
         if attrs.axis % len(out.shape) == args[0].axis:
             _mixes(node, "concatenates along the batch's axis")
         return _kept(node, args[0])
+    if op in _CELL_OPS:  # xp [T x B, ...] (row t x B + b), steps, state [1, D, S, B, H], weights (, bias)
+        xp, steps, state = args[:3]
+        if xp not in (None, Where(0)) or state not in (None, Where(3)) or steps is not None or \
+                any(a is not None for a in args[3:]):
+            _mixes(node, "reads its batch other than in the input projection's rows and the state's batch axis")
+        return _kept(node, Where(3))
+    if op == "nn.recurrent_output":  # the history [T, D, S, B, H] -> [T, D, B, H] or [B, T, D, H]
+        if _single(node, args) != Where(3):
+            _mixes(node, "reads a history batched other than along its batch axis")
+        return _kept(node, Where(0) if attrs.batch_major else Where(2))
+    if op == "strided_slice":  # any slice of the other axes; the batch's axis whole
+        from relayish.ops.tensor import slice_ranges
+        w = _single(node, args)
+        shape = node.args[0].type.shape
+        if slice_ranges(shape, attrs.begin, attrs.end, attrs.strides, attrs.axes)[w.axis] != (0, 1, shape[w.axis]):
+            _mixes(node, "slices the batch's axis")
+        return _kept(node, w)
+    if op == "resize":  # resizes other axes; the batch's one kept as it is (scale 1, no crop)
+        w = _single(node, args)
+        if w.inner != 1 or node.type.shape[w.axis] != node.args[0].type.shape[w.axis] or \
+                float(attrs.scales[w.axis]) != 1.0 or attrs.coordinate_transformation_mode == "tf_crop_and_resize":
+            _mixes(node, "resizes the batch's axis")
+        return _kept(node, w)
     if op == "take":
         data, idx = args
         rank = len(node.args[0].type.shape)

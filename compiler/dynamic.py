@@ -182,9 +182,10 @@ class ShapeSpecializedSession:
         self._failed: dict = {}  # symbol sizes -> why their background compile failed
         self._background: threading.Thread | None = None
         self._queue: list = []
-        self._batch, self.generic_tier = None, None
+        self._batch, self.generic_tier, self._out_axes = None, None, ()
         if restored is not None:
             self._batch, self.generic_tier = restored["batch"], restored["generic_tier"]
+            self._out_axes = tuple(restored.get("out_axes", ()))
             for key, spec in restored["modules"]:
                 self._kept[key] = spec
             if self._batch is not None:
@@ -302,7 +303,8 @@ class ShapeSpecializedSession:
                     "input_shapes": {n: [list(d) if isinstance(d, tuple) else d for d in dims]
                                      for n, dims in self._options.input_shapes.items()},
                     "specialize": self._options.specialize, "max_specializations": self._capacity,
-                    "batch": self._batch, "generic_tier": self.generic_tier, "modules": modules}
+                    "batch": self._batch, "out_axes": list(self._out_axes), "generic_tier": self.generic_tier,
+                    "modules": modules}
         tmp = os.path.join(folder, "session.json.tmp")
         with open(tmp, "w") as f:
             json.dump(manifest, f, indent=1)
@@ -328,8 +330,7 @@ class ShapeSpecializedSession:
             return None, f"its batch items are not computed apart: {e}"
         except Exception as e:  # the model cannot even be imported at batch 2 (a reshape to batch 1)
             return None, f"it does not import at batch {BATCH}: {str(e).splitlines()[0]}"
-        if any(a != 0 for a in axes):
-            return None, f"its outputs' batch axes are {axes}, not all 0"
+        self._out_axes = axes
         return symbols.pop(), ""
 
     def _make_generic(self) -> None:
@@ -341,15 +342,19 @@ class ShapeSpecializedSession:
         self.generic_tier = {"batch": self._batch, "module": "batch 1", "compile_s": spec.compile_s}
 
     def _run_generic(self, output_names, input_feed: dict, run_options, batch: int) -> list[np.ndarray]:
-        """Item by item on the batch-1 module, outputs stacked along dim 0."""
+        """Item by item on the batch-1 module, each output's items joined along its batch axis (dim 0 of a
+        classifier's logits, dim 1 of a sequence model's (T, B, C))."""
         names = list(self._specs)
         feeds = {n: np.asarray(input_feed[n]) for n in names}
+        all_outputs = [o.name for o in self._generic.get_outputs()]
+        wanted = all_outputs if output_names is None else list(output_names)
+        axes = [self._out_axes[all_outputs.index(n)] if n in all_outputs else 0 for n in wanted]
         if batch == 0:
             item = {n: np.zeros((1,) + v.shape[1:], v.dtype) for n, v in feeds.items()}
-            return [np.empty((0,) + o.shape[1:], o.dtype) for o in self._generic.run(output_names, item, run_options)]
+            return [np.delete(o, 0, axis=a) for o, a in zip(self._generic.run(output_names, item, run_options), axes)]
         parts = [self._generic.run(output_names, {n: v[i:i + 1] for n, v in feeds.items()}, run_options)
                  for i in range(batch)]
-        return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+        return [np.concatenate([p[k] for p in parts], axis=a) for k, a in enumerate(axes)]
 
     def _schedule(self, key: tuple, shapes: dict) -> None:
         """Queue a background compile of key's module (the lock held)."""
@@ -452,4 +457,4 @@ def restore_session(folder: str, model=None, compile_with=None, num_threads: int
     return ShapeSpecializedSession(model, options, compile_with if model is not None else None, manifest["described"],
                                    manifest["max_specializations"],
                                    restored={"batch": manifest["batch"], "generic_tier": manifest["generic_tier"],
-                                             "modules": modules})
+                                             "out_axes": manifest.get("out_axes", ()), "modules": modules})

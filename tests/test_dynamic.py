@@ -243,6 +243,8 @@ def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
       ("Softmax", ["h"], ["m"], dict(axis=2)), ("Reshape", ["m", "unheads"], ["u"], {}),  # as attention heads
       ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),
     ([("Reshape", ["x", "quads"], ["y"], {})], False),  # (N x 30 / 4, 4): the batch split across rows
+    ([("Slice", ["x", "one", "four", "two"], ["y"], {})], True),  # columns 1-3 of every item
+    ([("Slice", ["x", "zero", "one", "zero"], ["y"], {})], False),  # the first item only
     ([("Concat", ["x", "x"], ["y"], dict(axis=0))], False),
     ([("Concat", ["x", "x"], ["y"], dict(axis=1))], True),
 ])
@@ -250,7 +252,7 @@ def test_which_graphs_keep_their_batch_items_apart(nodes, separable):
     from compiler.batch_split import NotSeparable, batch_axis_of_outputs
     consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
               (("s", [-1, 6]), ("back", [-1, 5, 6]), ("heads", [5, -1, 3]), ("unheads", [5, -1, 6]),
-               ("quads", [-1, 4]))]
+               ("quads", [-1, 4]), ("zero", [0]), ("one", [1]), ("two", [2]), ("four", [4]))]
     graph = helper.make_graph([helper.make_node(op, i, o, **a) for op, i, o, a in nodes], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 5, 6))],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
@@ -295,3 +297,25 @@ def test_a_loaded_session_without_a_generic_tier_compiles_only_with_its_model(tm
         loaded.run(None, x[14])
     with_model = load_session(folder, model=model)
     np.testing.assert_allclose(with_model.run(None, x[14])[0], run_ort(model, x[14])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_recurrent_model_with_a_free_batch_runs_on_the_generic_tier():
+    """(N, 6, 4) -> time-major -> LSTM -> (6, N, 5): the batch moves to axis 1 through the input projection's
+    rows (T x N) and the cells' state; the output keeps it on axis 1, where the items are joined."""
+    consts = [numpy_helper.from_array((RNG.standard_normal(shape) * 0.5).astype(np.float32), name)
+              for name, shape in (("W", (1, 20, 4)), ("R", (1, 20, 5)), ("B", (1, 40)))]
+    consts.append(numpy_helper.from_array(np.array([1], np.int64), "one"))
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+             helper.make_node("LSTM", ["t", "W", "R", "B"], ["Y"], hidden_size=5),
+             helper.make_node("Squeeze", ["Y", "one"], ["y"])]
+    graph = helper.make_graph(nodes, "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 6, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (6, "N", 5))], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = compile_model(model, input_shapes={"x": (None, 6, 4)}, cache=False)
+    assert sess.generic_tier["batch"] == "N"
+    for n in (3, 2):
+        feed = {"x": RNG.standard_normal((n, 6, 4)).astype(np.float32)}
+        ours, = sess.run(None, feed)
+        assert ours.shape == (6, n, 5)
+        assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"N={n}")
+    assert [s["symbols"] for s in sess.specializations()] == [{"N": 1}]
