@@ -47,3 +47,20 @@ def test_a_run_prints_the_table_and_writes_json(tmp_path, capsys):
 def test_a_missing_model_is_named(tmp_path, capsys):
     assert dynamic.main([str(tmp_path / "none.onnx")]) == 2
     assert "no such model" in capsys.readouterr().err
+
+
+def test_check_reports_each_models_generic_tier(tmp_path, capsys):
+    tiny_cnn(tmp_path / "tiny.onnx")
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"]),
+                               helper.make_node("ReduceMean", ["m"], ["y"], axes=[0], keepdims=1)], "mix",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 3))], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "mix.onnx"))
+    assert dynamic.main(["--check", str(tmp_path), "--json", str(tmp_path / "c.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "mix                    no generic tier" in printed and "reduces along the batch's axis" in printed
+    assert "1 of 2 models have a generic tier" in printed
+    rows = {r["model"]: r for r in json.loads((tmp_path / "c.json").read_text())["rows"]}
+    assert len(rows["tiny"]["first_ms"]) == 3 and rows["tiny"]["max_rel_error"] <= 1e-4

@@ -3,6 +3,7 @@ tier in steady state, and onnxruntime's on the same shape.
 
     python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16]
         [--wild DIR [--widths 160,240,320,480,640]] [--threads 2] [--repeat 30] [--json FILE]
+    python -m relayish_tools.bench.dynamic --check DIR [DIR ...] [--batches 2,3,5]
 
 Cases:
   - a CNN over a free batch: MODEL (default models/resnet18.onnx, `python -m models` builds it) with dim 0 of its
@@ -16,6 +17,11 @@ the generic tier; a model without one compiles it in the call). Then, timed in o
 threads in steady state (bench/compare.py): the generic tier (a session with specialize="never": the batch-1
 module item by item), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
 below 1: ours is faster. The generic tier of a model that has none is left blank.
+
+--check: every model of the folders with dim 0 of its inputs and outputs made free (the inputs' other dims as
+declared, or as the folder's wild.json gives them): whether it has a generic tier (else why not, as
+compiler/batch_split.py says), and on the generic tier, batches never compiled for, the first call's time and the
+largest relative error against onnxruntime.
 """
 from __future__ import annotations
 
@@ -102,6 +108,57 @@ def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
     return rows
 
 
+def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[dict]:
+    """--check: one row per model of `folder` (see the module docstring)."""
+    import onnxruntime as ort
+    declared = json.loads((folder / "wild.json").read_text()) if (folder / "wild.json").is_file() else {}
+    rows = []
+    for path in sorted(folder.glob("*.onnx")):
+        model = onnx.load(str(path))
+        names = {v.name for v in model.graph.initializer}
+        inputs = [v for v in model.graph.input if v.name not in names]
+        free = with_free_dims(model, {v.name: {0: "batch"} for v in inputs + list(model.graph.output)})
+        given = declared.get(path.stem, {}).get("inputs", {})
+        shapes = {v.name: (None,) + tuple(given.get(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim])[1:])
+                  for v in inputs}
+        row = {"model": path.stem}
+        try:
+            sess = compile_model(free, input_shapes=shapes, num_threads=threads, cache=False)
+        except Exception as e:  # noqa: BLE001 (reported in the row)
+            row["error"] = str(e).splitlines()[0]
+            rows.append(row)
+            log(f"{path.stem:22s} compile failed: {row['error'][:150]}")
+            continue
+        tier = sess.generic_tier or {}
+        if "batch" not in tier:
+            row["no_generic_tier"] = tier.get("none", "specialize='eager'")
+            rows.append(row)
+            log(f"{path.stem:22s} no generic tier: {row['no_generic_tier'][:150]}")
+            continue
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        reference = ort.InferenceSession(free.SerializeToString(), options)
+        row.update(first_ms=[], max_rel_error=0.0)
+        for b in batches:
+            rng = np.random.default_rng(b)
+            feed = {}
+            for v in inputs:
+                shape = (b,) + shapes[v.name][1:]
+                dtype = onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+                feed[v.name] = rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating) \
+                    else rng.integers(0, 50, shape).astype(dtype)
+            t = time.perf_counter()
+            ours = sess.run(None, feed)
+            row["first_ms"].append((time.perf_counter() - t) * 1e3)
+            for got, want in zip(ours, reference.run(None, feed)):
+                scale = max(float(np.abs(want).max()), 1e-30)
+                row["max_rel_error"] = max(row["max_rel_error"], float(np.abs(got - want).max()) / scale)
+        rows.append(row)
+        log(f"{path.stem:22s} generic tier; batches {batches}: first calls "
+            f"{', '.join(f'{v:.1f}' for v in row['first_ms'])} ms, max rel error {row['max_rel_error']:.1e}")
+    return rows
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
@@ -123,7 +180,18 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--json", metavar="FILE")
+    p.add_argument("--check", metavar="DIR", nargs="+", help="check every model of these folders (see above)")
     args = p.parse_args(argv)
+    if args.check:
+        batches = [int(v) for v in (args.batches if args.batches != p.get_default("batches") else "2,3,5").split(",")]
+        rows = [r for d in args.check for r in check_folder(Path(d), batches, args.threads,
+                                                           lambda line: print(line, flush=True))]
+        generic = [r for r in rows if "first_ms" in r]
+        print(f"{len(generic)} of {len(rows)} models have a generic tier; largest error "
+              f"{max((r['max_rel_error'] for r in generic), default=0.0):.1e}")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"benchmark": "dynamic_check", "rows": rows}, indent=1))
+        return 0
     path = Path(args.model)
     if not path.is_file():
         print(f"{path}: no such model (python -m models builds models/resnet18.onnx)", file=sys.stderr)
