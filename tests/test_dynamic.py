@@ -319,3 +319,16 @@ def test_a_recurrent_model_with_a_free_batch_runs_on_the_generic_tier():
         assert ours.shape == (6, n, 5)
         assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"N={n}")
     assert [s["symbols"] for s in sess.specializations()] == [{"N": 1}]
+
+
+def test_a_transformer_with_a_symbolic_batch_runs_on_the_generic_tier():
+    """The suite's GPT built with batch "N" (its reshapes copy the batch: 0): attention's heads, the causal
+    mask and the vocabulary projection keep the items apart, so new batch sizes run at once."""
+    from models.gpt import make_gpt
+    model = make_gpt(batch="N", layers=1)
+    sess = compile_model(model, input_shapes={"input_ids": (None, 64)}, cache=False)
+    assert sess.generic_tier["batch"] == "N"
+    feed = {"input_ids": RNG.integers(0, 1000, (3, 64)).astype(np.int64)}
+    ours, = sess.run(None, feed)
+    np.testing.assert_allclose(ours, run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
+    assert [s["symbols"] for s in sess.specializations()] == [{"N": 1}]
