@@ -151,13 +151,15 @@ def resnet18_qdq(tmp_path_factory, resnet18_folded_path):
 
 
 def test_static_qdq_resnet18_runs_in_int8(resnet18_qdq):
-    """Every convolution and the classifier are packed int8 kernels, their requantization (and each residual
-    add, requantized) in the epilogue; no float convolution and no layout transform between them."""
+    """Every convolution and the classifier are packed int8 kernels (conv1's 3 channels over NHWC rows,
+    qnn.conv2d_rows), their requantization (and each residual add, requantized) in the epilogue; no float
+    convolution and no layout transform between them."""
     import onnx
     model = onnx.load(str(resnet18_qdq))
     ks = kernels(model)
     ops = {op for k in ks for op in k}
-    assert sum("qnn.conv2d_nchwc" in k for k in ks) == 20 and "qnn.matmul_pack" in ops
+    assert sum("qnn.conv2d_nchwc" in k for k in ks) == 19 and sum("qnn.conv2d_rows" in k for k in ks) == 1
+    assert "qnn.matmul_pack" in ops
     assert not ops & {"nn.conv2d", "nn.conv2d_nchwc", "nn.conv2d_winograd_nchwc", "nn.dense", "nn.dense_pack",
                       "qnn.conv2d", "qnn.matmul"}
     assert ("layout_transform",) not in ks

@@ -168,6 +168,30 @@ def test_constant_int8_weights_take_the_packed_int8_ops():
     three_way(matmul, {"a": q(rng, U8, 2, 5, 13), "az": np.array(3, U8)})
 
 
+ROW_CASES = [  # (x dtype, x zero point, attrs, x shape, w shape): fewer than 4 input channels, 2+ columns
+    (U8, 131, dict(strides=[2, 2], pads=[3, 3, 3, 3]), (1, 3, 23, 21), (16, 3, 7, 7)),  # ResNet-18's conv1
+    (U8, 7, dict(pads=[1, 2, 0, 1]), (2, 1, 9, 11), (8, 1, 3, 3)),
+    (I8, -5, dict(strides=[1, 3], dilations=[2, 1], pads=[2, 0, 1, 2]), (1, 2, 12, 17), (24, 2, 3, 5)),
+    (I8, None, dict(strides=[2, 1]), (1, 3, 10, 9), (4, 3, 2, 5)),
+]
+
+
+@pytest.mark.parametrize("case", ROW_CASES, ids=lambda c: case_id((NAMES[c[0]], f"xz={c[1]}", c[2], c[3], c[4])))
+def test_few_input_channels_run_over_nhwc_rows(case):
+    """1-3 input channels, a kernel 2+ columns wide: qnn.conv2d_rows reads each kernel row's columns x channels
+    as one run of bytes of the NHWC row (layout.int8_conv_rows); strides, a row dilation, asymmetric pads, int8
+    and uint8 data three ways."""
+    x_dtype, x_zp, attrs, x_shape, w_shape = case
+    rng = np.random.default_rng(5)
+    inputs = [("x", x_dtype, list(x_shape)), ("w", q(rng, I8, *w_shape))]
+    if x_zp is not None:
+        inputs.append(("xz", x_dtype(x_zp)))
+    model = node_model("ConvInteger", inputs, outputs=[("y", I32)], attrs=attrs, domain="")
+    ops = fused_ops(model)
+    assert "qnn.conv2d_rows" in ops and not {"qnn.conv2d", "qnn.conv2d_nchwc"} & ops
+    three_way(model, {"x": q(rng, x_dtype, *x_shape)}, reference=ort_or_onnx)
+
+
 DEPTHWISE_CASES = [  # (x dtype, x zero point, attrs, x shape (channels = groups), kernel)
     (U8, 131, dict(pads=[1, 1, 1, 1]), (1, 32, 9, 11), 3),
     (U8, 7, dict(strides=[2, 2], pads=[1, 0, 2, 1]), (2, 24, 13, 10), 3),
@@ -215,6 +239,17 @@ def conv_kernel_task(ic, oc, size, kernel, stride, pad, ib, ob, groups=1, dtype=
     return build_task(Function((x, w, zp, corr, y.args[1]), y, Attrs(Primitive=1)))
 
 
+def rows_kernel_task(channels, oc, height, width, kh, words, stride, dtype="uint8"):
+    """qnn.conv2d_rows (a kernel row's columns x channels as `words` words of the NHWC row) through the same
+    float epilogue; the rows hold the last column's last word."""
+    row = (width - 1) * stride * channels + 4 * words + 3
+    x = Var("x", TensorType((1, height, row), dtype))
+    w = Var("w", TensorType((oc // 16, 1, kh, 1, words, 16), "int32"))
+    acc = call("qnn.conv2d_rows", x, w, strides=(stride, stride), channels=channels, width=width)
+    y = call("multiply", call("cast", acc, dtype="float32"), Var("s", TensorType(())))
+    return build_task(Function((x, w, y.args[1]), y, Attrs(Primitive=1)))
+
+
 def matmul_kernel_task(rows, k, n, nb, dtype="uint8"):
     x = Var("x", TensorType(rows + (k,), dtype))
     w = Var("w", TensorType((-(-n // nb), -(-k // 4), nb), "int32"))
@@ -233,6 +268,8 @@ KERNELS = {
     "matmul_tiles": lambda: matmul_kernel_task((2, 7), 13, 21, 16),
     "matmul_gpt": lambda: matmul_kernel_task((1, 16), 64, 96, 32),
     "dense_batch1": lambda: matmul_kernel_task((1,), 100, 1000, 8),
+    "rows7x7_s2_rgb": lambda: rows_kernel_task(3, 32, 21, 9, 7, 6, 2),
+    "rows3x3_gray_int8": lambda: rows_kernel_task(1, 16, 7, 13, 3, 1, 1, dtype="int8"),
 }
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from .. import te
 from ..intrinsics import pack_signed_bytes, signed_bytes
 from ..types import TensorType
-from ..op import OpError, Pattern, register_op, stage_tag
+from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 from .blocked import DEPTHWISE_STRIDED_TAG, DEPTHWISE_TAG, _dw_flops, _dw_infer, _dw_ref
 from .layout import CONV2D_NCHWC_TAG, _cn_ref, _conv_out, packed_units
@@ -246,6 +246,72 @@ register_op("qnn.conv2d_nchwc", inputs=3, pattern=Pattern.OUT_ELEMWISE_FUSABLE, 
             attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
             doc="int32 sums of uint8 data [N, C/ib, H, W, ib] (int8: as x + 128) times int8 weights packed in int32 "
                 "words [O/ob, C/groups/ib, KH, KW, ib/4, ob] (vpdpbusd's form); padded taps read the 0-d third input")
+
+# ---------------------------------------------------------------------------------------------- qnn.conv2d_rows
+
+QCONV_ROWS_TAG = stage_tag("qconv2d_rows")
+
+
+def _qrows_infer(arg_types, attrs):
+    op = "qnn.conv2d_rows"
+    x, w = arg_types
+    expect_ndim(op, x, 3, "data rows")
+    expect_ndim(op, w, 6, "weight")
+    _expect_q8(op, x, "data rows")
+    _expect_q8(op, w, "weight words", ("int32",))
+    n, h, row = x.shape
+    ob_n, one, kh, one_w, iw, ob = w.shape
+    (sh, sw), dh, c, ow = attrs.strides, attrs.dilation, attrs.channels, attrs.width
+    if one != 1 or one_w != 1 or c < 1 or ow < 1:
+        raise OpError(f"{op}: weight words {w.shape} must be [O/ob, 1, KH, 1, words, ob], channels and width >= 1")
+    if (ow - 1) * sw * c + 4 * iw > row:
+        raise OpError(f"{op}: rows of {row} bytes are too short for {ow} columns of stride {sw} x {c} channels "
+                      f"and {iw} words")
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    if oh <= 0:
+        raise OpError(f"{op}: empty output for rows {x.shape} and a kernel {kh} high")
+    return TensorType((n, ob_n, oh, ow, ob), "int32")
+
+
+def _qrows_ref(x, w, strides, dilation, channels, width):
+    ob_n, _, kh, _, iw, ob = w.shape
+    weight = unpack_conv_weight(w)[:, :, :, 0]  # [O, 4 iw, KH]: byte k of a row window, kernel row ry
+    data = as_unsigned(x)
+    (sh, sw), dh = strides, dilation
+    n, h, _ = x.shape
+    oh = (h - dh * (kh - 1) - 1) // sh + 1
+    out = np.zeros((n, ob_n * ob, oh, width), np.int64)
+    cols = np.arange(width) * sw * channels
+    for ry in range(kh):
+        rows = data[:, ry * dh: ry * dh + (oh - 1) * sh + 1: sh, :]  # [N, OH, R]
+        for k in range(4 * iw):
+            out += np.einsum("nyx,o->noyx", rows[:, :, cols + k], weight[:, k, ry])
+    return _wrap32(out.reshape(n, ob_n, ob, oh, width).transpose(0, 1, 3, 4, 2))
+
+
+def _qrows_compute(inputs, attrs, out_type):
+    """Output column xx reads the row window [xx x stride x channels, + 4 x words): its words are 4 consecutive
+    bytes (one 32-bit load each), whatever pixel and channel each byte is."""
+    x, w = inputs
+    ob_n, _, kh, _, iw, ob = w.shape
+    (sh, sw), dh, c = attrs.strides, attrs.dilation, attrs.channels
+    ry, riw = te.reduce_axis(kh, "ry"), te.reduce_axis(iw, "riw")
+
+    def body(a, o, y, xx, oi):
+        base = xx * (sw * c) + riw * 4
+        data = [_unsigned(x[a, y * sh + ry * dh, base + t]) for t in range(4)]
+        return te.sum(te.dot4_u8s8(data, w[o, 0, ry, 0, riw, oi]), (ry, riw))
+    return te.compute(out_type.shape, body, name="qconv2d_rows", tag=QCONV_ROWS_TAG)
+
+
+register_op("qnn.conv2d_rows", inputs=2, pattern=Pattern.OUT_ELEMWISE_FUSABLE, op_class="conv",
+            infer=_qrows_infer, ref=_qrows_ref, compute=_qrows_compute,
+            flops=lambda arg_types, attrs, out: 2.0 * out.size * arg_types[1].shape[2] * arg_types[1].shape[4] * 4,
+            attrs={"strides": (1, 1), "dilation": 1, "channels": REQUIRED, "width": REQUIRED},
+            doc="int32 sums of a convolution of few input channels over data rows [N, H, W x C] (NHWC rows, padded; "
+                "uint8 or int8 as x + 128): output column x reads the 4 x `words` bytes from x x stride x channels "
+                "on (a kernel row's columns and channels as one run of bytes) times int8 weights packed in words "
+                "[O/ob, 1, KH, 1, words, ob]; compiler/passes/layout.py makes it from a qnn.conv2d of 1-3 channels")
 
 # ---------------------------------------------------------------------------------------------- qnn.depthwise
 
