@@ -9,10 +9,11 @@ of the transformers of the suite:
   u8s8 convolution);
 - matmul: MatMulInteger, uint8 A (zero point 128) x constant int8 B -> int32: quantize_dynamic's projections
   (onnxruntime: MLAS's u8s8 QGEMM).
-Ours: the model through the graph passes, its one compute task (qnn.conv2d_nchwc / qnn.matmul_pack and the
-epilogue) under the default schedule, timed as bench.op_table times kernels (bursts of back-to-back calls, engines
-alternating with an idle gap, disturbed samples taken again). Both engines' outputs are checked against the numpy
-reference (the relayish interpreter) first: ours exactly, onnxruntime's within one quantization step.
+Ours: the model through the graph passes, its one compute task (qnn.conv2d_nchwc, qnn.conv2d_rows for 1-3 input
+channels, or qnn.matmul_pack, and the epilogue) under the default schedule, timed as bench.op_table times kernels
+(bursts of back-to-back calls, engines alternating with an idle gap, disturbed samples taken again). Both engines'
+outputs are checked against the numpy reference (the relayish interpreter) first: ours exactly, onnxruntime's
+within one quantization step.
 
 Figures: GOP = 2 x the multiply-adds (the epilogue not counted); GOP/s; % of the int8 peak of the same threads
 (bench.peak_int8, vpdpbusd; "-" without VNNI); t ours/ort = our time over onnxruntime's (below 1: ours is faster).
