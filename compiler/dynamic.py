@@ -287,8 +287,8 @@ class ShapeSpecializedSession:
     def export(self, folder: str) -> str:
         """Write the session to `folder` (created if needed): every kept module as a library (runtime.Module.
         export_library: m<k>.so with its .json and .params) and session.json, which says what each was compiled
-        for, the free dims and the generic tier. compiler.load_session(folder) reads it back without compiling. Returns the
-        folder's absolute path."""
+        for, the free dims and the generic tier. compiler.load_session(folder) reads it back without compiling.
+        Returns the folder's absolute path."""
         import json
         import os
         os.makedirs(folder, exist_ok=True)
