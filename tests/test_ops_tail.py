@@ -358,6 +358,8 @@ QNN = [
     ("qnn.matmul_pack", [((4, 7), S8), ((1, 2, 8), I32)], {"units": 5}),
     ("qnn.matmul_pack", [((2, 3, 9), U8), ((3, 3, 8), I32)], {"units": 21}),
     ("qnn.matmul_pack", [((5, 8), U8), ((2, 2, 16), I32)], {}),
+    ("qnn.conv2d_rows", [((1, 7, 35), U8), ((2, 1, 3, 1, 2, 8), I32)], {"strides": (2, 2), "channels": 3, "width": 4}),
+    ("qnn.conv2d_rows", [((2, 6, 20), S8), ((1, 1, 2, 1, 1, 16), I32)], {"dilation": 2, "channels": 1, "width": 17}),
     ("qnn.depthwise_conv2d_nchwc", [((1, 2, 6, 5, 4), U8), ((2, 1, 3, 3, 4), S8), ((), U8)],
      {"padding": (1, 1, 2, 0), "strides": (1, 2)}),
     ("qnn.depthwise_conv2d_nchwc", [((2, 1, 7, 6, 8), S8), ((1, 1, 3, 2, 8), S8), ((), S8)],
@@ -400,7 +402,34 @@ def test_packed_integer_products_are_the_generic_ones():
     np.testing.assert_array_equal(packed, a.astype(np.int64) @ b.astype(np.int64))
 
 
+def test_row_products_are_the_generic_convolution():
+    """qnn.conv2d_rows over the NHWC rows (padded with the pad value, past the right edge as far as the last word
+    reads) with the kernel rows' columns x channels packed as bytes equals qnn.conv2d of the plain weight."""
+    from relayish.ops.qnn import pack_conv_weight
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 256, (1, 3, 9, 11)).astype(np.uint8)
+    w = rng.integers(-128, 128, (8, 3, 3, 5)).astype(np.int8)
+    pad, (pt, pl, pb, pr), (sh, sw) = np.uint8(77), (1, 2, 0, 1), (2, 2)
+    plain = evaluate_one(call("qnn.conv2d", Var("x", TensorType(x.shape, U8)), Var("w", TensorType(w.shape, S8)),
+                              Var("p", TensorType((), U8)), padding=(pt, pl, pb, pr), strides=(sh, sw)), [x, w, pad])
+    ow, words = plain.shape[3], 4  # 5 columns x 3 channels = 15 bytes: 4 words
+    right = pr + 2  # the last column's last word reads (ow - 1) * 2 * 3 + 16 bytes
+    rows = np.pad(x.transpose(0, 2, 3, 1), ((0, 0), (pt, pb), (pl, right), (0, 0)), constant_values=77)
+    rows = rows.reshape(1, rows.shape[1], -1)
+    assert rows.shape[2] >= (ow - 1) * sw * 3 + 4 * words
+    weight = np.pad(w.transpose(0, 3, 1, 2).reshape(8, 15, 3), ((0, 0), (0, 1), (0, 0)))[:, :, :, None]
+    packed = pack_conv_weight(weight, 16, 8)
+    got = evaluate_one(call("qnn.conv2d_rows", Var("x", TensorType(rows.shape, U8)),
+                            Var("w", TensorType(packed.shape, I32)), strides=(sh, sw), channels=3, width=ow),
+                       [rows, packed])
+    np.testing.assert_array_equal(got.transpose(0, 1, 4, 2, 3).reshape(plain.shape), plain)
+
+
 @pytest.mark.parametrize("op,specs,attrs,message", [
+    ("qnn.conv2d_rows", [((1, 7, 20), U8), ((2, 1, 3, 1, 2, 8), I32)], {"strides": (2, 2), "channels": 3, "width": 4},
+     r"rows of 20 bytes are too short for 4 columns of stride 2 x 3 channels and 2 words"),
+    ("qnn.conv2d_rows", [((1, 7, 40), U8), ((2, 1, 3, 2, 2, 8), I32)], {"channels": 3, "width": 4},
+     r"must be \[O/ob, 1, KH, 1, words, ob\]"),
     ("qnn.conv2d", [((1, 4, 5, 5), "float32"), ((2, 4, 1, 1), S8), ((), U8)], {}, r"data must be uint8 or int8"),
     ("qnn.conv2d", [((1, 4, 5, 5), U8), ((2, 4, 1, 1), S8), ((1,), U8)], {}, r"padding value must be a 0-d uint8"),
     ("qnn.conv2d_nchwc", [((1, 1, 5, 5, 6), U8), ((1, 1, 1, 1, 2, 8), I32), ((), U8)], {},
