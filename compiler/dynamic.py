@@ -27,8 +27,8 @@ Invariants:
 - A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results
   are those of a model compiled for the shapes given. The generic tier's results are the batch-1 model's, item by
   item (within float rounding of the specialized module's).
-- At most `max_specializations` modules are kept (least recently used dropped; the batch-1 module of the generic
-  tier is always kept): memory stays bounded when shapes change from call to call.
+- At most `max_specializations` modules are kept besides the generic tier's batch-1 module, which is always kept
+  (least recently used dropped): memory stays bounded when shapes change from call to call.
 - Thread-safe: concurrent calls with one new shape compile it once (the others wait, or run on the generic tier),
   then each runs on the compiled module, which is itself safe to call from several threads; a module compiled in
   the background is swapped in under the session's lock, between calls.
@@ -387,10 +387,11 @@ class ShapeSpecializedSession:
 
     # ---- internals ----
     def _insert(self, key: tuple, spec: Specialization) -> None:
-        """Keep spec under key, dropping the least recently used beyond capacity (never the generic tier's)."""
+        """Keep spec under key, dropping the least recently used beyond capacity (the generic tier's batch-1 module
+        is neither counted nor dropped: with capacity 1, a module compiled in the background is kept)."""
         self._kept[key] = spec
         generic = ((self._batch, 1),) if self._batch is not None else None
-        while len(self._kept) > self._capacity:
+        while len(self._kept) - (generic in self._kept) > self._capacity:
             victim = next(k for k in self._kept if k != generic)
             del self._kept[victim]
 

@@ -332,3 +332,14 @@ def test_a_transformer_with_a_symbolic_batch_runs_on_the_generic_tier():
     ours, = sess.run(None, feed)
     np.testing.assert_allclose(ours, run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
     assert [s["symbols"] for s in sess.specializations()] == [{"N": 1}]
+
+
+def test_the_generic_tiers_module_is_kept_beside_max_specializations():
+    """With room for one specialization, the batch-1 module stays besides it (it is the generic tier), and a size
+    compiled in the background is kept, not dropped for the generic tier's sake."""
+    sess = compile_model(batch_cnn(), options=CompileOptions(input_shapes={"x": (None, 3, 9, 9)}, cache=False,
+                                                             max_specializations=1))
+    for n in (4, 4, 6, 6):
+        sess.run(None, {"x": RNG.standard_normal((n, 3, 9, 9)).astype(np.float32)})
+        assert sess.wait_for_specializations(timeout=120)
+    assert [s["symbols"]["N"] for s in sess.specializations()] == [1, 6]
