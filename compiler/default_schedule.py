@@ -63,9 +63,8 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
         return Schedule(tuple(b.steps))
     _inline_unbuffered(b)
     anchor = next((s for s in reversed(b.state.stages) if s.is_reduction and not s.loc.is_inline), None)
-    if schedule_winograd(b, vector_width):
-        pass
-    elif anchor is not None and not schedule_matmul(b, anchor, _output_consumer(b, anchor), vector_width):
+    if not schedule_winograd(b, vector_width) and anchor is not None and \
+            not schedule_matmul(b, anchor, _output_consumer(b, anchor), vector_width):
         _schedule_anchor(b, anchor, vector_width)
     for st in list(b.state.stages):
         if st.loc.is_root and not b.done(st):
@@ -418,9 +417,11 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
             b.add(Split(st.name, sp[-1], (lane,)))
             sp = sp[:-1] + [f"{sp[-1]}.0", f"{sp[-1]}.1"]
         vec_name = sp[-1]
+    # a blocked channel gather: ShuffleNet's shuffle of 72 channels padded per group (1, 9, 56, 56, 8) ran 405 us
+    # with scalar lanes, 51 us vectorized
     if not vec_name and not tile and flat <= 1 and sp and 4 <= shape[-1] <= vw and \
-            stage_tag_traits(st.op.tag).gathers_lanes:  # a blocked channel gather: ShuffleNet's shuffle of
-        vec_name = sp[-1]  # 72 channels padded per group (1, 9, 56, 56, 8) ran 405 us with scalar lanes, 51 us vectorized
+            stage_tag_traits(st.op.tag).gathers_lanes:
+        vec_name = sp[-1]
     if not tile:
         unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]
     outer = [n for n in sp if n != vec_name and n not in unrolled]

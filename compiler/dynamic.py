@@ -146,6 +146,15 @@ def bind(specs: dict, shapes: dict) -> dict[str, int]:
     return sizes
 
 
+def _key(sizes: dict) -> tuple:
+    """The key of a module: its free symbols' sizes, in a fixed order."""
+    return tuple(sorted(sizes.items()))
+
+
+def _int_shapes(shapes: dict) -> dict:
+    return {n: tuple(int(v) for v in s) for n, s in shapes.items()}
+
+
 @dataclass
 class Specialization:
     """One compiled module and what it was compiled for."""
@@ -189,7 +198,7 @@ class ShapeSpecializedSession:
             for key, spec in restored["modules"]:
                 self._kept[key] = spec
             if self._batch is not None:
-                self._generic = self._kept[((self._batch, 1),)].module
+                self._generic = self._kept[_key({self._batch: 1})].module
         elif options.specialize != "eager":
             self._batch, why = self._batch_symbol()
             if self._batch is not None:
@@ -255,7 +264,7 @@ class ShapeSpecializedSession:
         if self._batch is None:
             spec = self._specialization_for(shapes, count_run=True)
             return spec.module.run(output_names, input_feed, run_options)
-        key = tuple(sorted(bind(self._specs, shapes).items()))
+        key = _key(bind(self._specs, shapes))
         with self._lock:
             spec = self._kept.get(key)
             if spec is not None:
@@ -264,7 +273,7 @@ class ShapeSpecializedSession:
             elif self._options.specialize == "auto" and key not in self._pending and key not in self._failed:
                 self._seen[key] = self._seen.get(key, 0) + 1
                 if self._seen[key] >= SPECIALIZE_AFTER:
-                    self._schedule(key, {n: tuple(int(v) for v in s) for n, s in shapes.items()})
+                    self._schedule(key, _int_shapes(shapes))
         if spec is not None:
             return spec.module.run(output_names, input_feed, run_options)
         return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
@@ -338,7 +347,7 @@ class ShapeSpecializedSession:
         shapes = {n: tuple(1 if d.symbol is not None else d.size for d in dims) for n, dims in self._specs.items()}
         spec = self._compile_for(sizes, shapes)
         self._generic = spec.module
-        self._kept[tuple(sorted(sizes.items()))] = spec
+        self._kept[_key(sizes)] = spec
         self.generic_tier = {"batch": self._batch, "module": "batch 1", "compile_s": spec.compile_s}
 
     def _run_generic(self, output_names, input_feed: dict, run_options, batch: int) -> list[np.ndarray]:
@@ -390,18 +399,18 @@ class ShapeSpecializedSession:
         """Keep spec under key, dropping the least recently used beyond capacity (the generic tier's batch-1 module
         is neither counted nor dropped: with capacity 1, a module compiled in the background is kept)."""
         self._kept[key] = spec
-        generic = ((self._batch, 1),) if self._batch is not None else None
+        generic = _key({self._batch: 1}) if self._batch is not None else None
         while len(self._kept) - (generic in self._kept) > self._capacity:
             victim = next(k for k in self._kept if k != generic)
             del self._kept[victim]
 
     def _specialization_for(self, shapes: dict, count_run: bool = False) -> Specialization:
         sizes = bind(self._specs, shapes)
-        key = tuple(sorted(sizes.items()))
+        key = _key(sizes)
         with self._lock:
             spec = self._kept.get(key)
             if spec is None:
-                spec = self._compile_for(sizes, {n: tuple(int(v) for v in s) for n, s in shapes.items()})
+                spec = self._compile_for(sizes, _int_shapes(shapes))
                 self._insert(key, spec)
             self._kept.move_to_end(key)
             spec.runs += count_run
@@ -454,7 +463,7 @@ def restore_session(folder: str, model=None, compile_with=None, num_threads: int
             module.num_threads = num_threads
         spec = Specialization(module, dict(m["symbols"]), {n: tuple(v) for n, v in m["input_shapes"].items()},
                               m["compile_s"])
-        modules.append((tuple(sorted(m["symbols"].items())), spec))
+        modules.append((_key(m["symbols"]), spec))
     return ShapeSpecializedSession(model, options, compile_with if model is not None else None, manifest["described"],
                                    manifest["max_specializations"],
                                    restored={"batch": manifest["batch"], "generic_tier": manifest["generic_tier"],

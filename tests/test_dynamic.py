@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler import CompileOptions, compile_model
 from compiler.dynamic import ShapeSpecializedSession
 from harness import assert_three_way, run_ort
+from test_concurrency import run_threads
 from relayish.interp import evaluate
 from frontends import from_onnx
 
@@ -193,21 +194,14 @@ def test_a_recurring_batch_is_compiled_in_the_background_and_swapped_in_under_co
     sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
     feed = {"x": RNG.standard_normal((4, 3, 9, 9)).astype(np.float32)}
     want = run_ort(model, feed)[0]
-    results, errors = [], []
+    results = []
 
-    def work():
-        try:
-            for _ in range(15):
-                results.append(sess.run(None, feed)[0])
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(e)
+    def work(_):
+        for _ in range(15):
+            results.append(sess.run(None, feed)[0])
 
-    threads = [threading.Thread(target=work) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [] and len(results) == 90
+    run_threads(work, 6)  # re-raises a thread's failure
+    assert len(results) == 90
     for got in results:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     assert sess.wait_for_specializations(timeout=120)

@@ -322,7 +322,7 @@ def int8_conv_rows(node: Call, x: Expr, w: Constant, pad: Constant, block: int =
     o, cg, kh, kw = w.type.shape
     a = node.attrs
     words = -(-kw * c // 4)
-    ob = next((b for b in INT8_BLOCKS if b <= block and o % b == 0), None)
+    ob = int8_block(o, block)
     if a.groups != 1 or c >= 4 or kw < 2 or words >= kw or tuple(a.dilation)[1] != 1 or ob is None or \
             not isinstance(pad, Constant) or x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8":
         return None
@@ -345,6 +345,11 @@ def int8_conv_rows(node: Call, x: Expr, w: Constant, pad: Constant, block: int =
 INT8_BLOCKS = (16, 8, 4)  # channel blocks of int8 convolutions: whole int32 words (4 channels), as wide as a vector
 
 
+def int8_block(channels: int, block: int = 16) -> int | None:
+    """The widest of INT8_BLOCKS, at most `block`, that divides `channels` (None if none does)."""
+    return next((b for b in INT8_BLOCKS if b <= block and channels % b == 0), None)
+
+
 def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None:
     """(input block, output block, padded input channels or 0) of a qnn.conv2d in qnn.conv2d_nchwc, or None (keep
     the generic kernel) unless the data is 8-bit, the weight int8 and the channels fit whole words: every block a
@@ -360,8 +365,7 @@ def int8_conv_blocks(node: Call, block: int = 16) -> tuple[int, int, int] | None
     if groups == 1 and cg % 4:
         padded = cg = cg + -cg % 4
     og = o // groups
-    ib = next((b for b in INT8_BLOCKS if b <= block and cg % b == 0), None)
-    ob = next((b for b in INT8_BLOCKS if b <= block and og % b == 0), None)
+    ib, ob = int8_block(cg, block), int8_block(og, block)
     return None if ib is None or ob is None else (ib, ob, padded)
 
 

@@ -220,15 +220,14 @@ def _checkable(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = max(versions) if versions else MAX_OPSET
     moved = [i for i, n in enumerate(model.graph.node)
              if n.domain in _DEFAULT_DOMAINS and ort_onnx_domain_op(n.op_type, opset)]
-    shapeless = [v for v in model.graph.output if v.type.HasField("tensor_type") and
+    shapeless = [i for i, v in enumerate(model.graph.output) if v.type.HasField("tensor_type") and
                  not v.type.tensor_type.HasField("shape")]
     if not moved and not shapeless:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    for v in copy.graph.output:  # an output of unknown rank (no shape at all): onnxruntime runs it, the checker
-        if v.type.HasField("tensor_type") and not v.type.tensor_type.HasField("shape"):  # wants the field set
-            v.type.tensor_type.shape.SetInParent()
+    for i in shapeless:  # an output of unknown rank (no shape at all): onnxruntime runs it, the checker wants the
+        copy.graph.output[i].type.tensor_type.shape.SetInParent()  # field set
     for i in moved:
         copy.graph.node[i].domain = CONTRIB
     if not any(o.domain == CONTRIB for o in copy.opset_import):
