@@ -114,6 +114,16 @@ def k_unroll(n=64):
     return L.PrimFunc("unroll", [A, C], loop(i, n // 4 - 2, loop(u, 4, body, "unroll"), start=2))
 
 
+def k_unrolled_tile(n=64):
+    """C[16i + 2u + 1] = A[16i + 2u + 1] + A[16i + 2u] for i serial, u unrolled 8 times: indices written with
+    their constants in the middle ((u * 2 + i * 16) + 1), as lowering writes a tile's."""
+    A, C = buf("A", n), buf("C", n)
+    i, u = te.Var("i"), te.Var("u")
+    at = (u * 2 + i * 16) + 1
+    body = L.Store(C, at, L.Load(A, at) + L.Load(A, (u * 2 + 0) + i * 16))
+    return L.PrimFunc("unrolled_tile", [A, C], loop(i, n // 16, loop(u, 8, body, "unroll")))
+
+
 def k_parallel_extent(extent):
     """C[i] = i + 0.5 for i in a parallel loop of the given extent (odd, 1 and 0 included)."""
     C = buf("C", max(extent, 1))
@@ -268,6 +278,7 @@ def k_parallel_increment() -> L.PrimFunc:
 
 def all_kernels():
     return ([k_ew(), k_ew_tail(), k_broadcast(), k_gather(), k_every_other(), k_padded_read(step=1), k_padded_read(step=2), k_padded_read(step=2, edge=3), k_scatter(), k_colsum(), k_rowsum(), k_unroll(),
+             k_unrolled_tile(),
              k_nested_parallel(), k_floordiv(), k_vector_int(), k_select_logic(), k_let_bool(), k_scalar_exp(),
              k_matmul(), k_uniform_if(), k_closure(), k_wide_types()]
             + [k_root_power(k, vec) for k in ROOT_POWERS for vec in (True, False)]

@@ -17,7 +17,7 @@ from relayish.intrinsics import INTRINSICS
 from codegen_helpers import buf, loop, rand, seq
 from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum,
                              k_every_other, k_ew, k_ew_tail, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
-                             k_uniform_if)
+                             k_uniform_if, k_unrolled_tile)
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +144,19 @@ def test_unroll(lib):
     c = lib.call("unroll", a, np.full(64, -7.0, np.float32))[1]
     expected = a * (np.arange(64) % 4 + 1)
     expected[:8] = -7.0
+    np.testing.assert_allclose(c, expected, rtol=1e-6)
+
+
+def test_unrolled_tile_addresses_share_their_base(lib):
+    """The accesses of an unrolled tile differ by constants: one i32 -> i64 extension of their common part
+    (16 i) for the 24 accesses, each address that plus a constant, whatever the constant's place in the index."""
+    body = emit_llvm_ir([k_unrolled_tile()]).split('define void @"unrolled_tile"')[1]
+    assert body.count("sext i32") == 1
+    assert body.count("add nsw i64") == 8 + 7  # C and A at 2u + 1 (u = 0..7), A at 2u (u = 1..7: 0 is the base)
+    a = rand(64, seed=12)
+    c = lib.call("unrolled_tile", a, np.zeros(64, np.float32))[1]
+    expected = np.zeros(64, np.float32)
+    expected[1::2] = a[1::2] + a[0::2]
     np.testing.assert_allclose(c, expected, rtol=1e-6)
 
 

@@ -29,7 +29,7 @@ import re
 from llvmlite import ir
 
 from relayish import te
-from relayish.te import IntImm, Var
+from relayish.te import BinOp, IntImm, Var
 
 from ..arith import coefficient, implies_limits, unclamped
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Store
@@ -37,7 +37,7 @@ from . import threadpool
 from .analysis import referenced, vectorize_blocker
 from .cgutils import ALIGN, entry_alloca, for_range, is_vector, nbytes, scalar_type, splat
 from .dtypes import from_memory, memory_type, to_memory, value_type
-from .emit_expr import ExprEmitter
+from .emit_expr import ExprEmitter, _unmemoized_bottom_up as _bottom_up
 from .transpose import emit_transpose, transposable
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -46,6 +46,7 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 # masked loads and stores, which keep SROA from promoting the tile to registers (each tap of an NCHW 3x3 / 2 max
 # pool then waited on a masked store's forwarding: 3.7x onnxruntime's time)
 LOCAL_SLACK = 64
+MAX_INDEX_TERMS = 16  # an index's terms split apart by index_parts; beyond, the index is emitted as written
 F32, F64, VOID = ir.FloatType(), ir.DoubleType(), ir.VoidType()
 I8P = I8.as_pointer()
 
@@ -60,7 +61,7 @@ class _Kernel:
         self.func = func
         self.outlined = 0
         self._blockers: dict[int, str | None] = {}  # id(For) -> vectorize_blocker (an unrolled body repeats loops)
-        self._lane_offsets: dict[int, ir.Constant] = {}
+        self._lane_offsets: dict[tuple, ir.Constant] = {}  # (lanes, start) -> constant
         self._coefficients: dict = {}  # (id(index), lane var) -> (index, its coefficient in the lane var)
 
     def vectorize_blocker(self, loop: For) -> str | None:
@@ -68,11 +69,12 @@ class _Kernel:
             self._blockers[id(loop)] = vectorize_blocker(loop)
         return self._blockers[id(loop)]
 
-    def lane_offsets(self, n: int) -> ir.Constant:
-        """The constant <0, 1, ..., n-1> (i32), made once per kernel (llvmlite builds a vector constant slowly)."""
-        if n not in self._lane_offsets:
-            self._lane_offsets[n] = ir.Constant(ir.VectorType(I32, n), list(range(n)))
-        return self._lane_offsets[n]
+    def lane_offsets(self, n: int, start: int = 0) -> ir.Constant:
+        """The constant <start, start + 1, ..., start + n - 1> (i32), made once per kernel (llvmlite builds a vector
+        constant slowly)."""
+        if (n, start) not in self._lane_offsets:
+            self._lane_offsets[n, start] = ir.Constant(ir.VectorType(I32, n), list(range(start, start + n)))
+        return self._lane_offsets[n, start]
 
     def coefficient(self, index, var: Var, lets: dict) -> int | None:
         """arith.coefficient(index, var, lets), remembered per index expression while no let is bound (an unrolled
@@ -114,6 +116,8 @@ class _FunctionEmitter(ExprEmitter):
         self._free_vars: dict = {}  # id(expr) -> (expr, its variables); expr kept so the id stays its own
         self._structures: dict = {}  # id(expr) -> (expr, its structure number: equal for equal expressions)
         self._structure_numbers: dict = {}  # (kind, attributes, children's structure numbers) -> number
+        self._affine: dict = {}  # id(expr) -> (expr, its affine form: affine_terms)
+        self._offsets: dict = {}  # (id(int32 index value), id(block), constant) -> their i64 sum (offset)
         # while one Store is emitted: id(expr) -> (expr, value). Its expression is straight-line code in one block
         # under one binding of the variables, so a node shared by several parents (the expressions are DAGs) is
         # emitted once; None outside a Store
@@ -241,7 +245,10 @@ class _FunctionEmitter(ExprEmitter):
         n = s.extent.value
         start = self.expr(s.start)
         self.lanes, self.vec_var, self.lets, self.vec_start = n, s.var, {}, start
-        self.env[s.var] = self.b.add(splat(self.b, start, n), self.k.lane_offsets(n), flags=("nsw",))
+        if isinstance(start, ir.Constant):  # (an unrolled loop's index: no add for every copy of the body)
+            self.env[s.var] = self.k.lane_offsets(n, start.constant)
+        else:
+            self.env[s.var] = self.b.add(splat(self.b, start, n), self.k.lane_offsets(n), flags=("nsw",))
         self.stmt(s.body)
         del self.env[s.var]
         self.lanes, self.vec_var, self.lets, self.vec_start = None, None, {}, None
@@ -305,12 +312,15 @@ class _FunctionEmitter(ExprEmitter):
         self._shared = {}
         try:
             value = self.to_memory(self.expr(s.value), s.buffer)
-            index = self.lane0_index(s.index) if contiguous else self.expr(s.index)
+            if contiguous or not self.lanes:
+                address = self.index_addr(ptr, s.index, lane0=bool(contiguous))
+            else:
+                index = self.expr(s.index)
         finally:
             self._shared = None
         if contiguous:
             value = splat(self.b, value, self.lanes)
-            vptr = self.b.bitcast(self.addr(ptr, index), value.type.as_pointer())
+            vptr = self.b.bitcast(address, value.type.as_pointer())
             if self.mask is not None and s.buffer.scope == "local":  # see LOCAL_SLACK
                 old = self.b.load(vptr, align=nbytes(value.type.element))
                 self.b.store(self.b.select(self.mask, value, old), vptr, align=nbytes(value.type.element))
@@ -320,7 +330,10 @@ class _FunctionEmitter(ExprEmitter):
             else:
                 self.b.store(value, vptr, align=nbytes(value.type.element))
             return
-        if not self.lanes or not is_vector(index):
+        if not self.lanes:
+            self.b.store(value, address)
+            return
+        if not is_vector(index):
             if is_vector(value):  # every lane stores to one address: the last lane wins, as in serial order
                 value = self.b.extract_element(value, I32(self.lanes - 1))
             self.b.store(value, self.addr(ptr, index))
@@ -345,6 +358,94 @@ class _FunctionEmitter(ExprEmitter):
 
     def addr(self, ptr, index):
         return self.b.gep(ptr, [self.b.sext(index, I64) if index.type.width < 64 else index], inbounds=True)
+
+    def index_addr(self, ptr, index, lane0: bool = False):
+        """&ptr[index] for a scalar int32 index expression (lane0: its value at lane 0 of the vector body), emitted
+        as sext(rest) + c in i64: `index_parts` splits off the constant c, so that the accesses of an unrolled tile
+        share one `rest` (emitted once per block) and differ by constants. Emitted as written, the constant sat
+        inside each index's chain of adds (`add nsw i32 %x, 0`): a chain and a sext per access, and LLVM's loop
+        load elimination spent 12 s of a 14 s build comparing 800 such addresses in one loop."""
+        parts = self.index_parts(index, lane0)
+        if parts is None:
+            return self.addr(ptr, self.lane0_index(index) if lane0 else self.expr(index))
+        rest, c = parts
+        if rest is None:
+            return self.b.gep(ptr, [I64(c)], inbounds=True)
+        value = self.lane0_index(rest) if lane0 else self.expr(rest)
+        return self.b.gep(ptr, [self.offset(value, c)], inbounds=True)
+
+    def offset(self, value, c: int):
+        """sext(value) + c in i64, emitted once per block (value: an i32 instruction, kept alive by its function)."""
+        key = (id(value), id(self.b.block), c)
+        if key not in self._offsets:
+            if c:
+                self._offsets[key] = self.b.add(self.offset(value, 0), I64(c), flags=("nsw",))
+            else:
+                self._offsets[key] = self.b.sext(value, I64)
+        return self._offsets[key]
+
+    def index_parts(self, index, lane0: bool):
+        """(rest, c): int32 index = rest + c with c a constant (rest None if index is one), the variables bound
+        to constants here (unrolled loop indices; with lane0, the vector variable at a constant start) folded
+        into c and rest's terms in a canonical order; None if index is not int32 or has a vector value."""
+        if isinstance(index, int):  # (loop IR accepts plain Python ints as constants)
+            return None, index
+        if index.dtype != "int32":
+            return None
+        c, terms = 0, []
+        for term, coef in self.affine_terms(index):
+            if term is None:
+                c += coef
+                continue
+            value = self.vec_start if lane0 and term is self.vec_var else self.env.get(term) \
+                if isinstance(term, Var) else None
+            if isinstance(value, ir.Constant) and isinstance(value.constant, int):
+                c += coef * value.constant
+            elif value is not None and is_vector(value) or term.dtype != "int32":
+                return None
+            else:
+                terms.append((term, coef))
+        if not terms:
+            return None, c
+        terms.sort(key=lambda tc: (0, tc[0].uid) if isinstance(tc[0], Var) else (1, self._structure(tc[0])))
+        rest = None
+        for term, coef in terms:
+            t = term if coef == 1 else BinOp("*", term, IntImm(coef))
+            rest = t if rest is None else BinOp("+", rest, t)
+        return rest, c
+
+    def affine_terms(self, e) -> list:
+        """e as [(term, coef)], term None for the constant: arith.affine_form's split, iterative and memoized per
+        node (index expressions of unrolled tiles nest deep and share subterms), other nodes kept whole as terms.
+        A form of more than MAX_INDEX_TERMS terms is kept whole too."""
+        memo = self._affine
+        for node, kids in _bottom_up(e, memo):
+            form = None
+            if isinstance(node, IntImm):
+                form = {None: (None, node.value)} if node.value else {}
+            elif isinstance(node, Var):
+                form = {node.uid: (node, 1)}
+            elif isinstance(node, BinOp) and node.dtype == "int32" and node.op in ("+", "-", "*"):
+                a, b = memo[id(node.a)][1], memo[id(node.b)][1]
+                if node.op == "*":
+                    for x, y in ((a, b), (b, a)):
+                        if set(x) <= {None}:
+                            k = x[None][1] if x else 0
+                            form = {key: (t, v * k) for key, (t, v) in y.items() if v * k}
+                            break
+                else:
+                    form = dict(a)
+                    sign = 1 if node.op == "+" else -1
+                    for key, (t, v) in b.items():
+                        total = form.get(key, (t, 0))[1] + sign * v
+                        if total:
+                            form[key] = (t, total)
+                        else:
+                            form.pop(key, None)
+            if form is None or len(form) > MAX_INDEX_TERMS:
+                form = {("node", id(node)): (node, 1)}
+            memo[id(node)] = (node, form)
+        return list(memo[id(e)][1].values())
 
     def to_memory(self, value, buf):
         if buf.dtype == "bool":
@@ -500,19 +601,15 @@ class _FunctionEmitter(ExprEmitter):
 
     def load(self, e: Load):
         ptr = self.buffer_ptr(e.buffer)
-        coeff = self.k.coefficient(e.index, self.vec_var, self.lets) if self.lanes else None
-        if coeff in (0, 1):  # one address (lane 0's) for every lane, or the first of contiguous lanes
-            index = self.lane0_index(e.index)
-        else:
-            index = self.expr(e.index)
-            if not is_vector(index):
-                return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
-        if coeff == 0:
-            return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
+        if not self.lanes:
+            return self.from_memory(self.b.load(self.index_addr(ptr, e.index)), e.buffer)
+        coeff = self.k.coefficient(e.index, self.vec_var, self.lets)
+        if coeff == 0:  # one address (lane 0's) for every lane
+            return self.from_memory(self.b.load(self.index_addr(ptr, e.index, lane0=True)), e.buffer)
         elem = memory_type(e.buffer.dtype)
         vty = ir.VectorType(elem, self.lanes)
-        if coeff == 1:  # contiguous: one vector load
-            vptr = self.b.bitcast(self.addr(ptr, index), vty.as_pointer())
+        if coeff == 1:  # contiguous, from lane 0's address: one vector load
+            vptr = self.b.bitcast(self.index_addr(ptr, e.index, lane0=True), vty.as_pointer())
             if self.mask is not None and e.buffer.scope != "local":  # the lanes past a tail read nothing (they may
                 # lie past the buffer's end; a local buffer's slack holds them: LOCAL_SLACK)
                 return self.from_memory(self.b.call(self.masked_intrinsic("load", vty), [
@@ -520,6 +617,9 @@ class _FunctionEmitter(ExprEmitter):
             return self.from_memory(self.b.load(vptr, align=nbytes(elem)), e.buffer)
         if coeff == 2 and self.mask is None and self.lanes >= 4:
             return self.from_memory(self.every_other(ptr, self.lane0_index(e.index), vty), e.buffer)
+        index = self.expr(e.index)
+        if not is_vector(index):
+            return self.from_memory(self.b.load(self.addr(ptr, index)), e.buffer)
         if self.mask is not None:  # a masked-off lane reads element 0 (always there) instead of its own index
             index = self.b.select(self.mask, index, ir.Constant(index.type, None))
         return self.from_memory(self.gather(ptr, index, vty), e.buffer)
