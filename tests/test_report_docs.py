@@ -124,6 +124,16 @@ SYNTHETIC = {
         "after": {"benchmark": "build_rate", **prov("python -m relayish_tools.bench.build_rate m.onnx --measure"),
                   "version": "abc1234", "build": {"programs": 144, "programs_per_minute": 190.0, "errors": {}}},
         "speedup": {"build": 1.31}, "note": "Before: the branch's base."},
+    "tuning_curve_resnet18.json": {
+        "benchmark": "tuning_curve", "model": "resnet18", "budget_s": 600.0, "algorithms": False, "start": "naive",
+        **prov("python -m relayish_tools.bench.tuning_curve m.onnx --start naive"), "threads": 2, "repeat": 30,
+        "cost_model_trained_on": {"models": ["bert", "gpt"]},
+        "points": [{"start": "cold", "seconds": 30, "records": 96, "median_ms": 6.69, "gain": 0.95},
+                   {"start": "pretrained", "seconds": 601.4, "records": 1746, "median_ms": 4.1, "gain": 0.99}],
+        "summary": {"untuned_ms": 64.37, "onnxruntime_ms": 3.36, "cold_end_ms": 3.68, "zero_shot_ms": 61.87,
+                    "zero_shot_gain": 0.041, "zero_shot_tasks": "10 of 32", "predict_s": 30.2,
+                    "pretrained_reaches_90pct_at_s": 601.4, "hand_written_ms": 3.85},
+        "note": "Both curves alike."},
     "tune_compare_resnet18.json": {
         "benchmark": "tune_compare", "model": "models/resnet18.onnx", **prov("relayish tune-compare m --trials 320"),
         "options": {}, "within": 0.05,
@@ -169,7 +179,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 10
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 11
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
@@ -185,6 +195,13 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| cnn (free batch) | 3x3x8x8 | 3.50 | 3.30 (0.75x) | 3.10 (**0.70x**) | 4.40 |" in page
     assert "| rec (free width) | 1x3x48x160 | 3450.0 | - | 8.20 (**0.83x**) | 9.90 |" in page
     assert "|  | geomean | worst 421.0x steady | - | **0.83x** |  |" in page
+    assert "| naive loop nests (untuned) | - | - | 64.37 | 0% |" in page
+    assert "| zero-shot | 0 (no measurement) | - | 61.87 | **4%** |" in page
+    assert "| cold cost model | 30 | 96 | 6.69 | 95% |" in page and "| pretrained cost model | 601 | 1746 | 4.10 | 99% |" \
+        in page
+    assert "| hand-written schedules (untuned) | - | - | 3.85 | - |" in page
+    assert "(untuned 64.37 ms -> 3.68 ms). The pretrained run reaches 90% of that gain at 601 s." in page
+    assert "trained on bert, gpt: resnet18 is not among them" in page and "Both curves alike." in page
     assert "| before (8869de7) | 144 | 145 | 129 | 120 | build refused 7, build timed out after 1 |" in page
     assert "| after (abc1234) | 144 | 190 | - | - | none |" in page and "After / before: build x1.31." in page
 

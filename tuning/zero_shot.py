@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler import DefaultSchedules
+from compiler.options import as_default_schedules
 from compiler.backend import untuned_schedule
 from compiler.codegen import vector_width
 from compiler.codegen.analysis import unrolled_size
@@ -54,9 +55,13 @@ class PredictedSchedules:
 
 
 def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHWc", winograd: bool = True,
-                      seed: int = 0, log=None) -> PredictedSchedules:
+                      seed: int = 0, log=None, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN
+                      ) -> PredictedSchedules:
     """Zero-shot schedules for every task of `models` (a path or a list). model: a trained cost model
-    (default: the one shipped with the package; ValueError when there is none)."""
+    (default: the one shipped with the package; ValueError when there is none). start: the default each task
+    keeps unless a candidate passes the rule, and the search's starting program: the hand-written schedule, or
+    the naive loop nest (template-free experiments: compile with default_schedules="naive" to match)."""
+    start = as_default_schedules(start)
     model = load_cost_model() if model is None else model
     if model is None:
         raise ValueError("no pretrained cost model ships with this installation: build one with python -m "
@@ -64,7 +69,7 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
     rng = random.Random(seed)
     out = PredictedSchedules()
     for task in model_tasks(models, input_shapes, layout, winograd):
-        default = untuned_schedule(task, vector_width(), DefaultSchedules.HAND_WRITTEN)
+        default = untuned_schedule(task, vector_width(), start)
         entry = {"task": task.name, "key": task.key}
         space = SearchSpace.of(task)
         seed_space(space, default, _NoRecords(), None)

@@ -340,6 +340,49 @@ def zero_shot_table(data: dict, where: str) -> Table:
                   "zero-shot / untuned"], rows, notes, [("", data)])
 
 
+def tuning_curve_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.tuning_curve MODEL --json FILE`: one row per timed point."""
+    s = need(data, "summary", where)
+    untuned = number(s, "untuned_ms", where)
+
+    def gain(x):
+        return "-" if x is None else f"{100 * x:.0f}%"
+
+    naive = data.get("start") == "naive"
+    rows = [["naive loop nests (untuned)" if naive else "untuned", "-", "-", ms(untuned), "0%"],
+            ["zero-shot", "0 (no measurement)", "-", ms(number(s, "zero_shot_ms", where)),
+             f"**{gain(s.get('zero_shot_gain'))}**"]]
+    for i, p in enumerate(need(data, "points", where)):
+        w = f"{where} points[{i}]"
+        rows.append([f"{need(p, 'start', w)} cost model", f"{number(p, 'seconds', w):.0f}",
+                     f"{number(p, 'records', w):.0f}", ms(number(p, "median_ms", w)), gain(p.get("gain"))])
+    if s.get("hand_written_ms"):
+        rows.append(["hand-written schedules (untuned)", "-", "-", ms(s["hand_written_ms"]), "-"])
+    rows.append(["onnxruntime", "-", "-", ms(number(s, "onnxruntime_ms", where)), "-"])
+    trained = data.get("cost_model_trained_on") or {}
+    reach = s.get("pretrained_reaches_90pct_at_s")
+    cold_end = number(s, "cold_end_ms", where)
+    budget = number(data, "budget_s", where)
+    if cold_end < untuned:
+        gains = (f"Gain: the share of the cold run's gain at the end of its {budget:.0f} s budget (untuned "
+                 f"{ms(untuned)} ms -> {ms(cold_end)} ms). The pretrained run reaches 90% of that gain "
+                 + (f"at {reach:.0f} s. " if reach is not None else "at none of the checkpoints. "))
+    else:
+        gains = (f"Gain: none to share, the cold run ended its {budget:.0f} s budget no faster than untuned "
+                 f"({ms(untuned)} ms -> {ms(cold_end)} ms). ")
+    notes = [gains + f"Zero-shot: {need(s, 'zero_shot_tasks', where)} tasks given a predicted schedule, in "
+             f"{s.get('predict_s')} s."
+             + f" The shipped cost model was trained on {', '.join(trained.get('models', [])) or '?'}: "
+             f"{need(data, 'model', where)} is not among them. "
+             f"A point at t s: the model compiled with the records its run had measured t s after it started; "
+             f"the last point of a run is every record, its final re-measurement included. "
+             f"{number(data, 'threads', where):.0f} threads, every engine timed in one process, median of "
+             f"{number(data, 'repeat', where):.0f} runs."]
+    if data.get("note"):
+        notes.append(data["note"])
+    return Table(["schedules", "tuning s", "records", "median ms", "gain"], rows, notes, [("", data)])
+
+
 def build_rate_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.build_rate ... --json FILE --label before|after`: one row per version."""
     rows, provenance = [], []
@@ -414,6 +457,16 @@ BENCHMARKS = [
               "suite/crnn.onnx suite/shufflenet_v1.onnx --model cost_model.json.gz --db data.db --hold-out crnn "
               "--json docs/data/zero_shot.json",
               zero_shot_table),
+    Benchmark("tuning_curve", "Tuning time against model latency, on a model the cost model never saw",
+              "One model of an architecture held out of the shipped cost model's training data, tuned for the same "
+              "time from an empty cost model (cold) and from the pretrained one, and compiled with zero-shot "
+              "schedules (no measurement); each point is the model compiled with the records measured by then, "
+              "timed beside the others (one file per run: tuning_curve_<model>[_naive].json; _naive: every "
+              "task starts from its naive loop nest, so that the search's whole work shows).",
+              "python -m models shufflenet_v1_g4 --out models/ && python -m relayish_tools.bench.tuning_curve "
+              "models/shufflenet_v1_g4.onnx [--algorithms | --start naive] --json "
+              "docs/data/tuning_curve_shufflenet_v1_g4[_naive].json",
+              tuning_curve_table, per_file=True),
     Benchmark("build_rate", "Candidate build throughput",
               "The tuner's candidate programs built (and measured) per minute: a seeded set of programs of the three "
               "generations' search spaces over tasks of ResNet-18 and BERT, through tuning.measure's build phase "
