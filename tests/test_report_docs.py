@@ -297,3 +297,17 @@ def test_readme_stays_a_reference():
     links = re.findall(r"\]\(([^)#]+)\)", readme)
     assert "docs/benchmarks.md" in links and "docs/ops.md" in links
     assert [t for t in links if not t.startswith("http") and not (REPO / t).exists()] == []
+
+
+def test_a_tuning_curve_without_gain_says_so(tmp_path):
+    files = copy.deepcopy(SYNTHETIC)
+    run = files["tuning_curve_resnet18.json"]
+    run["start"] = "hand-written"
+    run["summary"].update(untuned_ms=3.14, cold_end_ms=4.22, hand_written_ms=None, pretrained_reaches_90pct_at_s=None)
+    for p in run["points"]:
+        p["gain"] = None
+    page = render_page(write(tmp_path / "data", files))
+    assert "Gain: none to share, the cold run ended its 600 s budget no faster than untuned (3.14 ms -> 4.22 ms)." \
+        in page
+    assert "| untuned | - | - | 3.14 | 0% |" in page and "| cold cost model | 30 | 96 | 6.69 | - |" in page
+    assert "reaches 90%" not in page and "hand-written schedules (untuned)" not in page
