@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler import DefaultSchedules
-from compiler.options import as_default_schedules
+from compiler import DefaultSchedules, as_default_schedules
 from compiler.backend import untuned_schedule
 from compiler.codegen import vector_width
 from compiler.codegen.analysis import unrolled_size

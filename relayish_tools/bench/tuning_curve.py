@@ -49,7 +49,8 @@ def cut_records(db: str, until: float, out: str) -> int:
 
 
 def tune_run(model: str, db: str, start: str, budget: float, algorithms: bool, defaults: str, log=print) -> dict:
-    """One tuning run from an empty records database; its start time (time.time()) and wall seconds."""
+    """One tuning run into records database `db` (emptied first); its start time (time.time()), wall seconds and
+    database."""
     from tuning.tune import tune_model
     for path in (db, db + "-wal", db + "-shm"):
         if os.path.exists(path):
@@ -59,7 +60,7 @@ def tune_run(model: str, db: str, start: str, budget: float, algorithms: bool, d
                         progress=sys.stderr.isatty(), start=defaults)
     wall = time.time() - t0
     log(f"{start}: {result.trials} programs measured in {wall:.0f} s")
-    return {"start": start, "started_at": t0, "wall_s": round(wall, 1), "trials": result.trials}
+    return {"start": start, "db": db, "started_at": t0, "wall_s": round(wall, 1), "trials": result.trials}
 
 
 def gain(untuned: float, x: float, reference: float) -> float | None:
@@ -94,10 +95,9 @@ def curve(model: str, budget: float, checkpoints: list[float], work: str, thread
     if defaults != "hand-written":
         engines.append(("hand_written", compile_model(model, num_threads=threads)))
     for run in runs:
-        db = os.path.join(work, f"{stem}-{run['start']}.db")
         for t in [c for c in checkpoints if c < run["wall_s"]] + [run["wall_s"]]:
             cut = os.path.join(work, f"{stem}-{run['start']}-{round(t)}s.db")
-            kept = cut_records(db, run["started_at"] + t, cut)
+            kept = cut_records(run["db"], run["started_at"] + t, cut)
             name = f"{run['start']}@{round(t)}s"
             engines.append((name, compile_model(model, num_threads=threads, records=cut, cache=False,
                                                 default_schedules=defaults)))
