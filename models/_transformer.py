@@ -64,10 +64,24 @@ def gelu_tanh(g: Graph, name, x):
     return g.op("Mul", f"{name}.mul", [g.op("Mul", f"{name}.half", [g.constant(f"{name}.half_const", 0.5), x]), t])
 
 
+def sequence_length(g: Graph, ids):
+    """[1] int64: dim 1 of `ids` ([B, T]), as the exporter computes `ids.size(1)` (Shape, Gather): the models
+    below slice their position ids and build their masks to it, so they run at any length."""
+    shape = g.op("Shape", f"{ids}.shape", [ids])
+    return g.op("Gather", f"{ids}.seq_len", [shape, g.constant(f"{ids}.seq_axis", [1], np.int64)], axis=0)
+
+
+def leading_positions(g: Graph, name, table, length):
+    """table[:, :length] (Slice): a constant [1, max_positions] row of ids cut to the sequence's length."""
+    return g.op("Slice", name, [table, g.constant(f"{name}.starts", [0], np.int64), length,
+                                g.constant(f"{name}.axes", [1], np.int64)])
+
+
 def split_heads(g: Graph, name, x, shape, key=False):
     """[B, T, D] -> Reshape [B, T, H, Dh] -> Transpose to [B, H, T, Dh] (keys: [B, H, Dh, T], ready for Q @ K^T).
 
-    shape: the 4-D target as Reshape's constant (0 copies an input dim, for a symbolic batch)."""
+    shape: the 4-D target as Reshape's constant ([0, -1, H, Dh]: the batch copied, the length inferred, as the
+    exporter writes it for dynamic axes)."""
     y = g.op("Reshape", f"{name}.reshape", [x, g.constant(f"{name}.shape", shape, np.int64)])
     return g.op("Transpose", f"{name}.transpose", [y], perm=[0, 2, 3, 1] if key else [0, 2, 1, 3])
 

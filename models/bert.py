@@ -2,10 +2,10 @@
 
 Inputs "input_ids" and "attention_mask", int64 [batch, seq_len] (mask: 1 = attend, 0 = padding); output
 "last_hidden_state" float32 [batch, seq_len, d_model]. Embeddings: Gather of the word table by input_ids, plus
-Gather of the token-type table by constant zero ids, plus Gather of the position table (max_positions rows) by
-constant ids 0..seq_len-1, then LayerNorm (eps 1e-12). The mask becomes an additive bias as HF does it:
+Gather of the token-type table by zero ids, plus Gather of the position table (max_positions rows) by ids
+0..seq_len-1 (both constant rows sliced to the input's length, read from its Shape, as HF's buffers are), then LayerNorm (eps 1e-12). The mask becomes an additive bias as HF does it:
 Unsqueeze (1), Unsqueeze (2), Cast to float, Sub from 1, Mul by float32's lowest value. Each of `layers` post-LN
-layers: Q, K, V projections (MatMul + Add), heads split by Reshape + Transpose, softmax(Q K^T / sqrt(Dh) + bias) V,
+layers: Q, K, V projections (MatMul + Add), heads split by Reshape ([0, -1, H, Dh]) + Transpose, softmax(Q K^T / sqrt(Dh) + bias) V,
 heads merged, output projection, Add residual, LayerNorm; FFN d_model -> ffn -> d_model with the erf GELU
 (Div by sqrt 2, Erf, Add 1, Mul, Mul 0.5), Add residual, LayerNorm.
 
@@ -27,11 +27,14 @@ LN_EPSILON = 1e-12
 TYPE_VOCAB = 2
 
 
-def _embeddings(g: Graph, seq_len, vocab_size, max_positions, d_model, decomposed):
+def _embeddings(g: Graph, vocab_size, max_positions, d_model, decomposed):
     words = tf.embedding(g, "embeddings.word_embeddings", "input_ids", vocab_size, d_model)
-    type_ids = g.constant("embeddings.token_type_ids", np.zeros((1, seq_len)), np.int64)
+    length = tf.sequence_length(g, "input_ids")
+    type_ids = tf.leading_positions(g, "embeddings.token_type_ids", g.constant(
+        "embeddings.token_type_ids.buffer", np.zeros((1, max_positions)), np.int64), length)
     types = tf.embedding(g, "embeddings.token_type_embeddings", type_ids, TYPE_VOCAB, d_model)
-    position_ids = g.constant("embeddings.position_ids", np.arange(seq_len)[None], np.int64)
+    position_ids = tf.leading_positions(g, "embeddings.position_ids", g.constant(
+        "embeddings.position_ids.buffer", np.arange(max_positions)[None], np.int64), length)
     positions = tf.embedding(g, "embeddings.position_embeddings", position_ids, max_positions, d_model)
     x = g.op("Add", "embeddings.add_positions", [g.op("Add", "embeddings.add_types", [words, types]), positions])
     return tf.layer_norm(g, "embeddings.LayerNorm", x, d_model, LN_EPSILON, decomposed)
@@ -47,13 +50,13 @@ def _mask_bias(g: Graph):
 
 
 def _layer(g: Graph, name, x, bias, dims, decomposed):
-    batch_dim, seq_len, d_model, heads, ffn = dims
+    d_model, heads, ffn = dims
     head_dim = d_model // heads
-    heads_shape = [batch_dim, seq_len, heads, head_dim]
+    heads_shape = [0, -1, heads, head_dim]
     q = tf.split_heads(g, f"{name}.q", tf.linear(g, f"{name}.attention.query", x, d_model, d_model), heads_shape)
     k = tf.split_heads(g, f"{name}.k", tf.linear(g, f"{name}.attention.key", x, d_model, d_model), heads_shape, True)
     v = tf.split_heads(g, f"{name}.v", tf.linear(g, f"{name}.attention.value", x, d_model, d_model), heads_shape)
-    context = tf.attention_core(g, f"{name}.attention", q, k, v, head_dim, bias, "add", [batch_dim, seq_len, d_model])
+    context = tf.attention_core(g, f"{name}.attention", q, k, v, head_dim, bias, "add", [0, -1, d_model])
     y = tf.linear(g, f"{name}.attention.output.dense", context, d_model, d_model)
     x = tf.layer_norm(g, f"{name}.attention.output.LayerNorm", g.op("Add", f"{name}.attention.residual", [x, y]),
                       d_model, LN_EPSILON, decomposed)
@@ -63,18 +66,20 @@ def _layer(g: Graph, name, x, bias, dims, decomposed):
                          LN_EPSILON, decomposed)
 
 
-def make_bert(seed: int = 0, batch: int | str = 1, seq_len: int = 128, vocab_size: int = 1000, layers: int = 2,
+def make_bert(seed: int = 0, batch: int | str = 1, seq_len: int | str = 128, vocab_size: int = 1000, layers: int = 2,
               d_model: int = 256, heads: int = 4, ffn: int = 1024, max_positions: int = 512,
               decomposed_layernorm: bool = False) -> onnx.ModelProto:
-    """The BERT-style encoder ModelProto. batch: an int or a symbolic name such as "N" (seq_len is fixed)."""
+    """The BERT-style encoder ModelProto. batch, seq_len: the inputs' declared dims, an int or a symbolic name
+    such as "N" (the graph itself runs any batch and any length up to max_positions, as an export with dynamic
+    axes does)."""
     if d_model % heads:
         raise ValueError(f"d_model {d_model} is not a multiple of heads {heads}")
-    if seq_len > max_positions:
+    if isinstance(seq_len, int) and seq_len > max_positions:
         raise ValueError(f"seq_len {seq_len} exceeds the {max_positions} position embeddings")
     g = Graph(np.random.default_rng(seed))
-    x = _embeddings(g, seq_len, vocab_size, max_positions, d_model, decomposed_layernorm)
+    x = _embeddings(g, vocab_size, max_positions, d_model, decomposed_layernorm)
     bias = _mask_bias(g)
-    dims = (0 if isinstance(batch, str) else batch, seq_len, d_model, heads, ffn)  # Reshape's 0 copies the batch
+    dims = (d_model, heads, ffn)
     for i in range(layers):
         x = _layer(g, f"encoder.layer.{i}", x, bias, dims, decomposed_layernorm)
     g.rename(x, "last_hidden_state")

@@ -174,7 +174,8 @@ def check_vgg11_bn(m, ops):
 
 def check_bert(m, ops):
     assert m.opset_import[0].version == 17 and ops["LayerNormalization"] == 5 and ops["Erf"] == 2
-    assert ops["Softmax"] == 2 and ops["Gather"] == 3
+    assert ops["Softmax"] == 2 and ops["Gather"] == 4  # 3 tables, and the length of input_ids' Shape
+    assert ops["Shape"] == 1 and ops["Slice"] == 2  # position and token-type ids cut to the input's length
     assert [i.type.tensor_type.elem_type for i in m.graph.input] == [TensorProto.INT64] * 2
     prod, chain, t = producers(m), [], "mask.bias"
     while t in prod and prod[t].op_type != "Constant":  # the additive mask bias, back to the graph input
@@ -192,6 +193,7 @@ def check_gpt(m, ops):
     splits = [n for n in m.graph.node if n.op_type == "Split"]
     assert len(splits) == 2 and all(len(n.input) == 2 and len(n.output) == 3 for n in splits)  # sizes as input
     assert ops["Trilu"] == 1 and ops["Where"] == 2 and ops["Tanh"] == 2 and ops["LayerNormalization"] == 5
+    assert ops["Shape"] == 1 and ops["ConstantOfShape"] == 1  # the causal mask is sized to the input's length
     prod = producers(m)
     tied = prod[prod["logits"].input[1]]
     table = next(n.input[0] for n in m.graph.node if n.op_type == "Gather" and n.input[1] == "input_ids")
