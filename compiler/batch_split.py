@@ -27,7 +27,7 @@ BATCH = 2  # the batch the graph is imported at for the check (1 would not tell 
 
 # ops with one batched data argument whose batch axis must be 0 (N of NCHW / NHWC) and stays 0; the other
 # arguments (weights, scales) must not depend on the batch
-_NCHW_OPS = ("nn.conv2d", "nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
+_NCHW_OPS = ("nn.conv2d", "qnn.conv2d", "nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d",
              "nn.lrn", "nn.batch_norm")
 _ROW_OPS = ("nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.hardmax")  # normalize along attrs.axis
 _CELL_OPS = ("nn.lstm_cell", "nn.gru_cell", "nn.rnn_cell")  # relayish/ops/recurrent.py: one time step
@@ -96,7 +96,7 @@ def _rule(node: Call, args: list) -> Where:
         if args[0] != Where(0) or node.args[0].type.shape[0] != BATCH or any(a is not None for a in args[1:]):
             _mixes(node, "reads its batch other than as the data's dim 0")
         return _kept(node, Where(0))
-    if op in ("nn.dense", "nn.matmul", "nn.batch_matmul"):
+    if op in ("nn.dense", "nn.matmul", "nn.batch_matmul", "qnn.matmul"):
         return _matmul(node, args)
     if op in _ROW_OPS:
         w = _single(node, args)

@@ -357,3 +357,21 @@ def test_the_generic_tiers_module_is_kept_beside_max_specializations():
         sess.run(None, {"x": RNG.standard_normal((n, 3, 9, 9)).astype(np.float32)})
         assert sess.wait_for_specializations(timeout=120)
     assert [s["symbols"]["N"] for s in sess.specializations()] == [1, 6]
+
+
+@pytest.mark.parametrize("op", ["Conv", "MatMul"])
+def test_a_statically_quantized_model_runs_any_batch_on_the_generic_tier(op):
+    """Static QDQ quantizes with constant scales: its integer convolutions and matmuls keep the items apart, so a
+    free batch runs item by item on the batch-1 module, giving what a module compiled for that batch gives."""
+    from relayish_tools.bench.free_dims import with_free_axes
+    from test_qdq import qdq_model
+    model = with_free_axes(qdq_model(op, bias="quantized" if op == "Conv" else None),
+                           {"symbol": "N", "axes": [("x", 0)]})
+    rest = (4, 9, 10) if op == "Conv" else (12,)
+    sess = compile_model(model, input_shapes={"x": (None,) + rest}, cache=False, specialize="never")
+    assert sess.generic_tier["batch"] == "N"
+    feed = {"x": RNG.standard_normal((3,) + rest).astype(np.float32)}
+    ours, = sess.run(None, feed)
+    static, = compile_model(model, input_shapes={"x": (3,) + rest}, cache=False).run(None, feed)
+    np.testing.assert_array_equal(ours, static)
+    np.testing.assert_allclose(ours, run_ort(model, feed)[0], atol=0.08 + 1e-6)  # one step of y's scale at most
