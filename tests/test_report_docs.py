@@ -134,6 +134,18 @@ SYNTHETIC = {
                     "zero_shot_gain": 0.041, "zero_shot_tasks": "10 of 32", "predict_s": 30.2,
                     "pretrained_reaches_90pct_at_s": 601.4, "hand_written_ms": 3.85},
         "note": "Both curves alike."},
+    "free_dims_resnet18.json": {
+        "benchmark": "free_dims", **prov("python -m relayish_tools.bench.free_dims suite/"), "tolerance": 1e-4,
+        "rows": [{"model": "resnet18", "dim": "batch", "base": 1, "axes": [["input", 0]], "compile_s": 3.0,
+                  "sizes": [{"size": 2, "first_ms": 45.2, "max_rel_error": 3.9e-6},
+                            {"size": 3, "first_ms": 57.0, "max_rel_error": 3.3e-6}]},
+                 {"model": "resnet18", "dim": "dim2_224", "base": 224, "axes": [["input", 2]],
+                  "sizes": [{"size": 112, "first_ms": 4448.0, "max_rel_error": 2e-3}]},
+                 {"model": "bert", "dim": "dim1_128", "base": 128, "axes": [["input_ids", 1]], "sizes": [],
+                  "ort_refused": [64, 127]},
+                 {"model": "int8", "dim": "w", "base": 256, "axes": [["x", 3]],
+                  "sizes": [{"size": 128, "first_ms": 8530.0, "max_rel_error": 8.3e-3, "static_rel_error": 8.3e-3,
+                             "vs_static": 0.0}]}]},
     "tune_compare_resnet18.json": {
         "benchmark": "tune_compare", "model": "models/resnet18.onnx", **prov("relayish tune-compare m --trials 320"),
         "options": {}, "within": 0.05,
@@ -179,7 +191,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 11
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 12
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
@@ -204,6 +216,11 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "trained on bert, gpt: resnet18 is not among them" in page and "Both curves alike." in page
     assert "| before (8869de7) | 144 | 145 | 129 | 120 | build refused 7, build timed out after 1 |" in page
     assert "| after (abc1234) | 144 | 190 | - | - | none |" in page and "After / before: build x1.31." in page
+    assert "| resnet18 | batch (1) | 2, 3 | 4e-06, 3e-06 | 45, 57 | pass |" in page
+    assert "|  | dim2_224 (224) | 112 | 2e-03 | 4448 | **fail** |" in page
+    assert "| bert | dim1_128 (128) | onnxruntime runs no other size | - | - | **base only** |" in page
+    assert "| int8 | w (256) | 128 | 8e-03 | 8530 | **as static** |" in page
+    assert "1 of 3 free dims match onnxruntime within 1e-04 at every size tried (1 give the static" in page
 
 
 def test_a_benchmark_without_data_names_its_command(tmp_path):

@@ -318,6 +318,39 @@ def dynamic_table(data: dict, where: str) -> Table:
                  notes, [("", data)])
 
 
+def free_dims_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.free_dims DIR --json FILE`: one row per model and free dim."""
+    from relayish_tools.bench.free_dims import row_status
+    rows, status, previous = [], [], None
+    for i, r in enumerate(need(data, "rows", where)):
+        w = f"{where} rows[{i}]"
+        model = need(r, "model", w)
+        sizes = need(r, "sizes", w)
+        if "error" in r or "ort_error" in r:
+            cells, state = [r.get("error") or f"onnxruntime: {r['ort_error']}", "-", "-"], "error"
+        elif not sizes:
+            cells, state = ["onnxruntime runs no other size", "-", "-"], "base only"
+        else:
+            state = row_status(r)
+            cells = [", ".join(str(need(e, "size", w)) for e in sizes),
+                     ", ".join(f"{e['max_rel_error']:.0e}" if "max_rel_error" in e else "error" for e in sizes),
+                     ", ".join(f"{e['first_ms']:.0f}" if "first_ms" in e else "-" for e in sizes)]
+        status.append(state)
+        rows.append([model if model != previous else "", f"{need(r, 'dim', w)} ({number(r, 'base', w):.0f})",
+                     *cells, f"**{state}**" if state != "pass" else state])
+        previous = model
+    checked = [s for s in status if s != "base only"]
+    notes = [f"{checked.count('pass')} of {len(checked)} free dims match onnxruntime within "
+             f"{number(data, 'tolerance', where):.0e} at every size tried"
+             + (f" ({checked.count('as static')} give the static compile's outputs where that disagrees: int8 "
+                "rounding)" if "as static" in checked else "")
+             + f"; {status.count('base only')} dim(s) onnxruntime runs at no size but the base (the export bakes it). "
+             "Each size is one the session was never compiled for: its first call compiles it (a free batch "
+             "runs it on the generic tier). Error: max |ours - onnxruntime| / max |onnxruntime| over the outputs."]
+    return Table(["model", "free dim (base)", "sizes", "error", "first call ms", "status"], rows, notes,
+                 [("", data)])
+
+
 def zero_shot_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.pretrain zero-shot --json FILE`: one row per model."""
     rows = []
@@ -447,6 +480,12 @@ BENCHMARKS = [
               "specialized to the shape and onnxruntime in steady state.",
               "python -m models && python -m relayish_tools.bench.dynamic models/resnet18.onnx --wild wild/ "
               "--json docs/data/dynamic.json", dynamic_table),
+    Benchmark("free_dims", "Every dim free, at sizes never compiled for",
+              "Each model of a folder compiled once with one dim left free (the dims it leaves unbound, else its "
+              "batch, spatial dims and sequence length), then run at up to three sizes onnxruntime accepts and "
+              "checked against onnxruntime (one file per folder: free_dims_<folder>.json).",
+              "python -m models --all --out suite/ && python -m relayish_tools.bench.free_dims suite/ --json "
+              "docs/data/free_dims_suite.json (and wild/ -> free_dims_wild.json)", free_dims_table, per_file=True),
     Benchmark("zero_shot", "Zero-shot schedules from the pretrained cost model",
               "Models compiled untuned and with each task's schedule ranked by the pretrained cost model "
               "(tuning/zero_shot.py, no measurement), timed beside onnxruntime; the models are held out of the "
