@@ -83,7 +83,9 @@ def run_cli(capsys, *argv):
 def test_parse_input_shape():
     assert parse_input_shape("data=1,3,224,224") == ("data", (1, 3, 224, 224))
     assert parse_input_shape("in:0=4") == ("in:0", (4,))
-    for bad in ("data", "=1,2", "data=1,x", "data=1,-2", "data=1,,2"):
+    assert parse_input_shape("x=1,3,48,?") == ("x", (1, 3, 48, None))  # free dims: ?, -1 or a range
+    assert parse_input_shape("x=-1,3,16:2048") == ("x", (None, 3, (16, 2048)))
+    for bad in ("data", "=1,2", "data=1,x", "data=1,-2", "data=1,,2", "x=1,9:3", "x=1,:3"):
         with pytest.raises(Exception, match="expected NAME=D1,D2"):
             parse_input_shape(bad)
 
@@ -455,3 +457,69 @@ def test_conformance_subcommand_runs_the_selected_cases(capsys):
     assert cli.main(["conformance", "--ops", "Relu", "-k", "test_relu", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "relayish: 1 cases" in out and "pass 1" in out
+
+
+# ---- free dims: compile to a session folder, run it, bench it size by size -----------------------------------
+@pytest.fixture(scope="module")
+def free_height_model(tmp_path_factory):
+    """conv3x3(x, w), x [1, 3, h, 8] with h a dim_param: a model whose height is free."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "h", 8])], [w])
+    return save_model(graph, tmp_path_factory.mktemp("free") / "free.onnx")
+
+
+def test_compile_with_a_free_dim_writes_a_session_that_run_loads(free_height_model, tmp_path, capsys):
+    folder = tmp_path / "session"
+    code, out, err = run_cli(capsys, "compile", free_height_model, "--input-shape", "x=1,3,?,8", "-o", str(folder),
+                             "--sizes", "h=5", "--no-cache")
+    assert code == 0, err
+    assert "a session with free dims h (x dim 2)" in out and "1 module(s) kept" in out
+    import onnxruntime as ort
+    for h, extra in ((5, []), (7, ["--model", free_height_model])):  # 5 was compiled into the folder, 7 is not
+        x = np.random.default_rng(h).standard_normal((1, 3, h, 8)).astype(np.float32)
+        np.savez(tmp_path / "in.npz", x=x)
+        code, out, err = run_cli(capsys, "run", str(folder), "-i", str(tmp_path / "in.npz"), "-o",
+                                 str(tmp_path / "o.npz"), *extra)
+        assert code == 0, err
+        assert f"y: shape (1, 4, {h}, 8) float32" in out
+        with np.load(tmp_path / "o.npz") as got:
+            want, = ort.InferenceSession(free_height_model).run(None, {"x": x})
+            np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-4)
+    code, out, err = run_cli(capsys, "run", str(folder), "-i", str(tmp_path / "in.npz"))  # 7, and no model
+    assert code == 2 and "no module for them and no model to compile one" in err
+    code, out, err = run_cli(capsys, "run", str(folder))
+    assert code == 2 and "free dims ['h']: give inputs of the sizes to run with -i NPZ" in err
+    code, out, err = run_cli(capsys, "run", str(tmp_path))
+    assert code == 2 and "not a session folder that relayish compile wrote" in err
+
+
+def test_bench_with_a_free_dim_times_each_size_and_lists_the_modules(free_height_model, capsys):
+    code, out, err = run_cli(capsys, "bench", free_height_model, "--input-shape", "x=1,3,?,8", "--sizes", "h=6,11",
+                             "--repeat", "3", "--warmup", "0", "--no-cache")
+    assert code == 0, err
+    assert "free dims: h (x dim 2); generic tier: none" in out
+    rows = [line for line in out.splitlines() if line.startswith("x [")]
+    assert [r.split()[:5] for r in rows] == [["x", "[1,", "3,", "6,", "8]"], ["x", "[1,", "3,", "11,", "8]"]]
+    assert all(float(r.split()[-1]) < 1e-4 for r in rows)  # max relative error against onnxruntime
+    assert "{'h': 6}: compiled in" in out and "{'h': 11}: compiled in" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sizes", "w=6"], "the model's free dims are h (x dim 2): give the sizes of each with --sizes"),
+    ([], "the model's free dims are h (x dim 2)"),
+    (["--sizes", "h=6", "--json", "r.json"], "with free dims, bench prints a table per size"),
+])
+def test_bench_with_a_free_dim_needs_its_sizes(free_height_model, capsys, argv, message):
+    code, out, err = run_cli(capsys, "bench", free_height_model, "--input-shape", "x=1,3,?,8", "--no-cache", *argv)
+    assert code == 2 and message in err
+
+
+def test_verify_and_sizes_without_free_dims_are_clear_errors(free_height_model, conv_model, capsys):
+    code, out, err = run_cli(capsys, "verify", free_height_model, "--input-shape", "x=1,3,?,8")
+    assert code == 2 and "verify checks one shape, and the model's dims ['h'] are free" in err
+    code, out, err = run_cli(capsys, "bench", conv_model, "--sizes", "h=6")
+    assert code == 2 and "--sizes: the model has no free dims" in err

@@ -8,8 +8,8 @@ import os
 import runtime
 from runtime.timing import BLOCK_RUNS, TIMING_MODES
 
-from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, compile_from_args, existing,
-                     input_shapes_arg, positive_int)
+from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_sizes, add_threads, compile_from_args,
+                     existing, free_dim_shapes, input_shapes_arg, positive_int)
 
 PROFILE_RUNS = 20  # profiled runs whose per-kernel medians make the profile
 
@@ -35,6 +35,7 @@ def add_bench_parser(sub) -> None:
                    help="time fused NCHWc, fused NCHW, unfused NCHW (opt level 0) and onnxruntime in rotation "
                         "(ignores --layout and --opt-level)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    add_sizes(p, "to bench at, in turn, each new to the session")
     add_compile_options(p)
     add_threads(p)
     p.set_defaults(func=cmd_bench)
@@ -58,6 +59,13 @@ def cmd_bench(args) -> int:
 
     module = compile_from_args(args, args.model)
     threads = args.threads or runtime.default_num_threads()
+    if hasattr(module, "specializations"):  # a session with free dims
+        if args.json or args.plot or args.profile:
+            raise CliError("with free dims, bench prints a table per size: --json, --plot and --profile need one "
+                           "shape (give every dim a size with --input-shape)")
+        return bench_free_dims(args, module, threads)
+    if args.sizes:
+        raise CliError("--sizes: the model has no free dims (leave some free: --input-shape x=1,3,?,?)")
     inputs = module.random_inputs(args.seed)
     peak = measure_peak(threads) if args.measure_peak else None
     result = compare_with_onnxruntime(module, args.model, inputs, threads=threads, repeat=args.repeat,
@@ -77,6 +85,55 @@ def cmd_bench(args) -> int:
         title = f"{os.path.basename(args.model)}: {threads} thread(s), {args.timing} timing, {args.repeat} runs"
         print(f"wrote {plot_bench(args.plot, rows, engines, title, peak)}")
     return EXIT_OK
+
+
+def bench_free_dims(args, session, threads: int) -> int:
+    """bench of a session with free dims: per shape of --sizes, the first call (a shape the session has not seen),
+    then the module that serves it once its background compile is in, timed beside onnxruntime; then the
+    session's modules (sess.specializations())."""
+    import time
+
+    import numpy as np
+
+    from relayish_tools.bench.compare import compare_with_onnxruntime
+    from runtime.session import ORT_TYPES
+
+    shapes = free_dim_shapes(session, args.sizes)
+    dtypes = {v: k for k, v in ORT_TYPES.items()}
+    generic = session.generic_tier or {}
+    print("free dims: " + ", ".join(f"{k} ({v})" for k, v in session.free_dims.items()) + "; generic tier: "
+          + (f"any {generic['batch']} on the batch-1 module" if "batch" in generic else
+             f"none ({generic.get('none', 'specialize=eager')}): a new shape compiles in its first call"))
+    print(f"{'input shapes':<36} {'first call ms':>13} {'steady ms':>10} {'onnxruntime ms':>15} {'ratio':>7}  "
+          "max rel error")
+    wrong = False
+    for k, shape in enumerate(shapes):
+        rng = np.random.default_rng(args.seed + k)
+        feed = {}
+        for arg in session.get_inputs():
+            dtype = np.dtype(dtypes.get(arg.type, "float32"))
+            feed[arg.name] = rng.standard_normal(shape[arg.name]).astype(dtype) if dtype.kind == "f" else \
+                rng.integers(0, 2, shape[arg.name]).astype(dtype)
+        t = time.perf_counter()
+        session.run(None, feed)
+        first_ms = (time.perf_counter() - t) * 1e3
+        session.wait_for_specializations()
+        module = session.specialization({name: a.shape for name, a in feed.items()})
+        r = compare_with_onnxruntime(module, args.model, feed, threads=threads, repeat=args.repeat,
+                                     warmup=args.warmup, timing=args.timing, block=args.block)
+        error = max(e["max_rel"] for e in r["outputs"].values())
+        agree = all(e["passed"] for e in r["outputs"].values())
+        wrong |= not agree
+        ours, theirs = r["ours"]["median_ms"], r["onnxruntime"]["median_ms"]
+        text = "; ".join(f"{name} {list(s)}" for name, s in shape.items())
+        print(f"{text:<36} {first_ms:>13.1f} {ours:>10.3f} {theirs:>15.3f} {ours / theirs:>7.2f}  {error:.1e}"
+              + ("" if agree else "  DISAGREES"))
+    print("modules kept (least recently used first):")
+    for s in session.specializations():
+        state = "pending" if s.get("pending") else f"failed: {s['failed']}" if "failed" in s else \
+            f"compiled in {s['compile_s']:.1f} s{' in the background' if s['background'] else ''}, {s['runs']} runs"
+        print(f"  {s['symbols']}: {state}")
+    return EXIT_FAIL if wrong else EXIT_OK
 
 
 def measure_peak(threads: int) -> float:

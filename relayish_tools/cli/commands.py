@@ -12,15 +12,17 @@ import runtime
 from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
 from runtime.timing import time_repeats
 
-from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_threads, add_winograd,
-                     compile_from_args, existing, input_shapes_arg, load_or_compile, parse_input_shape,
-                     positive_int)
+from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_sizes, add_threads, add_winograd,
+                     compile_from_args, existing, free_dim_shapes, input_shapes_arg, load_or_compile,
+                     parse_input_shape, positive_int)
 
 
 def add_compile_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile an ONNX model into a library")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("-o", "--output", required=True, metavar="LIB", help="library to write (LIB, LIB.json, LIB.params)")
+    p.add_argument("-o", "--output", required=True, metavar="LIB",
+                   help="library to write (LIB, LIB.json, LIB.params); with free dims, a folder holding the session")
+    add_sizes(p, "to compile now, into the session's folder")
     add_compile_options(p)
     add_threads(p)
     p.set_defaults(func=cmd_compile)
@@ -28,7 +30,10 @@ def add_compile_parser(sub) -> None:
 
 def add_run_parser(sub) -> None:
     p = sub.add_parser("run", help="run a compiled library or an ONNX model (compiled first)")
-    p.add_argument("path", metavar="LIB|MODEL", help="a compiled library, or an .onnx model")
+    p.add_argument("path", metavar="LIB|MODEL|DIR",
+                   help="a compiled library, an .onnx model, or the folder of a session with free dims")
+    p.add_argument("--model", metavar="MODEL", help="with a session's folder: the model to compile the shapes it "
+                                                    "holds no module for")
     p.add_argument("-i", "--inputs", metavar="NPZ", help="inputs by name (default: random, seeded)")
     p.add_argument("-o", "--outputs", metavar="NPZ", help="write the outputs here")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -109,6 +114,9 @@ def add_tune_parser(sub) -> None:
 # ---- helpers ---------------------------------------------------------------------------------------------------
 def read_inputs(path: str | None, module, seed: int) -> dict:
     if path is None:
+        if is_dynamic(module):
+            raise CliError(f"the model has free dims {sorted(module.free_dims)}: give inputs of the sizes to run "
+                           "with -i NPZ")
         return module.random_inputs(seed)
     existing(path, "inputs file")
     try:
@@ -128,6 +136,11 @@ def free_input_shapes(model_path: str, inputs: dict) -> list:
         raise CliError(str(e)) from None
     return [(name, tuple(np.shape(inputs[name]))) for name, dims in declared.items()
             if name in inputs and (dims is None or not all(isinstance(d, int) for d in dims))]
+
+
+def is_dynamic(module) -> bool:
+    """Whether `module` is a session with free dims (compiler.dynamic.ShapeSpecializedSession)."""
+    return hasattr(module, "specializations")
 
 
 def describe(name: str, array: np.ndarray) -> str:
@@ -152,6 +165,20 @@ def format_errors(errors: dict) -> list[str]:
 # ---- commands: each returns an exit code -----------------------------------------------------------------------
 def cmd_compile(args) -> int:
     module = compile_from_args(args, args.model)
+    if is_dynamic(module):
+        for shapes in free_dim_shapes(module, args.sizes) if args.sizes else ():
+            module.specialization(shapes)  # compiled now, exported below
+        folder = module.export(args.output)
+        tier = module.generic_tier or {}
+        print(f"wrote {folder}: a session with free dims "
+              + ", ".join(f"{k} ({v})" for k, v in module.free_dims.items())
+              + (f"; generic tier: any {tier['batch']} on the batch-1 module" if "batch" in tier else
+                 f"; each new shape compiles when it comes ({tier.get('none', 'no generic tier')})")
+              + f"; {len(module.specializations())} module(s) kept (relayish run {folder} -i NPZ"
+              + ("" if "batch" in tier else f" [--model {args.model}: other shapes compile from it]") + ")")
+        return EXIT_OK
+    if args.sizes:
+        raise CliError("--sizes: the model has no free dims (leave some free: --input-shape x=1,3,?,?)")
     path = module.export_library(args.output)
     print(f"wrote {path} (+ .json, .params): {len(module.kernels)} kernels, inputs {module.input_shapes}, "
           f"outputs {module.output_shapes}")
@@ -165,15 +192,18 @@ def cmd_run(args) -> int:
     module = load_or_compile(args)
     inputs = given if given is not None else read_inputs(None, module, args.seed)
     outputs = module.run(None, inputs)
-    for name, array in zip(module.output_names, outputs):
+    names = [o.name for o in module.get_outputs()]
+    for name, array in zip(names, outputs):
         print(describe(name, array))
     if args.outputs:
-        np.savez(args.outputs, **dict(zip(module.output_names, outputs)))
+        np.savez(args.outputs, **dict(zip(names, outputs)))
         print(f"wrote {args.outputs}")
     if args.print_time:
         means = time_repeats(lambda: module.run(None, inputs), args.repeat, args.number)
         print(format_execution_time(means, args.repeat, args.number))
     if args.profile:
+        if is_dynamic(module):
+            module = module.specialization({k: np.shape(v) for k, v in inputs.items()})
         print(runtime.format_profile(module.profile(repeat=20, inputs=inputs)))
     return EXIT_OK
 
@@ -191,6 +221,9 @@ def cmd_verify(args) -> int:
     from relayish_tools.bench.compare import make_ort_session, run_onnxruntime
 
     module = compile_from_args(args, args.model)
+    if is_dynamic(module):
+        raise CliError(f"verify checks one shape, and the model's dims {sorted(module.free_dims)} are free: give "
+                       "them sizes with --input-shape (relayish bench --sizes checks free dims size by size)")
     inputs = module.random_inputs(args.seed)
     ours = dict(zip(module.output_names, module.run(None, inputs)))
     ref = run_onnxruntime(make_ort_session(args.model, module.num_threads), inputs)

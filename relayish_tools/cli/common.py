@@ -18,15 +18,41 @@ class CliError(Exception):
 
 
 # ---- argument parsing ------------------------------------------------------------------------------------------
-def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    """'data=1,3,224,224' -> ('data', (1, 3, 224, 224)). The name is everything before the last '='."""
+DIM_HELP = "a dim: a size, ? (or -1) for a free dim, or LO:HI for a free dim in that range"
+
+
+def parse_dim(text: str):
+    """'224' -> 224, '?' or '-1' -> None (free), '16:2048' -> (16, 2048) (free in that closed range); ValueError
+    otherwise."""
+    text = text.strip()
+    if text in ("?", "-1"):
+        return None
+    lo, sep, hi = text.partition(":")
+    if sep:
+        lo, hi = int(lo), int(hi)
+        if not 0 <= lo <= hi:
+            raise ValueError(text)
+        return lo, hi
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _dims(text: str) -> tuple:
+    return tuple(parse_dim(d) for d in text.split(",")) if text.strip() else ()
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple]:
+    """'data=1,3,224,224' -> ('data', (1, 3, 224, 224)); 'x=1,3,48,?' leaves dim 3 free (see parse_dim). The name
+    is everything before the last '='."""
     name, sep, dims = text.rpartition("=")
     try:
-        shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+        shape = _dims(dims)
     except ValueError:
         shape = None
-    if not sep or not name or shape is None or any(d < 0 for d in shape):
-        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... with non-negative integer dims, got {text!r}")
+    if not sep or not name or shape is None:
+        raise argparse.ArgumentTypeError(f"expected NAME=D1,D2,... ({DIM_HELP}), got {text!r}")
     return name, shape
 
 
@@ -34,7 +60,7 @@ _TVMC_SHAPES = re.compile(r"(?:\s*,?\s*\S+?:\s*\[[^\]]*\])+\s*")
 _TVMC_SHAPE = re.compile(r"\s*,?\s*(\S+?):\s*\[([^\]]*)\]")
 
 
-def parse_tvmc_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
+def parse_tvmc_shapes(text: str) -> list[tuple[str, tuple]]:
     """tvmc's spelling: 'data:[1,3,224,224] mask:[1,128]' -> [('data', (1, 3, 224, 224)), ('mask', (1, 128))].
     Entries are separated by spaces or commas; a name may itself contain ':' (everything before the last ':[')."""
     if not _TVMC_SHAPES.fullmatch(text):
@@ -43,14 +69,23 @@ def parse_tvmc_shapes(text: str) -> list[tuple[str, tuple[int, ...]]]:
     for match in _TVMC_SHAPE.finditer(text):
         name, dims = match.groups()
         try:
-            shape = tuple(int(d) for d in dims.split(",")) if dims.strip() else ()
+            shape = _dims(dims)
         except ValueError:
-            shape = None
-        if shape is None or any(d < 0 for d in shape):
-            raise argparse.ArgumentTypeError(f"{name}:[{dims}]: dims must be non-negative integers (a dynamic dim "
-                                             f"is bound at compile time: give its size)")
+            raise argparse.ArgumentTypeError(f"{name}:[{dims}]: {DIM_HELP}") from None
         pairs.append((name, shape))
     return pairs
+
+
+def parse_sizes(text: str) -> tuple[str, tuple[int, ...]]:
+    """'width=160,320' -> ('width', (160, 320)): sizes of a free dim, by its symbol."""
+    symbol, sep, values = text.rpartition("=")
+    try:
+        sizes = tuple(int(v) for v in values.split(","))
+    except ValueError:
+        sizes = None
+    if not sep or not symbol or not sizes or any(v < 0 for v in sizes):
+        raise argparse.ArgumentTypeError(f"expected SYMBOL=N,N,... with non-negative sizes, got {text!r}")
+    return symbol, sizes
 
 
 def input_shapes_arg(pairs) -> dict | None:
@@ -77,7 +112,8 @@ def positive_int(text: str) -> int:
 
 def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", dest="input_shapes", action="append", type=parse_input_shape, metavar="NAME=DIMS",
-                   help="fix an input's shape, e.g. data=1,3,224,224 (repeatable)")
+                   help="fix an input's shape, e.g. data=1,3,224,224, or leave dims free: x=1,3,48,? or "
+                        "x=1,3,48,16:2048 (repeatable)")
     p.add_argument("--input-shapes", dest="input_shapes", action="extend", type=parse_tvmc_shapes,
                    metavar="'NAME:[DIMS] ...'", help="the same in tvmc's spelling, e.g. 'data:[1,3,224,224] k:[2]'")
     p.add_argument("--layout", choices=["NCHW", "NCHWc"], default="NCHWc", help="data layout of convolutions")
@@ -90,6 +126,12 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", dest="cache", action="store_false", default=None,
                    help="compile from scratch, neither reading nor writing the compile cache (RELAYISH_CACHE_DIR)")
     p.add_argument("-v", "--verbose", action="store_true", help="print what the compiler does")
+
+
+def add_sizes(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--sizes", action="append", default=[], type=parse_sizes, metavar="SYMBOL=N,N,...",
+                   help=f"with free dims (--input-shape x=1,3,48,?): sizes of a free dim {what} (repeatable, one per "
+                        "symbol; lists of one length are zipped)")
 
 
 def add_winograd(p: argparse.ArgumentParser) -> None:
@@ -161,10 +203,40 @@ def compile_from_args(args, model_path: str):
     return compile_model(model_path, options=compile_options(args))
 
 
+def free_dim_shapes(session, sizes: list) -> list[dict]:
+    """The input shapes to bench a session with free dims at: --sizes SYMBOL=N,... per free symbol, zipped."""
+    symbols = session.free_dims
+    given = dict(sizes)
+    unknown = sorted(set(given) - set(symbols))
+    missing = sorted(set(symbols) - set(given))
+    if unknown or missing:
+        raise CliError("the model's free dims are " + ", ".join(f"{k} ({v})" for k, v in symbols.items())
+                       + ": give the sizes of each with --sizes SYMBOL=N,N,..."
+                       + (f" (no free dim is called {', '.join(unknown)})" if unknown else ""))
+    lengths = {len(v) for v in given.values()}
+    if len(lengths) != 1:
+        raise CliError(f"--sizes lists of different lengths {sorted(lengths)}: they are zipped, one size of each "
+                       "symbol per shape")
+    shapes = []
+    for k in range(lengths.pop()):
+        values = {symbol: v[k] for symbol, v in given.items()}
+        shapes.append({arg.name: tuple(values[d] if isinstance(d, str) else d for d in arg.shape)
+                       for arg in session.get_inputs()})
+    return shapes
+
+
 def load_or_compile(args):
-    """A compiled library is loaded; an .onnx model is compiled."""
+    """A compiled library is loaded; an .onnx model is compiled; a folder that `relayish compile` wrote for a
+    model with free dims is loaded as its session (compiler.load_session)."""
     if args.path.lower().endswith(".onnx"):
         return compile_from_args(args, args.path)
+    if os.path.isdir(args.path):
+        from compiler import load_session
+        try:
+            model = getattr(args, "model", None)
+            return load_session(args.path, existing(model, "model file") if model else None, args.threads)
+        except (OSError, ValueError) as e:
+            raise CliError(f"{args.path}: not a session folder that relayish compile wrote ({e})") from None
     module = runtime.load_module(args.path)
     if args.threads:
         module.num_threads = args.threads
