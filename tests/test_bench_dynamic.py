@@ -64,3 +64,23 @@ def test_check_reports_each_models_generic_tier(tmp_path, capsys):
     assert "1 of 2 models have a generic tier" in printed
     rows = {r["model"]: r for r in json.loads((tmp_path / "c.json").read_text())["rows"]}
     assert len(rows["tiny"]["first_ms"]) == 3 and rows["tiny"]["max_rel_error"] <= 1e-4
+
+
+def test_a_length_case_frees_dim_1_of_every_input_as_one_symbol(tmp_path):
+    """Two inputs of one length (ids and a mask, as BERT's): one symbol, so each length is one specialization."""
+    table = numpy_helper.from_array(np.random.default_rng(2).standard_normal((100, 4)).astype(np.float32), "table")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]),
+             helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["m", "axis"], ["mu"]),
+             helper.make_node("Mul", ["e", "mu"], ["y"])]
+    axis = numpy_helper.from_array(np.array([2], np.int64), "axis")
+    graph = helper.make_graph(nodes, "embed", [helper.make_tensor_value_info(n, TensorProto.INT64, (1, 6))
+                                               for n in ("ids", "attention_mask")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 6, 4))], [table, axis])
+    path = tmp_path / "embed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    case = dynamic.length_case(path, [3, 9])
+    assert case["free"] == {"ids": (1, None), "attention_mask": (1, None)}
+    rows = dynamic.run_case(case, threads=1, repeat=2, log=lambda line: None)
+    assert [r["shape"] for r in rows] == [[1, 3], [1, 9]] and all(r["agree"] for r in rows)
+    assert all(r["generic_ms"] is None and r["specialized_ms"] > 0 for r in rows)  # no batch: no generic tier

@@ -2,14 +2,18 @@
 tier in steady state, and onnxruntime's on the same shape.
 
     python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16]
-        [--wild DIR [--widths 160,240,320,480,640]] [--threads 2] [--repeat 30] [--json FILE]
+        [--bert BERT.onnx [--lengths 8,16,...]] [--wild DIR [--widths 160,...] [--sides 320,...]]
+        [--threads 2] [--repeat 30] [--json FILE]
     python -m relayish_tools.bench.dynamic --check DIR [DIR ...] [--batches 2,3,5]
 
 Cases:
   - a CNN over a free batch: MODEL (default models/resnet18.onnx, `python -m models` builds it) with dim 0 of its
     input and output made free, over --batches;
+  - with --bert FILE (the suite's BERT: `python -m models bert`): the encoder over 16 sequence lengths --lengths
+    (dim 1 of both inputs free, one symbol; batch 1);
   - with --wild DIR (the real-world suite's folder, see `python -m models --wild`): PP-OCRv6's text-line
-    recognizer over --widths (its input's dim 3 free).
+    recognizer over --widths (its input's dim 3 free), and its text detector over 10 square image sizes --sides
+    (dims 2 and 3 free, one symbol each).
 
 Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
 user gets it): "first" is the first call of that shape, a shape this session has not seen (a free batch runs it on
@@ -38,6 +42,7 @@ import onnx
 from compiler import compile_model
 from relayish_tools.bench.compare import compare_with_onnxruntime
 from relayish_tools.bench.report import provenance
+from runtime.accuracy import relative_error
 
 
 def with_free_dims(model: onnx.ModelProto, dims: dict[str, dict[int, str]]) -> onnx.ModelProto:
@@ -54,13 +59,27 @@ def with_free_dims(model: onnx.ModelProto, dims: dict[str, dict[int, str]]) -> o
     return out
 
 
+def random_feed(model: onnx.ModelProto, shapes: dict[str, tuple], seed: int) -> dict[str, np.ndarray]:
+    """N(0, 1) floats; integer ids in [0, 100); an integer input named like a mask all ones (attend everywhere)."""
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for v in model.graph.input:
+        if v.name not in shapes:
+            continue
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+        shape = shapes[v.name]
+        feed[v.name] = rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating) else \
+            np.ones(shape, dtype) if "mask" in v.name.lower() else rng.integers(0, 100, shape).astype(dtype)
+    return feed
+
+
 def batch_case(path: Path, batches: list[int]) -> dict:
     model = onnx.load(str(path))
     inp = model.graph.input[0]
     rest = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim[1:])
     free = with_free_dims(model, {v.name: {0: "batch"} for v in list(model.graph.input) + list(model.graph.output)})
-    return {"name": f"{path.stem} (free batch)", "model": free, "input": inp.name, "free": (None,) + rest,
-            "shapes": [(b,) + rest for b in batches]}
+    return {"name": f"{path.stem} (free batch)", "model": free, "free": {inp.name: (None,) + rest},
+            "shapes": [{inp.name: (b,) + rest} for b in batches]}
 
 
 def width_case(path: Path, widths: list[int]) -> dict:
@@ -68,32 +87,49 @@ def width_case(path: Path, widths: list[int]) -> dict:
     inp = model.graph.input[0]
     lead = (1, 3, 48)
     free = with_free_dims(model, {inp.name: {0: "n", 3: "width"}})
-    return {"name": f"{path.stem} (free width)", "model": free, "input": inp.name, "free": lead + (None,),
-            "shapes": [lead + (w,) for w in widths]}
+    return {"name": f"{path.stem} (free width)", "model": free, "free": {inp.name: lead + (None,)},
+            "shapes": [{inp.name: lead + (w,)} for w in widths]}
+
+
+def side_case(path: Path, sides: list[int]) -> dict:
+    model = onnx.load(str(path))
+    inp = model.graph.input[0]
+    free = with_free_dims(model, {inp.name: {0: "n", 2: "height", 3: "width"}})
+    return {"name": f"{path.stem} (free height, width)", "model": free, "free": {inp.name: (1, 3, None, None)},
+            "shapes": [{inp.name: (1, 3, side, side)} for side in sides]}
+
+
+def length_case(path: Path, lengths: list[int]) -> dict:
+    model = onnx.load(str(path))
+    names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
+    free = with_free_dims(model, {n: {1: "length"} for n in names})
+    return {"name": f"{path.stem} (free length)", "model": free, "free": {n: (1, None) for n in names},
+            "shapes": [{n: (1, t) for n in names} for t in lengths]}
 
 
 def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
-    model, name = case["model"], case["input"]
+    model = case["model"]
     t0 = time.perf_counter()
-    auto = compile_model(model, input_shapes={name: case["free"]}, num_threads=threads, cache=False)
+    auto = compile_model(model, input_shapes=case["free"], num_threads=threads, cache=False)
     made_s = time.perf_counter() - t0
     generic = None
     if auto.generic_tier and "none" not in auto.generic_tier:
-        generic = compile_model(model, input_shapes={name: case["free"]}, num_threads=threads, cache=False,
+        generic = compile_model(model, input_shapes=case["free"], num_threads=threads, cache=False,
                                 specialize="never")
     log(f"{case['name']}: compile_model {made_s:.1f} s; generic tier: {auto.generic_tier}")
     data = model.SerializeToString()
     rows = []
-    for k, shape in enumerate(case["shapes"]):
-        x = np.random.default_rng(k).standard_normal(shape).astype(np.float32)
+    for k, shapes in enumerate(case["shapes"]):
+        feed = random_feed(model, shapes, k)
         t = time.perf_counter()
-        auto.run(None, {name: x})
+        auto.run(None, feed)
         first_ms = (time.perf_counter() - t) * 1e3
         auto.wait_for_specializations()
-        special = auto.specialization({name: shape})
-        extra = [("generic", lambda feeds: generic.run(None, feeds))] if generic is not None else []
-        r = compare_with_onnxruntime(special, data, {name: x}, threads=threads, repeat=repeat, extra_engines=extra)
+        special = auto.specialization(shapes)
+        extra = [("generic", lambda f: generic.run(None, f))] if generic is not None else []
+        r = compare_with_onnxruntime(special, data, feed, threads=threads, repeat=repeat, extra_engines=extra)
         ort_ms = r["onnxruntime"]["median_ms"]
+        shape = next(iter(shapes.values()))
         row = {"shape": list(shape), "first_ms": first_ms, "specialized_ms": r["ours"]["median_ms"],
                "generic_ms": r["generic"]["median_ms"] if generic is not None else None, "ort_ms": ort_ms,
                "max_rel_error": max(o["max_rel"] for o in r["outputs"].values()),
@@ -140,19 +176,12 @@ def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[di
         reference = ort.InferenceSession(free.SerializeToString(), options)
         row.update(first_ms=[], max_rel_error=0.0)
         for b in batches:
-            rng = np.random.default_rng(b)
-            feed = {}
-            for v in inputs:
-                shape = (b,) + shapes[v.name][1:]
-                dtype = onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
-                feed[v.name] = rng.standard_normal(shape).astype(dtype) if np.issubdtype(dtype, np.floating) \
-                    else rng.integers(0, 50, shape).astype(dtype)
+            feed = random_feed(free, {v.name: (b,) + shapes[v.name][1:] for v in inputs}, b)
             t = time.perf_counter()
             ours = sess.run(None, feed)
             row["first_ms"].append((time.perf_counter() - t) * 1e3)
             for got, want in zip(ours, reference.run(None, feed)):
-                scale = max(float(np.abs(want).max()), 1e-30)
-                row["max_rel_error"] = max(row["max_rel_error"], float(np.abs(got - want).max()) / scale)
+                row["max_rel_error"] = max(row["max_rel_error"], relative_error(got, want))
         rows.append(row)
         log(f"{path.stem:22s} generic tier; batches {batches}: first calls "
             f"{', '.join(f'{v:.1f}' for v in row['first_ms'])} ms, max rel error {row['max_rel_error']:.1e}")
@@ -175,8 +204,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m relayish_tools.bench.dynamic", description=__doc__.split("\n\n")[0])
     p.add_argument("model", nargs="?", default="models/resnet18.onnx")
     p.add_argument("--batches", default="1,2,3,4,6,8,12,16")
-    p.add_argument("--wild", metavar="DIR", help="the real-world suite's folder (ppocr_v6_rec.onnx)")
+    p.add_argument("--bert", metavar="FILE", help="the suite's BERT (python -m models bert), over --lengths")
+    p.add_argument("--lengths", default="8,16,24,32,40,48,64,77,96,100,128,160,192,256,320,384")
+    p.add_argument("--wild", metavar="DIR", help="the real-world suite's folder (ppocr_v6_rec.onnx, ppocr_v6_det.onnx)")
     p.add_argument("--widths", default="160,240,320,480,640")
+    p.add_argument("--sides", default="320,352,416,480,512,576,640,736,800,960")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--json", metavar="FILE")
@@ -197,12 +229,19 @@ def main(argv=None) -> int:
         print(f"{path}: no such model (python -m models builds models/resnet18.onnx)", file=sys.stderr)
         return 2
     cases = [batch_case(path, [int(v) for v in args.batches.split(",")])]
-    if args.wild:
-        rec = Path(args.wild) / "ppocr_v6_rec.onnx"
-        if not rec.is_file():
-            print(f"{rec}: not found (python -m models --wild)", file=sys.stderr)
+    if args.bert:
+        if not Path(args.bert).is_file():
+            print(f"{args.bert}: no such model (python -m models bert)", file=sys.stderr)
             return 2
+        cases.append(length_case(Path(args.bert), [int(v) for v in args.lengths.split(",")]))
+    if args.wild:
+        rec, det = Path(args.wild) / "ppocr_v6_rec.onnx", Path(args.wild) / "ppocr_v6_det.onnx"
+        for needed in (rec, det):
+            if not needed.is_file():
+                print(f"{needed}: not found (python -m models --wild)", file=sys.stderr)
+                return 2
         cases.append(width_case(rec, [int(v) for v in args.widths.split(",")]))
+        cases.append(side_case(det, [int(v) for v in args.sides.split(",")]))
     command = "python -m relayish_tools.bench.dynamic " + " ".join(argv if argv is not None else sys.argv[1:])
     report = {"benchmark": "dynamic", **provenance(command.strip()),
               "threads": args.threads, "repeat": args.repeat, "cases": []}

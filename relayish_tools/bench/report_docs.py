@@ -477,9 +477,11 @@ BENCHMARKS = [
     Benchmark("dynamic", "Free dims: the generic and the specialized tier",
               "Models compiled with a dim left free (compiler/dynamic.py), shape by shape: the first call of a new "
               "shape, then the generic tier (a free batch run item by item on the batch-1 module), the module "
-              "specialized to the shape and onnxruntime in steady state.",
-              "python -m models && python -m relayish_tools.bench.dynamic models/resnet18.onnx --wild wild/ "
-              "--json docs/data/dynamic.json", dynamic_table),
+              "specialized to the shape and onnxruntime in steady state. A CNN over batch 1-16, a BERT-style "
+              "encoder over 16 sequence lengths, a text recognizer over 5 widths and a text detector over 10 image "
+              "sizes.",
+              "python -m models && python -m models bert --out suite/ && python -m relayish_tools.bench.dynamic "
+              "models/resnet18.onnx --bert suite/bert.onnx --wild wild/ --json docs/data/dynamic.json", dynamic_table),
     Benchmark("free_dims", "Every dim free, at sizes never compiled for",
               "Each model of a folder compiled once with one dim left free (the dims it leaves unbound, else its "
               "batch, spatial dims and sequence length), then run at up to three sizes onnxruntime accepts and "
