@@ -121,6 +121,31 @@ def test_zero_shot_keeps_the_default_unless_the_model_is_confident(tmp_path, mon
     assert sum(r["key"] in got.chosen for r in conv) == chosen
 
 
+@pytest.mark.parametrize("trained_on_convs", [True, False])
+def test_zero_shot_keeps_the_default_of_a_kind_of_task_the_model_never_saw(tmp_path, monkeypatch, trained_on_convs):
+    """A confident model whose metadata lists the kinds of task it was trained on: a conv task of a listed kind
+    takes its prediction, the same task is left alone when only dense kinds are listed."""
+    from tuning.pretrained import task_kind
+    from tuning.tune import model_tasks
+    conv = conv_model(tmp_path / "c.onnx", 16, 8, 3)
+    dense = dense_model(tmp_path / "d.onnx", 4, 48, 40)
+    model = ScoresLike(1.0, 2.0)
+    kinds = {task_kind(t) for t in model_tasks(conv if trained_on_convs else dense)}
+    model.metadata = {"trained_on": {"task_kinds": sorted(kinds)}}
+    real = zero_shot.untuned_schedule
+
+    def remember(task, *args):
+        schedule = real(task, *args)
+        model.first = schedule.to_json()
+        return schedule
+    monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
+    monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
+    got = zero_shot.predict_schedules(conv, model=model)
+    report = [r for r in got.report if "conv" in r["task"]]
+    assert [r["verdict"] for r in report] == ["predicted" if trained_on_convs else "default"]
+    assert trained_on_convs or report[0]["reason"] == "a kind of task the cost model was never trained on"
+
+
 def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path, capsys, monkeypatch):
     models = [conv_model(tmp_path / "conv_a.onnx", 16, 8, 3), conv_model(tmp_path / "conv_b.onnx", 32, 6, 1),
               dense_model(tmp_path / "dense.onnx", 4, 48, 40)]
@@ -131,6 +156,7 @@ def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path
     cm = load_cost_model(path)
     assert cm.metadata["trained_on"]["held_out"] == ["conv_b"]
     assert "conv_b" not in cm.metadata["trained_on"]["models"]
+    assert {"nn.conv2d_nchwc,nn.relu", "nn.matmul_pack"} <= set(cm.metadata["trained_on"]["task_kinds"])
     result = pretrain.evaluate(db, str(path), {"conv_b"}, log=lambda m: None)
     assert result["held_out_tasks"] >= 1 and 0.0 <= result["pairwise_accuracy"] <= 1.0
 

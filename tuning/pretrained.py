@@ -3,7 +3,7 @@ from it instead of from nothing, and zero-shot schedules (tuning.zero_shot) rank
 measurement.
 
 The file is JSON: {"format": FORMAT, "metadata": {...}, "booster": xgboost's own JSON model}. The metadata says
-what it was trained on (CPU, date, programs, tasks, models, the command) and the feature layout it expects
+what it was trained on (CPU, date, programs, tasks, models, the kinds of task (task_kind), the command) and the feature layout it expects
 (NUM_FEATURES): a model trained on other features is refused, never silently misused. The package ships one at
 DEFAULT_PATH when it was built (`python -m relayish_tools.bench.pretrain`, which also collects the dataset);
 `load_cost_model()` returns None when there is none.
@@ -25,6 +25,12 @@ DEFAULT_PATH = Path(__file__).parent / "data" / "cost_model.json.gz"
 
 class CostModelFileError(ValueError):
     """A cost model file that cannot be used: unreadable, another format, or other features."""
+
+
+def task_kind(task) -> str:
+    """What kind of program a task makes, for judging whether a model trained on some tasks knows it: its ops in
+    compute order (a depthwise convolution with a bias add is one kind, with a bias add and a clip another)."""
+    return ",".join(task.ops)
 
 
 def save_cost_model(model: XGBoostModel, path, metadata: dict) -> Path:

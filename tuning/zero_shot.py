@@ -6,10 +6,12 @@ measurement at all.
 
 Per task, the evolutionary search of the tuner (tuning.search) runs under the pretrained model from the default
 schedule's program and random programs of the sketch space, without measuring, and the highest-scored programs
-are the candidates. The rule that keeps the hand-written default: a candidate replaces it only if the model
-scores it at least (1 + MARGIN) times the default's score, the default's score is positive (the model knows
-this kind of program), and it lowers to at most MAX_UNROLLED_STATEMENTS statements (what the tuner's builder
-accepts). `PredictedSchedules.report` says, per task, what was chosen and why.
+are the candidates. The rule that keeps the hand-written default: a task of a kind the model was never trained on
+(its ops in order, tuning.pretrained.task_kind; a model file that does not list its kinds trusts every kind) keeps
+it; else a candidate replaces it only if the model scores it at least (1 + MARGIN) times the default's score, the
+default's score is positive (the model knows this kind of program), and it lowers to at most
+MAX_UNROLLED_STATEMENTS statements (what the tuner's builder accepts). `PredictedSchedules.report` says, per task,
+what was chosen and why.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from compiler.lower import lower
 from compiler.schedule import Schedule, ScheduleError
 
 from .measure import MAX_UNROLLED_STATEMENTS
-from .pretrained import load_cost_model
+from .pretrained import load_cost_model, task_kind
 from .search import SearchSpace, evolutionary_search
 from .tune import model_tasks, seed_space
 
@@ -67,9 +69,16 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
                          "relayish_tools.bench.pretrain, or pass model=tuning.pretrained.load_cost_model(PATH)")
     rng = random.Random(seed)
     out = PredictedSchedules()
+    known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds")
     for task in model_tasks(models, input_shapes, layout, winograd):
         default = untuned_schedule(task, vector_width(), start)
         entry = {"task": task.name, "key": task.key}
+        if known is not None and task_kind(task) not in known:
+            entry.update(verdict="default", reason="a kind of task the cost model was never trained on")
+            out.report.append(entry)
+            if log:
+                log(f"{task.name}: default ({entry['reason']})")
+            continue
         space = SearchSpace.of(task)
         seed_space(space, default, _NoRecords(), None)
         candidates = [s for _, s in evolutionary_search(space, model, CANDIDATES, rng, SEARCH)]

@@ -44,7 +44,7 @@ from tuning.cost_model import XGBoostModel, featurize, normalized_throughput, pa
 from tuning.measure import measure
 from tuning.metaschedule.search import MetaScheduleSearch
 from tuning.pool import WorkerPool
-from tuning.pretrained import DEFAULT_PATH, save_cost_model
+from tuning.pretrained import DEFAULT_PATH, save_cost_model, task_kind
 from tuning.search import SearchSpace
 from tuning.tune import TUNE_PARAMS, model_tasks
 
@@ -178,7 +178,8 @@ def train(db: str, out: str, hold_out: set, log=print, rounds: int = PRETRAINED_
                                                        "command_line")},
             "trained_on": {"programs": len(feats), "tasks": len(train_set),
                            "models": sorted(Path(m).stem for m in data_meta["models"] if Path(m).stem not in hold_out),
-                           "held_out": sorted(hold_out)},
+                           "held_out": sorted(hold_out),
+                           "task_kinds": sorted({task_kind(task) for task, _ in train_set.values()})},
             "training_seconds": round(time.perf_counter() - t0, 1)}
     path = save_cost_model(model, out, meta)
     log(f"wrote {path} ({path.stat().st_size / 1024:.0f} KB): {len(feats)} programs of {len(train_set)} tasks")
