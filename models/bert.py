@@ -3,11 +3,12 @@
 Inputs "input_ids" and "attention_mask", int64 [batch, seq_len] (mask: 1 = attend, 0 = padding); output
 "last_hidden_state" float32 [batch, seq_len, d_model]. Embeddings: Gather of the word table by input_ids, plus
 Gather of the token-type table by zero ids, plus Gather of the position table (max_positions rows) by ids
-0..seq_len-1 (both constant rows sliced to the input's length, read from its Shape, as HF's buffers are), then LayerNorm (eps 1e-12). The mask becomes an additive bias as HF does it:
-Unsqueeze (1), Unsqueeze (2), Cast to float, Sub from 1, Mul by float32's lowest value. Each of `layers` post-LN
-layers: Q, K, V projections (MatMul + Add), heads split by Reshape ([0, -1, H, Dh]) + Transpose, softmax(Q K^T / sqrt(Dh) + bias) V,
-heads merged, output projection, Add residual, LayerNorm; FFN d_model -> ffn -> d_model with the erf GELU
-(Div by sqrt 2, Erf, Add 1, Mul, Mul 0.5), Add residual, LayerNorm.
+0..seq_len-1 (both constant rows sliced to the input's length, read from its Shape, as HF's buffers are), then
+LayerNorm (eps 1e-12). The mask becomes an additive bias as HF does it: Unsqueeze (1), Unsqueeze (2), Cast to float,
+Sub from 1, Mul by float32's lowest value. Each of `layers` post-LN layers: Q, K, V projections (MatMul + Add),
+heads split by Reshape ([0, -1, H, Dh]) + Transpose, softmax(Q K^T / sqrt(Dh) + bias) V, heads merged, output
+projection, Add residual, LayerNorm; FFN d_model -> ffn -> d_model with the erf GELU (Div by sqrt 2, Erf, Add 1,
+Mul, Mul 0.5), Add residual, LayerNorm.
 
 Defaults: 2 layers, d_model 256, 4 heads, ffn 1024, seq_len 128, vocab 1000 (a toy vocabulary: real BERT has
 30522, which only grows the embedding table), batch 1. BERT-base's layer is d_model=768, heads=12, ffn=3072.

@@ -3,12 +3,13 @@
 Input "input_ids" int64 [batch, seq_len]; output "logits" float32 [batch, seq_len, vocab_size]. Embeddings: Gather
 of the token table by input_ids plus Gather of the position table (max_positions rows) by ids 0..seq_len-1 (a
 constant row sliced to the input's length, read from its Shape). The causal mask is Trilu (lower) of an all-true
-[seq_len, seq_len] boolean (ConstantOfShape), shared by the layers; masked scores are replaced by float32's lowest value with Where. Each of `layers` pre-LN blocks:
-LayerNorm (eps 1e-5), one fused QKV projection (MatMul [d, 3d] + Add) cut by Split (sizes as an input, the opset
-13+ form) on the last axis, heads split by Reshape ([0, -1, H, Dh]) + Transpose, Where(mask, Q K^T / sqrt(Dh), lowest), Softmax,
-@ V, heads merged, output projection, Add residual; LayerNorm, MLP d -> 4d -> d with GPT-2's tanh GELU (Pow 3,
-Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add 1, Mul 0.5, Mul), Add residual. Then the final LayerNorm and the tied
-output projection: MatMul with Transpose of the token table (the same initializer the Gather reads).
+[seq_len, seq_len] boolean (ConstantOfShape), shared by the layers; masked scores are replaced by float32's lowest
+value with Where. Each of `layers` pre-LN blocks: LayerNorm (eps 1e-5), one fused QKV projection (MatMul [d, 3d] +
+Add) cut by Split (sizes as an input, the opset 13+ form) on the last axis, heads split by Reshape ([0, -1, H, Dh])
++ Transpose, Where(mask, Q K^T / sqrt(Dh), lowest), Softmax, @ V, heads merged, output projection, Add residual;
+LayerNorm, MLP d -> 4d -> d with GPT-2's tanh GELU (Pow 3, Mul 0.044715, Add, Mul sqrt(2/pi), Tanh, Add 1, Mul 0.5,
+Mul), Add residual. Then the final LayerNorm and the tied output projection: MatMul with Transpose of the token
+table (the same initializer the Gather reads).
 
 Defaults: 2 layers, d_model 256, 4 heads, MLP 1024, seq_len 64, vocab 1000 (a toy vocabulary: GPT-2 has 50257),
 batch 1. Weights: see models/_transformer.py.

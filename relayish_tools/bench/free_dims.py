@@ -9,15 +9,15 @@ spatial dims of a 4-D float input (2 and 3), the length of a 3-D float input (2)
 Inputs whose sizes agree at that axis vary together (BERT's input_ids and attention_mask). The other dims keep
 their base size: the folder's wild.json, else the model's declared dims.
 
-Sizes: the first three of half the base, the base - 1, the base + 7, 1.5x the base, the base - 32, + 32 and + 64
-(2, 3 and 5 for a base of 1 or 2) that onnxruntime itself accepts (an export may bake a size into a Reshape or a classifier: onnxruntime refuses the others, and so may we);
-a dim no size of which onnxruntime runs is reported as such. Inputs: N(0, 1) floats, integers in [0, 50), and an
-integer input named like a mask all 1 but its last quarter (padding). Per size: the first call's time (the session has
-never seen the shape: it compiles it, or runs it on the generic tier) and the largest error relative to the
-largest magnitude of each output. A model passes at <= 1e-4. Where it does not, the model compiled statically for
-that shape is checked too: if the free-dim session gives the static compile's outputs, the disagreement is the
-static compile's (an int8 model's rounding, see the int8 suite), not the free dim's.
-"""
+Sizes: the first three of half the base, the base - 1, the base + 7, 1.5x the base, the base - 32, + 32 and + 64 (2,
+3 and 5 for a base of 1 or 2) that onnxruntime itself accepts (an export may bake a size into a Reshape or a
+classifier: onnxruntime refuses the others, and so may we); a dim no size of which onnxruntime runs is reported as
+such. Inputs: N(0, 1) floats, integers in [0, 50), and an integer input named like a mask all 1 but its last quarter
+(padding). Per size: the first call's time (the session has never seen the shape: it compiles it, or runs it on the
+generic tier) and the largest error relative to the largest magnitude of each output. A model passes at <= 1e-4.
+Where it does not, the model compiled statically for that shape is checked too: if the free-dim session gives the
+static compile's outputs, the disagreement is the static compile's (an int8 model's rounding, see the int8 suite),
+not the free dim's."""
 from __future__ import annotations
 
 import argparse
