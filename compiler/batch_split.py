@@ -44,10 +44,13 @@ class Where(NamedTuple):
     inner: int = 1
 
 
-def batch_axis_of_outputs(mod) -> tuple:
+def batch_axis_of_outputs(mod, item=None) -> tuple:
     """The batch axis of each output of `mod` (a relayish IRModule imported with batch BATCH at dim 0 of every
-    graph input). Raises NotSeparable naming the first op that mixes the items, or that has no rule, or an output
-    whose batch is merged with another dim."""
+    graph input): the items' outputs joined along it are the batch's (the batch may be merged with the dims after
+    it, as a detector's export flattens [N, anchors] into one axis, but not with dims before it). Raises
+    NotSeparable naming the first op that mixes the items, or that has no rule, or an output whose batch is
+    inside another dim. item: the same model imported at batch 1, whose outputs must then be one item's part of
+    each output (an export that bakes batch 1 into a reshape can spread the items over other dims too)."""
     where: dict = {}
     for p in mod.main.params:
         if not p.type.shape or p.type.shape[0] != BATCH:
@@ -69,14 +72,25 @@ def batch_axis_of_outputs(mod) -> tuple:
             raise NotSeparable(f"{type(node).__name__} in the graph has no batch rule")
     out = where[id(mod.main.body)]
     outs = out if type(out) is tuple else (out,)
-    values = mod.main.body.fields if isinstance(mod.main.body, Tuple) else (mod.main.body,)
+    values = _output_values(mod)
     result = []
     for w, v in zip(outs, values):
-        if w is None or w.inner != 1 or v.type.shape[w.axis] != BATCH:
+        # joining the items' outputs along the axis gives index b x inner + i: the batch must be its outer factor
+        if w is None or v.type.shape[w.axis] != BATCH * w.inner:
             raise NotSeparable(f"an output of shape {v.type.shape} " + ("does not depend on the batch" if w is None
-                                                                        else "holds the batch merged with another dim"))
+                                                                        else "holds the batch inside another dim"))
         result.append(w.axis)
+    if item is not None:
+        for axis, v, one in zip(result, values, _output_values(item)):
+            part = v.type.shape[:axis] + (v.type.shape[axis] // BATCH,) + v.type.shape[axis + 1:]
+            if tuple(one.type.shape) != tuple(part):
+                raise NotSeparable(f"an output of shape {v.type.shape} at batch {BATCH} is not {BATCH} of its "
+                                   f"batch-1 shape {one.type.shape} joined along axis {axis}")
     return tuple(result)
+
+
+def _output_values(mod) -> tuple:
+    return mod.main.body.fields if isinstance(mod.main.body, Tuple) else (mod.main.body,)
 
 
 def _mixes(node: Call, why: str):

@@ -334,7 +334,9 @@ class ShapeSpecializedSession:
                           f"has a generic tier so far")
         shapes = {n: (BATCH,) + tuple(d.size for d in dims[1:]) for n, dims in self._specs.items()}
         try:
-            axes = batch_axis_of_outputs(from_onnx(self._model, input_shapes=shapes))
+            one = {n: (1,) + shape[1:] for n, shape in shapes.items()}
+            axes = batch_axis_of_outputs(from_onnx(self._model, input_shapes=shapes),
+                                         from_onnx(self._model, input_shapes=one))
         except NotSeparable as e:
             return None, f"its batch items are not computed apart: {e}"
         except Exception as e:  # the model cannot even be imported at batch 2 (a reshape to batch 1)
@@ -352,7 +354,7 @@ class ShapeSpecializedSession:
 
     def _run_generic(self, output_names, input_feed: dict, run_options, batch: int) -> list[np.ndarray]:
         """Item by item on the batch-1 module, each output's items joined along its batch axis (dim 0 of a
-        classifier's logits, dim 1 of a sequence model's (T, B, C))."""
+        classifier's logits, dim 1 of a sequence model's (T, B, C), dim 1 of a detector's (1, B x anchors, 6))."""
         names = list(self._specs)
         feeds = {n: np.asarray(input_feed[n]) for n in names}
         all_outputs = [o.name for o in self._generic.get_outputs()]
@@ -360,7 +362,8 @@ class ShapeSpecializedSession:
         axes = [self._out_axes[all_outputs.index(n)] if n in all_outputs else 0 for n in wanted]
         if batch == 0:
             item = {n: np.zeros((1,) + v.shape[1:], v.dtype) for n, v in feeds.items()}
-            return [np.delete(o, 0, axis=a) for o, a in zip(self._generic.run(output_names, item, run_options), axes)]
+            return [np.take(o, np.arange(0), axis=a) for o, a in
+                    zip(self._generic.run(output_names, item, run_options), axes)]
         parts = [self._generic.run(output_names, {n: v[i:i + 1] for n, v in feeds.items()}, run_options)
                  for i in range(batch)]
         return [np.concatenate([p[k] for p in parts], axis=a) for k, a in enumerate(axes)]

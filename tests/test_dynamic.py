@@ -230,13 +230,15 @@ def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
       ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),  # the batch moves to axis 1 and back
     ([("Softmax", ["x"], ["y"], dict(axis=0))], False),
     ([("Softmax", ["x"], ["y"], dict(axis=2))], True),
-    ([("Reshape", ["x", "s"], ["y"], {})], False),  # (N, 5, 6) -> (N * 5, 6): an output with the batch merged
+    ([("Reshape", ["x", "s"], ["y"], {})], True),  # (N, 5, 6) -> (N * 5, 6): the items' rows one after another
     ([("Reshape", ["x", "s"], ["r"], {}), ("Softmax", ["r"], ["m"], dict(axis=1)),  # merged into rows and back
       ("Reshape", ["m", "back"], ["y"], {})], True),
     ([("Transpose", ["x"], ["t"], dict(perm=[1, 0, 2])), ("Reshape", ["t", "heads"], ["h"], {}),  # (5, N x 2, 3)
       ("Softmax", ["h"], ["m"], dict(axis=2)), ("Reshape", ["m", "unheads"], ["u"], {}),  # as attention heads
       ("Transpose", ["u"], ["y"], dict(perm=[1, 0, 2]))], True),
     ([("Reshape", ["x", "quads"], ["y"], {})], False),  # (N x 30 / 4, 4): the batch split across rows
+    ([("Transpose", ["x"], ["t"], dict(perm=[1, 0, 2])), ("Reshape", ["t", "s"], ["y"], {})], False),  # (5 x N, 6):
+    # item b's rows are b, N + b, ...: the batch inside the axis, not its outer factor
     ([("Slice", ["x", "one", "four", "two"], ["y"], {})], True),  # columns 1-3 of every item
     ([("Slice", ["x", "zero", "one", "zero"], ["y"], {})], False),  # the first item only
     ([("Concat", ["x", "x"], ["y"], dict(axis=0))], False),
@@ -375,3 +377,37 @@ def test_a_statically_quantized_model_runs_any_batch_on_the_generic_tier(op):
     static, = compile_model(model, input_shapes={"x": (3,) + rest}, cache=False).run(None, feed)
     np.testing.assert_array_equal(ours, static)
     np.testing.assert_allclose(ours, run_ort(model, feed)[0], atol=0.08 + 1e-6)  # one step of y's scale at most
+
+
+def test_a_batch_flattened_into_the_next_dim_runs_on_the_generic_tier():
+    """Detector exports often reshape [N, anchors, 6] to [1, N x anchors, 6] (a 1 baked in): the items stay apart,
+    item i's rows following item i - 1's, so the generic tier joins the items' outputs along that axis; batch 0
+    gives no rows."""
+    shape = numpy_helper.from_array(np.array([1, -1, 4], np.int64), "shape")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Reshape", ["s", "shape"], ["y"])]
+    graph = helper.make_graph(nodes, "flat", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 3, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, None, 4))], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = compile_model(model, input_shapes={"x": (None, 3, 4)}, cache=False, specialize="never")
+    assert sess.generic_tier["batch"] == "N"
+    for n in (3, 1, 0):
+        feed = {"x": RNG.standard_normal((n, 3, 4)).astype(np.float32)}
+        ours, = sess.run(None, feed)
+        assert ours.shape == (1, 3 * n, 4)
+        np.testing.assert_allclose(ours, run_ort(model, feed)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_reshape_that_spreads_the_items_over_other_dims_has_no_generic_tier():
+    """[N, 6, 4] -> Reshape [1, 6, -1] (batch 1 baked, as in a YOLO export's head): at batch 2 the items fill the
+    channel axis three rows each and the last axis doubles, so batch-1 outputs cannot be joined into it. The session
+    says so and compiles each batch, matching onnxruntime."""
+    shape = numpy_helper.from_array(np.array([1, 6, -1], np.int64), "shape")
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Reshape", ["s", "shape"], ["y"])]
+    graph = helper.make_graph(nodes, "spread", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ("N", 6, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 6, None))], [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = compile_model(model, input_shapes={"x": (None, 6, 4)}, cache=False)
+    assert "is not 2 of its batch-1 shape (1, 6, 4) joined along axis 1" in sess.generic_tier["none"]
+    feed = {"x": RNG.standard_normal((2, 6, 4)).astype(np.float32)}
+    ours, = sess.run(None, feed)
+    np.testing.assert_allclose(ours, run_ort(model, feed)[0], rtol=1e-5, atol=1e-6)
