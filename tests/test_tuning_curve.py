@@ -48,3 +48,5 @@ def test_gain_is_the_share_of_the_reference_gain(x, expected):
 def test_gain_without_a_reference_gain_is_none():
     assert gain(10.0, 9.0, 10.0) is None
     assert gain(10.0, 9.0, 11.0) is None
+    assert gain(10.0, 9.0, 9.6) is None  # 4% of the untuned time: noise, not a gain to share
+    assert gain(10.0, 9.0, 9.5) == pytest.approx(2.0)

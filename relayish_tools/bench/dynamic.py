@@ -102,7 +102,8 @@ def side_case(path: Path, sides: list[int]) -> dict:
 def length_case(path: Path, lengths: list[int]) -> dict:
     model = onnx.load(str(path))
     names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
-    free = with_free_dims(model, {n: {1: "length"} for n in names})
+    outputs = {v.name: {1: "length"} for v in model.graph.output if len(v.type.tensor_type.shape.dim) > 1}
+    free = with_free_dims(model, {**{n: {1: "length"} for n in names}, **outputs})
     return {"name": f"{path.stem} (free length)", "model": free, "free": {n: (1, None) for n in names},
             "shapes": [{n: (1, t) for n in names} for t in lengths]}
 
@@ -248,7 +249,8 @@ def main(argv=None) -> int:
     for case in cases:
         rows = run_case(case, args.threads, args.repeat, lambda line: print(line, flush=True))
         s = summary(rows)
-        print(f"  geomean generic/onnxruntime {s['generic_vs_ort'] or float('nan'):.2f}x, specialized/onnxruntime "
+        generic = f"{s['generic_vs_ort']:.2f}x" if s["generic_vs_ort"] else "- (no generic tier)"
+        print(f"  geomean generic/onnxruntime {generic}, specialized/onnxruntime "
               f"{s['specialized_vs_ort']:.2f}x; worst first call / steady {s['worst_first_vs_steady']:.1f}x",
               flush=True)
         report["cases"].append({"model": case["name"], "rows": rows, "summary": s})

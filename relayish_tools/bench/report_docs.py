@@ -396,13 +396,15 @@ def tuning_curve_table(data: dict, where: str) -> Table:
     reach = s.get("pretrained_reaches_90pct_at_s")
     cold_end = number(s, "cold_end_ms", where)
     budget = number(data, "budget_s", where)
-    if cold_end < untuned:
+    if untuned - cold_end >= s.get("min_gain", 0.0) * untuned and cold_end < untuned:
         gains = (f"Gain: the share of the cold run's gain at the end of its {budget:.0f} s budget (untuned "
                  f"{ms(untuned)} ms -> {ms(cold_end)} ms). The pretrained run reaches 90% of that gain "
                  + (f"at {reach:.0f} s. " if reach is not None else "at none of the checkpoints. "))
     else:
-        gains = (f"Gain: none to share, the cold run ended its {budget:.0f} s budget no faster than untuned "
-                 f"({ms(untuned)} ms -> {ms(cold_end)} ms). ")
+        floor = s.get("min_gain", 0.0)
+        gains = (f"Gain: none to share, the cold run ended its {budget:.0f} s budget no measurably faster than "
+                 f"untuned ({ms(untuned)} ms -> {ms(cold_end)} ms"
+                 + (f"; less than {100 * floor:.0f}% is noise). " if floor else "). "))
     notes = [gains + f"Zero-shot: {need(s, 'zero_shot_tasks', where)} tasks given a predicted schedule, in "
              f"{s.get('predict_s')} s."
              + f" The shipped cost model was trained on {', '.join(trained.get('models', [])) or '?'}: "

@@ -63,9 +63,13 @@ def tune_run(model: str, db: str, start: str, budget: float, algorithms: bool, d
     return {"start": start, "db": db, "started_at": t0, "wall_s": round(wall, 1), "trials": result.trials}
 
 
+MIN_GAIN = 0.05  # a gain below 5% of the untuned time is noise: one model's two instances in one process differ 5-15%
+
+
 def gain(untuned: float, x: float, reference: float) -> float | None:
-    """The share of the reference's gain over untuned that x gets (1: as much, 0: none, < 0: slower than untuned)."""
-    return (untuned - x) / (untuned - reference) if untuned > reference else None
+    """The share of the reference's gain over untuned that x gets (1: as much, 0: none, < 0: slower than untuned);
+    None when the reference itself gains less than MIN_GAIN of the untuned time (no gain to share)."""
+    return (untuned - x) / (untuned - reference) if untuned - reference >= MIN_GAIN * untuned else None
 
 
 def curve(model: str, budget: float, checkpoints: list[float], work: str, threads: int, repeat: int,
@@ -115,6 +119,7 @@ def curve(model: str, budget: float, checkpoints: list[float], work: str, thread
     at_120 = [p for p in pretrained if p["seconds"] <= 120]
     reach_90 = next((p["seconds"] for p in pretrained if p["gain"] is not None and p["gain"] >= 0.9), None)
     summary = {"untuned_ms": ms["untuned"], "onnxruntime_ms": ms["onnxruntime"], "cold_end_ms": cold_end,
+               "min_gain": MIN_GAIN,
                "zero_shot_ms": ms["zero_shot"], "zero_shot_gain": gain(ms["untuned"], ms["zero_shot"], cold_end),
                "zero_shot_tasks": f"{len(predicted.chosen)} of {len(predicted.report)}",
                "predict_s": round(predict_s, 1),
