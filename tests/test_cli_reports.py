@@ -197,8 +197,9 @@ def test_run_timing_counts_must_be_positive(libs, flags, capsys):
 def test_parse_tvmc_shapes():
     assert parse_tvmc_shapes("data:[1,3,224,224] k:[2]") == [("data", (1, 3, 224, 224)), ("k", (2,))]
     assert parse_tvmc_shapes("input:0:[1, 3],mask:[]") == [("input:0", (1, 3)), ("mask", ())]
-    for bad, message in (("data", "expected NAME:"), ("x:[1] junk", "expected NAME:"), ("x:[1,y]", "non-negative"),
-                         ("x:[-1]", "non-negative"), ("x:[1,,2]", "non-negative")):
+    assert parse_tvmc_shapes("x:[-1,3,?,16:64]") == [("x", (None, 3, None, (16, 64)))]  # free dims
+    for bad, message in (("data", "expected NAME:"), ("x:[1] junk", "expected NAME:"), ("x:[1,y]", "a dim: a size"),
+                         ("x:[-2]", "a dim: a size"), ("x:[1,,2]", "a dim: a size")):
         with pytest.raises(Exception, match=message):
             parse_tvmc_shapes(bad)
 
