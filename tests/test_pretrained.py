@@ -102,11 +102,9 @@ class ScoresLike:
         return np.array([self.default if s.to_json() == self.first else self.other for s in schedules])
 
 
-@pytest.mark.parametrize("default, other, chosen", [(1.0, 2.0, 1), (1.0, 1.05, 0), (0.0, 5.0, 0)],
-                         ids=["confident", "within-margin", "unknown-kind"])
-def test_zero_shot_keeps_the_default_unless_the_model_is_confident(tmp_path, monkeypatch, default, other, chosen):
-    path = conv_model(tmp_path / "c.onnx", 16, 8, 3)
-    model = ScoresLike(default, other)
+def predict_with(model: ScoresLike, path, monkeypatch):
+    """zero_shot.predict_schedules(path) under `model`, which learns each task's default program as it is made (a
+    short search)."""
     real = zero_shot.untuned_schedule
 
     def remember(task, *args):
@@ -115,7 +113,15 @@ def test_zero_shot_keeps_the_default_unless_the_model_is_confident(tmp_path, mon
         return schedule
     monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
     monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
-    got = zero_shot.predict_schedules(path, model=model)
+    return zero_shot.predict_schedules(path, model=model)
+
+
+@pytest.mark.parametrize("default, other, chosen", [(1.0, 2.0, 1), (1.0, 1.05, 0), (0.0, 5.0, 0)],
+                         ids=["confident", "within-margin", "unknown-kind"])
+def test_zero_shot_keeps_the_default_unless_the_model_is_confident(tmp_path, monkeypatch, default, other, chosen):
+    path = conv_model(tmp_path / "c.onnx", 16, 8, 3)
+    model = ScoresLike(default, other)
+    got = predict_with(model, path, monkeypatch)
     conv = [r for r in got.report if "conv" in r["task"]]
     assert [r["verdict"] for r in conv] == ["predicted" if chosen else "default"]
     assert sum(r["key"] in got.chosen for r in conv) == chosen
@@ -132,15 +138,7 @@ def test_zero_shot_keeps_the_default_of_a_kind_of_task_the_model_never_saw(tmp_p
     model = ScoresLike(1.0, 2.0)
     kinds = {task_kind(t) for t in model_tasks(conv if trained_on_convs else dense)}
     model.metadata = {"trained_on": {"task_kinds": sorted(kinds)}}
-    real = zero_shot.untuned_schedule
-
-    def remember(task, *args):
-        schedule = real(task, *args)
-        model.first = schedule.to_json()
-        return schedule
-    monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
-    monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
-    got = zero_shot.predict_schedules(conv, model=model)
+    got = predict_with(model, conv, monkeypatch)
     report = [r for r in got.report if "conv" in r["task"]]
     assert [r["verdict"] for r in report] == ["predicted" if trained_on_convs else "default"]
     assert trained_on_convs or report[0]["reason"] == "a kind of task the cost model was never trained on"
