@@ -9,7 +9,7 @@ import runtime
 from runtime.timing import BLOCK_RUNS, TIMING_MODES
 
 from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_sizes, add_threads, compile_from_args,
-                     existing, free_dim_shapes, input_shapes_arg, positive_int)
+                     existing, free_dim_shapes, input_shapes_arg, is_dynamic, positive_int, refuse_sizes)
 
 PROFILE_RUNS = 20  # profiled runs whose per-kernel medians make the profile
 
@@ -59,13 +59,12 @@ def cmd_bench(args) -> int:
 
     module = compile_from_args(args, args.model)
     threads = args.threads or runtime.default_num_threads()
-    if hasattr(module, "specializations"):  # a session with free dims
+    if is_dynamic(module):
         if args.json or args.plot or args.profile:
             raise CliError("with free dims, bench prints a table per size: --json, --plot and --profile need one "
                            "shape (give every dim a size with --input-shape)")
         return bench_free_dims(args, module, threads)
-    if args.sizes:
-        raise CliError("--sizes: the model has no free dims (leave some free: --input-shape x=1,3,?,?)")
+    refuse_sizes(args)
     inputs = module.random_inputs(args.seed)
     peak = measure_peak(threads) if args.measure_peak else None
     result = compare_with_onnxruntime(module, args.model, inputs, threads=threads, repeat=args.repeat,

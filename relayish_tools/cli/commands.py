@@ -13,8 +13,8 @@ from runtime.accuracy import DEFAULT_TOLERANCE, compare_outputs
 from runtime.timing import time_repeats
 
 from .common import (EXIT_FAIL, EXIT_OK, CliError, add_compile_options, add_sizes, add_threads, add_winograd,
-                     compile_from_args, existing, free_dim_shapes, input_shapes_arg, load_or_compile,
-                     parse_input_shape, positive_int)
+                     compile_from_args, existing, free_dim_shapes, input_shapes_arg, is_dynamic, load_or_compile,
+                     parse_input_shape, positive_int, refuse_sizes)
 
 
 def add_compile_parser(sub) -> None:
@@ -138,11 +138,6 @@ def free_input_shapes(model_path: str, inputs: dict) -> list:
             if name in inputs and (dims is None or not all(isinstance(d, int) for d in dims))]
 
 
-def is_dynamic(module) -> bool:
-    """Whether `module` is a session with free dims (compiler.dynamic.ShapeSpecializedSession)."""
-    return hasattr(module, "specializations")
-
-
 def describe(name: str, array: np.ndarray) -> str:
     stats = ""
     if array.size:
@@ -177,8 +172,7 @@ def cmd_compile(args) -> int:
               + f"; {len(module.specializations())} module(s) kept (relayish run {folder} -i NPZ"
               + ("" if "batch" in tier else f" [--model {args.model}: other shapes compile from it]") + ")")
         return EXIT_OK
-    if args.sizes:
-        raise CliError("--sizes: the model has no free dims (leave some free: --input-shape x=1,3,?,?)")
+    refuse_sizes(args)
     path = module.export_library(args.output)
     print(f"wrote {path} (+ .json, .params): {len(module.kernels)} kernels, inputs {module.input_shapes}, "
           f"outputs {module.output_shapes}")

@@ -203,6 +203,17 @@ def compile_from_args(args, model_path: str):
     return compile_model(model_path, options=compile_options(args))
 
 
+def is_dynamic(module) -> bool:
+    """Whether `module` is a session with free dims (compiler.dynamic.ShapeSpecializedSession)."""
+    return hasattr(module, "specializations")
+
+
+def refuse_sizes(args) -> None:
+    """--sizes given for a model compiled with no free dim: a CliError saying how to leave dims free."""
+    if args.sizes:
+        raise CliError("--sizes: the model has no free dims (leave some free: --input-shape x=1,3,?,?)")
+
+
 def free_dim_shapes(session, sizes: list) -> list[dict]:
     """The input shapes to bench a session with free dims at: --sizes SYMBOL=N,... per free symbol, zipped."""
     symbols = session.free_dims
