@@ -47,7 +47,8 @@ from runtime.accuracy import relative_error
 
 def with_free_dims(model: onnx.ModelProto, dims: dict[str, dict[int, str]]) -> onnx.ModelProto:
     """A copy of model whose graph inputs and outputs named in dims have those axes as dim_params (name -> {axis:
-    symbol}); other outputs' declared shapes are dropped (their sizes follow the inputs')."""
+    symbol}); other outputs' declared dims are dropped (their sizes follow the inputs', and onnxruntime warns on
+    every run whose outputs disagree with declared sizes)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     for v in list(out.graph.input) + list(out.graph.output):
@@ -55,8 +56,19 @@ def with_free_dims(model: onnx.ModelProto, dims: dict[str, dict[int, str]]) -> o
         for axis, symbol in dims.get(v.name, {}).items():
             shape.dim[axis].ClearField("dim_value")
             shape.dim[axis].dim_param = symbol
+    for v in out.graph.output:
+        if v.name not in dims:
+            for d in v.type.tensor_type.shape.dim:
+                d.ClearField("dim_value")
+                d.ClearField("dim_param")
     del out.graph.value_info[:]
     return out
+
+
+def graph_inputs(model: onnx.ModelProto) -> list:
+    """The graph inputs that are not initializers (what a caller feeds)."""
+    names = {v.name for v in model.graph.initializer}
+    return [v for v in model.graph.input if v.name not in names]
 
 
 def random_feed(model: onnx.ModelProto, shapes: dict[str, tuple], seed: int) -> dict[str, np.ndarray]:
@@ -101,9 +113,8 @@ def side_case(path: Path, sides: list[int]) -> dict:
 
 def length_case(path: Path, lengths: list[int]) -> dict:
     model = onnx.load(str(path))
-    names = [v.name for v in model.graph.input if v.name not in {t.name for t in model.graph.initializer}]
-    outputs = {v.name: {1: "length"} for v in model.graph.output if len(v.type.tensor_type.shape.dim) > 1}
-    free = with_free_dims(model, {**{n: {1: "length"} for n in names}, **outputs})
+    names = [v.name for v in graph_inputs(model)]
+    free = with_free_dims(model, {n: {1: "length"} for n in names})
     return {"name": f"{path.stem} (free length)", "model": free, "free": {n: (1, None) for n in names},
             "shapes": [{n: (1, t) for n in names} for t in lengths]}
 
@@ -152,8 +163,7 @@ def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[di
     rows = []
     for path in sorted(folder.glob("*.onnx")):
         model = onnx.load(str(path))
-        names = {v.name for v in model.graph.initializer}
-        inputs = [v for v in model.graph.input if v.name not in names]
+        inputs = graph_inputs(model)
         free = with_free_dims(model, {v.name: {0: "batch"} for v in inputs + list(model.graph.output)})
         given = declared.get(path.stem, {}).get("inputs", {})
         shapes = {v.name: (None,) + tuple(given.get(v.name, [d.dim_value for d in v.type.tensor_type.shape.dim])[1:])

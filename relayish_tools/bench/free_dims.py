@@ -30,15 +30,11 @@ import numpy as np
 import onnx
 
 from compiler import compile_model
+from relayish_tools.bench.dynamic import graph_inputs, with_free_dims
 from relayish_tools.bench.report import provenance
 from runtime.accuracy import DEFAULT_TOLERANCE, relative_error
 
 TOLERANCE = DEFAULT_TOLERANCE
-
-
-def graph_inputs(model: onnx.ModelProto) -> list:
-    names = {v.name for v in model.graph.initializer}
-    return [v for v in model.graph.input if v.name not in names]
 
 
 def declared_dims(v) -> list:
@@ -83,20 +79,10 @@ def free_dim_groups(model: onnx.ModelProto, base: dict[str, tuple]) -> list[dict
 def with_free_axes(model: onnx.ModelProto, group: dict) -> onnx.ModelProto:
     """A copy of model whose inputs have the group's axes as one dim_param (their other dims as declared) and whose
     outputs' sizes are left to follow (every output dim unnamed)."""
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    for v in out.graph.input:
-        for name, axis in group["axes"]:
-            if v.name == name:
-                d = v.type.tensor_type.shape.dim[axis]
-                d.ClearField("dim_value")
-                d.dim_param = group["symbol"]
-    for v in out.graph.output:
-        for d in v.type.tensor_type.shape.dim:
-            d.ClearField("dim_value")
-            d.ClearField("dim_param")
-    del out.graph.value_info[:]
-    return out
+    dims: dict[str, dict[int, str]] = {}
+    for name, axis in group["axes"]:
+        dims.setdefault(name, {})[axis] = group["symbol"]
+    return with_free_dims(model, dims)
 
 
 def candidate_sizes(base: int) -> list[int]:
