@@ -158,7 +158,7 @@ BACKEND = [
     Step("plan_memory", plan_memory, ("fused", "task_calls", "kernels"), "memory",
          "weights into one params blob; intermediates and scratch into one workspace by live range"),
     Step("emit", emit, ("kernels", "memory"), "object_code",
-         "per kernel, then thread pool + executor: an LLVM module -> O3 -> host object code, in parallel "
+         "per kernel, then thread pool + executor: an LLVM module -> LLVM O2 -> host object code, in parallel "
          "worker processes while the next kernel's IR is emitted (codegen/workers.py)"),
     Step("link", link, ("object_code", "lib_path"), "library", "the object codes -> one shared library (cc -shared)"),
 ]

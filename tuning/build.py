@@ -2,9 +2,9 @@
 
     lib = library_bytes(func, phases)      # phases: seconds per step, added up (see PHASES)
 
-The kernel's module alone is compiled (emit its LLVM IR, parse, optimize at O3, emit object code) and linked with
+The kernel's module alone is compiled (emit its LLVM IR, parse, optimize, emit object code) and linked with
 the thread pool's object, which a worker compiles for its first candidate and remembers (compile_ir_text remembers
-objects by IR text: the pool at O3 is ~0.15 s, a sixth of a typical candidate's build; a candidate whose IR text
+objects by IR text: the pool is ~0.15 s, a sixth of a typical candidate's build; a candidate whose IR text
 equals an earlier one's is not compiled again). The optimization pipeline is the one compile_model uses
 (compiler/codegen/objworker.optimize), so the code measured is the code that ships.
 """

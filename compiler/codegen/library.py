@@ -1,8 +1,9 @@
 """The library: kernels (+ thread pool + executor) -> one LLVM module -> optimized object code -> shared library.
 
 The target is always the host: its triple, CPU name and feature string (so AVX-512 is used where present). The
-optimizer is LLVM's new pass manager at O3 with loop and SLP vectorization on. Fast-math is not global: only the
-instructions codegen marks (`contract` on float + - *) may be fused. The object is linked with the system C compiler
+optimizer is LLVM's new pass manager, its O2 pipeline with loop and SLP vectorization on; the code generator runs
+at O1 (objworker.llvm_levels says why not O3). Fast-math is not global: only the instructions codegen marks
+(`contract` on float + - *) may be fused. The object is linked with the system C compiler
 (`cc -shared`) against libc only (pthread_create, pthread_atfork, syscall, sysconf, clock_gettime).
 
 A model is built split (emit_objects): one LLVM module per kernel, one for the thread pool and one for the
@@ -56,11 +57,10 @@ def vector_width(dtype: str = "float32") -> int:
 
 @functools.lru_cache(maxsize=None)
 def target_machine(opt_level: int = 3) -> llvm.TargetMachine:
-    """The host target machine (PIC, for shared libraries), cached per optimization level."""
-    t = host_target()
-    target = llvm.Target.from_triple(t["triple"])
-    return target.create_target_machine(cpu=t["cpu"], features=t["features"], opt=opt_level,
-                                        reloc="pic", codemodel="default")
+    """The host target machine (PIC, for shared libraries) whose code generator runs at opt_level's level
+    (objworker.llvm_levels), cached per level: the one the worker processes use (objworker.machine_for)."""
+    _init_llvm()
+    return objworker.machine_for(host_target(), opt_level)
 
 
 def _arch() -> str:
@@ -227,7 +227,7 @@ def emit_objects(funcs: list, plan: ExecutorPlan | None = None, opt_level: int =
 
 
 def optimize(mod: llvm.ModuleRef, opt_level: int = 3, text: str | None = None) -> None:
-    """Run the new pass manager's O`opt_level` pipeline (loop + SLP vectorization on) on mod, in place. text: the
+    """Run the new pass manager's pipeline for opt_level (objworker.optimize) on mod, in place. text: the
     IR text mod was parsed from, if the caller has it (objworker.loop_vectorizer reads it; else mod is printed)."""
     objworker.optimize(mod, target_machine(opt_level), opt_level,
                        objworker.loop_vectorizer(str(mod) if text is None else text, host_target()["cpu"]))

@@ -6,8 +6,8 @@
     lib = load_library(module, "peak", "entry", [ctypes.c_int64, ..., ctypes.c_int32])
     ir_assembly(module)                                # host assembly, to check what LLVM made of the loop
 
-Such a module goes through the same pipeline as a compiled model (O3 with the host's target machine, linked with
-`cc -shared`), so a figure measured with it is what our kernels can reach through our own thread pool.
+Such a module goes through the same pipeline as a compiled model (LLVM's passes with the host's target machine,
+linked with `cc -shared`), so a figure measured with it is what our kernels can reach through our own thread pool.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def emit_fork_entry(module: ir.Module, name: str, task: ir.Function, closure_ty:
 
 
 def compile_ir(module: ir.Module) -> llvm.ModuleRef:
-    """Parse, verify and optimize (O3, as a compiled model) a hand-built module."""
+    """Parse, verify and optimize (as a compiled model, opt_level 3) a hand-built module."""
     _init_llvm()
     with _LLVM_LOCK:
         mod = llvm.parse_assembly(str(module))
