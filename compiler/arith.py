@@ -200,8 +200,8 @@ def interval(e: PrimExpr, ranges: dict) -> tuple[int, int] | None:
 
 
 def _term_interval(t: PrimExpr, ranges: dict) -> tuple[int, int] | None:
-    if isinstance(t, Var):
-        return (0, ranges[t] - 1) if t in ranges else None
+    if isinstance(t, Var):  # (an extent known only at run time bounds nothing here)
+        return (0, ranges[t] - 1) if t in ranges and isinstance(ranges[t], int) else None
     if isinstance(t, Cast):
         return interval(t.value, ranges)
     if isinstance(t, Select):
@@ -225,6 +225,28 @@ def _term_interval(t: PrimExpr, ranges: dict) -> tuple[int, int] | None:
         corners = [x * y for x in a for y in b]
         return min(corners), max(corners)
     return None
+
+
+def evaluate(e, values: dict) -> int:
+    """The value of an int expression (a dim of size variables) with each Var v bound to values[v]; ints pass
+    through. Floor division and modulo, as in the generated code."""
+    if not isinstance(e, PrimExpr):
+        return int(e)
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, Var):
+        if e not in values:
+            raise KeyError(f"no value for size variable {e.name!r}")
+        return int(values[e])
+    if isinstance(e, Cast):
+        return evaluate(e.value, values)
+    if isinstance(e, BinOp) and e.op in _INT_OPS:
+        return _INT_OPS[e.op](evaluate(e.a, values), evaluate(e.b, values))
+    raise ValueError(f"not an int expression of size variables: {te.expr_str(e)}")
+
+
+_INT_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
+            "%": lambda a, b: a % b, "min": min, "max": max}
 
 
 # ---------------------------------------------------------------------------------------------- simplification

@@ -72,6 +72,18 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     return Schedule(tuple(b.steps))
 
 
+def default_schedule_for_sizes(state: State, hint_state: State, vector_width: int = 16) -> Schedule:
+    """The default schedule of a state whose extents hold size variables (dims known only at run time): the one
+    default_schedule makes for hint_state, the same computation with every size variable bound to a typical size,
+    replayed on `state`. Steps are data (splits by constants, fuses, annotations) and apply as they are: a split of
+    a run-time extent runs whole tiles and a guarded last tile, versioned so that the whole tiles run unguarded
+    (compiler/lower.py). A step that cannot apply (an nparts split or a vectorized or unrolled loop of a run-time
+    extent) raises ScheduleError naming it."""
+    sched = default_schedule(hint_state, vector_width)
+    sched.apply(state)  # (on a copy) raises ScheduleError where a step does not fit the run-time extents
+    return sched
+
+
 def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
     """Tasks made only of row stages (relayish/ops/rows.py: softmax, layer norm over the last axis as two-stage
     reductions): every elementwise stage with one reader inlined (one with two, softmax's exp, is computed once

@@ -29,19 +29,25 @@ class Buffer:
     scope: str = "global"
 
     @property
-    def size(self) -> int:
+    def size(self):
+        """The element count: an int, or an int32 expression in size variables (a dim known at run time)."""
         n = 1
         for s in self.shape:
-            n *= int(s)
+            n = n * _dim(s)
         return n
 
     @property
     def strides(self) -> tuple:
+        """Row-major element strides: ints, or expressions where a dim inside is known only at run time."""
         out, acc = [], 1
         for s in reversed(self.shape):
             out.append(acc)
-            acc *= int(s)
+            acc = acc * _dim(s)
         return tuple(reversed(out))
+
+    @property
+    def is_static(self) -> bool:
+        return all(not isinstance(s, PrimExpr) or isinstance(s, te.IntImm) for s in self.shape)
 
     def flat_index(self, indices) -> PrimExpr:
         flat = te.IntImm(0)
@@ -54,6 +60,13 @@ class Buffer:
 
     def __repr__(self):
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
+
+
+def _dim(s):
+    """A buffer dim as an int, or as the int32 expression it is (a size variable, known at run time)."""
+    if isinstance(s, te.IntImm):
+        return s.value
+    return s if isinstance(s, PrimExpr) else int(s)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -120,7 +133,8 @@ class PrimFunc:
     attrs: dict = field(default_factory=dict)
 
     def __str__(self):
-        head = f"kernel {self.name}(" + ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params) + ")"
+        head = f"kernel {self.name}(" + ", ".join(
+            f"{b.name}: {b.dtype}[{', '.join(expr_str(te.as_expr(d)) for d in b.shape)}]" for b in self.params) + ")"
         return head + "\n" + stmt_str(self.body, 1)
 
 

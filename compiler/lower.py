@@ -21,17 +21,43 @@ from dataclasses import dataclass
 from relayish import te
 
 from .arith import add_forms, affine_form, form_expr, interval, simplify
-from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Stmt, Store
+from .loopir import Allocate, Buffer, For, IfThenElse, Load, LetStmt, PrimFunc, Seq, Stmt, Store
 from .schedule import SplitRel, Stage, State
+
+
+class LoweringError(ValueError):
+    """A schedule that lowering cannot turn into loops (the message says which stage and why)."""
 
 
 def lower(state: State, name: str = "kernel") -> PrimFunc:
     ctx = _Lowering(state)
     body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc.is_root])
     params = ctx.input_bufs + ctx.output_bufs + ctx.scratch_bufs
-    return PrimFunc(name, params, body, attrs={"num_inputs": len(ctx.input_bufs),
-                                              "num_outputs": len(ctx.output_bufs),
-                                              "num_scratch": len(ctx.scratch_bufs)})
+    attrs = {"num_inputs": len(ctx.input_bufs), "num_outputs": len(ctx.output_bufs),
+             "num_scratch": len(ctx.scratch_bufs)}
+    sizes = size_vars(params)
+    if sizes:  # dims known at run time: read from one more parameter, an int32 array, before anything else
+        sizes_buf = Buffer("sizes", (len(sizes),), "int32")
+        for k, var in reversed(list(enumerate(sizes))):
+            body = LetStmt(var, Load(sizes_buf, te.IntImm(k)), body)
+        params = params + [sizes_buf]
+        attrs["size_vars"] = tuple(v.name for v in sizes)
+    return PrimFunc(name, params, body, attrs=attrs)
+
+
+def size_vars(buffers) -> list:
+    """The size variables in the buffers' shapes, in first-seen order: what a kernel reads from its `sizes`
+    parameter (sizes[k] is the value of the k-th)."""
+    out, seen = [], set()
+    for buf in buffers:
+        for d in buf.shape:
+            if te.is_static(d):
+                continue
+            for v in te.walk(d):
+                if isinstance(v, te.Var) and v.uid not in seen:
+                    seen.add(v.uid)
+                    out.append(v)
+    return out
 
 
 @dataclass
@@ -140,7 +166,7 @@ class _Lowering:
         for rel in reversed(st.relations):
             if isinstance(rel, SplitRel):
                 val[rel.parent] = val[rel.outer] * rel.factor + val[rel.inner]
-                if ext[rel.parent] % rel.factor:
+                if not te.is_static(ext[rel.parent]) or ext[rel.parent] % rel.factor:
                     guards.append(val[rel.parent] < ext[rel.parent])
                     if isinstance(val[rel.outer], te.Var):  # where the guard holds throughout: whole tiles only
                         whole[id(guards[-1])] = (val[rel.outer], ext[rel.parent] // rel.factor)
@@ -234,6 +260,15 @@ class _Lowering:
         # simplified: (4 * k0 + k1) // 4 is k0 for k1 < 4
         for d, full_d in enumerate(full):
             box = _dim_box([_affine_or_simplified(r.indices[d], ranges) for r in reads], varying)
+            if not te.is_static(full_d):  # a dim known at run time: a tile of constant extent, guarded past the end
+                if box is None or not te.is_static(box[1]):
+                    raise LoweringError(f"stage {prod.name!r} is computed at another stage over its dim {d}, whose "
+                                        f"size {te.expr_str(full_d)} is known only at run time, and the region "
+                                        "read there has no constant extent: its local buffer would have no size")
+                bases.append(box[0])
+                extents.append(box[1])
+                past_end.append((d, full_d))
+                continue
             if box is None:
                 bases.append(te.IntImm(0))
                 extents.append(full_d)
@@ -375,7 +410,7 @@ class _NestEmitter:
         if not isinstance(var, te.Var):
             return inner
         inner = _wrap_guards(inner, self.placed, inner_bound, var)
-        return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, self.unrolled), inner)
+        return For(var, te.IntImm(0), te.as_expr(extent), _loop_kind(it, self.unrolled, extent), inner)
 
 
 def _resimplified(stmt, ranges: dict):
@@ -399,7 +434,7 @@ def _plain_nest(loops, guards, bound, stmt, unrolled) -> Stmt:
         return _plain_nest(rest, guards, bound, stmt, unrolled)
     inner_bound = bound | {var}
     inner = _wrap_guards(_plain_nest(rest, guards, inner_bound, stmt, unrolled), guards, inner_bound, var)
-    return For(var, te.IntImm(0), te.IntImm(extent), _loop_kind(it, unrolled), inner)
+    return For(var, te.IntImm(0), te.as_expr(extent), _loop_kind(it, unrolled, extent), inner)
 
 
 def _affine_or_simplified(idx, ranges: dict):
@@ -419,6 +454,8 @@ def _dim_box(indices, varying: dict):
             if term == 1:
                 continue
             if isinstance(term, te.Var) and term in varying:
+                if not te.is_static(varying[term]):
+                    return None
                 span = coef * (varying[term] - 1)
                 lo, hi = lo + min(0, span), hi + max(0, span)
             elif any(isinstance(v, te.Var) and v in varying for v in te.walk(term)):
@@ -447,9 +484,12 @@ def _combine(combiner, acc, value):
     return te.min_(acc, value)
 
 
-def _loop_kind(it, unrolled) -> str:
+def _loop_kind(it, unrolled, extent=None) -> str:
     if it.annotation == "none":
         return "unroll" if it.name in unrolled else "serial"
+    if it.annotation in ("vectorize", "unroll") and not te.is_static(extent):
+        raise LoweringError(f"loop {it.name!r} is annotated {it.annotation} but its extent {te.expr_str(extent)} "
+                            "is known only at run time")
     return it.annotation
 
 
@@ -461,6 +501,8 @@ def _auto_unroll_set(st: Stage, ext) -> set:
     for it in reversed(st.leaves):
         if it.annotation == "vectorize":
             continue
+        if not te.is_static(ext[it.name]):
+            break
         prod *= ext[it.name]
         if prod > st.auto_unroll or it.annotation != "none":
             break
@@ -553,6 +595,8 @@ def _holds_throughout(cond, inner: dict):
         if term != 1 and any(isinstance(n, Load) for n in te.walk(term)):
             return None  # a value read from memory (a scatter's index): its loop variables are hidden in the Load
         if term in inner:
+            if not te.is_static(inner[term]):
+                return None  # a loop whose extent is known at run time
             most += max(0, c * (inner[term] - 1))  # the inner variables at their worst for the condition
         elif term == 1 or not (_vars_of(term) & inner.keys()):
             outer[term] = c

@@ -125,8 +125,13 @@ class Stage:
         ext = dict(root_extents or self.root_extents())
         for rel in self.relations:
             if isinstance(rel, SplitRel):
-                ext[rel.inner] = min(rel.factor, ext[rel.parent])
-                ext[rel.outer] = -(-ext[rel.parent] // rel.factor)
+                parent = ext[rel.parent]
+                if te.is_static(parent):
+                    ext[rel.inner] = min(rel.factor, parent)
+                    ext[rel.outer] = -(-parent // rel.factor)
+                else:  # an extent known at run time: whole tiles of `factor`, the last one guarded
+                    ext[rel.inner] = rel.factor
+                    ext[rel.outer] = (parent + (rel.factor - 1)) // rel.factor
             else:
                 ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
         return ext
@@ -298,6 +303,9 @@ class Split(Step):
         if self.nparts:
             if len(lengths) != 1:
                 raise ScheduleError(f"{self.describe()}: nparts takes one length")
+            if not te.is_static(extent):
+                raise ScheduleError(f"{self.describe()}: {lengths[0]} parts of an extent known only at run time "
+                                    f"({te.expr_str(extent)}) would have no constant length")
             lengths = [-(-extent // lengths[0])]
         pos = st.leaves.index(it)
         names = [f"{it.name}.{k}" for k in range(len(lengths) + 1)]
@@ -399,11 +407,17 @@ class Annotate(Step):
                 raise ScheduleError(f"{self.describe()}: only the innermost iterator can be vectorized")
             if _has_attached(state, st, it.name):
                 raise ScheduleError(f"{self.describe()}: a stage is computed inside {it.name!r}")
-            if st.leaf_extents()[it.name] > 64:
-                raise ScheduleError(f"{self.describe()}: vector length {st.leaf_extents()[it.name]} > 64")
+        extent = st.leaf_extents()[it.name]
+        if not te.is_static(extent) and not st.loc.is_root:
+            extent = None  # computed at another stage: bound inference gives its extents (lowering checks them)
+        elif kind in ("vectorize", "unroll") and not te.is_static(extent):
+            raise ScheduleError(f"{self.describe()}: its extent {te.expr_str(extent)} is known only at run time; "
+                                f"split it by a constant and {kind} the inner part")
+        if kind == "vectorize" and extent is not None and extent > 64:
+            raise ScheduleError(f"{self.describe()}: vector length {extent} > 64")
         # (a stage computed at another gets its extents from bound inference: its root extents only bound them)
-        if kind == "unroll" and st.loc.is_root and st.leaf_extents()[it.name] > 256:
-            raise ScheduleError(f"{self.describe()}: unrolling {st.leaf_extents()[it.name]} iterations")
+        if kind == "unroll" and st.loc.is_root and extent is not None and extent > 256:
+            raise ScheduleError(f"{self.describe()}: unrolling {extent} iterations")
         it.annotation = kind
 
 

@@ -109,17 +109,42 @@ class Tensor:
         return f"Tensor({self.name}, {self.shape}, {self.dtype})"
 
 
-def placeholder(shape: Sequence[int], dtype="float32", name="placeholder") -> Tensor:
-    return Tensor(PlaceholderOp(name, tuple(int(s) for s in shape), dtype))
+# ---------------------------------------------------------------------------------------------- dims
+
+def size_var(name: str) -> Var:
+    """A dim known only at run time (a sequence length, an image width): an int32 Var that a shape may hold in
+    place of an int. A kernel reads its value from its `sizes` parameter (compiler/lower.py)."""
+    return Var(name, "int32")
 
 
-def reduce_axis(extent: int, name="r") -> IterVar:
-    return IterVar(Var(name), int(extent), "reduce")
+def dim(d):
+    """A shape's dim as an int, or as the int32 expression of size variables it is."""
+    if isinstance(d, IntImm):
+        return d.value
+    if isinstance(d, PrimExpr):
+        if d.dtype != "int32" or isinstance(d, IterVar):
+            raise TypeError(f"a dim must be an int or an int32 expression of size variables, got {expr_str(d)}")
+        return d
+    return int(d)
 
 
-def compute(shape: Sequence[int], fcompute: Callable, name="compute", tag="", dtype=None) -> Tensor:
-    """out[i...] = fcompute(*i). fcompute receives one index Var per dimension."""
-    shape = tuple(int(s) for s in shape)
+def is_static(d) -> bool:
+    """Whether a dim is a number (not an expression of size variables)."""
+    return not isinstance(d, PrimExpr) or isinstance(d, IntImm)
+
+
+def placeholder(shape: Sequence, dtype="float32", name="placeholder") -> Tensor:
+    return Tensor(PlaceholderOp(name, tuple(dim(s) for s in shape), dtype))
+
+
+def reduce_axis(extent, name="r") -> IterVar:
+    return IterVar(Var(name), dim(extent), "reduce")
+
+
+def compute(shape: Sequence, fcompute: Callable, name="compute", tag="", dtype=None) -> Tensor:
+    """out[i...] = fcompute(*i). fcompute receives one index Var per dimension. A dim may be a size variable (or
+    an int32 expression of them): its extent is known at run time."""
+    shape = tuple(dim(s) for s in shape)
     nargs = len(shape)
     names = ["i", "j", "k", "l", "m", "n", "o", "p"]
     axes = tuple(IterVar(Var(f"{name}_{names[d] if d < len(names) else 'd' + str(d)}"), s, "spatial")

@@ -1,0 +1,197 @@
+"""Kernels with run-time extents: a dim of a task may be a size variable (te.size_var), known only when the kernel
+runs. The kernel reads it from its last parameter (`sizes`, int32), loops over it, and splits it by constants into
+whole tiles and a guarded last tile. Each kernel here is scheduled once (the default schedule of the same task at
+a typical size, replayed on the symbolic one), built once, and run at sizes it was not built for, against numpy;
+rows past the end of every output hold NaN sentinels that the kernel must leave alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compiler.arith import evaluate
+from compiler.codegen import build_library, vector_width
+from compiler.default_schedule import default_schedule_for_sizes
+from compiler.lower import LoweringError, lower
+from compiler.schedule import Annotate, Schedule, ScheduleError, Split, initial_state
+from relayish import te
+
+from codegen_kernels import Lib
+
+HINT = 97  # the size the schedules are made for (more than a vector of lanes: an axis of it gets split)
+SIZES = (1, 3, 16, 67, 200)  # none of them HINT; 1 and 3: fewer than a tile
+SENTINEL_ROWS = 3
+
+
+def ew(n):
+    """An elementwise op over rows of 37 (a vector and a 5-lane tail per row)."""
+    a = te.placeholder((n, 37), name="a")
+    out = te.compute((n, 37), lambda i, j: te.max_(a[i, j], te.const(0.0)) * 3.0, name="out")
+    return [a], [out], lambda a: [np.maximum(a, 0) * 3]
+
+
+def both_free(n, m):
+    """Two size variables, the inner one contiguous (run-time strides, a vector loop with a run-time tail)."""
+    a, b = te.placeholder((n, m), name="a"), te.placeholder((m,), name="b")
+    out = te.compute((n, m), lambda i, j: a[i, j] - b[j], name="out")
+    return [a, b], [out], lambda a, b: [a - b]
+
+
+def row_sum(n):
+    a = te.placeholder((n, 50), name="a")
+    r = te.reduce_axis(50, "r")
+    return [a], [te.compute((n,), lambda i: te.sum(a[i, r], r), name="out")], lambda a: [a.sum(1)]
+
+
+def column_sum(n):
+    """A reduction over the run-time extent."""
+    a = te.placeholder((n, 40), name="a")
+    r = te.reduce_axis(n, "r")
+    return [a], [te.compute((40,), lambda j: te.sum(a[r, j], r), name="out")], lambda a: [a.sum(0)]
+
+
+def softmax(n):
+    """Rows of a softmax, its max and sum stages kept in buffers of n (scratch parameters of run-time size)."""
+    a = te.placeholder((n, 50), name="a")
+    r1, r2 = te.reduce_axis(50, "r1"), te.reduce_axis(50, "r2")
+    mx = te.compute((n,), lambda i: te.max_reduce(a[i, r1], r1), name="mx")
+    e = te.compute((n, 50), lambda i, j: te.exp(a[i, j] - mx[i]), name="e")
+    s = te.compute((n,), lambda i: te.sum(e[i, r2], r2), name="s")
+
+    def ref(a):
+        x = np.exp(a - a.max(1, keepdims=True))
+        return [x / x.sum(1, keepdims=True)]
+    return [a], [te.compute((n, 50), lambda i, j: e[i, j] / s[i], name="out")], ref
+
+
+def matmul(n):
+    """Rows of a matmul: the register tile of rows x column vectors, its last tile of rows past n guarded."""
+    a, w = te.placeholder((n, 64), name="a"), te.placeholder((64, 48), name="w")
+    k = te.reduce_axis(64, "k")
+    return [a, w], [te.compute((n, 48), lambda i, j: te.sum(a[i, k] * w[k, j], k), name="out")], \
+        lambda a, w: [a @ w]
+
+
+TASKS = {"ew": (ew, 1), "both_free": (both_free, 2), "row_sum": (row_sum, 1), "column_sum": (column_sum, 1),
+         "softmax": (softmax, 1), "matmul": (matmul, 1)}
+
+
+def generic_kernel(name: str):
+    """(PrimFunc, the numpy reference): the task built over size variables, with the default schedule of the
+    same task at HINT."""
+    make, nvars = TASKS[name]
+    ins, outs, _ = make(*[HINT] * nvars)
+    hint_state = initial_state(outs, ins)
+    ins, outs, ref = make(*[te.size_var(v) for v in "nm"[:nvars]])
+    state = initial_state(outs, ins)
+    sched = default_schedule_for_sizes(state, hint_state, vector_width())
+    return lower(sched.apply(state), name), ref
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    built = {name: generic_kernel(name) for name in TASKS}
+    path = build_library([f for f, _ in built.values()], None, str(tmp_path_factory.mktemp("rte") / "k.so"))
+    return Lib(path), built
+
+
+def run(lib: Lib, func, ref, sizes: dict, seed: int):
+    """Call func with random inputs at `sizes` ({size var name: value}); returns (outputs, expected), each output
+    with SENTINEL_ROWS rows of NaN past its end checked untouched."""
+    values = {v: sizes[v.name] for v in _size_vars(func)}
+    shapes = [tuple(evaluate(d, values) for d in p.shape) for p in func.params[:-1]]
+    rng = np.random.default_rng(seed)
+    n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes[:n_in]]
+    padded = [np.full((s[0] + SENTINEL_ROWS,) + s[1:] if s else (1,), np.nan, np.float32)
+              for s in shapes[n_in:]]
+    sizes_arg = np.array([values[v] for v in _size_vars(func)], np.int32)
+    got = lib.call(func.name, *inputs, *padded, sizes_arg)[n_in:n_in + n_out]
+    for g, s in zip(got, shapes[n_in:]):
+        assert np.isnan(g[s[0]:]).all() if s else True, "wrote past the end of an output"
+    return [g[:s[0]] if s else g[:1].reshape(()) for g, s in zip(got, shapes[n_in:])], ref(*inputs)
+
+
+def _size_vars(func):
+    names = func.attrs["size_vars"]
+    found = {}
+    for p in func.params:
+        for d in p.shape:
+            for v in te.walk(te.as_expr(d)):
+                if isinstance(v, te.Var):
+                    found[v.name] = v
+    return [found[n] for n in names]
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_one_kernel_runs_every_size(kernels, name):
+    lib, built = kernels
+    func, ref = built[name]
+    for k, n in enumerate(SIZES):
+        sizes = {"n": n, "m": SIZES[-1 - k]}
+        got, want = run(lib, func, ref, sizes, seed=k)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=f"{name} at {sizes}")
+
+
+def test_sizes_are_the_last_parameter_in_first_seen_order(kernels):
+    _, built = kernels
+    func, _ = built["both_free"]
+    assert func.attrs["size_vars"] == ("n", "m")
+    assert func.params[-1].name == "sizes" and func.params[-1].dtype == "int32"
+    assert func.params[-1].shape == (2,)
+    ins, outs, _ = ew(8)
+    static = lower(initial_state(outs, ins))
+    assert "size_vars" not in static.attrs and static.params[-1].name == "out"
+
+
+def test_whole_tiles_run_unguarded_and_the_last_tile_guarded(kernels):
+    """The matmul's row tiles: the split of n versions the nest, so a guard `< n` appears once, in the tail copy
+    (an unguarded copy of the same loops runs the whole tiles)."""
+    _, built = kernels
+    text = str(built["matmul"][0])
+    assert "n = sizes[0]" in text
+    assert text.count("if (") >= 2 and " < n)" in text
+
+
+def test_a_static_extent_that_is_asked_for_at_run_time_is_refused_clearly():
+    ins, outs, _ = both_free(te.size_var("n"), te.size_var("m"))
+    state = initial_state(outs, ins)
+    with pytest.raises(ScheduleError, match="its extent m is known only at run time; split it by a constant and "
+                                            "vectorize the inner part"):
+        Schedule((Annotate("out", "j", "vectorize"),)).apply(state)
+    with pytest.raises(ScheduleError, match="parts of an extent known only at run time"):
+        Schedule((Split("out", "i", (4,), nparts=True),)).apply(state)
+
+
+def test_a_local_buffer_of_run_time_size_is_refused_clearly():
+    """A stage computed at a loop outside the run-time axis would need a local buffer of n elements."""
+    from compiler.schedule import ComputeAt
+    n = te.size_var("n")
+    a = te.placeholder((n, 8), name="a")
+    mid = te.compute((n, 8), lambda i, j: a[i, j] + 1.0, name="mid")
+    r = te.reduce_axis(n, "r")
+    out = te.compute((8,), lambda j: te.sum(mid[r, j], r), name="out")
+    state = Schedule((ComputeAt("mid", "out", "i"),)).apply(initial_state([out], [a]))
+    with pytest.raises(LoweringError, match="known only at run time"):
+        lower(state)
+
+
+def test_evaluate_dims():
+    n, m = te.size_var("n"), te.size_var("m")
+    assert evaluate((n + 3) // 4 * m - n % 3, {n: 10, m: 7}) == 3 * 7 - 1
+    assert evaluate(te.max_(n, m) - te.min_(n, m), {n: 2, m: 9}) == 7
+    assert evaluate(12, {}) == 12
+    with pytest.raises(KeyError, match="'m'"):
+        evaluate(n * m, {n: 1})
+
+
+def test_the_sizes_parameter_is_read_not_assumed(kernels):
+    """Two calls of one kernel with different sizes on the same buffers: the second sees its own size (a kernel
+    that baked the first call's n in would leave rows unwritten or write past them)."""
+    lib, built = kernels
+    func, _ = built["ew"]
+    a = np.ones((20, 37), np.float32)
+    out = np.full((20, 37), np.nan, np.float32)
+    lib.call("ew", a, out, np.array([20], np.int32))
+    got = lib.call("ew", a, np.full((20, 37), np.nan, np.float32), np.array([7], np.int32))[1]
+    assert (got[:7] == 3).all() and np.isnan(got[7:]).all()
