@@ -36,7 +36,7 @@ from .recurrent_schedule import schedule_recurrent
 from .registers import conv_tile_budget, pointwise_tile_budget, unrolled_reduce_budget, vector_registers
 from .row_schedule import MIN_PARALLEL_ELEMENTS, schedule_fused_rows
 from .schedule import (Annotate, CacheWrite, ComputeAt, ComputeInline, Fuse, Reorder, Schedule, Split, Stage,
-                       State)
+                       State, initial_state)
 from .transpose_schedule import tile_loops, transpose_tile
 from .winograd_schedule import schedule_winograd
 
@@ -72,13 +72,16 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     return Schedule(tuple(b.steps))
 
 
-def default_schedule_for_sizes(state: State, hint_state: State, vector_width: int = 16) -> Schedule:
+def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16) -> Schedule:
     """The default schedule of a state whose extents hold size variables (dims known only at run time): the one
-    default_schedule makes for hint_state, the same computation with every size variable bound to a typical size,
-    replayed on `state`. Steps are data (splits by constants, fuses, annotations) and apply as they are: a split of
-    a run-time extent runs whole tiles and a guarded last tile, versioned so that the whole tiles run unguarded
-    (compiler/lower.py). A step that cannot apply (an nparts split or a vectorized or unrolled loop of a run-time
-    extent) raises ScheduleError naming it."""
+    default_schedule makes for the same computation with each size variable v bound to the typical size hints[v]
+    (te.bind_sizes: the same stages and names), replayed on `state`. Steps are data (splits by constants, fuses,
+    annotations) and apply as they are: a split of a run-time extent runs whole tiles and a guarded last tile,
+    versioned so that the whole tiles run unguarded (compiler/lower.py). A step that cannot apply (an nparts split
+    or a vectorized or unrolled loop of a run-time extent) raises ScheduleError naming it; a schedule that keeps a
+    whole run-time axis in a local buffer raises lowering's LoweringError."""
+    twin = te.bind_sizes(state.outputs + state.inputs, hints)
+    hint_state = initial_state([twin[id(t)] for t in state.outputs], [twin[id(t)] for t in state.inputs])
     sched = default_schedule(hint_state, vector_width)
     sched.apply(state)  # (on a copy) raises ScheduleError where a step does not fit the run-time extents
     return sched

@@ -154,6 +154,8 @@ def infer_call_type(op_name: str, args, attrs: Attrs) -> tuple[Attrs, TensorType
     full_attrs = Attrs(full)
     out_type = opdef.infer(arg_types, full_attrs)
     for t in out_type.fields if isinstance(out_type, TupleType) else (out_type,):
+        if not t.is_static:
+            continue  # (dims known at run time are checked against the bounds of their sizes when they run)
         if any(d < 0 for d in t.shape):
             raise OpError(f"{op_name}: output shape {t.shape} has a negative dim")
         if math.prod(t.shape) > MAX_TENSOR_ELEMENTS:

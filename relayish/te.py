@@ -198,6 +198,41 @@ def reduce_identity(combiner: str, dtype: str) -> PrimExpr:
     return FloatImm(inf, dtype)
 
 
+def bind_sizes(tensors: Sequence[Tensor], values: dict) -> dict:
+    """The static twin of a computation over size variables: every tensor reachable from `tensors` rebuilt with
+    each size variable v (a key of values) replaced by the int values[v] in shapes, extents and index
+    expressions; names, stages and their structure are unchanged, so that a schedule made for the twin replays
+    on the original (compiler/default_schedule.py default_schedule_for_sizes). Returns {id(old): new tensor}."""
+    consts = {v: IntImm(int(n)) for v, n in values.items()}
+    new: dict = {}
+
+    def bound(d):
+        return d if is_static(d) else dim(substitute_vars(d, consts))
+
+    def axis(ax: IterVar) -> IterVar:
+        return IterVar(ax.var, bound(ax.extent), ax.kind)
+
+    def rewrite(e):
+        def fn(node):
+            if isinstance(node, Var):
+                return consts.get(node)
+            if isinstance(node, TensorRead):
+                return TensorRead(new[id(node.tensor)], tuple(rewrite(i) for i in node.indices))
+            if isinstance(node, Reduce):
+                return Reduce(node.combiner, rewrite(node.body), tuple(axis(a) for a in node.axes))
+            return None
+        return substitute(e, fn)
+
+    for t in stage_dag(tensors):
+        if isinstance(t.op, PlaceholderOp):
+            new[id(t)] = Tensor(PlaceholderOp(t.op.name, tuple(bound(d) for d in t.op.shape), t.op.dtype))
+        else:
+            op = t.op
+            new[id(t)] = Tensor(ComputeOp(op.name, tuple(axis(a) for a in op.axes), rewrite(op.body), op.dtype,
+                                          op.tag))
+    return new
+
+
 def stage_dag(outputs: Sequence[Tensor]) -> list[Tensor]:
     """All tensors reachable from outputs, producers before consumers (placeholders included)."""
     order, seen = [], set()

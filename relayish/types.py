@@ -1,4 +1,5 @@
-"""The types of the graph IR and the frozen attribute mapping: plain data that imports nothing from relayish.
+"""The types of the graph IR and the frozen attribute mapping: plain data that imports nothing from relayish but
+the expressions a dim known only at run time is (prim_expr).
 
 Every other module of relayish (expressions, the op registry, the ops' shape rules, the printer) builds on these,
 so they live apart: the op registry can type a call without knowing what an expression is.
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from .prim_expr import IntImm, PrimExpr
 
 
 # every dtype a tensor may have (graph inputs, outputs, constants, intermediate values)
@@ -32,21 +35,48 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def dim(d):
+    """A tensor dim: an int, or an int32 expression of size variables (relayish.prim_expr Vars: dims known only at
+    run time, te.size_var)."""
+    if isinstance(d, IntImm):
+        return d.value
+    if isinstance(d, PrimExpr):
+        if d.dtype != "int32":
+            raise TypeError(f"a dim must be an int or an int32 expression of size variables, got {d}")
+        return d
+    return int(d)
+
+
+def is_static_dim(d) -> bool:
+    return not isinstance(d, PrimExpr)
+
+
 @dataclass(frozen=True)
 class TensorType:
-    shape: tuple[int, ...]
+    """shape: ints, or int32 expressions of size variables where a dim is known only at run time."""
+    shape: tuple
     dtype: str = "float32"
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(dim(d) for d in self.shape))
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+    def is_static(self) -> bool:
+        return all(is_static_dim(d) for d in self.shape)
+
+    @property
+    def size(self):
+        """The element count: an int, or an expression of size variables."""
+        if self.is_static:
+            return int(np.prod(self.shape, dtype=np.int64))
+        n = 1
+        for d in self.shape:
+            n = n * d
+        return n
 
     def __str__(self):
         return f"Tensor[({', '.join(map(str, self.shape))}), {self.dtype}]"

@@ -9,18 +9,44 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType, is_float
+from ..types import TensorType, is_float, is_static_dim
 from ..op import OpError, stage_tag
 
 
 PAD_TAG = stage_tag("pad", is_padding=True)  # every padding stage (see StageTag)
 
 
-def broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
-    try:
-        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
-    except ValueError:
-        raise OpError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} do not broadcast") from None
+def broadcast_shape(op: str, *shapes) -> tuple:
+    """numpy's broadcast of the shapes. A dim known only at run time (an expression of size variables) broadcasts
+    with 1 and with the same expression; against any other dim it cannot be decided here and is an OpError."""
+    shown = ' and '.join(show_shape(s) for s in shapes)
+    if all(is_static_dim(d) for s in shapes for d in s):
+        try:
+            return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise OpError(f"{op}: shapes {shown} do not broadcast") from None
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for k in range(ndim):
+        dims = [s[len(s) - ndim + k] for s in shapes if len(s) - ndim + k >= 0]
+        real = [d for d in dims if not (is_static_dim(d) and d == 1)]
+        if real and not all(same_dim(real[0], d) for d in real):
+            raise OpError(f"{op}: shapes {shown} do not broadcast: dim {k} of the result would be one of "
+                          f"{', '.join(map(str, real))}, which cannot be shown equal before run time")
+        out.append(real[0] if real else 1)
+    return tuple(out)
+
+
+def same_dim(a, b) -> bool:
+    """Whether two dims are the same: equal ints, or the same expression of size variables (structurally; size
+    variables by identity)."""
+    if is_static_dim(a) != is_static_dim(b):
+        return False
+    return a == b
+
+
+def show_shape(shape) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
 def same_dtype(op: str, types) -> str:
@@ -85,7 +111,11 @@ def pad_axis_index(index, before: int, extent: int, padded_extent: int):
     if before > 0:
         conds.append(index >= before)
         idx = te.max_(idx, 0)
-    if padded_extent > before + extent:
+    if not (is_static_dim(padded_extent) and is_static_dim(extent)):  # sizes known at run time: the same
+        if not same_dim(padded_extent, before + extent):           # expression or guarded
+            conds.append(index < before + extent)
+            idx = te.min_(idx, extent - 1)
+    elif padded_extent > before + extent:
         conds.append(index < before + extent)
         idx = te.min_(idx, extent - 1)
     return conds, idx

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 
@@ -159,7 +159,7 @@ def _cn_infer(arg_types, attrs):
     dh, dw = attrs.dilation
     pt, pl, pb, pr = attrs.padding
     oh, ow = _conv_out(h, kh, sh, dh, pt, pb), _conv_out(wd, kw, sw, dw, pl, pr)
-    if oh <= 0 or ow <= 0:
+    if any(is_static_dim(d) and d <= 0 for d in (oh, ow)):
         raise OpError(f"nn.conv2d_nchwc: empty output ({oh}x{ow}) for input {x.shape}")
     return TensorType((n, ob_n, oh, ow, ob), x.dtype)
 

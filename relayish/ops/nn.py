@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import broadcast_shape, expect_float, expect_ndim, int_tuple, pad_stage, same_dtype
 from .rows import ROW_TAG, trailing_reduce
@@ -34,8 +34,10 @@ def _conv_normalize(attrs, arg_types):
     return attrs
 
 
-def _conv_out(op: str, what: str, size: int, kernel: int, stride: int, dilation: int, pad: int) -> int:
+def _conv_out(op: str, what: str, size, kernel: int, stride: int, dilation: int, pad: int):
     span = size + pad - (kernel - 1) * dilation - 1
+    if not is_static_dim(span):  # a size known at run time: its window count, as an expression
+        return span // stride + 1
     if span < 0:
         raise OpError(f"{op}: padded input {what} {size + pad} is smaller than the dilated kernel {what} "
                       f"{(kernel - 1) * dilation + 1}")
@@ -119,6 +121,10 @@ def pool_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin:
     """ONNX/onnxruntime pooling output size. In ceil mode a last window that would start past the input and its
     leading padding (in the trailing padding or beyond) is dropped."""
     span = size + pad_begin + pad_end - (kernel - 1) * dilation - 1
+    if not is_static_dim(span):
+        if ceil_mode:
+            raise OpError(f"pooling in ceil mode over a dim known only at run time ({size}) is not supported")
+        return span // stride + 1
     out = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (out - 1) * stride >= size + pad_begin:
         out -= 1
@@ -177,7 +183,7 @@ def _pool_infer(op):
         if max(pt, pb) >= kh or max(pl, pr) >= kw:
             raise OpError(f"{op}: padding {attrs.padding} must be smaller than pool_size {attrs.pool_size}")
         for what, size, k, d, pad in (("height", h, kh, dh, pt + pb), ("width", w, kw, dw, pl + pr)):
-            if size + pad < (k - 1) * d + 1:
+            if is_static_dim(size) and size + pad < (k - 1) * d + 1:
                 raise OpError(f"{op}: padded input {what} {size + pad} is smaller than the dilated pool {what} "
                               f"{(k - 1) * d + 1}")
         return TensorType(_pool_out_shape(x.shape, attrs.pool_size, attrs.strides, attrs.padding, attrs.dilation,
@@ -240,9 +246,12 @@ def _tap_count(start, kernel: int, dilation: int, lo: int, hi: int):
 
 def _pool_input(x, attrs, out_type, value):
     """x padded for the windows (explicit padding plus any ceil_mode overhang), or x itself if none is needed."""
-    pt, pl, _, _ = attrs.padding
+    pt, pl, pb, pr = attrs.padding
     need_h, need_w = _pool_geometry(out_type.shape, attrs.pool_size, attrs.strides, attrs.dilation)
-    if pt == 0 and pl == 0 and need_h <= x.shape[2] and need_w <= x.shape[3]:
+    if not (is_static_dim(x.shape[2]) and is_static_dim(x.shape[3])):  # sizes known at run time (floor mode:
+        if not any(attrs.padding):                                    # unpadded windows stay inside)
+            return x
+    elif pt == 0 and pl == 0 and need_h <= x.shape[2] and need_w <= x.shape[3]:
         return x
     return pad_stage(x, {2: pt, 3: pl}, x.shape[:2] + (need_h, need_w) + x.shape[4:], value, name="pad")
 
@@ -276,6 +285,14 @@ def _avg_pool_compute(inputs, attrs, out_type):
         return _tap_count(y * sh, kh, dh, lo_h, hi_h) * _tap_count(xx * sw, kw, dw, lo_w, hi_w)
 
     oh, ow = out_type.shape[2:4]
+    if not (is_static_dim(oh) and is_static_dim(ow)):  # sizes known at run time: every window whole or counted
+        inv = 1.0 / (kh * kw)
+        if not any(attrs.padding) or attrs.count_include_pad:
+            return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
+                              name="avg_pool2d", tag="pool")
+        return te.compute(out_type.shape,
+                          lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / te.cast(x.dtype, count(y, xx)),
+                          name="avg_pool2d", tag="pool")
     rows = {_tap_count(y * sh, kh, dh, lo_h, hi_h).value for y in range(oh)}
     cols = {_tap_count(xx * sw, kw, dw, lo_w, hi_w).value for xx in range(ow)}
     if len(rows) == len(cols) == 1:  # the common case: every window counts the same, a constant reciprocal
@@ -321,6 +338,14 @@ def _global_pool_compute(inputs, attrs, out_type):
     if rows is not None:  # NCHW: each channel's H*W values are one contiguous row, summed in vector partials
         return te.compute(out_type.shape, lambda n, c, y, xx: rows[n, c] * te.const(1.0 / (h * w), x.dtype),
                           name="global_avg_pool2d", tag=ROW_TAG)
+    if not (is_static_dim(h) and is_static_dim(w)):  # sizes known at run time: the count is too
+        count = te.cast(x.dtype, h * w)
+        rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
+        total = te.compute(out_type.shape,
+                           lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
+                           name="global_avg_pool2d_sum", tag="pool")
+        return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / count,
+                          name="global_avg_pool2d", tag="pool")
     rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
     total = te.compute(out_type.shape,
                        lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),

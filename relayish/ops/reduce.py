@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import te
-from ..types import TensorType, is_float
+from ..types import TensorType, is_float, is_static_dim
 from ..op import OpError, Pattern, register_op
 from .common import normalize_axis
 from .rows import ROW_TAG, trailing_reduce
@@ -69,6 +69,11 @@ def _widened(x):
     return x.astype(np.float32) if is_float(x.dtype) and x.dtype.itemsize == 2 else x
 
 
+def _scale(scale, dtype: str):
+    """A mean's scale: a number, or an expression of the run-time sizes."""
+    return scale if isinstance(scale, te.PrimExpr) else te.const(scale, dtype)
+
+
 def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> te.Tensor:
     """combiner over `axes` of x (one reduce axis per reduced dim); scale multiplies the result (for mean)."""
     raxes = {a: te.reduce_axis(x.shape[a], f"r{a}") for a in axes}
@@ -99,12 +104,12 @@ def reduce_compute(x: te.Tensor, axes, keepdims, combiner, name, scale=None) -> 
 
         def result(*i):  # the kept axes lead the output, with or without keepdims' trailing 1s
             value = rows[tuple(i[:len(kept)])]
-            return value if scale is None else value * te.const(scale, x.dtype)
+            return value if scale is None else value * _scale(scale, x.dtype)
         return te.compute(out_shape, result, name=name, tag=ROW_TAG)
     total = te.compute(out_shape, lambda *i: reducer(x[index(i)], list(raxes.values())), name=name, tag="reduce")
     if scale is None:
         return total
-    return te.compute(out_shape, lambda *i: total[i] * te.const(scale, x.dtype), name=name + "_scale",
+    return te.compute(out_shape, lambda *i: total[i] * _scale(scale, x.dtype), name=name + "_scale",
                       tag="elemwise")
 
 
@@ -125,7 +130,7 @@ def _rows_then_rest(x: te.Tensor, axes, keepdims, combiner, name, scale, out_sha
 
     def result(*i):
         value = rest[tuple(i[d] for d in kept) if keepdims else i]
-        return value if scale is None else value * te.const(scale, x.dtype)
+        return value if scale is None else value * _scale(scale, x.dtype)
     return te.compute(out_shape, result, name=name, tag=ROW_TAG)
 
 
@@ -158,8 +163,15 @@ def _whole_tensor_reduce(x: te.Tensor, combiner: str, name: str, out_shape) -> t
 def _register(op, fn, combiner, doc):
     def compute(inputs, attrs, out_type):
         x, = inputs
-        count = int(np.prod([x.shape[a] for a in attrs.axes], dtype=np.int64))
-        scale = 1.0 / count if op == "mean" else None
+        dims = [x.shape[a] for a in attrs.axes]
+        if all(is_static_dim(d) for d in dims):
+            count = int(np.prod(dims, dtype=np.int64))
+            scale = 1.0 / count if op == "mean" else None
+        else:  # reduced dims known at run time: the mean's scale is computed when it runs
+            count = 1
+            for d in dims:
+                count = count * d
+            scale = 1.0 / te.cast(x.dtype, count) if op == "mean" else None
         return reduce_compute(x, attrs.axes, attrs.keepdims, combiner, op, scale)
 
     register_op(op, inputs=1, pattern=Pattern.COMM_REDUCE, op_class="normalization", infer=_infer(op), ref=_ref(fn),

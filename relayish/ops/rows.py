@@ -21,7 +21,10 @@ def row_lanes(length: int, dtype: str = "float32") -> int | None:
     twice in it (the row's last length % lanes elements are then a tail); None for a row too short for partials
     (use the plain reduction). 16-bit floats take the tail form only where they took it before it existed (a
     width divides the row): their stored intermediates round differently from the plain reduction's, and onnx's
-    float16 Attention cases, which the plain reduction matches, lie within that difference."""
+    float16 Attention cases, which the plain reduction matches, lie within that difference. A row whose length is
+    known only at run time takes the plain reduction (None)."""
+    if isinstance(length, te.PrimExpr):
+        return None
     whole = next((w for w in ROW_LANES if length % w == 0 and length > w), None)
     if whole or dtype in ("float16", "bfloat16"):
         return whole
