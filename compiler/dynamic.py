@@ -9,19 +9,24 @@ each other (a dim named `batch` in two inputs must have one size) and runs the c
 
 - the **specialized tier**: a module compiled for exactly these sizes (as fast as a static compile), when one is
   kept; else
-- the **generic tier**, where the model has one: a model whose only free dim is the batch (dim 0 of every input)
-  and whose ops keep the items of a batch apart (compiler/batch_split.py) runs any batch item by item on one
-  module compiled for batch 1, made by compile_model itself: a batch size never seen runs at once, no compile;
+- the **generic tier**, where the model has one, made by compile_model itself, so that a shape never seen runs at
+  once, no compile: a model whose only free dim is the batch (dim 0 of every input) and whose ops keep the items
+  of a batch apart (compiler/batch_split.py) runs any batch item by item on one module compiled for batch 1; any
+  other model that compiles with its free dims as run-time sizes runs on kernels with run-time extents
+  (compiler/generic.py: one library for every size);
 - else a module compiled now, on this call, for these sizes.
 
 `specialize` says when the specialized tier is made: "auto" (the default) compiles a shape's module in a
 background thread once the shape has come SPECIALIZE_AFTER times, the generic tier serving it meanwhile, and swaps
 it in between calls (a model without a generic tier compiles on first sight, as "eager"); "eager" compiles on first
 sight, in the call; "never" runs the generic tier only (refused for a model without one). The batch-1 module is
-also the specialization of batch 1. Tuning records apply to every module as to a static compile: the generic
-tier's kernels are the batch-1 model's, the specialized tier's those of each shape.
+also the specialization of batch 1. Tuning records apply to every module as to a static compile: the batch
+tier's kernels are the batch-1 model's, the specialized tier's those of each shape; the kernels with run-time
+extents run their default schedules (made for a typical size, compiler/generic.py).
 
-What this is not yet: a generic module with run-time extents (any dim free, not only an item-wise batch).
+What the run-time extents do not cover yet (such a model compiles per shape, generic_tier["none"] says why):
+shape arithmetic over the free dims inside the graph (Shape, a Reshape to computed dims: most transformer and
+PP-OCR exports), Resize over a free dim, pooling in ceil mode over one.
 
 Invariants:
 - A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results
@@ -47,6 +52,7 @@ from runtime.session import ORT_TYPES, PROVIDER, ModelMetadata, NodeArg, model_m
 
 MAX_SPECIALIZATIONS = 8
 SESSION_FORMAT = "relayish-dynamic-session/1"  # session.json's format (export / load_session)
+RUN_TIME_EXTENTS = "run-time extents"  # generic_tier["kind"] of a generic module (compiler/generic.py)
 SPECIALIZE_AFTER = 2  # calls with one shape after which "auto" compiles a module for it in the background
 
 
@@ -64,6 +70,16 @@ class Dim:
         if self.lo == 0 and self.hi is None:
             return self.symbol
         return f"{self.symbol} in [{self.lo}, {'inf' if self.hi is None else self.hi}]"
+
+
+def describe_generic_tier(tier: dict | None) -> str:
+    """What serves a shape no module was compiled for, in words (the CLI's reports)."""
+    tier = tier or {}
+    if "batch" in tier:
+        return f"any {tier['batch']} on the batch-1 module"
+    if tier.get("kind") == RUN_TIME_EXTENTS:
+        return f"any {', '.join(tier['symbols'])} on kernels with run-time extents"
+    return f"none ({tier.get('none', 'specialize=eager')}): a new shape compiles in its first call"
 
 
 def is_free(d) -> bool:
@@ -192,6 +208,7 @@ class ShapeSpecializedSession:
         self._background: threading.Thread | None = None
         self._queue: list = []
         self._batch, self.generic_tier, self._out_axes = None, None, ()
+        self._extents = None  # the generic tier with run-time extents (compiler/generic.py), if it is that
         if restored is not None:
             self._batch, self.generic_tier = restored["batch"], restored["generic_tier"]
             self._out_axes = tuple(restored.get("out_axes", ()))
@@ -199,14 +216,20 @@ class ShapeSpecializedSession:
                 self._kept[key] = spec
             if self._batch is not None:
                 self._generic = self._kept[_key({self._batch: 1})].module
+            elif (self.generic_tier or {}).get("kind") == RUN_TIME_EXTENTS:
+                self._make_extents() if model is not None else \
+                    self.generic_tier.update(kind=None, none="the session was loaded without its model")
         elif options.specialize != "eager":
             self._batch, why = self._batch_symbol()
             if self._batch is not None:
                 self._make_generic()
-            elif options.specialize == "never":
-                raise ValueError(f"specialize='never' needs a generic tier, and this model has none: {why}")
             else:
-                self.generic_tier = {"none": why}
+                why_not = self._make_extents()
+                if why_not is not None and options.specialize == "never":
+                    raise ValueError(f"specialize='never' needs a generic tier, and this model has none: {why}; "
+                                     f"{why_not}")
+                if why_not is not None:
+                    self.generic_tier = {"none": f"{why}; {why_not}"}
 
     @property
     def free_dims(self) -> dict[str, str]:
@@ -261,7 +284,7 @@ class ShapeSpecializedSession:
         if not isinstance(input_feed, dict):
             raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
         shapes = {name: np.shape(input_feed[name]) for name in self._specs if name in input_feed}
-        if self._batch is None:
+        if self._batch is None and self._extents is None:
             spec = self._specialization_for(shapes, count_run=True)
             return spec.module.run(output_names, input_feed, run_options)
         key = _key(bind(self._specs, shapes))
@@ -276,6 +299,8 @@ class ShapeSpecializedSession:
                     self._schedule(key, _int_shapes(shapes))
         if spec is not None:
             return spec.module.run(output_names, input_feed, run_options)
+        if self._extents is not None:
+            return self._extents.run(output_names, input_feed, run_options)
         return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
 
     def specialization(self, input_shapes: dict):
@@ -343,6 +368,23 @@ class ShapeSpecializedSession:
             return None, f"it does not import at batch {BATCH}: {str(e).splitlines()[0]}"
         self._out_axes = axes
         return symbols.pop(), ""
+
+    def _make_extents(self) -> str | None:
+        """Make the generic tier with run-time extents (compiler/generic.py); None, or why the model has none."""
+        from .generic import GenericUnsupported, compile_generic
+        shapes = {n: tuple(d.symbol if d.symbol is not None else d.size for d in dims)
+                  for n, dims in self._specs.items()}
+        ranges = {d.symbol: (d.lo, d.hi) for dims in self._specs.values() for d in dims if d.symbol is not None}
+        try:
+            self._extents = compile_generic(self._model, shapes, self._options, list(self._described["output_dims"]),
+                                            ranges)
+        except GenericUnsupported as e:
+            return f"no kernels with run-time extents: {e}"
+        if self._options.num_threads is not None:
+            self._extents.num_threads = self._options.num_threads
+        self.generic_tier = {"kind": RUN_TIME_EXTENTS, "symbols": sorted(self.free_dims),
+                             "compile_s": round(self._extents.compile_s, 2)}
+        return None
 
     def _make_generic(self) -> None:
         sizes = {self._batch: 1}

@@ -95,7 +95,7 @@ def workload_key(func: Function) -> str:
     ids, lines = {}, []
     for i, p in enumerate(func.params):
         ids[id(p)] = f"p{i}"
-        lines.append(["param", list(p.type.shape), p.type.dtype])
+        lines.append(["param", _dims(p.type.shape), p.type.dtype])
     for node in post_order(func.body):
         if id(node) in ids:
             continue
@@ -103,7 +103,7 @@ def workload_key(func: Function) -> str:
             if not isinstance(node.op, str):
                 raise ValueError("nested function calls cannot form a task")
             attrs = [[k, _jsonable(v)] for k, v in node.attrs.items()]
-            lines.append([node.op, [ids[id(a)] for a in node.args], attrs, list(node.type.shape), node.type.dtype])
+            lines.append([node.op, [ids[id(a)] for a in node.args], attrs, _dims(node.type.shape), node.type.dtype])
         elif isinstance(node, Tuple):
             lines.append(["tuple", [ids[id(f)] for f in node.fields]])
         elif isinstance(node, TupleGetItem):
@@ -119,11 +119,23 @@ def workload_key(func: Function) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def _static(t) -> bool:
+    """Whether a type's dims are all numbers (a tuple type's fields' too)."""
+    return all(_static(f) for f in t.fields) if hasattr(t, "fields") else t.is_static
+
+
+def _dims(shape) -> list:
+    """A shape in a key: ints, and a dim known only at run time as its (canonical) expression's text."""
+    return [d if isinstance(d, int) else str(d) for d in shape]
+
+
 def _jsonable(v):
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return repr(v)
     if isinstance(v, tuple):
         return [_jsonable(x) for x in v]
+    if isinstance(v, te.PrimExpr):  # a dim known only at run time (a reshape's newshape)
+        return str(v)
     return v
 
 
@@ -146,7 +158,10 @@ def build_task(func: Function, name: str | None = None) -> Task:
             args = [tensors[id(a)] for a in node.args]
             tensors[id(node)] = opdef.compute(args, node.attrs, node.type)
             arg_types = [a.type for a in node.args]
-            flops += opdef.flops(arg_types, node.attrs, node.type) if opdef.flops else node.type.size
+            if not all(_static(t) for t in arg_types + [node.type]):
+                flops = float("nan")  # a task over sizes known only at run time: its flops are known then
+            elif not flops != flops:
+                flops += opdef.flops(arg_types, node.attrs, node.type) if opdef.flops else node.type.size
             ops.append(node.op)
         elif isinstance(node, Constant) and node.type.size == 1:
             value = te.const(node.data.item(), node.type.dtype)

@@ -1,5 +1,5 @@
 """The types of the graph IR and the frozen attribute mapping: plain data that imports nothing from relayish but
-the expressions a dim known only at run time is (prim_expr).
+the expressions a dim known only at run time is (prim_expr, dims).
 
 Every other module of relayish (expressions, the op registry, the ops' shape rules, the printer) builds on these,
 so they live apart: the op registry can type a call without knowing what an expression is.
@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .dims import canonical
 from .prim_expr import IntImm, PrimExpr
 
 
@@ -43,7 +44,7 @@ def dim(d):
     if isinstance(d, PrimExpr):
         if d.dtype != "int32":
             raise TypeError(f"a dim must be an int or an int32 expression of size variables, got {d}")
-        return d
+        return canonical(d)  # one form per value (relayish/dims.py): equal dims compare equal
     return int(d)
 
 

@@ -1,7 +1,7 @@
-"""compile_model with dims left free (compiler/dynamic.py): a ShapeSpecializedSession that compiles once per input
-shape, checked three ways on shapes it was not compiled for ahead of time, and its checks of the inputs; a free
-batch's generic tier (item by item on the batch-1 module, compiler/batch_split.py) and the modules compiled in
-the background for batch sizes that recur."""
+"""compile_model with dims left free (compiler/dynamic.py): a ShapeSpecializedSession, checked three ways on shapes
+it was not compiled for ahead of time, and its checks of the inputs; its generic tiers (a free batch item by item
+on the batch-1 module, compiler/batch_split.py; any free dim on kernels with run-time extents, compiler/generic.py),
+the modules compiled per shape (on first sight, or in the background for shapes that recur)."""
 from __future__ import annotations
 
 import threading
@@ -35,6 +35,15 @@ def line_model(width="W"):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def ceil_pool_model():
+    """A max pool in ceil mode over (1, 3, 8, W): (1, 3, 4, ceil(W / 2)). Pooling in ceil mode over a free dim has
+    no kernels with run-time extents yet, so the session has no generic tier and compiles per shape."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 8, "W"))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 3, 4, "V"))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def pair_model():
     """y = a + b with a and b both (N, 4): one symbol in two inputs."""
     graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "pair",
@@ -50,15 +59,36 @@ def interpreted(model, feeds):
 
 @pytest.mark.parametrize("width", ["W", None], ids=["named", "unnamed"])
 def test_free_width_runs_shapes_never_compiled_for_three_ways(width):
+    """The generic tier: kernels with run-time extents serve every width from its first call, no compile; a width
+    that recurs gets its own module in the background."""
     model = line_model(width)
     sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
     assert isinstance(sess, ShapeSpecializedSession)
     symbol = "W" if width else "x.3"
     assert sess.get_inputs()[0].shape == [1, 3, 8, symbol] and list(sess.free_dims) == [symbol]
-    for w in (17, 40, 5, 17):
+    assert sess.generic_tier["kind"] == "run-time extents" and sess.generic_tier["symbols"] == [symbol]
+    for w in (17, 40, 5, 1):
         feed = {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)}
         ours, = sess.run(None, feed)
         assert ours.shape == (1, w, 5)
+        assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"W={w}")
+    assert sess.specializations() == []  # every width ran at once, on the generic tier
+    feed = {"x": RNG.standard_normal((1, 3, 8, 17)).astype(np.float32)}
+    generic, = sess.run(None, feed)  # W=17 a second time: its module is compiled in the background
+    assert sess.wait_for_specializations(timeout=120)
+    assert [s["symbols"] for s in sess.specializations()] == [{symbol: 17}]
+    np.testing.assert_allclose(sess.run(None, feed)[0], generic, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", ["W", None], ids=["named", "unnamed"])
+def test_eager_compiles_each_new_width_on_first_sight(width):
+    model = line_model(width)
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="eager")
+    symbol = "W" if width else "x.3"
+    assert sess.generic_tier is None
+    for w in (17, 40, 5, 17):
+        feed = {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)}
+        ours, = sess.run(None, feed)
         assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"W={w}")
     kept = sess.specializations()
     assert [s["symbols"] for s in kept] == [{symbol: 40}, {symbol: 5}, {symbol: 17}]  # 17 used last
@@ -116,7 +146,7 @@ def test_kept_modules_are_bounded_and_the_api_points_to_one_shape():
 
 
 def test_concurrent_runs_of_new_shapes_compile_once_and_agree():
-    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="eager")
     feeds = [{"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in (9, 9, 12, 12, 9, 12)]
     results, errors = [None] * len(feeds), []
 
@@ -136,6 +166,19 @@ def test_concurrent_runs_of_new_shapes_compile_once_and_agree():
     assert sum(s["runs"] for s in sess.specializations()) == len(feeds)
     for feed, got in zip(feeds, results):
         np.testing.assert_array_equal(got, sess.run(None, feed)[0])
+
+
+def test_concurrent_runs_on_the_generic_tier_agree_with_one_at_a_time():
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
+    feeds = [{"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in (9, 30, 12, 9, 64, 12, 3, 30)]
+    results = [None] * len(feeds)
+
+    def work(i):
+        results[i] = sess.run(None, feeds[i])[0]
+    run_threads(work, len(feeds))
+    for feed, got in zip(feeds, results):
+        np.testing.assert_array_equal(got, sess.run(None, feed)[0])
+    assert sess.specializations() == []
 
 
 def test_relayish_run_compiles_a_model_with_free_dims_at_the_inputs_files_shapes(tmp_path, capsys):
@@ -212,15 +255,27 @@ def test_a_recurring_batch_is_compiled_in_the_background_and_swapped_in_under_co
     assert {tuple(s["symbols"].items()): s["runs"] for s in sess.specializations()}[(("N", 4),)] == runs_before + 1
 
 
-def test_a_model_that_mixes_its_batch_items_has_no_generic_tier():
+def test_a_model_that_mixes_its_batch_items_runs_any_batch_on_kernels_with_run_time_extents():
+    """Its items are not computed apart (a mean over the batch), so item by item is wrong; the kernels with run-time
+    extents take the batch as it comes."""
     model = batch_cnn(reduce_batch=True)
     sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
-    assert "reduces along the batch's axis" in sess.generic_tier["none"]
-    feed = {"x": RNG.standard_normal((3, 3, 9, 9)).astype(np.float32)}
-    np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
-    assert [s["symbols"] for s in sess.specializations()] == [{"N": 3}]  # compiled on first sight
-    with pytest.raises(ValueError, match=r"specialize='never' needs a generic tier.*reduces along the batch's axis"):
-        compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="never")
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for n in (3, 1, 6):
+        feed = {"x": RNG.standard_normal((n, 3, 9, 9)).astype(np.float32)}
+        np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
+    assert sess.specializations() == []  # no compile on first sight
+
+
+def test_a_model_with_no_generic_tier_compiles_each_shape_and_says_why():
+    model = ceil_pool_model()
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    assert "ceil mode over a dim known only at run time" in sess.generic_tier["none"]
+    feed = {"x": RNG.standard_normal((1, 3, 8, 7)).astype(np.float32)}
+    np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-6)
+    assert [s["symbols"] for s in sess.specializations()] == [{"W": 7}]  # compiled on first sight
+    with pytest.raises(ValueError, match=r"specialize='never' needs a generic tier.*ceil mode"):
+        compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
     with pytest.raises(ValueError, match=r"specialize must be one of \['auto', 'eager', 'never'\]"):
         compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False, specialize="lazy")
 
@@ -282,7 +337,7 @@ def test_an_exported_session_loads_with_its_tiers_and_compiles_nothing(tmp_path)
 
 def test_a_loaded_session_without_a_generic_tier_compiles_only_with_its_model(tmp_path):
     from compiler import load_session
-    model = line_model()
+    model = ceil_pool_model()
     sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
     x = {w: {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in (10, 14)}
     sess.run(None, x[10])
@@ -293,6 +348,22 @@ def test_a_loaded_session_without_a_generic_tier_compiles_only_with_its_model(tm
         loaded.run(None, x[14])
     with_model = load_session(folder, model=model)
     np.testing.assert_allclose(with_model.run(None, x[14])[0], run_ort(model, x[14])[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_loaded_session_rebuilds_its_run_time_extents_tier_from_its_model(tmp_path):
+    from compiler import load_session
+    model = line_model()
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    folder = sess.export(str(tmp_path / "line"))
+    feed = {"x": RNG.standard_normal((1, 3, 8, 23)).astype(np.float32)}
+    with_model = load_session(folder, model=model)
+    assert with_model.generic_tier["kind"] == "run-time extents"
+    np.testing.assert_array_equal(with_model.run(None, feed)[0], sess.run(None, feed)[0])
+    assert with_model.specializations() == []
+    without = load_session(folder)
+    assert "loaded without its model" in without.generic_tier["none"]
+    with pytest.raises(ValueError, match=r"loaded \(load_session\) with no module for them and no model"):
+        without.run(None, feed)
 
 
 def test_a_recurrent_model_with_a_free_batch_runs_on_the_generic_tier():

@@ -18,6 +18,7 @@ import numpy as np
 from relayish import Call, Constant, Expr, IRModule, Var
 from relayish.ops.matmul_pack import pack_weight
 from relayish.ops.qnn import pack_conv_weight, pack_matmul_weight
+from relayish.dims import typical
 from relayish.types import is_float
 
 from ..matmul_schedule import matmul_tile
@@ -73,6 +74,8 @@ def winograd_tile(node: Call) -> int:
     if not winograd_tiles(node):
         return 0
     oh, ow = node.type.shape[2:]
+    if not (isinstance(oh, int) and isinstance(ow, int)):
+        return 0  # sizes known only at run time: the tile count is too (the direct convolution serves them all)
     return next((m for m in (4, 2) if -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
 
 
@@ -297,8 +300,8 @@ def packed_matmul_block(node: Call, vector_width: int) -> int | None:
     x, w = node.args
     if x.type.ndim < 2 or w.type.ndim != 2 or not is_float(node.type.dtype):
         return None
-    m, n = x.type.shape[-2], w.type.shape[1]
-    tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
+    m, n = typical(x.type.shape[-2]), w.type.shape[1]
+    tile = matmul_tile(m, n, math.prod(typical(d) for d in x.type.shape[:-2]), vector_width)
     return None if tile is None else tile[1] * tile[2]
 
 

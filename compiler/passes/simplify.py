@@ -179,7 +179,10 @@ def live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, pad_
 
 def _cropped_axis(size, out, kernel, stride, dilation, pad_begin):
     """(first tap, last tap + 1, new pad_begin, new pad_end) of one axis with its dead outer taps cropped, or None
-    when nothing is cropped or the cropped window cannot keep every output where it was."""
+    when nothing is cropped or the cropped window cannot keep every output where it was (or the axis's size is
+    known only at run time: every tap may read it)."""
+    if not (isinstance(size, int) and isinstance(out, int)):
+        return None
     first, end = live_taps(size, out, kernel, stride, dilation, pad_begin)
     if end == 0 or (first, end) == (0, kernel):
         return None

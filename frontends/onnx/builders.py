@@ -11,8 +11,9 @@ import numpy as np
 from onnx import helper
 
 from relayish import Constant, Expr, call, const, get_op
+from relayish.prim_expr import PrimExpr
 from relayish.op import infer_call_type
-from relayish.types import Attrs
+from relayish.types import Attrs, dim
 
 from .values import ConversionError
 
@@ -41,7 +42,7 @@ def fold(op: str, *args: Expr, **attrs) -> Expr:
 
 def reshape(x: Expr, newshape) -> Expr:
     """x viewed as newshape: x itself if the shape is the same, a Constant if x is one."""
-    newshape = tuple(int(d) for d in newshape)
+    newshape = tuple(dim(d) for d in newshape)  # (a dim known only at run time: its canonical expression)
     if newshape == shape_of(x):
         return x
     if is_const(x):
@@ -131,6 +132,11 @@ def _padding(auto_pad: str, pads, in_sizes, kernel, strides, dilations) -> tuple
         raise ConversionError(f"unknown auto_pad {auto_pad!r}")
     begin, end = [], []
     for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
+        if isinstance(size, PrimExpr):  # a size known at run time: SAME padding is a constant only at stride 1
+            if s != 1:
+                raise ConversionError(f"auto_pad={auto_pad} with stride {s} over a dim known only at run time "
+                                      f"({size}): its padding would depend on the size")
+            size = 1
         total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
         small, big = total // 2, total - total // 2
         begin.append(small if auto_pad == "SAME_UPPER" else big)

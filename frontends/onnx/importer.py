@@ -27,6 +27,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorType, Tuple, Var, get_op
+from relayish.prim_expr import PrimExpr
 from relayish.types import numpy_dtype
 
 from .qdq import fuse_qdq
@@ -330,8 +331,8 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
     params = []
     for vi in inputs:
         dims = declared[vi.name]
-        if vi.name in input_shapes:
-            shape = tuple(int(d) for d in input_shapes[vi.name])
+        if vi.name in input_shapes:  # (a size variable, te.size_var, leaves the dim free: known at run time)
+            shape = tuple(d if isinstance(d, PrimExpr) else int(d) for d in input_shapes[vi.name])
         elif dims is None:
             raise OnnxImportError(f"{source}: input {vi.name!r} has no shape in the model; give it in input_shapes")
         else:
@@ -343,7 +344,10 @@ def _graph_inputs(graph, initializer_names: set[str], input_shapes: dict, source
 
 
 def _check_input_shape(name: str, shape: tuple, source: str):
-    """Every dim >= 0 (a zero-size input is allowed: nothing reads it) and at most MAX_TENSOR_ELEMENTS elements."""
+    """Every dim >= 0 (a zero-size input is allowed: nothing reads it) and at most MAX_TENSOR_ELEMENTS elements
+    (dims known only at run time are checked when they run)."""
+    if any(isinstance(d, PrimExpr) for d in shape):
+        return
     if any(d < 0 for d in shape):
         raise OnnxImportError(f"{source}: input {name!r} has shape {shape}: a dim is negative")
     try:
@@ -389,7 +393,7 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
     for name, shape in input_shapes.items():
         dims = declared[name]
         shape = tuple(shape)
-        if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        if any(not isinstance(d, PrimExpr) and (not isinstance(d, (int, np.integer)) or d < 0) for d in shape):
             raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dims must be non-negative ints "
                                   "(or None, -1, (lo, hi) for a dim left free)")
         if dims is None:
@@ -399,11 +403,12 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
             raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape} has rank {len(shape)}, but model "
                                   f"input {name!r} has rank {len(dims)} {model_shape}")
         for axis, (given, d) in enumerate(zip(shape, dims)):
-            if isinstance(d, int) and d and d != given:
+            if isinstance(d, int) and d and (isinstance(given, PrimExpr) or d != given):
                 raise OnnxImportError(f"{source}: input_shapes[{name!r}] = {shape}: dim {axis} must be {d} "
                                       f"(model shape {model_shape})")
             if isinstance(d, str):
-                if bindings.setdefault(d, int(given)) != given:
+                if bindings.setdefault(d, given if isinstance(given, PrimExpr) else int(given)) is not given and \
+                        (isinstance(given, PrimExpr) or bindings[d] != given):
                     raise OnnxImportError(f"{source}: input_shapes binds dim {d!r} to both {bindings[d]} and "
                                           f"{given}")
     return bindings

@@ -60,7 +60,11 @@ def layout_shape(primal: dict[str, int], layout: str) -> tuple[int, ...]:
         else:
             size = primal[axis]
             b = blocks.get(axis, 1)
-            if size % b:
+            if not is_static_dim(size):  # (blocked layouts block channels, which are static)
+                if b != 1:
+                    raise OpError(f"layout_transform: axis {axis} of size {size}, known only at run time, cannot be "
+                                  f"blocked by {b}")
+            elif size % b:
                 raise OpError(f"layout_transform: axis {axis} of size {size} is not divisible by block {b}")
             shape.append(size // b)
     return tuple(shape)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, dim, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op
-from .common import normalize_axis, num_elements, same_dtype
+from .common import normalize_axis, num_elements, same_dim, same_dtype, show_shape
 
 
 def _movement_flops(arg_types, attrs, out_type):
@@ -22,7 +22,7 @@ def _movement_flops(arg_types, attrs, out_type):
 def _reshape_normalize(attrs, arg_types):
     attrs = dict(attrs)
     try:
-        attrs["newshape"] = tuple(int(d) for d in attrs["newshape"])
+        attrs["newshape"] = tuple(dim(d) for d in attrs["newshape"])
     except (TypeError, ValueError):
         raise OpError(f"reshape: newshape must be a sequence of ints, got {attrs['newshape']!r}") from None
     return attrs
@@ -31,6 +31,12 @@ def _reshape_normalize(attrs, arg_types):
 def _reshape_infer(arg_types, attrs):
     x, = arg_types
     new = attrs.newshape
+    if not (x.is_static and all(is_static_dim(d) for d in new)):
+        if _anchored_groups(x.shape, new) is None:
+            raise OpError(f"reshape: cannot show that {show_shape(x.shape)} and {show_shape(new)} hold as many "
+                          "elements: dims known only at run time must map through unchanged, in order, with the "
+                          "dims between them the same number of elements")
+        return TensorType(new, x.dtype)
     if any(d < 1 for d in new):
         raise OpError(f"reshape: newshape {new} must be fully resolved (every dim >= 1; no 0 or -1)")
     if num_elements(new) != x.size:
@@ -65,13 +71,40 @@ def _reshape_groups(src: tuple, dst: tuple) -> list[tuple[range, range]]:
     return groups
 
 
+def _anchored_groups(src: tuple, dst: tuple) -> list | None:
+    """_reshape_groups for shapes with dims known only at run time: each such dim is a group of its own, mapped
+    through to the same dim of dst (same expression, same order); the static dims between two of them are
+    grouped as _reshape_groups groups them. None when the shapes do not line up so."""
+    sa = [i for i, d in enumerate(src) if not is_static_dim(d)]
+    da = [j for j, d in enumerate(dst) if not is_static_dim(d)]
+    if len(sa) != len(da) or not all(same_dim(src[i], dst[j]) for i, j in zip(sa, da)):
+        return None
+    groups, i0, j0 = [], 0, 0
+    for i, j in zip(sa + [len(src)], da + [len(dst)]):
+        seg_s, seg_d = src[i0:i], dst[j0:j]
+        if num_elements(seg_s) != num_elements(seg_d):
+            return None
+        if seg_s or seg_d:
+            groups += [(range(i0 + a.start, i0 + a.stop), range(j0 + b.start, j0 + b.stop))
+                       for a, b in _reshape_groups(seg_s, seg_d)]
+        if i < len(src):
+            groups.append((range(i, i + 1), range(j, j + 1)))
+        i0, j0 = i + 1, j + 1
+    return groups
+
+
 def _reshape_compute(inputs, attrs, out_type):
     x, = inputs
     src, dst = x.shape, out_type.shape
+    static = all(is_static_dim(d) for d in src + dst)
+    groups = _reshape_groups(src, dst) if static else _anchored_groups(src, dst)
 
     def body(*out_idx):
         in_idx = [None] * len(src)
-        for sdims, ddims in _reshape_groups(src, dst):
+        for sdims, ddims in groups:
+            if len(sdims) == len(ddims) == 1 and not is_static_dim(src[sdims[0]]):  # a run-time dim, mapped through
+                in_idx[sdims[0]] = out_idx[ddims[0]]
+                continue
             flat = 0  # row-major position inside the group
             for d in ddims:
                 flat = flat * dst[d] + (out_idx[d] if dst[d] > 1 else 0)

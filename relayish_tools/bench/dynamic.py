@@ -1,14 +1,15 @@
 """Models with free dims, shape by shape: the first call of a shape never seen, the generic and the specialized
 tier in steady state, and onnxruntime's on the same shape.
 
-    python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16]
+    python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16] [--images 96,...,448]
         [--bert BERT.onnx [--lengths 8,16,...]] [--wild DIR [--widths 160,...] [--sides 320,...]]
         [--threads 2] [--repeat 30] [--json FILE]
     python -m relayish_tools.bench.dynamic --check DIR [DIR ...] [--batches 2,3,5]
 
 Cases:
   - a CNN over a free batch: MODEL (default models/resnet18.onnx, `python -m models` builds it) with dim 0 of its
-    input and output made free, over --batches;
+    input and output made free, over --batches; and the same CNN over square images of 10 sides --images (dims 2
+    and 3 of its input free, one symbol each);
   - with --bert FILE (the suite's BERT: `python -m models bert`): the encoder over 16 sequence lengths --lengths
     (dim 1 of both inputs free, one symbol; batch 1);
   - with --wild DIR (the real-world suite's folder, see `python -m models --wild`): PP-OCRv6's text-line
@@ -16,11 +17,12 @@ Cases:
     (dims 2 and 3 free, one symbol each).
 
 Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
-user gets it): "first" is the first call of that shape, a shape this session has not seen (a free batch runs it on
-the generic tier; a model without one compiles it in the call). Then, timed in one rotation on the same inputs and
-threads in steady state (bench/compare.py): the generic tier (a session with specialize="never": the batch-1
-module item by item), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
-below 1: ours is faster. The generic tier of a model that has none is left blank.
+user gets it): "first" is the first call of that shape, a shape this session has not seen (the generic tier runs
+it; a model without one compiles it in the call). Then, timed in one rotation on the same inputs and threads in
+steady state (bench/compare.py): the generic tier (a session with specialize="never": the batch-1 module item by
+item for a free batch, else the kernels with run-time extents, compiler/generic.py), the specialized tier (the
+module compiled for exactly that shape) and onnxruntime. Ratios below 1: ours is faster. The generic tier of a
+model that has none is left blank.
 
 --check: every model of the folders with dim 0 of its inputs and outputs made free (the inputs' other dims as
 declared, or as the folder's wild.json gives them): whether it has a generic tier (else why not, as
@@ -92,6 +94,15 @@ def batch_case(path: Path, batches: list[int]) -> dict:
     free = with_free_dims(model, {v.name: {0: "batch"} for v in list(model.graph.input) + list(model.graph.output)})
     return {"name": f"{path.stem} (free batch)", "model": free, "free": {inp.name: (None,) + rest},
             "shapes": [{inp.name: (b,) + rest} for b in batches]}
+
+
+def image_case(path: Path, sides: list[int]) -> dict:
+    """The CNN over square images of each side (its input's dims 2 and 3 free, one symbol each)."""
+    model = onnx.load(str(path))
+    inp = model.graph.input[0]
+    free = with_free_dims(model, {inp.name: {2: "height", 3: "width"}})
+    return {"name": f"{path.stem} (free height, width)", "model": free, "free": {inp.name: (1, 3, None, None)},
+            "shapes": [{inp.name: (1, 3, side, side)} for side in sides]}
 
 
 def width_case(path: Path, widths: list[int]) -> dict:
@@ -177,7 +188,7 @@ def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[di
             log(f"{path.stem:22s} compile failed: {row['error'][:150]}")
             continue
         tier = sess.generic_tier or {}
-        if "batch" not in tier:
+        if "batch" not in tier and not tier.get("kind"):
             row["no_generic_tier"] = tier.get("none", "specialize='eager'")
             rows.append(row)
             log(f"{path.stem:22s} no generic tier: {row['no_generic_tier'][:150]}")
@@ -185,7 +196,8 @@ def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[di
         options = ort.SessionOptions()
         options.log_severity_level = 3
         reference = ort.InferenceSession(free.SerializeToString(), options)
-        row.update(first_ms=[], max_rel_error=0.0)
+        row.update(generic_tier="batch 1 item by item" if "batch" in tier else tier["kind"], first_ms=[],
+                   max_rel_error=0.0)
         for b in batches:
             feed = random_feed(free, {v.name: (b,) + shapes[v.name][1:] for v in inputs}, b)
             t = time.perf_counter()
@@ -194,7 +206,7 @@ def check_folder(folder: Path, batches: list[int], threads: int, log) -> list[di
             for got, want in zip(ours, reference.run(None, feed)):
                 row["max_rel_error"] = max(row["max_rel_error"], relative_error(got, want))
         rows.append(row)
-        log(f"{path.stem:22s} generic tier; batches {batches}: first calls "
+        log(f"{path.stem:22s} generic tier ({row['generic_tier']}); batches {batches}: first calls "
             f"{', '.join(f'{v:.1f}' for v in row['first_ms'])} ms, max rel error {row['max_rel_error']:.1e}")
     return rows
 
@@ -215,6 +227,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m relayish_tools.bench.dynamic", description=__doc__.split("\n\n")[0])
     p.add_argument("model", nargs="?", default="models/resnet18.onnx")
     p.add_argument("--batches", default="1,2,3,4,6,8,12,16")
+    p.add_argument("--images", default="96,128,160,192,224,256,288,320,384,448",
+                   help="the CNN's image sides (square images, height and width free)")
     p.add_argument("--bert", metavar="FILE", help="the suite's BERT (python -m models bert), over --lengths")
     p.add_argument("--lengths", default="8,16,24,32,40,48,64,77,96,100,128,160,192,256,320,384")
     p.add_argument("--wild", metavar="DIR", help="the real-world suite's folder (ppocr_v6_rec.onnx, ppocr_v6_det.onnx)")
@@ -239,7 +253,8 @@ def main(argv=None) -> int:
     if not path.is_file():
         print(f"{path}: no such model (python -m models builds models/resnet18.onnx)", file=sys.stderr)
         return 2
-    cases = [batch_case(path, [int(v) for v in args.batches.split(",")])]
+    cases = [batch_case(path, [int(v) for v in args.batches.split(",")]),
+             image_case(path, [int(v) for v in args.images.split(",")])]
     if args.bert:
         if not Path(args.bert).is_file():
             print(f"{args.bert}: no such model (python -m models bert)", file=sys.stderr)

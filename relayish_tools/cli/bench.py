@@ -94,15 +94,14 @@ def bench_free_dims(args, session, threads: int) -> int:
 
     import numpy as np
 
+    from compiler.dynamic import describe_generic_tier
     from relayish_tools.bench.compare import compare_with_onnxruntime
     from runtime.session import ORT_TYPES
 
     shapes = free_dim_shapes(session, args.sizes)
     dtypes = {v: k for k, v in ORT_TYPES.items()}
-    generic = session.generic_tier or {}
     print("free dims: " + ", ".join(f"{k} ({v})" for k, v in session.free_dims.items()) + "; generic tier: "
-          + (f"any {generic['batch']} on the batch-1 module" if "batch" in generic else
-             f"none ({generic.get('none', 'specialize=eager')}): a new shape compiles in its first call"))
+          + describe_generic_tier(session.generic_tier))
     print(f"{'input shapes':<36} {'first call ms':>13} {'steady ms':>10} {'onnxruntime ms':>15} {'ratio':>7}  "
           "max rel error")
     wrong = False

@@ -161,16 +161,18 @@ def format_errors(errors: dict) -> list[str]:
 def cmd_compile(args) -> int:
     module = compile_from_args(args, args.model)
     if is_dynamic(module):
+        from compiler.dynamic import describe_generic_tier
         for shapes in free_dim_shapes(module, args.sizes) if args.sizes else ():
             module.specialization(shapes)  # compiled now, exported below
         folder = module.export(args.output)
         tier = module.generic_tier or {}
         print(f"wrote {folder}: a session with free dims "
               + ", ".join(f"{k} ({v})" for k, v in module.free_dims.items())
-              + (f"; generic tier: any {tier['batch']} on the batch-1 module" if "batch" in tier else
-                 f"; each new shape compiles when it comes ({tier.get('none', 'no generic tier')})")
+              + f"; generic tier: {describe_generic_tier(tier)}"
               + f"; {len(module.specializations())} module(s) kept (relayish run {folder} -i NPZ"
-              + ("" if "batch" in tier else f" [--model {args.model}: other shapes compile from it]") + ")")
+              + ("" if "batch" in tier else f" [--model {args.model}: "
+                 + ("the generic tier is rebuilt from it" if tier.get("kind") else "other shapes compile from it")
+                 + "]") + ")")
         return EXIT_OK
     refuse_sizes(args)
     path = module.export_library(args.output)

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from relayish import Constant, Expr, call, const
+from relayish.prim_expr import PrimExpr
 from relayish.ops.nn import pool_out_size
 
 from ..builders import MAX_WINDOW_TAPS, binary, flag, fold, normalize_axis, reshape, shape_of, window_attrs
@@ -83,6 +84,8 @@ def _overhanging_window(x, kernel_shape, window: dict) -> dict:
     and, as all padding, outside every max and average); onnx's reference implementation gives no output."""
     padding = list(window["padding"])
     for axis, (size, k, s, d) in enumerate(zip(shape_of(x)[2:], kernel_shape, window["strides"], window["dilation"])):
+        if isinstance(size, PrimExpr):  # a size known at run time: windows past it are not decided here
+            continue
         short = (k - 1) * d + 1 - (size + padding[axis] + padding[axis + 2])
         if 0 < short < s:
             padding[axis + 2] += short

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from relayish import Expr
+from relayish.prim_expr import PrimExpr
 
 from ..builders import fold, normalize_axis, shape_of
 from ..registry import converter
@@ -56,8 +57,16 @@ def _resolve(shape, axes, scales, sizes, policy):
             s = float(s)
             if not (s > 0 and math.isfinite(s)):
                 raise ConversionError(f"scales must be positive and finite, got {s} for axis {a}")
+            if isinstance(shape[a], PrimExpr):  # a size known at run time: a whole scale keeps it exact
+                if s != int(s):
+                    raise ConversionError(f"scale {s} of axis {a}, whose size {shape[a]} is known only at run "
+                                          "time: only whole scales are supported there")
+                factors[a], out[a] = s, int(s) * shape[a]
+                continue
             factors[a], out[a] = s, int(math.floor(s * shape[a]))
     else:
+        if any(isinstance(shape[a], PrimExpr) for a in axes):
+            raise ConversionError("resizing to given sizes an axis whose size is known only at run time")
         if any(int(s) < 1 for s in sizes):
             raise ConversionError(f"sizes must be positive, got {[int(s) for s in sizes]}")
         for a, n in zip(axes, sizes):

@@ -1,0 +1,247 @@
+"""The generic tier with run-time extents: one module that runs a model at every size of its free dims.
+
+    module = compile_generic(model, {"x": (1, 3, "h", "w")}, options)   # a str: a free dim, by its symbol
+    outputs = module.run(None, {"x": image})                             # any h, w: no compile on the call
+
+Each free dim becomes a size variable (te.size_var). The model is imported over them (shape rules build dims
+as canonical expressions, relayish/dims.py), goes through the same graph passes as a static compile (a pass
+that would need a run-time size to decide, as Winograd's tile count, takes the choice that holds for every
+size), and each task is scheduled once: the default schedule of the task at a typical size of each variable
+(HINT_SIZE, inside its range), replayed on the task over the variables (compiler/default_schedule.py
+default_schedule_for_sizes), so that a split of a run-time extent runs whole tiles and a guarded last tile. The
+kernels read their sizes from a last int32 parameter (compiler/lower.py) and are built into one library.
+
+A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (kept per set of
+sizes, as the kernel calls' size arguments), allocates the intermediates and calls the kernels in order from
+Python (ctypes). Tuning records are not used: every task runs its default schedule.
+
+What is not here yet: shape arithmetic over the sizes inside the graph (Shape, a Reshape to computed dims),
+outputs sized by data, pooling in ceil mode over a free dim, a SAME padding of stride > 1 over one: a model with
+any of them is refused (GenericUnsupported says where), and the session compiles per shape instead.
+
+Invariants: inputs are checked against the symbols before any kernel runs (a dim named in two inputs must agree,
+fixed dims must match); every buffer a kernel writes is allocated at the size the expressions give for this call;
+the module holds no per-call state, so concurrent calls are safe.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from relayish import te
+from relayish.dims import TYPICAL_SIZE
+from relayish.expr import Call, Constant, Tuple, TupleGetItem, Var
+from runtime.aligned import aligned_empty, as_aligned
+
+from .arith import evaluate
+from .backend import materialize_outputs
+from .codegen import build_library, vector_width
+from .default_schedule import default_schedule_for_sizes
+from .index_bounds import input_index_bounds
+from .lower import lower
+from .passes import PassContext, run_pipeline
+from .task import extract_task_calls
+
+HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
+
+
+class GenericUnsupported(Exception):
+    """The model cannot run with run-time extents (yet); the message says where."""
+
+
+@dataclass
+class _Step:
+    kernel: str
+    args: tuple  # per kernel input: ("input", k) | ("const", k) | ("value", step, field)
+    outputs: tuple  # per output: (dims, dtype)
+    scratch: tuple  # per scratch buffer: (element count, dtype)
+    sizes: tuple  # the size variables of the kernel's `sizes` parameter, in order ((): none)
+
+
+def compile_generic(model, shapes: dict, options, output_names: list, ranges: dict | None = None,
+                    log=None) -> "GenericModule":
+    """The generic module of an ONNX model (path, bytes or ModelProto) whose inputs have `shapes` (name -> dims,
+    each an int or a str: a free dim's symbol, one size variable per symbol); options: compiler.options.
+    CompileOptions (layout, opt level, Winograd; records are not used); output_names: the graph's outputs, in
+    order; ranges: symbol -> (lo, hi) (hi None: unbounded), where the hint size is clamped. Raises
+    GenericUnsupported naming what is not supported."""
+    from frontends import from_onnx
+    t0 = time.perf_counter()
+    symbols = {s: te.size_var(s) for dims in shapes.values() for s in dims if isinstance(s, str)}
+    hints = {}
+    for s, var in symbols.items():
+        lo, hi = (ranges or {}).get(s, (0, None))
+        hints[var] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
+    input_shapes = {n: tuple(symbols[d] if isinstance(d, str) else d for d in dims) for n, dims in shapes.items()}
+    try:
+        mod = from_onnx(model, input_shapes=input_shapes)
+    except Exception as e:
+        raise GenericUnsupported(f"the model does not import over free dims: {_first_line(e)}") from e
+    if input_index_bounds(mod):
+        raise GenericUnsupported("an input indexes a tensor (its values are checked at the boundary of a static "
+                                 "module only)")
+    ctx = PassContext(opt_level=options.opt_level, layout=options.layout.value, vector_width=vector_width(),
+                      winograd=options.winograd)
+    try:
+        fused = materialize_outputs(run_pipeline(mod, ctx))
+        calls = extract_task_calls(fused)
+    except Exception as e:
+        raise GenericUnsupported(f"the graph passes fail over free dims: {_first_line(e)}") from e
+    funcs = []
+    for i, task in enumerate(calls.tasks):
+        state = task.initial_state()
+        try:
+            sched = default_schedule_for_sizes(state, hints, ctx.vector_width)
+            funcs.append(lower(sched.apply(state), f"{task.name}_{i}"))
+        except Exception as e:
+            raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
+                                     f"{_first_line(e)}") from e
+    lib_dir = tempfile.mkdtemp(prefix="relayish_generic_")
+    lib_path = build_library(funcs, None, os.path.join(lib_dir, "generic.so"), opt_level=options.opt_level)
+    by_name = {v.name: v for v in symbols.values()}
+    params = {id(p): k for k, p in enumerate(fused.main.params)}
+    consts, const_ids, steps, where = [], {}, [], {}
+
+    def source(a):
+        if isinstance(a, Var):
+            return ("input", params[id(a)])
+        if isinstance(a, Constant):
+            if id(a) not in const_ids:
+                const_ids[id(a)] = len(consts)
+                consts.append(as_aligned(np.ascontiguousarray(a.data)))
+            return ("const", const_ids[id(a)])
+        if isinstance(a, TupleGetItem):
+            step, _ = where[id(a.tuple_value)]
+            return ("value", step, a.index)
+        return ("value",) + where[id(a)]
+
+    for k, c in enumerate(calls.calls):
+        func = funcs[calls.task_of[k]]
+        n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
+        types = c.type.fields if hasattr(c.type, "fields") else (c.type,)
+        sized = "size_vars" in func.attrs
+        scratch = tuple((p.size, p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
+        steps.append(_Step(func.name, tuple(source(a) for a in c.args), tuple((t.shape, t.dtype) for t in types),
+                           scratch, tuple(by_name[s] for s in func.attrs.get("size_vars", ()))))
+        where[id(c)] = (k, 0)
+    body = fused.main.body
+    outs = tuple(source(o) for o in (body.fields if isinstance(body, Tuple) else (body,)))
+    inputs = [(p.name, p.type.shape, p.type.dtype) for p in fused.main.params]
+    if log is not None:
+        log(f"generic module: {len(calls.calls)} kernel calls ({len(funcs)} kernels) over "
+            f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
+    return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).splitlines()[0] if str(e) else ""
+    return f"{type(e).__name__}: {text}"
+
+
+class GenericModule:
+    """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
+
+    def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
+                 compile_s: float):
+        self.lib_path, self.compile_s = lib_path, compile_s
+        self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
+        self._consts = consts
+        self._lib = ctypes.CDLL(lib_path)
+        self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+        self._kernels = []
+        for s in steps:
+            fn = getattr(self._lib, s.kernel)
+            fn.restype = None
+            self._kernels.append(fn)
+        self._plans: dict = {}
+
+    @property
+    def num_threads(self) -> int:
+        self._lib.relayish_get_num_threads.restype = ctypes.c_int32
+        return int(self._lib.relayish_get_num_threads())
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        self._lib.relayish_set_num_threads(int(n))
+
+    def bind(self, feed: dict) -> dict:
+        """Each size variable's value for these inputs; ValueError naming the input and dim that disagree."""
+        values, seen_in = {}, {}
+        for name, dims, dtype in self._inputs:
+            if name not in feed:
+                raise ValueError(f"missing input {name!r}")
+            shape = np.shape(feed[name])
+            expected = "(" + ", ".join(map(str, dims)) + ")"
+            if len(shape) != len(dims):
+                raise ValueError(f"input {name!r} has shape {shape}, expected {expected}")
+            for axis, (size, d) in enumerate(zip(shape, dims)):
+                if isinstance(d, int):
+                    if size != d:
+                        raise ValueError(f"input {name!r} has shape {shape}, expected {expected}: dim {axis} must "
+                                         f"be {d}")
+                elif isinstance(d, te.Var):
+                    if values.setdefault(d, size) != size:
+                        raise ValueError(f"input {name!r} has shape {shape}: dim {axis} ({d.name!r}) is {size}, "
+                                         f"but input {seen_in[d]!r} has {d.name!r} = {values[d]}")
+                    seen_in.setdefault(d, name)
+        for name, dims, _ in self._inputs:  # dims that are expressions of the sizes (none from the importer yet)
+            for axis, (size, d) in enumerate(zip(np.shape(feed[name]), dims)):
+                if not isinstance(d, (int, te.Var)) and evaluate(d, values) != size:
+                    raise ValueError(f"input {name!r} dim {axis} is {size}, expected {d} = {evaluate(d, values)}")
+        return values
+
+    def _plan(self, values: dict):
+        key = tuple(sorted((v.name, n) for v, n in values.items()))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = []
+            for s in self._steps:
+                outs = [(tuple(evaluate(d, values) for d in dims), dtype) for dims, dtype in s.outputs]
+                if any(d < 0 for shape, _ in outs for d in shape):
+                    raise ValueError(f"sizes {dict(key)}: kernel {s.kernel} would make an output of shape "
+                                     f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
+                scratch = [(max(1, evaluate(n, values)), dtype) for n, dtype in s.scratch]
+                sizes = np.array([values[v] for v in s.sizes], np.int32) if s.sizes else None
+                plan.append((outs, scratch, sizes))
+            if len(self._plans) > 64:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
+        values = self.bind(feed)
+        arrays = []
+        for (name, _, dtype) in self._inputs:
+            a = np.asarray(feed[name])
+            if a.dtype != np.dtype(dtype):
+                raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
+            arrays.append(as_aligned(np.ascontiguousarray(a)))
+        produced = []
+        for fn, s, (outs, scratch, sizes) in zip(self._kernels, self._steps, self._plan(values)):
+            results = [aligned_empty(shape, dtype) for shape, dtype in outs]
+            temps = [aligned_empty((n,), dtype) for n, dtype in scratch]
+            args = [self._value(a, arrays, produced) for a in s.args] + results + temps
+            if sizes is not None:
+                args.append(sizes)
+            fn(*[ctypes.c_void_p(x.ctypes.data) for x in args])
+            produced.append(results)
+        values_out = [self._value(o, arrays, produced) for o in self._outs]
+        if output_names is None:
+            return values_out
+        index = {n: k for k, n in enumerate(self._output_names)}
+        missing = [n for n in output_names if n not in index]
+        if missing:
+            raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
+        return [values_out[index[n]] for n in output_names]
+
+    def _value(self, src, arrays, produced):
+        if src[0] == "input":
+            return arrays[src[1]]
+        if src[0] == "const":
+            return self._consts[src[1]]
+        return produced[src[1]][src[2]]
