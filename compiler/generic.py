@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ from .passes import PassContext, run_pipeline
 from .task import extract_task_calls
 
 HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
+MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
+MAX_POOLED = 2  # intermediates kept per set of sizes (one per concurrent call, up to this)
 
 
 class GenericUnsupported(Exception):
@@ -158,7 +161,10 @@ class GenericModule:
             fn = getattr(self._lib, s.kernel)
             fn.restype = None
             self._kernels.append(fn)
-        self._plans: dict = {}
+        self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments)
+        self._pools: dict = {}  # sizes -> buffer sets not in use (the intermediates of one call each)
+        self._lock = threading.Lock()
+        self._is_output = {src[1] for src in outputs if src[0] == "value"}  # steps whose results are returned
 
     @property
     def num_threads(self) -> int:
@@ -208,10 +214,23 @@ class GenericModule:
                 scratch = [(max(1, evaluate(n, values)), dtype) for n, dtype in s.scratch]
                 sizes = np.array([values[v] for v in s.sizes], np.int32) if s.sizes else None
                 plan.append((outs, scratch, sizes))
-            if len(self._plans) > 64:
-                self._plans.clear()
-            self._plans[key] = plan
+            with self._lock:
+                if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
+                    self._plans.clear()
+                    self._pools.clear()
+                self._plans[key] = plan
         return plan
+
+    def _buffers(self, key, plan) -> list:
+        """A set of intermediates for one call at these sizes: one kept from an earlier call (freshly allocated
+        pages cost more than many kernels), or new. The steps whose results are returned are allocated anew."""
+        with self._lock:
+            free = self._pools.setdefault(key, [])
+            if free:
+                return free.pop()
+        return [None if k in self._is_output else
+                ([aligned_empty(shape, dtype) for shape, dtype in outs], [aligned_empty((n,), d) for n, d in scratch])
+                for k, (outs, scratch, _) in enumerate(plan)]
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
@@ -221,16 +240,26 @@ class GenericModule:
             if a.dtype != np.dtype(dtype):
                 raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
             arrays.append(as_aligned(np.ascontiguousarray(a)))
+        plan = self._plan(values)
+        key = tuple(sorted((v.name, n) for v, n in values.items()))
+        buffers = self._buffers(key, plan)
         produced = []
-        for fn, s, (outs, scratch, sizes) in zip(self._kernels, self._steps, self._plan(values)):
-            results = [aligned_empty(shape, dtype) for shape, dtype in outs]
-            temps = [aligned_empty((n,), dtype) for n, dtype in scratch]
+        for fn, s, (outs, scratch, sizes), kept in zip(self._kernels, self._steps, plan, buffers):
+            if kept is None:
+                results = [aligned_empty(shape, dtype) for shape, dtype in outs]
+                temps = [aligned_empty((n,), dtype) for n, dtype in scratch]
+            else:
+                results, temps = kept
             args = [self._value(a, arrays, produced) for a in s.args] + results + temps
             if sizes is not None:
                 args.append(sizes)
             fn(*[ctypes.c_void_p(x.ctypes.data) for x in args])
             produced.append(results)
         values_out = [self._value(o, arrays, produced) for o in self._outs]
+        with self._lock:
+            pool = self._pools.get(key)
+            if pool is not None and len(pool) < MAX_POOLED:
+                pool.append(buffers)
         if output_names is None:
             return values_out
         index = {n: k for k, n in enumerate(self._output_names)}

@@ -137,3 +137,20 @@ def test_bind_sizes_gives_a_static_twin_with_the_same_stages():
     twin = te.bind_sizes([out], {n: 5})
     assert twin[id(out)].shape == (5, 19) and twin[id(x)].shape == (5, 19)
     assert [t.name for t in te.stage_dag([out])] == [t.name for t in te.stage_dag([twin[id(out)]])]
+
+
+def test_canonical_dims_keep_their_values_and_make_equal_sizes_equal():
+    """relayish/dims.py: every rewrite is exact on integers (checked at many sizes, negative ones too), and the
+    two paths of a residual block to one size give one expression."""
+    from relayish.dims import canonical
+    h, w = te.size_var("h"), te.size_var("w")
+    exprs = [(((h + 2) - 3) // 2) + 1, ((h * 4 + w * 8 + 5) // 4) % 3 + (h + 1) * (w - 2), (h * 6 + 7) // 3 - (w % 5) * 2,
+             ((h + 6 - 6 - 1) // 2 + 1 + 2 - 2 - 1) // 2 + 1, (h - w) * (h + w) - h * h, te.max_(h, w) // 2 + 0 * w]
+    rng = np.random.default_rng(0)
+    for e in exprs:
+        c = canonical(e)
+        for vh, vw in rng.integers(-40, 60, size=(200, 2)):
+            assert evaluate(c, {h: int(vh), w: int(vw)}) == evaluate(e, {h: int(vh), w: int(vw)}), te.expr_str(e)
+    assert canonical((((h + 2) - 3) // 2) + 1) == canonical(((h - 1) // 2) + 1)
+    assert canonical((h - w) * (h + w) - h * h) == canonical(0 - w * w)
+    assert canonical(h - h + 3) == 3 and TensorType((1, (h + 2) - 2)).shape == (1, h)
