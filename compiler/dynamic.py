@@ -355,8 +355,8 @@ class ShapeSpecializedSession:
         first = {dims[0].symbol if dims else None for dims in self._specs.values()}
         if len(symbols) != 1 or first != symbols or \
                 any(d.symbol is not None for dims in self._specs.values() for d in dims[1:]):
-            return None, (f"free dims {sorted(self.free_dims)}: only a batch (dim 0 of every input, one symbol) "
-                          f"has a generic tier so far")
+            return None, (f"free dims {sorted(self.free_dims)} are not a batch alone (dim 0 of every input, one "
+                          f"symbol)")
         shapes = {n: (BATCH,) + tuple(d.size for d in dims[1:]) for n, dims in self._specs.items()}
         try:
             one = {n: (1,) + shape[1:] for n, shape in shapes.items()}

@@ -41,6 +41,9 @@ CASES = [
     ("pool", "nn.max_pool2d", [(1, 3, 8, N)], {"pool_size": (2, 2), "strides": (2, 2)}),
     ("pool", "nn.avg_pool2d", [(1, 3, 8, N)], {"pool_size": (3, 3), "padding": (1, 1, 1, 1)}),
     ("pool", "nn.global_avg_pool2d", [(1, 3, 8, N)], {}),
+    ("pool", "nn.max_pool2d", [(1, 3, 9, N)], {"pool_size": (2, 2), "strides": (2, 2), "ceil_mode": True}),
+    ("pool", "nn.avg_pool2d", [(1, 3, 9, N)], {"pool_size": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1),
+                                               "ceil_mode": True}),
     ("reduce", "mean", [(1, N, 16)], {"axes": (-1,), "keepdims": True}),
     ("reduce", "sum", [(1, N, 16)], {"axes": (1,), "keepdims": False}),
     ("rows", "nn.softmax", [(2, N)], {"axis": -1}),
@@ -115,9 +118,9 @@ def test_a_dim_that_cannot_be_shown_to_broadcast_is_refused():
     assert typed_call("add", [(n, 4), (1, 4)], {}).type.shape == (n, 4)
 
 
-def test_pooling_in_ceil_mode_over_a_run_time_dim_is_refused():
+def test_pooling_in_ceil_mode_that_may_drop_its_last_window_is_refused():
     with pytest.raises(OpError, match="ceil mode over a dim known only at run time"):
-        typed_call("nn.max_pool2d", [(1, 3, 8, te.size_var("n"))], {"pool_size": (2, 2), "strides": (2, 2),
+        typed_call("nn.max_pool2d", [(1, 3, 8, te.size_var("n"))], {"pool_size": (1, 1), "strides": (2, 2),
                                                                      "ceil_mode": True})
 
 

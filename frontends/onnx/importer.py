@@ -416,6 +416,13 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
 
 # ---- nodes ----
 
+def _has_run_time_dims(value) -> bool:
+    """Whether a converter's input has a dim known only at run time (a size variable's expression)."""
+    ty = getattr(value, "type", None)
+    fields = getattr(ty, "fields", None) or ((ty,) if ty is not None else ())
+    return any(not getattr(t, "is_static", True) for t in fields)
+
+
 def _used_names(graph) -> set[str]:
     return {i for n in graph.node for i in n.input} | {o.name for o in graph.output}
 
@@ -468,6 +475,11 @@ def _convert_node(node, index, opset, env, used, source, folded: dict | None = N
         result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
         raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ())) from e
+    except TypeError as e:  # a converter doing arithmetic a dim known only at run time does not allow
+        if not any(_has_run_time_dims(i) for i in inputs):
+            raise
+        raise OnnxImportError(f"{label}: {node.op_type} over dims known only at run time is not supported "
+                              f"({e})") from e
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
     results = tuple(fold_small_constants(r, folded) for r in results)
     for i, name in enumerate(node.output):  # optional outputs the node omits are not bound

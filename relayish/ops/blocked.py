@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 from .layout import _conv_out
@@ -30,7 +30,7 @@ def _dw_infer(arg_types, attrs):
         raise OpError(f"{op}: weight {w.shape} is not [C/b, 1, KH, KW, b] for data {x.shape}")
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs.strides, attrs.dilation, attrs.padding
     oh, ow = _conv_out(h, kh, sh, dh, pt, pb), _conv_out(wd, kw, sw, dw, pl, pr)
-    if oh <= 0 or ow <= 0:
+    if any(is_static_dim(d) and d <= 0 for d in (oh, ow)):  # (run-time sizes: checked when they run)
         raise OpError(f"{op}: empty output ({oh}x{ow}) for input {x.shape} and a {kh}x{kw} kernel")
     return TensorType((n, cb, oh, ow, b), x.dtype)
 

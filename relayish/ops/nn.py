@@ -122,9 +122,14 @@ def pool_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin:
     leading padding (in the trailing padding or beyond) is dropped."""
     span = size + pad_begin + pad_end - (kernel - 1) * dilation - 1
     if not is_static_dim(span):
-        if ceil_mode:
-            raise OpError(f"pooling in ceil mode over a dim known only at run time ({size}) is not supported")
-        return span // stride + 1
+        if not ceil_mode:
+            return span // stride + 1
+        # ceil mode: the last window starts below size + pad_end - (kernel - 1) * dilation - 1 + stride, so it is
+        # never dropped (below) when stride + pad_end <= (kernel - 1) * dilation + 1 (a 3x3/2 or 2x2/2 pool)
+        if stride + pad_end > (kernel - 1) * dilation + 1:
+            raise OpError(f"pooling in ceil mode over a dim known only at run time ({size}) with stride {stride} "
+                          f"and trailing padding {pad_end} is not supported (its last window may be dropped)")
+        return (span + stride - 1) // stride + 1
     out = (-(-span // stride) if ceil_mode else span // stride) + 1
     if ceil_mode and (out - 1) * stride >= size + pad_begin:
         out -= 1
@@ -249,7 +254,7 @@ def _pool_input(x, attrs, out_type, value):
     pt, pl, pb, pr = attrs.padding
     need_h, need_w = _pool_geometry(out_type.shape, attrs.pool_size, attrs.strides, attrs.dilation)
     if not (is_static_dim(x.shape[2]) and is_static_dim(x.shape[3])):  # sizes known at run time (floor mode:
-        if not any(attrs.padding):                                    # unpadded windows stay inside)
+        if not any(attrs.padding) and not attrs.ceil_mode:             # unpadded windows stay inside)
             return x
     elif pt == 0 and pl == 0 and need_h <= x.shape[2] and need_w <= x.shape[3]:
         return x
@@ -287,7 +292,7 @@ def _avg_pool_compute(inputs, attrs, out_type):
     oh, ow = out_type.shape[2:4]
     if not (is_static_dim(oh) and is_static_dim(ow)):  # sizes known at run time: every window whole or counted
         inv = 1.0 / (kh * kw)
-        if not any(attrs.padding) or attrs.count_include_pad:
+        if not attrs.ceil_mode and (not any(attrs.padding) or attrs.count_include_pad):
             return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
                               name="avg_pool2d", tag="pool")
         return te.compute(out_type.shape,

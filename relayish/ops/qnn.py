@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import te
 from ..intrinsics import pack_signed_bytes, signed_bytes
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 from .blocked import DEPTHWISE_STRIDED_TAG, DEPTHWISE_TAG, _dw_flops, _dw_infer, _dw_ref
@@ -209,7 +209,7 @@ def _qcn_infer(arg_types, attrs):
                       f"block must be 4 x the weight's words)")
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = attrs.strides, attrs.dilation, attrs.padding
     oh, ow = _conv_out(h, kh, sh, dh, pt, pb), _conv_out(wd, kw, sw, dw, pl, pr)
-    if oh <= 0 or ow <= 0:
+    if any(is_static_dim(d) and d <= 0 for d in (oh, ow)):  # (run-time sizes: checked when they run)
         raise OpError(f"{op}: empty output ({oh}x{ow}) for input {x.shape}")
     return TensorType((n, ob_n, oh, ow, ob), "int32")
 
@@ -268,7 +268,7 @@ def _qrows_infer(arg_types, attrs):
         raise OpError(f"{op}: rows of {row} bytes are too short for {ow} columns of stride {sw} x {c} channels "
                       f"and {iw} words")
     oh = (h - dh * (kh - 1) - 1) // sh + 1
-    if oh <= 0:
+    if is_static_dim(oh) and oh <= 0:
         raise OpError(f"{op}: empty output for rows {x.shape} and a kernel {kh} high")
     return TensorType((n, ob_n, oh, ow, ob), "int32")
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import OpError, Pattern, register_op, stage_tag
 from .common import expect_ndim, pad_stage
 
@@ -162,7 +162,7 @@ def _cw_infer(arg_types, attrs):
         raise OpError(f"{op}: weight blocks {u.shape} do not match data blocks {x.shape}")
     pt, pl, pb, pr = attrs.padding
     oh, ow = h + pt + pb - 2, wd + pl + pr - 2
-    if oh <= 0 or ow <= 0:
+    if any(is_static_dim(d) and d <= 0 for d in (oh, ow)):  # (run-time sizes: checked when they run)
         raise OpError(f"{op}: empty output ({oh}x{ow}) for input {x.shape} and padding {attrs.padding}")
     return TensorType((n, kb, oh, ow, ob), x.dtype)
 

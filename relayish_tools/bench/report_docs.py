@@ -105,9 +105,10 @@ BENCHMARKS = [
               "python -m relayish_tools.bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
     Benchmark("dynamic", "Free dims: the generic and the specialized tier",
               "Models compiled with a dim left free (compiler/dynamic.py), shape by shape: the first call of a new "
-              "shape, then the generic tier (a free batch run item by item on the batch-1 module), the module "
-              "specialized to the shape and onnxruntime in steady state. A CNN over batch 1-16, a BERT-style "
-              "encoder over 16 sequence lengths, a text recognizer over 5 widths and a text detector over 10 image "
+              "shape, then the generic tier (a free batch run item by item on the batch-1 module; other free dims "
+              "on kernels with run-time extents, compiler/generic.py), the module specialized to the shape and "
+              "onnxruntime in steady state. A CNN over batch 1-16 and over 10 image sizes, a BERT-style encoder "
+              "over 16 sequence lengths, a text recognizer over 5 widths and a text detector over 10 image "
               "sizes.",
               "python -m models && python -m models bert --out suite/ && python -m relayish_tools.bench.dynamic "
               "models/resnet18.onnx --bert suite/bert.onnx --wild wild/ --json docs/data/dynamic.json", dynamic_table),

@@ -255,8 +255,9 @@ def dynamic_table(data: dict, where: str) -> Table:
                      f"{g:.2f}x" if g else "-", f"**{number(s, 'specialized_vs_ort', w):.2f}x**", ""])
     notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine. "
              "First: the first call of a shape the session had not seen (the generic tier, or a compile where the "
-             "model has none). Generic: the batch-1 module item by item; specialized: the module compiled for "
-             "that shape; ratios against onnxruntime."]
+             "model has none). Generic: the batch-1 module item by item for a free batch, else the kernels with "
+             "run-time extents (one library for every size, default schedules made for a typical size); "
+             "specialized: the module compiled for that shape; ratios against onnxruntime."]
     return Table(["model", "shape", "first call ms", "generic ms", "specialized ms", "onnxruntime ms"], rows,
                  notes, [("", data)])
 
