@@ -300,7 +300,12 @@ class ShapeSpecializedSession:
         if spec is not None:
             return spec.module.run(output_names, input_feed, run_options)
         if self._extents is not None:
-            return self._extents.run(output_names, input_feed, run_options)
+            from .generic import SizesOutsideGeneric
+            try:
+                return self._extents.run(output_names, input_feed, run_options)
+            except SizesOutsideGeneric:  # (a window larger than its input: compiled for these sizes, as it was)
+                spec = self._specialization_for(shapes, count_run=True)
+                return spec.module.run(output_names, input_feed, run_options)
         return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
 
     def specialization(self, input_shapes: dict):

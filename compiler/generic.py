@@ -57,6 +57,12 @@ class GenericUnsupported(Exception):
     """The model cannot run with run-time extents (yet); the message says where."""
 
 
+class SizesOutsideGeneric(ValueError):
+    """These sizes make an intermediate dim of the model smaller than 1 (a window larger than its input, which
+    onnxruntime clips to the input and the shape rules over size variables do not): the generic module does not
+    serve them; a module compiled for them does (the session falls back to one)."""
+
+
 @dataclass
 class _Step:
     kernel: str
@@ -85,6 +91,7 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         mod = from_onnx(model, input_shapes=input_shapes)
     except Exception as e:
         raise GenericUnsupported(f"the model does not import over free dims: {_first_line(e)}") from e
+    checks = _dim_checks(mod)
     if input_index_bounds(mod):
         raise GenericUnsupported("an input indexes a tensor (its values are checked at the boundary of a static "
                                  "module only)")
@@ -138,7 +145,22 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     if log is not None:
         log(f"generic module: {len(calls.calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
-    return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0)
+    return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
+                         checks)
+
+
+def _dim_checks(mod) -> list:
+    """Every dim of the imported graph that is an expression of the size variables (not one alone): each must be
+    at least 1 for the generic module to compute what a static compile would (see SizesOutsideGeneric)."""
+    from relayish.expr import post_order
+    found = {}
+    for node in post_order(mod.main.body):
+        ty = getattr(node, "type", None) if isinstance(node, Call) else None
+        for t in (getattr(ty, "fields", None) or ((ty,) if ty is not None else ())):
+            for d in getattr(t, "shape", ()):
+                if isinstance(d, te.PrimExpr) and not isinstance(d, te.Var):
+                    found.setdefault(te.expr_str(d), d)
+    return list(found.values())
 
 
 def _first_line(e: Exception) -> str:
@@ -150,10 +172,10 @@ class GenericModule:
     """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
 
     def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
-                 compile_s: float):
+                 compile_s: float, checks: list = ()):
         self.lib_path, self.compile_s = lib_path, compile_s
         self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
-        self._consts = consts
+        self._consts, self._checks = consts, list(checks)
         self._lib = ctypes.CDLL(lib_path)
         self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
         self._kernels = []
@@ -205,6 +227,10 @@ class GenericModule:
         key = tuple(sorted((v.name, n) for v, n in values.items()))
         plan = self._plans.get(key)
         if plan is None:
+            for d in self._checks:
+                if evaluate(d, values) < 1:
+                    raise SizesOutsideGeneric(f"sizes {dict(key)}: an intermediate dim {te.expr_str(d)} of the model "
+                                              f"would be {evaluate(d, values)}")
             plan = []
             for s in self._steps:
                 outs = [(tuple(evaluate(d, values) for d in dims), dtype) for dims, dtype in s.outputs]

@@ -483,3 +483,20 @@ def test_a_reshape_that_spreads_the_items_over_other_dims_has_no_generic_tier():
     feed = {"x": RNG.standard_normal((2, 6, 4)).astype(np.float32)}
     ours, = sess.run(None, feed)
     np.testing.assert_allclose(ours, run_ort(model, feed)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_sizes_that_shrink_a_window_below_its_input_leave_the_generic_tier():
+    """A 2x2 / 2 max pool of a map 1 high: onnxruntime clips the window to the input (one output row), the shape
+    rule over a size variable gives 0 rows. The generic tier refuses such sizes and the session compiles them,
+    as PP-OCR's direction classifier at heights 8-32 needs (its last pool sees a map 1 high)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["y"])]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, "H", 8))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 3, 1, 1))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = compile_model(model, input_shapes={"x": (1, 3, None, 8)}, cache=False)
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for h in (6, 1, 5):
+        feed = {"x": RNG.standard_normal((1, 3, h, 8)).astype(np.float32)}
+        np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-6, err_msg=f"H={h}")
+    assert [s["symbols"] for s in sess.specializations()] == [{"H": 1}]  # compiled for H=1 only
