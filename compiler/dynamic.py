@@ -26,7 +26,9 @@ extents run their default schedules (made for a typical size, compiler/generic.p
 
 What the run-time extents do not cover yet (such a model compiles per shape, generic_tier["none"] says why):
 shape arithmetic over the free dims inside the graph (Shape, a Reshape to computed dims: most transformer and
-PP-OCR exports), Resize over a free dim, pooling in ceil mode over one.
+PP-OCR exports), Resize over a free dim, a pool in ceil mode whose last window may be dropped. Sizes that make an
+intermediate dim smaller than 1 (a window larger than its input, which onnxruntime clips) are compiled per shape
+by a model that has the tier (compiler/generic.py SizesOutsideGeneric).
 
 Invariants:
 - A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results
