@@ -29,7 +29,8 @@ from .codegen import host_target, prestart_workers, vector_width
 from .index_bounds import input_index_bounds, input_index_ignored
 from .options import CompileOptions
 from .passes import PassContext, run_pipeline
-from .dynamic import ShapeSpecializedSession, has_free_dims, restore_session
+from .dynamic import ShapeSpecializedSession, restore_session
+from .free_dims import has_free_dims
 from .specialize import ValueSpecializedSession
 
 

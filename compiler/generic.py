@@ -43,6 +43,7 @@ from .arith import evaluate
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
 from .default_schedule import default_schedule_for_sizes
+from .free_dims import Dim, bind
 from .index_bounds import input_index_bounds
 from .lower import lower
 from .passes import PassContext, run_pipeline
@@ -142,11 +143,13 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     body = fused.main.body
     outs = tuple(source(o) for o in (body.fields if isinstance(body, Tuple) else (body,)))
     inputs = [(p.name, p.type.shape, p.type.dtype) for p in fused.main.params]
+    if any(not isinstance(d, (int, te.Var)) for _, dims, _ in inputs for d in dims):
+        raise GenericUnsupported(f"a graph input's dim is an expression of the free dims: {inputs}")
     if log is not None:
         log(f"generic module: {len(calls.calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
     return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
-                         checks)
+                         checks, ranges)
 
 
 def _dim_checks(mod) -> list:
@@ -163,6 +166,11 @@ def _dim_checks(mod) -> list:
     return list(found.values())
 
 
+def _allocate(outs, scratch) -> tuple[list, list]:
+    """A step's output arrays and scratch buffers (64-byte aligned), from its plan entry."""
+    return [aligned_empty(shape, dtype) for shape, dtype in outs], [aligned_empty((n,), d) for n, d in scratch]
+
+
 def _first_line(e: Exception) -> str:
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text}"
@@ -172,8 +180,19 @@ class GenericModule:
     """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
 
     def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
-                 compile_s: float, checks: list = ()):
+                 compile_s: float, checks: list = (), ranges: dict | None = None):
+        """inputs: (name, dims, dtype) per graph input, each dim an int or a size variable; ranges: symbol ->
+        (lo, hi) of the sizes it may take (hi None: unbounded)."""
+        ranges = ranges or {}
+
+        def spec(d) -> Dim:
+            if isinstance(d, int):
+                return Dim(size=d)
+            lo, hi = ranges.get(d.name, (0, None))
+            return Dim(symbol=d.name, lo=lo, hi=hi)
         self.lib_path, self.compile_s = lib_path, compile_s
+        self._vars = {d.name: d for _, dims, _ in inputs for d in dims if isinstance(d, te.Var)}
+        self._specs = {name: tuple(spec(d) for d in dims) for name, dims, _ in inputs}
         self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
         self._consts, self._checks = consts, list(checks)
         self._lib = ctypes.CDLL(lib_path)
@@ -198,33 +217,12 @@ class GenericModule:
         self._lib.relayish_set_num_threads(int(n))
 
     def bind(self, feed: dict) -> dict:
-        """Each size variable's value for these inputs; ValueError naming the input and dim that disagree."""
-        values, seen_in = {}, {}
-        for name, dims, dtype in self._inputs:
-            if name not in feed:
-                raise ValueError(f"missing input {name!r}")
-            shape = np.shape(feed[name])
-            expected = "(" + ", ".join(map(str, dims)) + ")"
-            if len(shape) != len(dims):
-                raise ValueError(f"input {name!r} has shape {shape}, expected {expected}")
-            for axis, (size, d) in enumerate(zip(shape, dims)):
-                if isinstance(d, int):
-                    if size != d:
-                        raise ValueError(f"input {name!r} has shape {shape}, expected {expected}: dim {axis} must "
-                                         f"be {d}")
-                elif isinstance(d, te.Var):
-                    if values.setdefault(d, size) != size:
-                        raise ValueError(f"input {name!r} has shape {shape}: dim {axis} ({d.name!r}) is {size}, "
-                                         f"but input {seen_in[d]!r} has {d.name!r} = {values[d]}")
-                    seen_in.setdefault(d, name)
-        for name, dims, _ in self._inputs:  # dims that are expressions of the sizes (none from the importer yet)
-            for axis, (size, d) in enumerate(zip(np.shape(feed[name]), dims)):
-                if not isinstance(d, (int, te.Var)) and evaluate(d, values) != size:
-                    raise ValueError(f"input {name!r} dim {axis} is {size}, expected {d} = {evaluate(d, values)}")
-        return values
+        """Each size variable's value for these inputs; ValueError naming the input and dim that disagree (the
+        session's own check, compiler/dynamic.py bind)."""
+        sizes = bind(self._specs, {name: np.shape(feed[name]) for name in self._specs if name in feed})
+        return {self._vars[s]: n for s, n in sizes.items()}
 
-    def _plan(self, values: dict):
-        key = tuple(sorted((v.name, n) for v, n in values.items()))
+    def _plan(self, values: dict, key: tuple):
         plan = self._plans.get(key)
         if plan is None:
             for d in self._checks:
@@ -254,9 +252,7 @@ class GenericModule:
             free = self._pools.setdefault(key, [])
             if free:
                 return free.pop()
-        return [None if k in self._is_output else
-                ([aligned_empty(shape, dtype) for shape, dtype in outs], [aligned_empty((n,), d) for n, d in scratch])
-                for k, (outs, scratch, _) in enumerate(plan)]
+        return [None if k in self._is_output else _allocate(outs, scratch) for k, (outs, scratch, _) in enumerate(plan)]
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
@@ -266,16 +262,12 @@ class GenericModule:
             if a.dtype != np.dtype(dtype):
                 raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
             arrays.append(as_aligned(np.ascontiguousarray(a)))
-        plan = self._plan(values)
         key = tuple(sorted((v.name, n) for v, n in values.items()))
+        plan = self._plan(values, key)
         buffers = self._buffers(key, plan)
         produced = []
         for fn, s, (outs, scratch, sizes), kept in zip(self._kernels, self._steps, plan, buffers):
-            if kept is None:
-                results = [aligned_empty(shape, dtype) for shape, dtype in outs]
-                temps = [aligned_empty((n,), dtype) for n, dtype in scratch]
-            else:
-                results, temps = kept
+            results, temps = kept if kept is not None else _allocate(outs, scratch)
             args = [self._value(a, arrays, produced) for a in s.args] + results + temps
             if sizes is not None:
                 args.append(sizes)

@@ -33,7 +33,7 @@ class Buffer:
         """The element count: an int, or an int32 expression in size variables (a dim known at run time)."""
         n = 1
         for s in self.shape:
-            n = n * _dim(s)
+            n = n * te.dim(s)
         return n
 
     @property
@@ -42,12 +42,8 @@ class Buffer:
         out, acc = [], 1
         for s in reversed(self.shape):
             out.append(acc)
-            acc = acc * _dim(s)
+            acc = acc * te.dim(s)
         return tuple(reversed(out))
-
-    @property
-    def is_static(self) -> bool:
-        return all(not isinstance(s, PrimExpr) or isinstance(s, te.IntImm) for s in self.shape)
 
     def flat_index(self, indices) -> PrimExpr:
         flat = te.IntImm(0)
@@ -60,13 +56,6 @@ class Buffer:
 
     def __repr__(self):
         return f"Buffer({self.name}, {self.shape}, {self.dtype}, {self.scope})"
-
-
-def _dim(s):
-    """A buffer dim as an int, or as the int32 expression it is (a size variable, known at run time)."""
-    if isinstance(s, te.IntImm):
-        return s.value
-    return s if isinstance(s, PrimExpr) else int(s)
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -119,11 +119,6 @@ def workload_key(func: Function) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _static(t) -> bool:
-    """Whether a type's dims are all numbers (a tuple type's fields' too)."""
-    return all(_static(f) for f in t.fields) if hasattr(t, "fields") else t.is_static
-
-
 def _dims(shape) -> list:
     """A shape in a key: ints, and a dim known only at run time as its (canonical) expression's text."""
     return [d if isinstance(d, int) else str(d) for d in shape]
@@ -158,7 +153,7 @@ def build_task(func: Function, name: str | None = None) -> Task:
             args = [tensors[id(a)] for a in node.args]
             tensors[id(node)] = opdef.compute(args, node.attrs, node.type)
             arg_types = [a.type for a in node.args]
-            if not all(_static(t) for t in arg_types + [node.type]):
+            if not all(t.is_static for t in arg_types + [node.type]):
                 flops = float("nan")  # a task over sizes known only at run time: its flops are known then
             elif not flops != flops:
                 flops += opdef.flops(arg_types, node.attrs, node.type) if opdef.flops else node.type.size

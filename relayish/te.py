@@ -22,6 +22,7 @@ from .prim_expr import (  # noqa: F401  (the expression language, re-exported: t
     intrin, dot4_u8s8, exp, log, sqrt, tanh, sigmoid, power, erf, sin, cos, tan, asin, acos, atan, fabs, floor, ceil,
     bitwise_and, bitwise_or, bitwise_xor, shift_left, shift_right, expr_children, walk, substitute, substitute_vars,
     expr_str)
+from .types import dim, is_static_dim as is_static  # noqa: F401  (a shape's dims: te.dim, te.is_static)
 
 
 # ---------------------------------------------------------------------------------------------- tensors
@@ -115,22 +116,6 @@ def size_var(name: str) -> Var:
     """A dim known only at run time (a sequence length, an image width): an int32 Var that a shape may hold in
     place of an int. A kernel reads its value from its `sizes` parameter (compiler/lower.py)."""
     return Var(name, "int32")
-
-
-def dim(d):
-    """A shape's dim as an int, or as the int32 expression of size variables it is."""
-    if isinstance(d, IntImm):
-        return d.value
-    if isinstance(d, PrimExpr):
-        if d.dtype != "int32" or isinstance(d, IterVar):
-            raise TypeError(f"a dim must be an int or an int32 expression of size variables, got {expr_str(d)}")
-        return d
-    return int(d)
-
-
-def is_static(d) -> bool:
-    """Whether a dim is a number (not an expression of size variables)."""
-    return not isinstance(d, PrimExpr) or isinstance(d, IntImm)
 
 
 def placeholder(shape: Sequence, dtype="float32", name="placeholder") -> Tensor:

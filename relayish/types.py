@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .dims import canonical
-from .prim_expr import IntImm, PrimExpr
+from .prim_expr import IntImm, IterVar, PrimExpr
 
 
 # every dtype a tensor may have (graph inputs, outputs, constants, intermediate values)
@@ -42,14 +42,15 @@ def dim(d):
     if isinstance(d, IntImm):
         return d.value
     if isinstance(d, PrimExpr):
-        if d.dtype != "int32":
+        if d.dtype != "int32" or isinstance(d, IterVar):
             raise TypeError(f"a dim must be an int or an int32 expression of size variables, got {d}")
         return canonical(d)  # one form per value (relayish/dims.py): equal dims compare equal
     return int(d)
 
 
 def is_static_dim(d) -> bool:
-    return not isinstance(d, PrimExpr)
+    """Whether a dim is a number (not an expression of size variables)."""
+    return not isinstance(d, PrimExpr) or isinstance(d, IntImm)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class TensorType:
 @dataclass(frozen=True)
 class TupleType:
     fields: tuple[TensorType, ...]
+
+    @property
+    def is_static(self) -> bool:
+        return all(f.is_static for f in self.fields)
 
     def __str__(self):
         return f"({', '.join(map(str, self.fields))})"

@@ -11,7 +11,7 @@ import pytest
 from compiler.arith import evaluate
 from compiler.codegen import build_library, vector_width
 from compiler.default_schedule import default_schedule_for_sizes
-from compiler.lower import LoweringError, lower
+from compiler.lower import LoweringError, lower, size_vars
 from compiler.schedule import Annotate, Schedule, ScheduleError, Split, initial_state
 from relayish import te
 
@@ -96,29 +96,18 @@ def kernels(tmp_path_factory):
 def run(lib: Lib, func, ref, sizes: dict, seed: int):
     """Call func with random inputs at `sizes` ({size var name: value}); returns (outputs, expected), each output
     with SENTINEL_ROWS rows of NaN past its end checked untouched."""
-    values = {v: sizes[v.name] for v in _size_vars(func)}
+    values = {v: sizes[v.name] for v in size_vars(func.params)}
     shapes = [tuple(evaluate(d, values) for d in p.shape) for p in func.params[:-1]]
     rng = np.random.default_rng(seed)
     n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
     inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes[:n_in]]
     padded = [np.full((s[0] + SENTINEL_ROWS,) + s[1:] if s else (1,), np.nan, np.float32)
               for s in shapes[n_in:]]
-    sizes_arg = np.array([values[v] for v in _size_vars(func)], np.int32)
+    sizes_arg = np.array([values[v] for v in size_vars(func.params)], np.int32)
     got = lib.call(func.name, *inputs, *padded, sizes_arg)[n_in:n_in + n_out]
     for g, s in zip(got, shapes[n_in:]):
         assert np.isnan(g[s[0]:]).all() if s else True, "wrote past the end of an output"
     return [g[:s[0]] if s else g[:1].reshape(()) for g, s in zip(got, shapes[n_in:])], ref(*inputs)
-
-
-def _size_vars(func):
-    names = func.attrs["size_vars"]
-    found = {}
-    for p in func.params:
-        for d in p.shape:
-            for v in te.walk(te.as_expr(d)):
-                if isinstance(v, te.Var):
-                    found[v.name] = v
-    return [found[n] for n in names]
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

@@ -12,7 +12,7 @@ import pytest
 from compiler.arith import evaluate
 from compiler.codegen import build_library, vector_width
 from compiler.default_schedule import default_schedule_for_sizes
-from compiler.lower import LoweringError, lower
+from compiler.lower import LoweringError, lower, size_vars
 from compiler.schedule import initial_state
 from relayish import OpError, TensorType, Var, call, get_op, te
 from relayish.interp import evaluate_one
@@ -103,8 +103,7 @@ def test_one_kernel_runs_sizes_it_was_not_built_for(kernels, k):
         if op in POSITIVE:
             arrays = [np.abs(a) + np.float32(0.5) for a in arrays]
         want = evaluate_one(typed_call(op, shapes_at(shapes, size), attrs), arrays)
-        values = {v: size for p in func.params for d in p.shape for v in te.walk(te.as_expr(d))
-                  if isinstance(v, te.Var)}
+        values = {v: size for v in size_vars(func.params)}
         scratch = [np.zeros(max(1, evaluate(p.size, values)), np.float32) for p in func.params[n_in + n_out:-1]]
         out = np.full(want.shape, np.nan, np.float32)
         got = lib.call(func.name, *arrays, out, *scratch, np.array([size], np.int32))[n_in]

@@ -417,10 +417,8 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
 # ---- nodes ----
 
 def _has_run_time_dims(value) -> bool:
-    """Whether a converter's input has a dim known only at run time (a size variable's expression)."""
-    ty = getattr(value, "type", None)
-    fields = getattr(ty, "fields", None) or ((ty,) if ty is not None else ())
-    return any(not getattr(t, "is_static", True) for t in fields)
+    """Whether a converter's input (an Expr, or None for an omitted one) has a dim known only at run time."""
+    return not getattr(getattr(value, "type", None), "is_static", True)
 
 
 def _used_names(graph) -> set[str]:

@@ -290,18 +290,17 @@ def _avg_pool_compute(inputs, attrs, out_type):
         return _tap_count(y * sh, kh, dh, lo_h, hi_h) * _tap_count(xx * sw, kw, dw, lo_w, hi_w)
 
     oh, ow = out_type.shape[2:4]
-    if not (is_static_dim(oh) and is_static_dim(ow)):  # sizes known at run time: every window whole or counted
-        inv = 1.0 / (kh * kw)
+    same = None  # the count of every window, when they all count the same (the common case): a constant reciprocal
+    if not (is_static_dim(oh) and is_static_dim(ow)):  # sizes known at run time: every window whole, or counted
         if not attrs.ceil_mode and (not any(attrs.padding) or attrs.count_include_pad):
-            return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
-                              name="avg_pool2d", tag="pool")
-        return te.compute(out_type.shape,
-                          lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / te.cast(x.dtype, count(y, xx)),
-                          name="avg_pool2d", tag="pool")
-    rows = {_tap_count(y * sh, kh, dh, lo_h, hi_h).value for y in range(oh)}
-    cols = {_tap_count(xx * sw, kw, dw, lo_w, hi_w).value for xx in range(ow)}
-    if len(rows) == len(cols) == 1:  # the common case: every window counts the same, a constant reciprocal
-        inv = 1.0 / (rows.pop() * cols.pop())
+            same = kh * kw
+    else:
+        rows = {_tap_count(y * sh, kh, dh, lo_h, hi_h).value for y in range(oh)}
+        cols = {_tap_count(xx * sw, kw, dw, lo_w, hi_w).value for xx in range(ow)}
+        if len(rows) == len(cols) == 1:
+            same = rows.pop() * cols.pop()
+    if same is not None:
+        inv = 1.0 / same
         return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
                           name="avg_pool2d", tag="pool")
     return te.compute(out_type.shape,
@@ -343,18 +342,14 @@ def _global_pool_compute(inputs, attrs, out_type):
     if rows is not None:  # NCHW: each channel's H*W values are one contiguous row, summed in vector partials
         return te.compute(out_type.shape, lambda n, c, y, xx: rows[n, c] * te.const(1.0 / (h * w), x.dtype),
                           name="global_avg_pool2d", tag=ROW_TAG)
-    if not (is_static_dim(h) and is_static_dim(w)):  # sizes known at run time: the count is too
-        count = te.cast(x.dtype, h * w)
-        rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
-        total = te.compute(out_type.shape,
-                           lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
-                           name="global_avg_pool2d_sum", tag="pool")
-        return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / count,
-                          name="global_avg_pool2d", tag="pool")
     rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
     total = te.compute(out_type.shape,
                        lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
                        name="global_avg_pool2d_sum", tag="pool")
+    if not (is_static_dim(h) and is_static_dim(w)):  # sizes known at run time: the count is too
+        count = te.cast(x.dtype, h * w)
+        return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / count,
+                          name="global_avg_pool2d", tag="pool")
     inv = 1.0 / (h * w)
     return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
                       name="global_avg_pool2d", tag="pool")

@@ -96,15 +96,6 @@ def batch_case(path: Path, batches: list[int]) -> dict:
             "shapes": [{inp.name: (b,) + rest} for b in batches]}
 
 
-def image_case(path: Path, sides: list[int]) -> dict:
-    """The CNN over square images of each side (its input's dims 2 and 3 free, one symbol each)."""
-    model = onnx.load(str(path))
-    inp = model.graph.input[0]
-    free = with_free_dims(model, {inp.name: {2: "height", 3: "width"}})
-    return {"name": f"{path.stem} (free height, width)", "model": free, "free": {inp.name: (1, 3, None, None)},
-            "shapes": [{inp.name: (1, 3, side, side)} for side in sides]}
-
-
 def width_case(path: Path, widths: list[int]) -> dict:
     model = onnx.load(str(path))
     inp = model.graph.input[0]
@@ -115,6 +106,7 @@ def width_case(path: Path, widths: list[int]) -> dict:
 
 
 def side_case(path: Path, sides: list[int]) -> dict:
+    """An image model over square images of each side (its input's dims 2 and 3 free, one symbol each; batch 1)."""
     model = onnx.load(str(path))
     inp = model.graph.input[0]
     free = with_free_dims(model, {inp.name: {0: "n", 2: "height", 3: "width"}})
@@ -254,7 +246,7 @@ def main(argv=None) -> int:
         print(f"{path}: no such model (python -m models builds models/resnet18.onnx)", file=sys.stderr)
         return 2
     cases = [batch_case(path, [int(v) for v in args.batches.split(",")]),
-             image_case(path, [int(v) for v in args.images.split(",")])]
+             side_case(path, [int(v) for v in args.images.split(",")])]
     if args.bert:
         if not Path(args.bert).is_file():
             print(f"{args.bert}: no such model (python -m models bert)", file=sys.stderr)
