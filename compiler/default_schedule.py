@@ -72,17 +72,25 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
     return Schedule(tuple(b.steps))
 
 
-def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16) -> Schedule:
+def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16,
+                               uncached: frozenset = frozenset()) -> Schedule:
     """The default schedule of a state whose extents hold size variables (dims known only at run time): the one
     default_schedule makes for the same computation with each size variable v bound to the typical size hints[v]
     (te.bind_sizes: the same stages and names), replayed on `state`. Steps are data (splits by constants, fuses,
     annotations) and apply as they are: a split of a run-time extent runs whole tiles and a guarded last tile,
     versioned so that the whole tiles run unguarded (compiler/lower.py). A step that cannot apply (an nparts split
     or a vectorized or unrolled loop of a run-time extent) raises ScheduleError naming it; a schedule that keeps a
-    whole run-time axis in a local buffer raises lowering's LoweringError."""
+    whole run-time axis in a local buffer raises lowering's LoweringError naming the local stage: given again in
+    `uncached` (names of the stages that were cached), those stages are computed in place instead (their
+    CacheWrite and every step of their local copy dropped; a typical size's tile may keep a whole axis there, as
+    softmax's row sums over the query axis)."""
     twin = te.bind_sizes(state.outputs + state.inputs, hints)
     hint_state = initial_state([twin[id(t)] for t in state.outputs], [twin[id(t)] for t in state.inputs])
     sched = default_schedule(hint_state, vector_width)
+    if uncached:
+        local = {f"{name}.local" for name in uncached}
+        sched = Schedule(tuple(s for s in sched.steps if not (isinstance(s, CacheWrite) and s.stage in uncached)
+                               and getattr(s, "stage", None) not in local))
     sched.apply(state)  # (on a copy) raises ScheduleError where a step does not fit the run-time extents
     return sched
 

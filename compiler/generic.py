@@ -15,13 +15,15 @@ A call binds the variables from its inputs' shapes, evaluates every intermediate
 sizes, as the kernel calls' size arguments), allocates the intermediates and calls the kernels in order from
 Python (ctypes). Tuning records are not used: every task runs its default schedule.
 
-What is not here yet: shape arithmetic over the sizes inside the graph (Shape, a Reshape to computed dims),
+What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
 outputs sized by data, pooling in ceil mode over a free dim, a SAME padding of stride > 1 over one: a model with
 any of them is refused (GenericUnsupported says where), and the session compiles per shape instead.
 
 Invariants: inputs are checked against the symbols before any kernel runs (a dim named in two inputs must agree,
-fixed dims must match); every buffer a kernel writes is allocated at the size the expressions give for this call;
-the module holds no per-call state, so concurrent calls are safe.
+fixed dims must match, the values of an input that indexes a table must be in range, and what the import assumed
+of the sizes must hold: every intermediate dim and shape-arithmetic fact >= 1, else SizesOutsideGeneric); every
+buffer a kernel writes is allocated at the size the expressions give for this call; the module holds no per-call
+state, so concurrent calls are safe.
 """
 from __future__ import annotations
 
@@ -31,21 +33,24 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
 from relayish import te
 from relayish.dims import TYPICAL_SIZE
 from relayish.expr import Call, Constant, Tuple, TupleGetItem, Var
+from relayish.types import is_static_dim
 from runtime.aligned import aligned_empty, as_aligned
+from runtime.feeds import check_index_values
 
 from .arith import evaluate
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
 from .default_schedule import default_schedule_for_sizes
 from .free_dims import Dim, bind
-from .index_bounds import input_index_bounds
-from .lower import lower
+from .index_bounds import input_index_bounds, input_index_ignored
+from .lower import LoweringError, lower
 from .passes import PassContext, run_pipeline
 from .task import extract_task_calls
 
@@ -92,10 +97,13 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         mod = from_onnx(model, input_shapes=input_shapes)
     except Exception as e:
         raise GenericUnsupported(f"the model does not import over free dims: {_first_line(e)}") from e
-    checks = _dim_checks(mod)
-    if input_index_bounds(mod):
-        raise GenericUnsupported("an input indexes a tensor (its values are checked at the boundary of a static "
-                                 "module only)")
+    checks = _dim_checks(mod) + list(mod.attrs.get("dim_checks", ()))
+    ignored = input_index_ignored(mod)
+    index_specs = {}
+    for name, b in input_index_bounds(mod).items():
+        if not all(is_static_dim(v) for v in np.ravel(np.asarray(b, dtype=object))):
+            raise GenericUnsupported(f"input {name!r} indexes an axis of a size known only at run time")
+        index_specs[name] = SimpleNamespace(name=name, index_bounds=b, index_ignored=ignored.get(name))
     ctx = PassContext(opt_level=options.opt_level, layout=options.layout.value, vector_width=vector_width(),
                       winograd=options.winograd)
     try:
@@ -107,8 +115,7 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     for i, task in enumerate(calls.tasks):
         state = task.initial_state()
         try:
-            sched = default_schedule_for_sizes(state, hints, ctx.vector_width)
-            funcs.append(lower(sched.apply(state), f"{task.name}_{i}"))
+            funcs.append(_lower_for_sizes(state, hints, ctx.vector_width, f"{task.name}_{i}"))
         except Exception as e:
             raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
                                      f"{_first_line(e)}") from e
@@ -149,12 +156,28 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         log(f"generic module: {len(calls.calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
     return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
-                         checks, ranges)
+                         checks, ranges, index_specs)
+
+
+def _lower_for_sizes(state, hints: dict, vector_width: int, name: str):
+    """The task's default schedule over its run-time extents, lowered; a stage whose local buffer would span a
+    run-time axis is computed in place instead (default_schedule_for_sizes' `uncached`)."""
+    uncached: frozenset = frozenset()
+    while True:
+        sched = default_schedule_for_sizes(state, hints, vector_width, uncached)
+        try:
+            return lower(sched.apply(state), name)
+        except LoweringError as e:
+            cached = e.stage[:-len(".local")] if e.stage and e.stage.endswith(".local") else None
+            if cached is None or cached in uncached:
+                raise
+            uncached |= {cached}
 
 
 def _dim_checks(mod) -> list:
-    """Every dim of the imported graph that is an expression of the size variables (not one alone): each must be
-    at least 1 for the generic module to compute what a static compile would (see SizesOutsideGeneric)."""
+    """(expression, what it is) for every dim of the imported graph that is an expression of the size variables
+    (not one alone): each must be at least 1 for the generic module to compute what a static compile would (see
+    SizesOutsideGeneric)."""
     from relayish.expr import post_order
     found = {}
     for node in post_order(mod.main.body):
@@ -162,7 +185,7 @@ def _dim_checks(mod) -> list:
         for t in (getattr(ty, "fields", None) or ((ty,) if ty is not None else ())):
             for d in getattr(t, "shape", ()):
                 if isinstance(d, te.PrimExpr) and not isinstance(d, te.Var):
-                    found.setdefault(te.expr_str(d), d)
+                    found.setdefault(te.expr_str(d), (d, "an intermediate dim of the model"))
     return list(found.values())
 
 
@@ -180,9 +203,11 @@ class GenericModule:
     """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
 
     def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
-                 compile_s: float, checks: list = (), ranges: dict | None = None):
+                 compile_s: float, checks: list = (), ranges: dict | None = None, index_specs: dict | None = None):
         """inputs: (name, dims, dtype) per graph input, each dim an int or a size variable; ranges: symbol ->
-        (lo, hi) of the sizes it may take (hi None: unbounded)."""
+        (lo, hi) of the sizes it may take (hi None: unbounded); checks: (dim expression that must be >= 1, what it
+        is) pairs;
+        index_specs: input name -> its index bounds (runtime/feeds.py checks its values before any kernel)."""
         ranges = ranges or {}
 
         def spec(d) -> Dim:
@@ -194,7 +219,7 @@ class GenericModule:
         self._vars = {d.name: d for _, dims, _ in inputs for d in dims if isinstance(d, te.Var)}
         self._specs = {name: tuple(spec(d) for d in dims) for name, dims, _ in inputs}
         self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
-        self._consts, self._checks = consts, list(checks)
+        self._consts, self._checks, self._index_specs = consts, list(checks), index_specs or {}
         self._lib = ctypes.CDLL(lib_path)
         self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
         self._kernels = []
@@ -225,10 +250,13 @@ class GenericModule:
     def _plan(self, values: dict, key: tuple):
         plan = self._plans.get(key)
         if plan is None:
-            for d in self._checks:
+            small = {v.name: n for v, n in values.items() if n < 1}
+            if small:
+                raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
+            for d, what in self._checks:
                 if evaluate(d, values) < 1:
-                    raise SizesOutsideGeneric(f"sizes {dict(key)}: an intermediate dim {te.expr_str(d)} of the model "
-                                              f"would be {evaluate(d, values)}")
+                    raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be "
+                                              f"{evaluate(d, values)}, not >= 1")
             plan = []
             for s in self._steps:
                 outs = [(tuple(evaluate(d, values) for d in dims), dtype) for dims, dtype in s.outputs]
@@ -261,6 +289,8 @@ class GenericModule:
             a = np.asarray(feed[name])
             if a.dtype != np.dtype(dtype):
                 raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
+            if name in self._index_specs:
+                check_index_values(self._index_specs[name], a)
             arrays.append(as_aligned(np.ascontiguousarray(a)))
         key = tuple(sorted((v.name, n) for v, n in values.items()))
         plan = self._plan(values, key)

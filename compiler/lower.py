@@ -26,7 +26,12 @@ from .schedule import SplitRel, Stage, State
 
 
 class LoweringError(ValueError):
-    """A schedule that lowering cannot turn into loops (the message says which stage and why)."""
+    """A schedule that lowering cannot turn into loops (the message says which stage and why; `stage` names it
+    where one stage's buffer is the cause)."""
+
+    def __init__(self, message: str, stage: str | None = None):
+        super().__init__(message)
+        self.stage = stage
 
 
 def lower(state: State, name: str = "kernel") -> PrimFunc:
@@ -264,7 +269,8 @@ class _Lowering:
                 if box is None or not te.is_static(box[1]):
                     raise LoweringError(f"stage {prod.name!r} is computed at another stage over its dim {d}, whose "
                                         f"size {te.expr_str(full_d)} is known only at run time, and the region "
-                                        "read there has no constant extent: its local buffer would have no size")
+                                        "read there has no constant extent: its local buffer would have no size",
+                                        stage=prod.name)
                 bases.append(box[0])
                 extents.append(box[1])
                 past_end.append((d, full_d))

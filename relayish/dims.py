@@ -113,3 +113,56 @@ def _expr(form: dict):
         out = piece if out is None else out + piece
     const = form.get((), 0)
     return out + const if const else out
+
+
+def _var_monomials(form: dict) -> bool:
+    """Whether every term of a form is a product of size variables (no floor division or opaque term)."""
+    return all(isinstance(f, Var) for m in form if m != () for f in m)
+
+
+def lower_bound(e) -> int | None:
+    """The least value of e over size variables >= 1 when e is a sum of products of them with coefficients >= 0
+    plus a constant (each product is then least at 1); None otherwise."""
+    form = _form(e) if isinstance(e, PrimExpr) else ({(): int(e)} if int(e) else {})
+    terms = [c for m, c in form.items() if m != ()]
+    if not _var_monomials(form) or any(c < 0 for c in terms):
+        return None
+    return sum(terms) + form.get((), 0)
+
+
+def sign(e) -> int | None:
+    """The sign of e (-1, 0 or 1) for every value of its size variables, each taken >= 1; None when it depends
+    on them (or on a term this cannot bound). The generic module serves sizes >= 1 only."""
+    form = _form(e) if isinstance(e, PrimExpr) else ({(): int(e)} if int(e) else {})
+    const = form.get((), 0)
+    terms = [c for m, c in form.items() if m != ()]
+    if not terms:
+        return (const > 0) - (const < 0)
+    if not _var_monomials(form):
+        return None
+    if all(c > 0 for c in terms) and sum(terms) + const > 0:  # each product of variables is >= 1
+        return 1
+    if all(c < 0 for c in terms) and sum(terms) + const < 0:
+        return -1
+    return None
+
+
+def exact_quotient(a, b):
+    """a / b when it divides exactly for every value of the size variables, in canonical form; None when it
+    cannot be shown to (b a constant that divides every coefficient, or one term that divides every term)."""
+    fa = _form(a) if isinstance(a, PrimExpr) else ({(): int(a)} if int(a) else {})
+    fb = _form(b) if isinstance(b, PrimExpr) else ({(): int(b)} if int(b) else {})
+    if len(fb) != 1:
+        return None
+    (mb, cb), = fb.items()
+    out = {}
+    for m, c in fa.items():
+        rest = list(m)
+        for f in mb:
+            if f not in rest:
+                return None
+            rest.remove(f)
+        if c % cb:
+            return None
+        out[tuple(rest)] = c // cb
+    return _expr(out)

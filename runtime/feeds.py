@@ -64,7 +64,7 @@ def check_input(spec, value) -> np.ndarray:
     if value.shape != spec.shape:
         raise ValueError(f"input '{spec.name}' has shape {value.shape}, expected {spec.shape}")
     if getattr(spec, "index_bounds", None) is not None:
-        _check_index_values(spec, value)
+        check_index_values(spec, value)
     return value
 
 
@@ -99,7 +99,7 @@ def _from_python(spec, value) -> np.ndarray:
     return raw.astype(spec.dtype)
 
 
-def _check_index_values(spec, value: np.ndarray) -> None:
+def check_index_values(spec, value: np.ndarray) -> None:
     """_check_index_bounds, the spec's ignored value (a loss's ignore_index, masked before use) allowed too."""
     ignored = getattr(spec, "index_ignored", None)
     if ignored is None:

@@ -34,6 +34,8 @@ def _fold_call(node: Call):
     """op(constants...) -> constant, evaluated with the op's numpy reference."""
     if not node.args or not all(isinstance(a, Constant) for a in node.args):
         return None
+    if not node.type.is_static:  # a constant sliced or broadcast to a size known only at run time
+        return None
     if expands(node.type, [a.data for a in node.args]):
         return None
     value = get_op(node.op).ref(*[a.data for a in node.args], **node.attrs.as_dict())

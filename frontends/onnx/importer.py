@@ -30,9 +30,11 @@ from relayish import Call, Constant, Expr, Function, IRModule, OpError, TensorTy
 from relayish.prim_expr import PrimExpr
 from relayish.types import numpy_dtype
 
+from . import shape_values
 from .qdq import fuse_qdq
 from .external import ExternalDataError, load_external_data, refuse_external_data
 from .registry import Converter, lookup_converter
+from .shape_values import ShapeValue, collecting_checks
 from .values import ConversionError, check_tensor_data, checked_elements, empty, tensor_array
 from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
 from .versions.default import unreviewed
@@ -88,21 +90,27 @@ def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, stric
     params = _bind_values(params, input_values, env, source)
     used = _used_names(graph)
     folded: dict = {}  # fold_small_constants' memo, shared by every node of the import
-    for index, node in enumerate(graph.node):
-        _convert_node(node, index, opset, env, used, source, folded, domains)
+    with collecting_checks() as dim_checks:  # what shape arithmetic over run-time dims assumes (shape_values.py)
+        for index, node in enumerate(graph.node):
+            _convert_node(node, index, opset, env, used, source, folded, domains)
     outputs = []
     for out in graph.output:
         if out.name not in env:
             raise OnnxImportError(f"{source}: graph output {out.name!r} is not produced by any node")
         value = env[out.name]
+        if isinstance(value, ShapeValue):
+            raise OnnxImportError(f"{source}: graph output {out.name!r} is computed from dims known only at run "
+                                  f"time ({value}): an output of shape arithmetic is not supported")
         outputs.append(value)
     body = outputs[0] if len(outputs) == 1 else Tuple(outputs)
     described = describe_model(model)
     for name in input_values:  # bound by value: no longer an input
         for key in ("input_dims", "input_types"):
             described[key].pop(name, None)
-    return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output),
-                    attrs={"onnx_model": described})
+    attrs = {"onnx_model": described}
+    if dim_checks:
+        attrs["dim_checks"] = tuple(dim_checks)
+    return IRModule(Function(params, body), output_names=tuple(o.name for o in graph.output), attrs=attrs)
 
 
 def _bind_values(params: list[Var], values: dict, env: dict, source: str) -> list[Var]:
@@ -418,6 +426,8 @@ def _bind_symbols(declared: dict, input_shapes: dict, source: str) -> dict[str, 
 
 def _has_run_time_dims(value) -> bool:
     """Whether a converter's input (an Expr, or None for an omitted one) has a dim known only at run time."""
+    if isinstance(value, ShapeValue):
+        return True
     return not getattr(getattr(value, "type", None), "is_static", True)
 
 
@@ -470,7 +480,10 @@ def _convert_node(node, index, opset, env, used, source, folded: dict | None = N
     if "_scope" in conv.attrs:  # a converter of subgraph attributes (If, Loop, Scan) converts them in the node's scope
         attrs["_scope"] = SubgraphScope(env, opset, label, folded)
     try:
-        result = conv.fn(*inputs, **attrs)
+        if any(isinstance(i, ShapeValue) for i in inputs):  # shape arithmetic over run-time dims
+            result = shape_values.convert(node.op_type, conv.fn, inputs, attrs)
+        else:
+            result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
         raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ())) from e
     except TypeError as e:  # a converter doing arithmetic a dim known only at run time does not allow
@@ -479,7 +492,7 @@ def _convert_node(node, index, opset, env, used, source, folded: dict | None = N
         raise OnnxImportError(f"{label}: {node.op_type} over dims known only at run time is not supported "
                               f"({e})") from e
     results = tuple(result) if isinstance(result, (tuple, list)) else (result,)
-    results = tuple(fold_small_constants(r, folded) for r in results)
+    results = tuple(r if isinstance(r, ShapeValue) else fold_small_constants(r, folded) for r in results)
     for i, name in enumerate(node.output):  # optional outputs the node omits are not bound
         if i < len(results):
             env[name] = results[i]
@@ -557,6 +570,8 @@ def fold_small_constants(expr, done: dict | None = None):
 def _fold_call(expr: Call, args: tuple) -> Expr:
     """expr with its (already folded) args, evaluated if they are all constants and the result is small; a
     zero-size result is an empty constant whatever its inputs (its value is known: no element)."""
+    if isinstance(expr.type, TensorType) and not expr.type.is_static:  # sizes known at run time: nothing to fold
+        return expr if args == expr.args else expr.replace(args=args)
     if isinstance(expr.type, TensorType) and 0 in expr.type.shape:
         return empty(expr.type.shape, expr.type.dtype)
     if not all(isinstance(a, Constant) for a in args) or not isinstance(expr.type, TensorType):

@@ -86,6 +86,10 @@ class RunTimeValueNeeded(ConversionError):
 
 def constant_value(expr: Expr | None, what: str) -> np.ndarray:
     """The numpy value of a constant input; RunTimeValueNeeded if it is computed at run time."""
+    from .shape_values import ShapeValue
+    if isinstance(expr, ShapeValue):
+        raise ConversionError(f"input {what!r} is computed from dims known only at run time ({expr}); this op needs "
+                              f"its value at import")
     if not isinstance(expr, Constant):
         inputs = tuple(sorted({v.name for v in free_vars(expr)})) if expr is not None else ()
         raise RunTimeValueNeeded(f"input {what!r} must be a constant (an initializer or computable at import), "

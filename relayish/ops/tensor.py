@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..types import DTYPES, TensorType, numpy_dtype
+from ..types import DTYPES, TensorType, dim, is_static_dim, numpy_dtype
 from ..op import REQUIRED, OpError, Pattern, register_op
-from .common import broadcast_index, broadcast_shape, normalize_axis, same_dtype
+from .common import broadcast_index, broadcast_shape, normalize_axis, same_dtype, show_shape
 
 INDEX_DTYPES = ("int64", "int32")
 
@@ -74,10 +74,15 @@ register_op("take", inputs=2, pattern=Pattern.INJECTIVE, op_class="layout", infe
 
 def slice_ranges(shape, begin, end, strides, axes):
     """Per-axis (start, step, count) of a numpy-style slice (ONNX Slice semantics: starts/ends clamped, negative
-    values count from the end). Axes not given keep their full range."""
+    values count from the end). Axes not given keep their full range. On an axis of a run-time extent, or with
+    a bound known only at run time, the step is 1 and the bounds are taken as they are: 0 <= begin < end <=
+    extent is the caller's to ensure (the frontend resolves and checks them: frontends/onnx/ops/movement.py)."""
     out = [(0, 1, d) for d in shape]
     for b, e, s, a in zip(begin, end, strides, axes):
         n = shape[a]
+        if not (is_static_dim(n) and is_static_dim(b) and is_static_dim(e)):
+            out[a] = (b, 1, dim(e - b))
+            continue
         start, stop, step = slice(b, e, s).indices(n)
         out[a] = (start, step, len(range(start, stop, step)))
     return tuple(out)
@@ -97,8 +102,13 @@ def _slice_normalize(attrs, arg_types):
         raise OpError(f"strided_slice: repeated axes {axes}")
     if any(int(s) == 0 for s in strides):
         raise OpError(f"strided_slice: a step of 0 in {strides}")
-    attrs.update(axes=axes, strides=tuple(int(s) for s in strides), begin=tuple(int(b) for b in attrs["begin"]),
-                 end=tuple(int(e) for e in attrs["end"]))
+    attrs.update(axes=axes, strides=tuple(int(s) for s in strides), begin=tuple(dim(b) for b in attrs["begin"]),
+                 end=tuple(dim(e) for e in attrs["end"]))
+    for b, e, s, a in zip(attrs["begin"], attrs["end"], attrs["strides"], axes):
+        if not (is_static_dim(x.shape[a]) and is_static_dim(b) and is_static_dim(e)) and \
+                (s != 1 or (is_static_dim(b) and b < 0) or (is_static_dim(e) and e < 0)):
+            raise OpError(f"strided_slice: axis {a} of {show_shape(x.shape)} from {b} to {e} by {s}: over a size "
+                          f"known only at run time, the step must be 1 and the bounds resolved (not negative)")
     return attrs
 
 
@@ -132,9 +142,9 @@ register_op("strided_slice", inputs=1, pattern=Pattern.INJECTIVE, op_class="layo
 
 def _broadcast_to_infer(arg_types, attrs):
     x, = arg_types
-    shape = tuple(int(d) for d in attrs.shape)
+    shape = tuple(dim(d) for d in attrs.shape)
     if broadcast_shape("broadcast_to", x.shape, shape) != shape:
-        raise OpError(f"broadcast_to: {x.shape} does not broadcast to {shape}")
+        raise OpError(f"broadcast_to: {show_shape(x.shape)} does not broadcast to {show_shape(shape)}")
     return TensorType(shape, x.dtype)
 
 

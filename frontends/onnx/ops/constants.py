@@ -1,5 +1,6 @@
-"""Converters of the ops whose values are known at import: Constant, ConstantOfShape, Shape and Size (shapes are
-static), and Range (its start, limit and delta must be constants). Conventions: frontends/onnx/registry.py.
+"""Converters of the ops whose values are known at import: Constant, ConstantOfShape, Shape and Size, and Range
+(its start, limit and delta must be constants). Over a dim known only at run time, Shape and Size give a
+ShapeValue and ConstantOfShape takes one (frontends/onnx/shape_values.py). Conventions: frontends/onnx/registry.py.
 """
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import math
 
 import numpy as np
 
-from relayish import Constant
+from relayish import Constant, call
+from relayish.prim_expr import PrimExpr
 
 from ..builders import shape_of
 from ..registry import converter
-from ..values import ConversionError, checked_elements, constant_value, int_list_input, tensor_array
+from ..shape_values import dims_input
+from ..shape_values import value as shape_value
+from ..values import ConversionError, checked_elements, constant_value, tensor_array
 
 
 @converter("Constant")
@@ -35,20 +39,22 @@ def constant_of_shape(shape, *, value=None):
     fill = tensor_array(value, "attribute value").reshape(-1) if value is not None else np.zeros(1, np.float32)
     if fill.size != 1:
         raise ConversionError(f"value must have exactly one element, got {fill.size}")
-    dims = int_list_input(shape, "shape")
+    dims = dims_input(shape, "shape")
+    if any(isinstance(d, PrimExpr) for d in dims):  # a fill of a size known at run time: a broadcast
+        return call("broadcast_to", Constant(fill.reshape((1,) * len(dims))), shape=dims)
     checked_elements(dims, "the output")
     return Constant(np.full(dims, fill[0], dtype=fill.dtype))
 
 
 @converter("Shape")
 def shape_(data, *, start=0, end=None):
-    return Constant(np.asarray(shape_of(data)[start:end], np.int64))
+    return shape_value(shape_of(data)[start:end], "int64")
 
 
 @converter("Size")
 def size(data):
-    """The element count, known at import (shapes are static)."""
-    return Constant(np.asarray(math.prod(shape_of(data)), np.int64))
+    """The element count: known at import, or an expression of the run-time dims."""
+    return shape_value(math.prod(shape_of(data)), "int64")
 
 
 @converter("Range", since=11)

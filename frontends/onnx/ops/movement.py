@@ -16,10 +16,14 @@ import numpy as np
 from onnx import helper
 
 from relayish import Constant, Expr, call, const, get_op
-from relayish.types import DTYPES
+from relayish.dims import exact_quotient
+from relayish.ops.common import show_shape
+from relayish.prim_expr import PrimExpr
+from relayish.types import DTYPES, dim
 
 from ..builders import binary, fold, is_const, normalize_axis, reshape, shape_of, transpose
 from ..registry import converter
+from ..shape_values import dims_input, require
 from ..values import (ConversionError, checked_elements, constant_value, empty, int_list_input, int_tuple,
                       optional_ints, scalar_input)
 
@@ -59,24 +63,28 @@ def flatten(x, *, axis=1):
 
 @converter("Reshape")
 def reshape_(data, shape, *, allowzero=0):
-    """0 copies the input's dim at that position (unless allowzero), -1 is inferred (at most one)."""
-    target = list(int_list_input(shape, "shape"))
+    """0 copies the input's dim at that position (unless allowzero), -1 is inferred (at most one). Over dims known
+    only at run time, the -1 must divide out exactly (relayish.dims.exact_quotient)."""
+    target = list(dims_input(shape, "shape"))
     in_shape = shape_of(data)
     for i, d in enumerate(target):
-        if d == 0 and not allowzero:
+        if isinstance(d, int) and d == 0 and not allowzero:
             if i >= len(in_shape):
                 raise ConversionError(f"shape {tuple(target)}: a 0 at position {i} has no input dim to copy "
                                       f"(input shape {in_shape})")
             target[i] = in_shape[i]
-    if target.count(-1) > 1 or any(d < -1 for d in target):
+    free = [d for d in target if isinstance(d, int) and d == -1]
+    if len(free) > 1 or any(isinstance(d, int) and d < -1 for d in target):
         raise ConversionError(f"invalid shape {tuple(target)}")
-    size, known = math.prod(in_shape), math.prod(d for d in target if d != -1)
-    if -1 in target:
-        if known == 0 or size % known:
-            raise ConversionError(f"cannot reshape {in_shape} to {tuple(target)}")
-        target[target.index(-1)] = size // known
-    if math.prod(target) != size:
-        raise ConversionError(f"cannot reshape {in_shape} ({size} elements) to {tuple(target)}")
+    size, known = dim(math.prod(in_shape)), dim(math.prod(d for d in target if not (isinstance(d, int) and d == -1)))
+    if free:
+        inferred = exact_quotient(size, known) if known != 0 else None
+        if inferred is None:
+            raise ConversionError(f"cannot reshape {show_shape(in_shape)} to {show_shape(target)}: the -1 does not "
+                                  f"divide out exactly")
+        target[target.index(-1)] = inferred
+    if dim(math.prod(target)) != size:
+        raise ConversionError(f"cannot reshape {show_shape(in_shape)} ({size} elements) to {show_shape(target)}")
     return reshape(data, target)
 
 
@@ -152,7 +160,38 @@ def _slice(data, starts, ends, axes, steps):
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ConversionError(f"starts {tuple(starts)}, ends {tuple(ends)}, axes {axes} and steps {steps} must "
                               f"have equal lengths")
+    shape = shape_of(data)
+    starts, ends = list(starts), list(ends)
+    for k, (b, e, a, s) in enumerate(zip(starts, ends, axes, steps)):
+        n = shape[normalize_axis(a, len(shape))]
+        if not all(isinstance(v, int) for v in (b, e, n)):
+            starts[k], ends[k] = _run_time_bounds(b, e, n, s, a)
+    if any(isinstance(v, PrimExpr) for v in starts + ends):  # (a slice of a constant is not folded then)
+        return call("strided_slice", data, begin=tuple(starts), end=tuple(ends), strides=steps, axes=axes)
     return fold("strided_slice", data, begin=tuple(starts), end=tuple(ends), strides=steps, axes=axes)
+
+
+_END = 1 << 62  # an end at least this large means "to the end of the axis" (exporters write INT64_MAX)
+
+
+def _run_time_bounds(b, e, n, step, axis) -> tuple:
+    """A slice bound to dims known only at run time (the axis extent, or the bounds): begin and end resolved as ONNX
+    resolves them (negative from the end, a huge end to the end), step 1. That the slice is not empty and that its
+    bounds are inside the axis (ONNX would clamp them) is recorded for the generic module to check per call
+    (shape_values.require): sizes outside are compiled for."""
+    if step != 1:
+        raise ConversionError(f"a slice of axis {axis} with step {step} over dims known only at run time is not "
+                              f"supported (step 1 only)")
+
+    def resolve(v):
+        if isinstance(v, int):
+            return dim(n + v) if v < 0 else (n if v >= _END else v)
+        return dim(v)
+    begin, end = resolve(b), resolve(e)
+    require(begin + 1, f"slice begin {b} of axis {axis} (size {n}) must be inside the axis")
+    require(n - end + 1, f"slice end {e} of axis {axis} (size {n}) must be inside the axis")
+    require(end - begin, f"the slice {b}:{e} of axis {axis} (size {n}) must not be empty")
+    return begin, end
 
 
 @converter("Slice")
@@ -162,8 +201,8 @@ def slice_v1(data, *, starts, ends, axes=None):
 
 @converter("Slice", since=10)
 def slice_v10(data, starts, ends, axes=None, steps=None):
-    return _slice(data, int_tuple(constant_value(starts, "starts")), int_tuple(constant_value(ends, "ends")),
-                  optional_ints(axes, "axes"), optional_ints(steps, "steps"))
+    return _slice(data, dims_input(starts, "starts"), dims_input(ends, "ends"), optional_ints(axes, "axes"),
+                  optional_ints(steps, "steps"))
 
 
 def _split(data, axis, sizes, count):
