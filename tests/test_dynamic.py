@@ -422,6 +422,27 @@ def test_a_transformer_with_a_free_sequence_length_runs_every_length(name):
     assert sorted(s["symbols"]["T"] for s in sess.specializations()) == [5, 16, 37]
 
 
+@pytest.mark.parametrize("name", ["bert", "gpt"])
+def test_a_transformer_with_a_free_sequence_length_runs_every_length_on_one_generic_module(name):
+    """The same models with no specialization: their shape arithmetic (the length read with Shape, the position
+    table sliced to it, GPT's causal mask of ConstantOfShape(length, length)) is evaluated at import over the
+    length (frontends/onnx/shape_values.py), so one module with run-time extents serves every length."""
+    from models.bert import make_bert
+    from models.gpt import make_gpt
+    small = dict(layers=1, d_model=32, heads=2, vocab_size=50)
+    model = make_bert(batch="N", seq_len="T", ffn=64, **small) if name == "bert" else \
+        make_gpt(batch="N", seq_len="T", **small)
+    names = [v.name for v in model.graph.input]
+    sess = compile_model(model, input_shapes={n: (1, None) for n in names}, cache=False, specialize="never")
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for length in (5, 16, 37):
+        feed = {n: RNG.integers(0, 2 if n == "attention_mask" else 50, (1, length)).astype(np.int64) for n in names}
+        ours, = sess.run(None, feed)
+        assert ours.shape[:2] == (1, length)
+        assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"T={length}")
+    assert sess.specializations() == []
+
+
 def test_the_generic_tiers_module_is_kept_beside_max_specializations():
     """With room for one specialization, the batch-1 module stays besides it (it is the generic tier), and a size
     compiled in the background is kept, not dropped for the generic tier's sake."""

@@ -23,7 +23,10 @@ EXPANSION_MIN_BYTES = 16 << 20
 
 def expands(result_type, inputs) -> bool:
     """Whether a computation of constants `inputs` (arrays) into a result of `result_type` is an expansion that
-    stays a computation (see EXPANSION_FACTOR)."""
+    stays a computation (see EXPANSION_FACTOR); a result sized at run time (a constant table sliced to an input's
+    length) always stays one."""
+    if not result_type.is_static:
+        return True
     out = result_type.size * np.dtype(numpy_dtype(result_type.dtype)).itemsize
     return out > EXPANSION_MIN_BYTES and out > EXPANSION_FACTOR * sum(a.nbytes for a in inputs)
 
@@ -33,8 +36,6 @@ def expands(result_type, inputs) -> bool:
 def _fold_call(node: Call):
     """op(constants...) -> constant, evaluated with the op's numpy reference."""
     if not node.args or not all(isinstance(a, Constant) for a in node.args):
-        return None
-    if not node.type.is_static:  # a constant sliced or broadcast to a size known only at run time
         return None
     if expands(node.type, [a.data for a in node.args]):
         return None

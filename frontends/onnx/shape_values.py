@@ -8,8 +8,8 @@ ints or dim expressions in canonical form (relayish/dims.py). It never becomes a
 - the ops of shape arithmetic (SHAPE_OPS: Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Cast, Identity,
   Add, Sub, Mul, Div, Mod, Neg, Equal, Less, Greater, Where, Max, Min, ReduceProd, Shape, Size) are evaluated
   over it here, an element at a time; a result whose elements are all ints is a Constant again;
-- the converters that take a shape (Reshape, Expand, ConstantOfShape, Slice's starts and ends) read its dims
-  with `dims_input`;
+- the converters that take a shape (Reshape, Expand, ConstantOfShape, Slice's starts and ends, Range's limit)
+  read its dims with `dims_input`;
 - anything else it reaches (used as data, a graph output) is refused with a ConversionError naming the input.
 
 Comparisons and Max/Min are decided when they hold for every size >= 1 (relayish.dims.sign); an integer division
@@ -23,7 +23,6 @@ from __future__ import annotations
 import operator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,17 +30,7 @@ from relayish import Constant
 from relayish.dims import canonical, exact_quotient, lower_bound, sign
 from relayish.prim_expr import PrimExpr
 
-from .values import ConversionError
-
-
-@dataclass(frozen=True, eq=False)
-class ShapeValue:
-    """An int64 (or int32) tensor computed from shapes, whose elements are ints or dim expressions."""
-    values: np.ndarray  # dtype object: each element an int or a canonical PrimExpr
-    dtype: str = "int64"
-
-    def __str__(self):
-        return "[" + ", ".join(map(str, self.values.reshape(-1))) + "]"
+from .values import ConversionError, ShapeValue, int_list_input
 
 
 def is_symbolic(x) -> bool:
@@ -110,7 +99,6 @@ def dims_input(x, what: str) -> tuple:
         if x.values.ndim > 1:
             raise ConversionError(f"input {what!r} must be 1-D, got shape {x.values.shape}")
         return tuple(x.values.reshape(-1))
-    from .values import int_list_input
     return int_list_input(x, what)
 
 
@@ -118,7 +106,6 @@ def _ints(x, what: str) -> tuple[int, ...]:
     if isinstance(x, ShapeValue):
         raise ConversionError(f"input {what!r} is computed from dims known only at run time ({x}); it must be known "
                               f"at import")
-    from .values import int_list_input
     return int_list_input(x, what, (np.int64, np.int32))
 
 
@@ -318,7 +305,7 @@ SHAPE_OPS = {
     "Size": _size,
 }
 # ops that take a shape (their inputs at these positions may be ShapeValues; see dims_input)
-SHAPE_CONSUMERS = {"Reshape": {1}, "Expand": {1}, "ConstantOfShape": {0}, "Slice": {1, 2}}
+SHAPE_CONSUMERS = {"Reshape": {1}, "Expand": {1}, "ConstantOfShape": {0}, "Slice": {1, 2}, "Range": {1}}
 # the inputs of SHAPE_OPS that are shape arithmetic's data (the others must be constants)
 _DATA_INPUTS = {"Gather": {0}, "Slice": {0}, "Unsqueeze": {0}, "Squeeze": {0}, "Reshape": {0}, "Cast": {0},
                 "Identity": {0}, "Where": {1, 2}, "ReduceProd": {0}, "Shape": {0}, "Size": {0}}

@@ -4,6 +4,7 @@ naming what is wrong; the importer adds the file and node."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -15,6 +16,17 @@ from relayish.types import numpy_dtype
 
 class ConversionError(ValueError):
     """A node that its converter cannot handle (unsupported attribute value, non-constant shape input...)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeValue:
+    """An int64 (or int32) tensor computed from shapes, whose elements are ints or dim expressions: what shape
+    arithmetic over dims known only at run time gives at import (frontends/onnx/shape_values.py)."""
+    values: np.ndarray  # dtype object: each element an int or a canonical PrimExpr
+    dtype: str = "int64"
+
+    def __str__(self):
+        return "[" + ", ".join(map(str, self.values.reshape(-1))) + "]"
 
 
 def int_tuple(values) -> tuple[int, ...]:
@@ -86,7 +98,6 @@ class RunTimeValueNeeded(ConversionError):
 
 def constant_value(expr: Expr | None, what: str) -> np.ndarray:
     """The numpy value of a constant input; RunTimeValueNeeded if it is computed at run time."""
-    from .shape_values import ShapeValue
     if isinstance(expr, ShapeValue):
         raise ConversionError(f"input {what!r} is computed from dims known only at run time ({expr}); this op needs "
                               f"its value at import")

@@ -224,3 +224,31 @@ def _trilu_compute(inputs, attrs, out_type):
 register_op("trilu", inputs=1, pattern=Pattern.INJECTIVE, op_class="elementwise", infer=_trilu_infer,
             ref=_trilu_ref, compute=_trilu_compute, attrs={"upper": 1, "k": 0},
             doc="upper (k-th diagonal and above) or lower triangle of the last two dims, the rest 0")
+
+# ---------------------------------------------------------------------------------------------- arange
+
+
+def _arange_infer(arg_types, attrs):
+    start, = arg_types
+    if start.shape != ():
+        raise OpError(f"arange: start must be a scalar, got shape {start.shape}")
+    if is_static_dim(attrs.count) and attrs.count < 1:
+        raise OpError(f"arange: count must be at least 1, got {attrs.count}")
+    return TensorType((dim(attrs.count),), start.dtype)
+
+
+def _arange_ref(start, count, delta):
+    return (start + np.arange(count) * np.asarray(delta, start.dtype)).astype(start.dtype)
+
+
+def _arange_compute(inputs, attrs, out_type):
+    start, = inputs
+    delta = te.const(attrs.delta, start.dtype)
+    return te.compute(out_type.shape, lambda i: start[()] + te.cast(start.dtype, i) * delta, name="arange",
+                      tag="injective")
+
+
+register_op("arange", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_arange_infer, ref=_arange_ref,
+            compute=_arange_compute, attrs={"count": REQUIRED, "delta": 1}, flops=_movement_flops,
+            doc="start + i * delta for i < count (ONNX Range whose length is known only at run time; a Range of "
+                "constants is a constant)")

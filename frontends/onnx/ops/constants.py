@@ -10,10 +10,11 @@ import numpy as np
 
 from relayish import Constant, call
 from relayish.prim_expr import PrimExpr
+from relayish.types import dim
 
 from ..builders import shape_of
 from ..registry import converter
-from ..shape_values import dims_input
+from ..shape_values import dims_input, is_symbolic, require
 from ..shape_values import value as shape_value
 from ..values import ConversionError, checked_elements, constant_value, tensor_array
 
@@ -59,10 +60,26 @@ def size(data):
 
 @converter("Range", since=11)
 def range_(start, limit, delta):
+    if is_symbolic(limit):  # a length known only at run time (torch's arange(x.shape[1])): computed by a kernel
+        return _run_time_range(start, limit, delta)
     values = [constant_value(v, name).reshape(()) for v, name in ((start, "start"), (limit, "limit"),
                                                                   (delta, "delta"))]
     checked_elements((_range_length(*values),), f"the range from {values[0]} to {values[1]} by {values[2]}")
     return Constant(np.arange(*values).astype(values[0].dtype))
+
+
+def _run_time_range(start, limit, delta):
+    """Range(start, limit, delta) with integer start and delta > 0 constants and a limit known only at run time:
+    an arange of (limit - start + delta - 1) // delta elements, which must not be empty (recorded for the generic
+    module's per-call check: shape_values.require)."""
+    first, step = (constant_value(v, name).reshape(()) for v, name in ((start, "start"), (delta, "delta")))
+    if first.dtype.kind not in "iu" or int(step) < 1:
+        raise ConversionError(f"a range to a limit known only at run time must have integer start and a delta >= 1, "
+                              f"got start {first} and delta {step}")
+    end, = dims_input(limit, "limit") if limit.values.ndim == 1 else (limit.values.reshape(()).item(),)
+    count = dim((end - int(first) + int(step) - 1) // int(step))
+    require(count, f"the range from {int(first)} to {end} by {int(step)} must not be empty")
+    return call("arange", Constant(first), count=count, delta=int(step))
 
 
 def _range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:

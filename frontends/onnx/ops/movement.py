@@ -15,9 +15,10 @@ import math
 import numpy as np
 from onnx import helper
 
-from relayish import Constant, Expr, call, const, get_op
+from relayish import Call, Constant, Expr, call, const, get_op
 from relayish.dims import exact_quotient
-from relayish.ops.common import show_shape
+from relayish.op import OpError
+from relayish.ops.common import broadcast_shape, show_shape
 from relayish.prim_expr import PrimExpr
 from relayish.types import DTYPES, dim
 
@@ -301,7 +302,24 @@ def gather(data, indices, *, axis=0):
             raise ConversionError(f"input 'indices' must be int32 or int64, got {index.dtype}")
         if index.size and (index.min() < -n or index.max() >= n):
             raise ConversionError(f"indices {int_tuple(index)} out of range for axis {axis} of size {n}")
+    _require_range_in(indices, shape_of(data)[axis], axis)
     return fold("take", data, indices, axis=axis)
+
+
+def _require_range_in(indices, n, axis: int):
+    """Indices made by a Range of run-time length (positions 0..T-1 gathering a position table): compiled take
+    clamps them, onnxruntime refuses them past the table, so the generic module checks per call that the last
+    one is inside the axis (shape_values.require); a static compile checks the folded constant above."""
+    while isinstance(indices, Call) and indices.op == "reshape":
+        indices = indices.args[0]
+    if not (isinstance(indices, Call) and indices.op == "arange" and isinstance(indices.args[0], Constant)):
+        return
+    first, count, delta = int(indices.args[0].data), indices.attrs.count, indices.attrs.delta
+    if first < 0:
+        raise ConversionError(f"a range from {first} indexes axis {axis} (negative positions of a run-time range "
+                              f"are not supported)")
+    require(n - (first + (count - 1) * delta), f"the range of positions {first}..{first} + ({count} - 1) * "
+                                                f"{delta} must be inside axis {axis} of size {n}")
 
 
 @converter("GatherElements", since=11)
@@ -437,8 +455,18 @@ def tile(x, repeats):
 
 @converter("Expand", since=8)
 def expand(x, shape):
-    target = np.broadcast_shapes(shape_of(x), int_tuple(constant_value(shape, "shape")))
-    return x if target == shape_of(x) else fold("broadcast_to", x, shape=target)
+    dims = dims_input(shape, "shape")
+    if all(isinstance(d, int) for d in dims + tuple(shape_of(x))):
+        target = np.broadcast_shapes(shape_of(x), dims)
+    else:  # over dims known only at run time (relayish/ops/common.py broadcast_shape decides what it can)
+        try:
+            target = broadcast_shape("Expand", shape_of(x), dims)
+        except OpError as e:
+            raise ConversionError(str(e)) from None
+    if tuple(target) == tuple(shape_of(x)):
+        return x
+    return fold("broadcast_to", x, shape=tuple(target)) if all(isinstance(d, int) for d in target) else \
+        call("broadcast_to", x, shape=tuple(target))
 
 
 # ---- ReverseSequence ----

@@ -1,0 +1,211 @@
+"""Shape arithmetic over dims known only at run time (frontends/onnx/shape_values.py): what exporters write to size
+tensors by the input's length (Shape -> Gather -> Unsqueeze -> Concat -> Reshape, a position table sliced to the
+length, ConstantOfShape of (n, n) for a causal mask, Expand to a computed shape, torch's Where(Equal(shape, -1))
+guard) is evaluated at import into dim expressions, and one generic module runs every length. Each model here
+is compiled once with its length free and checked at lengths it was never compiled for against onnxruntime and
+the interpreter (at that length); what the arithmetic cannot do is refused naming the node."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import CompileOptions, compile_model
+from compiler.generic import GenericUnsupported, SizesOutsideGeneric, compile_generic
+from frontends import OnnxImportError, from_onnx
+from harness import assert_three_way, run_ort
+from relayish import te
+from relayish.dims import canonical, exact_quotient, lower_bound, sign
+from relayish.interp import evaluate
+
+RNG = np.random.default_rng(11)
+LENGTHS = (1, 6, 13)  # none of them the hint size the kernels are scheduled for
+TABLE = 16  # rows of the position table
+
+
+def _const(name, value):
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def _model(nodes, inits, outputs, inputs=None):
+    inputs = inputs or [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, "T", 8))]
+    graph = helper.make_graph(nodes, "shapes", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def export_style_model():
+    """x (1, T, 8): its length read with Shape -> Gather; heads by a Reshape to Concat(1, T, 2, 4); a position
+    table (16, 8) sliced to T rows and added; a causal (T, T) mask from ConstantOfShape(Concat(T, T)) -> Trilu;
+    attention-like scores masked and summed; a bias expanded to (1, T, 8) through torch's Where(Equal(s, -1), 1,
+    s) guard; T // 2 (an integer Div) and T * 8 (a Mul) checked by a Reshape of x to (1, T * 8 // 8 ... )."""
+    n = helper.make_tensor_value_info
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["t"], axis=0),  # scalar T
+        helper.make_node("Unsqueeze", ["t", "zero1"], ["t1"]),  # [T]
+        helper.make_node("Concat", ["one1", "t1", "two1", "four1"], ["heads"], axis=0),
+        helper.make_node("Reshape", ["x", "heads"], ["xh"]),  # (1, T, 2, 4)
+        helper.make_node("Transpose", ["xh"], ["q"], perm=[0, 2, 1, 3]),  # (1, 2, T, 4)
+        helper.make_node("Transpose", ["xh"], ["k"], perm=[0, 2, 3, 1]),  # (1, 2, 4, T)
+        helper.make_node("MatMul", ["q", "k"], ["scores"]),  # (1, 2, T, T)
+        helper.make_node("Concat", ["t1", "t1"], ["tt"], axis=0),
+        helper.make_node("ConstantOfShape", ["tt"], ["ones"], value=helper.make_tensor("v", TensorProto.FLOAT, [1],
+                                                                                       [1.0])),
+        helper.make_node("Trilu", ["ones"], ["causal"], upper=0),
+        helper.make_node("Mul", ["scores", "causal"], ["masked"]),
+        helper.make_node("ReduceSum", ["masked", "axes3"], ["ctx"], keepdims=0),  # (1, 2, T)
+        helper.make_node("Slice", ["table", "zero1", "t1", "zero1"], ["pos"]),  # (T, 8)
+        helper.make_node("Add", ["x", "pos"], ["xp"]),
+        helper.make_node("Concat", ["one1", "t1", "eight1"], ["target"], axis=0),
+        helper.make_node("Equal", ["target", "minus1"], ["is_free"]),
+        helper.make_node("Where", ["is_free", "one1", "target"], ["guarded"]),
+        helper.make_node("Expand", ["bias", "guarded"], ["b"]),  # (1, T, 8)
+        helper.make_node("Add", ["xp", "b"], ["y"]),
+        helper.make_node("Div", ["t1", "two1"], ["half"]),  # T // 2, taken as floor of a non-negative T
+        helper.make_node("Mul", ["half", "zero1"], ["none"]),  # 0 * (T // 2) = 0: a static value again
+        helper.make_node("Add", ["none", "eight1"], ["eight_again"]),
+        helper.make_node("Concat", ["one1", "minus1", "eight_again"], ["flat_shape"], axis=0),
+        helper.make_node("Reshape", ["y", "flat_shape"], ["out"]),  # (1, T, 8) through a -1
+    ]
+    inits = [_const("one", np.int64(1)), _const("zero1", np.array([0], np.int64)),
+             _const("one1", np.array([1], np.int64)), _const("two1", np.array([2], np.int64)),
+             _const("four1", np.array([4], np.int64)), _const("eight1", np.array([8], np.int64)),
+             _const("minus1", np.array([-1], np.int64)), _const("axes3", np.array([3], np.int64)),
+             _const("table", RNG.standard_normal((TABLE, 8)).astype(np.float32)),
+             _const("bias", RNG.standard_normal((8,)).astype(np.float32))]
+    return _model(nodes, inits, [n("out", TensorProto.FLOAT, None), n("ctx", TensorProto.FLOAT, None)])
+
+
+def _generic(model, ranges=None):
+    return compile_generic(model, {"x": (1, "T", 8)}, CompileOptions(), [o.name for o in model.graph.output],
+                           ranges or {"T": (1, None)})
+
+
+def _interpreted(model, feed):
+    return evaluate(from_onnx(model, input_shapes={k: v.shape for k, v in feed.items()}), feed)
+
+
+def test_export_style_shape_arithmetic_runs_every_length_on_one_module():
+    model = export_style_model()
+    module = _generic(model)
+    for length in LENGTHS:
+        feed = {"x": RNG.standard_normal((1, length, 8)).astype(np.float32)}
+        ours, ref, interp = module.run(None, feed), run_ort(model, feed), _interpreted(model, feed)
+        assert ours[0].shape == (1, length, 8) and ours[1].shape == (1, 2, length)
+        for k in range(2):
+            assert_three_way(ours[k], ref[k], np.asarray(interp[k]), f"T={length} output {k}")
+
+
+def test_torch_style_positions_from_a_range_of_the_length():
+    """torch's `arange(x.shape[1])` exported: Range(0, T, 1) -> Unsqueeze -> Gather of a position table. The range
+    is a kernel (arange) of T elements; its last position must be inside the table, checked per call."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["t"], axis=0),
+             helper.make_node("Range", ["zero", "t", "one"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "zero1"], ["pos"]),
+             helper.make_node("Gather", ["table", "pos"], ["p"], axis=0),
+             helper.make_node("Add", ["x", "p"], ["y"])]
+    inits = [_const("zero", np.int64(0)), _const("one", np.int64(1)), _const("zero1", np.array([0], np.int64)),
+             _const("table", RNG.standard_normal((TABLE, 8)).astype(np.float32))]
+    model = _model(nodes, inits, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    module = _generic(model)
+    for length in LENGTHS + (TABLE,):
+        feed = {"x": RNG.standard_normal((1, length, 8)).astype(np.float32)}
+        assert_three_way(module.run(None, feed)[0], run_ort(model, feed)[0],
+                         np.asarray(_interpreted(model, feed)[0]), f"T={length}")
+    with pytest.raises(SizesOutsideGeneric, match="range of positions .* must be inside axis 0 of size 16"):
+        module.run(None, {"x": np.zeros((1, TABLE + 1, 8), np.float32)})
+
+
+def test_a_slice_past_its_table_leaves_the_generic_module_and_the_session_compiles_it():
+    """The position table has 16 rows: at T > 16 onnxruntime clips the slice (and the Add fails there); the
+    generic module's check of the slice end refuses T = 17 before any kernel runs, naming the assumption."""
+    module = _generic(export_style_model())
+    with pytest.raises(SizesOutsideGeneric, match="slice end .* must be inside the axis"):
+        module.run(None, {"x": np.zeros((1, TABLE + 1, 8), np.float32)})
+    assert module.run(None, {"x": np.zeros((1, TABLE, 8), np.float32)})[0].shape == (1, TABLE, 8)
+
+
+def test_the_session_serves_lengths_past_the_checks_by_a_compile():
+    """Only the position slice, output as it is: at T = 20 onnxruntime gives the table's 16 rows, and so does the
+    session, by a module compiled for T = 20 (the generic tier serves T <= 16)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "one1", "two1"], ["t1"]),
+             helper.make_node("Slice", ["table", "zero1", "t1", "zero1"], ["y"])]
+    inits = [_const("zero1", np.array([0], np.int64)), _const("one1", np.array([1], np.int64)),
+             _const("two1", np.array([2], np.int64)),
+             _const("table", RNG.standard_normal((TABLE, 8)).astype(np.float32))]
+    model = _model(nodes, inits, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    sess = compile_model(model, input_shapes={"x": (1, None, 8)}, cache=False, specialize="never")
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for length in (3, 20, 9):
+        feed = {"x": np.zeros((1, length, 8), np.float32)}
+        ours, = sess.run(None, feed)
+        np.testing.assert_array_equal(ours, run_ort(model, feed)[0], err_msg=f"T={length}")
+    assert [s["symbols"] for s in sess.specializations()] == [{"T": 20}]
+
+
+def test_an_index_input_is_checked_per_call_on_the_generic_module():
+    """Token ids gather an embedding table of 10 rows: the generic module checks their values at every call (a
+    static module checks them at its boundary, runtime/feeds.py), so an id of 10 is an error, not a clamped read."""
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["y"])]
+    model = _model(nodes, [_const("table", RNG.standard_normal((10, 4)).astype(np.float32))],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor_value_info("ids", TensorProto.INT64, (1, "T"))])
+    module = compile_generic(model, {"ids": (1, "T")}, CompileOptions(), ["y"], {"T": (1, None)})
+    ids = np.array([[1, 9, -10, 3]], np.int64)
+    np.testing.assert_array_equal(module.run(None, {"ids": ids})[0], run_ort(model, {"ids": ids})[0])
+    with pytest.raises(ValueError, match="input 'ids' holds 10 at .* a table of 10 entries"):
+        module.run(None, {"ids": np.array([[0, 10]], np.int64)})
+
+
+def _length_used(*nodes, inits=()):
+    """x (1, T, 8) and its length t1 = [T] (Shape -> Slice), then `nodes`; output y."""
+    head = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "one1", "two1"], ["t1"])]
+    base = [_const("one1", np.array([1], np.int64)), _const("two1", np.array([2], np.int64))]
+    return _model(head + list(nodes), base + list(inits), [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                         None)])
+
+
+@pytest.mark.parametrize("nodes, inits, message", [
+    ([helper.make_node("Cast", ["t1"], ["f"], to=TensorProto.FLOAT), helper.make_node("Mul", ["x", "f"], ["y"])],
+     [], r"\(Cast\).*cast to a non-integer type: used as data"),
+    ([helper.make_node("Less", ["t1", "five"], ["c"]), helper.make_node("Where", ["c", "x", "x"], ["y"])],
+     [_const("five", np.array([5], np.int64))], r"Less.*cannot decide T < 5 before run time"),
+    ([helper.make_node("Concat", ["one1", "minus1", "four1"], ["shape"], axis=0),
+      helper.make_node("Reshape", ["x", "shape"], ["y"])],
+     [_const("minus1", np.array([-1], np.int64)), _const("four1", np.array([4], np.int64))],
+     r"Reshape.*cannot show that \(1, T, 8\) and \(1, \(T \* 2\), 4\)"),
+    ([helper.make_node("Concat", ["one1", "minus1", "three1"], ["shape"], axis=0),
+      helper.make_node("Reshape", ["x", "shape"], ["y"])],
+     [_const("minus1", np.array([-1], np.int64)), _const("three1", np.array([3], np.int64))],
+     r"Reshape.*the -1 does not divide out exactly"),
+    ([helper.make_node("Mod", ["t1", "t1"], ["m"]), helper.make_node("Reshape", ["x", "m"], ["y"])],
+     [], r"Mod.*cannot take T modulo T before run time"),
+], ids=["used_as_data", "undecidable_comparison", "reshape_not_mapped_through", "inexact_minus_one",
+        "modulo_by_a_size"])
+def test_what_the_arithmetic_cannot_do_is_refused_naming_the_node(nodes, inits, message):
+    model = _length_used(*nodes, inits=inits)
+    with pytest.raises(OnnxImportError, match=message):
+        from_onnx(model, input_shapes={"x": (1, te.size_var("T"), 8)})
+    with pytest.raises(GenericUnsupported, match="does not import over free dims"):
+        _generic(model)
+
+
+def test_a_static_import_folds_the_same_arithmetic_to_constants():
+    """With every dim bound, Shape gives a Constant and nothing here is used: the static path is unchanged."""
+    model = export_style_model()
+    mod = from_onnx(model, input_shapes={"x": (1, 6, 8)})
+    assert "dim_checks" not in mod.attrs
+    assert [t.shape for t in mod.main.ret_type.fields] == [(1, 6, 8), (1, 2, 6)]
+
+
+def test_dim_facts_hold_for_every_size_at_least_one():
+    t, u = te.size_var("t"), te.size_var("u")
+    assert [sign(t), sign(t + 1), sign(-t - 2), sign(t - 1), sign(t - u), sign(canonical(t - t))] == \
+        [1, 1, -1, None, None, 0]
+    assert [lower_bound(t), lower_bound(2 * t * u + 3), lower_bound(t - 1), lower_bound(t // 2)] == [1, 5, 0, None]
+    assert exact_quotient(t * 768, 12) == canonical(t * 64)
+    assert exact_quotient(t * u * 6, u * 3) == canonical(t * 2)
+    assert exact_quotient(canonical(t * 4 + 8), 4) == canonical(t + 2)
+    assert [exact_quotient(t * 5, 3), exact_quotient(t + 1, t), exact_quotient(t * 6, t + 1)] == [None] * 3
