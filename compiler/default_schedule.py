@@ -78,8 +78,9 @@ def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16
     default_schedule makes for the same computation with each size variable v bound to the typical size hints[v]
     (te.bind_sizes: the same stages and names), replayed on `state`. Steps are data (splits by constants, fuses,
     annotations) and apply as they are: a split of a run-time extent runs whole tiles and a guarded last tile,
-    versioned so that the whole tiles run unguarded (compiler/lower.py). A step that cannot apply (an nparts split
-    or a vectorized or unrolled loop of a run-time extent) raises ScheduleError naming it; a schedule that keeps a
+    versioned so that the whole tiles run unguarded (compiler/lower.py). A vectorized loop of a run-time extent is
+    split by the vector width first, an unrolled one is not unrolled (_fit_run_time_extents); a step that cannot
+    apply (an nparts split of a run-time extent) raises ScheduleError naming it; a schedule that keeps a
     whole run-time axis in a local buffer raises lowering's LoweringError naming the local stage: given again in
     `uncached` (names of the stages that were cached), those stages are computed in place instead (their
     CacheWrite and every step of their local copy dropped; a typical size's tile may keep a whole axis there, as
@@ -87,12 +88,35 @@ def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16
     twin = te.bind_sizes(state.outputs + state.inputs, hints)
     hint_state = initial_state([twin[id(t)] for t in state.outputs], [twin[id(t)] for t in state.inputs])
     sched = default_schedule(hint_state, vector_width)
+    steps = sched.steps
     if uncached:
         local = {f"{name}.local" for name in uncached}
-        sched = Schedule(tuple(s for s in sched.steps if not (isinstance(s, CacheWrite) and s.stage in uncached)
-                               and getattr(s, "stage", None) not in local))
-    sched.apply(state)  # (on a copy) raises ScheduleError where a step does not fit the run-time extents
-    return sched
+        steps = tuple(s for s in steps if not (isinstance(s, CacheWrite) and s.stage in uncached)
+                      and getattr(s, "stage", None) not in local)
+    return Schedule(_fit_run_time_extents(steps, state, vector_width))
+
+
+def _fit_run_time_extents(steps: tuple, state: State, vector_width: int) -> tuple:
+    """The steps, replayed on `state`, with each vectorize of a loop whose extent is known only at run time made
+    a split by the vector width with its inner loop vectorized (the typical size's twin vectorizes a row of 32
+    whole; a row of any length needs a tail), and each unroll of one dropped. Raises ScheduleError where another
+    step does not fit."""
+    out, work = [], state.copy()
+    for step in steps:
+        if isinstance(step, Annotate) and step.annotation in ("vectorize", "unroll"):
+            extent = work.stage(step.stage, step).leaf_extents().get(step.iter)
+            if extent is not None and not te.is_static(extent):
+                if step.annotation == "unroll":
+                    continue
+                fitted = (Split(step.stage, step.iter, (vector_width,)),
+                          Annotate(step.stage, f"{step.iter}.1", "vectorize"))
+                for s in fitted:
+                    s.apply(work)
+                out += fitted
+                continue
+        step.apply(work)
+        out.append(step)
+    return tuple(out)
 
 
 def schedule_rows(b: ScheduleBuilder, vector_width: int) -> bool:
