@@ -97,13 +97,17 @@ def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16
 
 
 def _fit_run_time_extents(steps: tuple, state: State, vector_width: int) -> tuple:
-    """The steps, replayed on `state`, with each vectorize of a loop whose extent is known only at run time made
-    a split by the vector width with its inner loop vectorized (the typical size's twin vectorizes a row of 32
-    whole; a row of any length needs a tail), and each unroll of one dropped. Raises ScheduleError where another
-    step does not fit."""
+    """The steps, replayed on `state`, with each vectorize of a loop of a stage at root whose extent is known only
+    at run time made a split by the vector width with its inner loop vectorized (the typical size's twin
+    vectorizes a row of 32 whole; a row of any length needs a tail), and each unroll of one dropped. A stage
+    computed at another runs its loops over the region read there, which the tiles make constant: its steps
+    stay as they are (lowering refuses a run-time one). Raises ScheduleError where a step does not fit."""
+    placing = tuple(s for s in steps if not (isinstance(s, Annotate) and s.annotation in ("vectorize", "unroll")))
+    final = Schedule(placing).apply(state)  # (annotations move no stage)
+    at_root = {st.name for st in final.stages if st.loc.is_root}
     out, work = [], state.copy()
     for step in steps:
-        if isinstance(step, Annotate) and step.annotation in ("vectorize", "unroll"):
+        if isinstance(step, Annotate) and step.annotation in ("vectorize", "unroll") and step.stage in at_root:
             extent = work.stage(step.stage, step).leaf_extents().get(step.iter)
             if extent is not None and not te.is_static(extent):
                 if step.annotation == "unroll":

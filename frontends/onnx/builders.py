@@ -13,8 +13,10 @@ from onnx import helper
 from relayish import Constant, Expr, call, const, get_op
 from relayish.prim_expr import PrimExpr
 from relayish.op import infer_call_type
-from relayish.types import Attrs, dim
+from relayish.ops.common import same_dim
+from relayish.types import Attrs, dim, is_static_dim
 
+from .shape_values import require
 from .values import ConversionError
 
 
@@ -60,9 +62,31 @@ def transpose(x: Expr, axes) -> Expr:
     return call("transpose", x, axes=axes)
 
 
+def matched_dims(x: Expr, dims: dict) -> Expr:
+    """x sliced to `dims` (axis -> dim) on the axes where both its dim and the given one are known only at run
+    time and cannot be shown equal: a feature pyramid adds 2 * ((h - 1) // 2 + 1) rows to h rows, equal at every
+    size the model runs at (onnxruntime refuses the others). That they are equal is recorded for the generic module
+    to check per call (shape_values.require, both ways); the slice is then the whole axis. x itself when every
+    dim is the same already."""
+    shape = shape_of(x)
+    axes = [a for a, d in sorted(dims.items()) if not is_static_dim(shape[a]) and not is_static_dim(d)
+            and not same_dim(shape[a], d)]
+    if not axes:
+        return x
+    for a in axes:
+        for lhs, rhs in ((shape[a], dims[a]), (dims[a], shape[a])):
+            require(lhs - rhs + 1, f"dim {a} of size {shape[a]} must equal {dims[a]} (the other input's)")
+    return call("strided_slice", x, begin=(0,) * len(axes), end=tuple(dims[a] for a in axes),
+                strides=(1,) * len(axes), axes=tuple(axes))
+
+
 def binary(op: str, a: Expr, b: Expr) -> Expr:
     """The elementwise binary op (add, subtract, multiply, divide, maximum...) of a and b, broadcast; two
-    constants of one dtype fold."""
+    constants of one dtype fold. Dims known only at run time that must be equal are matched (matched_dims)."""
+    if not (a.type.is_static and b.type.is_static):
+        sa, sb = shape_of(a), shape_of(b)
+        k = min(len(sa), len(sb))
+        b = matched_dims(b, {len(sb) - k + j: sa[len(sa) - k + j] for j in range(k)})
     if is_const(a, b):
         if a.data.dtype != b.data.dtype:
             raise ConversionError(f"{op}: inputs have different dtypes {a.data.dtype} and {b.data.dtype}")

@@ -28,8 +28,9 @@ from fractions import Fraction
 import numpy as np
 
 from .. import te
-from ..types import Attrs, TensorType, is_float
+from ..types import Attrs, TensorType, dim, is_float, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op
+from .common import same_dim
 
 MODES = ("nearest", "linear", "cubic")
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
@@ -201,7 +202,7 @@ def _tap_count(attrs, ax: _Axis) -> int:
 
 def _resize_normalize(attrs, arg_types):
     attrs = dict(attrs)
-    attrs["sizes"] = tuple(int(s) for s in attrs["sizes"])
+    attrs["sizes"] = tuple(dim(s) for s in attrs["sizes"])
     attrs["scales"] = tuple(float(s) for s in attrs["scales"])
     attrs["roi"] = tuple(float(r) for r in attrs["roi"])
     for name in ("cubic_coeff_a", "extrapolation_value"):
@@ -221,8 +222,13 @@ def _resize_infer(arg_types, attrs):
     if len(attrs.sizes) != ndim or len(attrs.scales) != ndim:
         raise OpError(f"resize: sizes {attrs.sizes} and scales {attrs.scales} must have one value per dim of the "
                       f"{ndim}-D input")
-    if any(s < 0 for s in attrs.sizes):
+    if any(is_static_dim(s) and s < 0 for s in attrs.sizes):
         raise OpError(f"resize: output shape {attrs.sizes} has a negative dim")
+    for ax in _resized_axes(x.shape, attrs):
+        if not is_static_dim(ax.n_in) and (attrs.mode != "nearest" or ax.scale != int(ax.scale) or
+                                           not same_dim(ax.n_out, dim(ax.n_in * int(ax.scale)))):
+            raise OpError(f"resize: axis {ax.dim} of size {ax.n_in}, known only at run time, can only be resized by "
+                          f"nearest with a whole scale (got {attrs.mode}, scale {ax.scale}, output {ax.n_out})")
     if any(not (s > 0 and math.isfinite(s)) for s in attrs.scales):
         raise OpError(f"resize: scales {attrs.scales} must be positive and finite")
     if attrs.roi and len(attrs.roi) != 2 * ndim:
@@ -293,8 +299,33 @@ def _affine_nearest(ax: _Axis, attrs):
     return None
 
 
+def _run_time_affine(ax: _Axis, attrs):
+    """_affine_nearest of an axis whose size is known only at run time (a whole scale k, checked by infer): the
+    map found for two sizes of it, which must agree, and whether its index can pass the last input element."""
+    maps = set()
+    past_end = False
+    for n in (7, 16):
+        twin = _Axis(ax.dim, n, n * int(ax.scale), ax.scale, ax.roi)
+        affine = _affine_nearest(twin, attrs)
+        if affine is None:
+            raise OpError(f"resize: nearest {attrs.nearest_mode} of axis {ax.dim} "
+                          f"({attrs.coordinate_transformation_mode}) by {ax.scale} is not an integer map of the index "
+                          f"over a size known only at run time")
+        p, q, d = affine
+        maps.add(affine)
+        past_end |= ((twin.n_out - 1) * p + q) // d > n - 1
+    if len(maps) != 1:
+        raise OpError(f"resize: nearest of axis {ax.dim} by {ax.scale} maps indices differently at different sizes")
+    return maps.pop(), past_end
+
+
 def _nearest_index(i, ax: _Axis, attrs):
     """(int32 source index, extrapolation condition or None) of output index i along a nearest axis."""
+    if not is_static_dim(ax.n_in):
+        (p, q, d), past_end = _run_time_affine(ax, attrs)
+        k = (i * p + q) // d if q >= 0 else (i * p + (q + d)) // d - 1
+        k = te.max_(k, 0) if q < 0 else k
+        return (te.min_(k, ax.n_in - 1) if past_end else k), None
     affine = _affine_nearest(ax, attrs)
     if affine is not None:
         p, q, d = affine

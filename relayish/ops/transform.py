@@ -5,9 +5,12 @@ FLOP count of zero (tuners divide by it).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import te
+from ..dims import exact_quotient
 from ..types import TensorType, dim, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements, same_dim, same_dtype, show_shape
@@ -32,10 +35,10 @@ def _reshape_infer(arg_types, attrs):
     x, = arg_types
     new = attrs.newshape
     if not (x.is_static and all(is_static_dim(d) for d in new)):
-        if _anchored_groups(x.shape, new) is None:
+        if _anchored_groups(x.shape, new) is None and _merged_groups(x.shape, new) is None:
             raise OpError(f"reshape: cannot show that {show_shape(x.shape)} and {show_shape(new)} hold as many "
-                          "elements: dims known only at run time must map through unchanged, in order, with the "
-                          "dims between them the same number of elements")
+                          "elements: dims known only at run time must map through unchanged, or merge with or "
+                          "split from their neighbours into products that are equal expressions")
         return TensorType(new, x.dtype)
     if any(d < 1 for d in new):
         raise OpError(f"reshape: newshape {new} must be fully resolved (every dim >= 1; no 0 or -1)")
@@ -93,11 +96,34 @@ def _anchored_groups(src: tuple, dst: tuple) -> list | None:
     return groups
 
 
+def _merged_groups(src: tuple, dst: tuple) -> list | None:
+    """Consecutive groups of dims with products that are equal expressions, for shapes with dims known only at run
+    time that do not map through (a depth-to-space: (h, 2) -> (2 * h)): each group grows on the side whose
+    product divides the other's exactly (relayish.dims.exact_quotient). None when the shapes do not line up so."""
+    groups, i, j = [], 0, 0
+    while i < len(src) and j < len(dst):
+        i0, j0, ps, pd = i, j, src[i], dst[j]
+        i, j = i + 1, j + 1
+        while not same_dim(dim(ps), dim(pd)):
+            if i < len(src) and exact_quotient(pd, ps) is not None:
+                ps, i = dim(ps * src[i]), i + 1
+            elif j < len(dst) and exact_quotient(ps, pd) is not None:
+                pd, j = dim(pd * dst[j]), j + 1
+            else:
+                return None
+        groups.append((range(i0, i), range(j0, j)))
+    if not groups or not all(is_static_dim(d) and d == 1 for d in src[i:] + dst[j:]):
+        return None
+    if i < len(src) or j < len(dst):  # trailing extent-1 dims join the last group
+        groups[-1] = (range(groups[-1][0].start, len(src)), range(groups[-1][1].start, len(dst)))
+    return groups
+
+
 def _reshape_compute(inputs, attrs, out_type):
     x, = inputs
     src, dst = x.shape, out_type.shape
     static = all(is_static_dim(d) for d in src + dst)
-    groups = _reshape_groups(src, dst) if static else _anchored_groups(src, dst)
+    groups = _reshape_groups(src, dst) if static else (_anchored_groups(src, dst) or _merged_groups(src, dst))
 
     def body(*out_idx):
         in_idx = [None] * len(src)
@@ -107,12 +133,12 @@ def _reshape_compute(inputs, attrs, out_type):
                 continue
             flat = 0  # row-major position inside the group
             for d in ddims:
-                flat = flat * dst[d] + (out_idx[d] if dst[d] > 1 else 0)
-            stride = num_elements([src[d] for d in sdims])
+                flat = flat * dst[d] + (out_idx[d] if not (is_static_dim(dst[d]) and dst[d] == 1) else 0)
+            stride = dim(math.prod(src[d] for d in sdims))
             leading = True  # the group's first dim of extent > 1: flat // stride is below its extent, no wrap
             for d in sdims:
-                stride //= src[d]
-                if src[d] == 1:
+                stride = stride // src[d] if static else exact_quotient(stride, src[d])
+                if is_static_dim(src[d]) and src[d] == 1:
                     in_idx[d] = 0
                     continue
                 index = flat // stride

@@ -18,6 +18,7 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.prim_expr import PrimExpr
 from relayish.ops.nn import pool_out_size
+from relayish.types import dim, is_static_dim
 
 from ..builders import MAX_WINDOW_TAPS, binary, flag, fold, normalize_axis, reshape, shape_of, window_attrs
 from ..registry import converter
@@ -287,8 +288,8 @@ def _transpose_geometry(x, w, auto_pad, dilations, output_padding, output_shape,
     pads = tuple(pads) if pads is not None and auto_pad == "NOTSET" else (0,) * (2 * rank)
     if len(pads) != 2 * rank or any(p < 0 for p in pads):
         raise ConversionError(f"pads {pads} must be {2 * rank} values >= 0 for input shape {shape_of(x)}")
-    output_size = tuple(f - pads[a] - pads[rank + a] for a, f in enumerate(full))
-    if any(o < 1 for o in output_size):
+    output_size = tuple(dim(f - pads[a] - pads[rank + a]) for a, f in enumerate(full))
+    if any(is_static_dim(o) and o < 1 for o in output_size):  # (a run-time one is checked per call: generic.py)
         raise ConversionError(f"pads {pads} leave no output (full output {tuple(full)})")
     return strides, dilations, pads[:rank], output_size
 
@@ -307,7 +308,7 @@ def _conv_transpose_as_conv2d(x, w: np.ndarray, groups, strides, dilations, pad_
     n, c, h, wd = shape_of(x)
     (sh, sw), kernel = strides, w.shape[2:]
     if groups == 1 and kernel == (sh, sw) and sh * sw > 1 and tuple(dilations) == (1, 1) and \
-            tuple(pad_begin) == (0, 0) and tuple(output_size) == (h * sh, wd * sw):
+            tuple(pad_begin) == (0, 0) and tuple(output_size) == (dim(h * sh), dim(wd * sw)):
         return _patches_to_pixels(x, w)
     if sh > 1 or sw > 1:
         x = call("pad", reshape(x, (n, c, h, 1, wd, 1)), pads=(0,) * 9 + (sh - 1, 0, sw - 1))

@@ -20,9 +20,9 @@ from relayish.dims import exact_quotient
 from relayish.op import OpError
 from relayish.ops.common import broadcast_shape, show_shape
 from relayish.prim_expr import PrimExpr
-from relayish.types import DTYPES, dim
+from relayish.types import DTYPES, dim, is_static_dim
 
-from ..builders import binary, fold, is_const, normalize_axis, reshape, shape_of, transpose
+from ..builders import binary, fold, is_const, matched_dims, normalize_axis, reshape, shape_of, transpose
 from ..registry import converter
 from ..shape_values import dims_input, require
 from ..values import (ConversionError, checked_elements, constant_value, empty, int_list_input, int_tuple,
@@ -142,7 +142,8 @@ def unsqueeze_v13(data, axes):
 @converter("Concat")
 def concat(*inputs, axis):
     axis = normalize_axis(axis, len(shape_of(inputs[0])))
-    nonempty = [x for x in inputs if shape_of(x)[axis] > 0]  # an empty part adds nothing (exporters slice shape[2:2])
+    # an empty part adds nothing (exporters slice shape[2:2])
+    nonempty = [x for x in inputs if not (is_static_dim(shape_of(x)[axis]) and shape_of(x)[axis] == 0)]
     if nonempty and len(nonempty) < len(inputs):
         call("concatenate", *inputs, axis=axis)  # (the parts' shapes are checked all the same)
         inputs = tuple(nonempty)
@@ -150,6 +151,9 @@ def concat(*inputs, axis):
         return inputs[0]
     if is_const(*inputs):
         return Constant(np.concatenate([x.data for x in inputs], axis=axis))
+    first = shape_of(inputs[0])
+    if len({len(shape_of(x)) for x in inputs}) == 1:  # run-time dims that must be equal are matched
+        inputs = [inputs[0]] + [matched_dims(x, {a: d for a, d in enumerate(first) if a != axis}) for x in inputs[1:]]
     return call("concatenate", *inputs, axis=axis)
 
 
