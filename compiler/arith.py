@@ -249,6 +249,34 @@ _INT_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: 
             "%": lambda a, b: a % b, "min": min, "max": max}
 
 
+def evaluator(exprs, variables):
+    """One function that evaluates every expression of `exprs` (ints or int expressions of the size variables
+    `variables`) as `evaluate` does: f(*values in the order of variables) -> tuple of ints. It is Python code
+    generated once, so that evaluating the shapes of a whole model at new sizes costs one call, not a tree walk
+    per dim (the generic module's first call at a new size)."""
+    names = {v: f"v{k}" for k, v in enumerate(variables)}
+
+    def text(e) -> str:
+        if not isinstance(e, PrimExpr):
+            return str(int(e))
+        if isinstance(e, IntImm):
+            return str(e.value)
+        if isinstance(e, Var):
+            if e not in names:
+                raise KeyError(f"no value for size variable {e.name!r}")
+            return names[e]
+        if isinstance(e, Cast):
+            return text(e.value)
+        if isinstance(e, BinOp) and e.op in ("min", "max"):
+            return f"{e.op}({text(e.a)}, {text(e.b)})"
+        if isinstance(e, BinOp) and e.op in _INT_OPS:
+            return f"({text(e.a)} {e.op} {text(e.b)})"
+        raise ValueError(f"not an int expression of size variables: {te.expr_str(e)}")
+    body = ", ".join(text(e) for e in exprs)
+    return eval(f"lambda {', '.join(names.values())}: ({body}{',' if len(exprs) == 1 else ''})",  # noqa: S307
+                {"min": min, "max": max})
+
+
 # ---------------------------------------------------------------------------------------------- simplification
 
 def simplify(e: PrimExpr, ranges: dict) -> PrimExpr:

@@ -28,6 +28,7 @@ state, so concurrent calls are safe.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import tempfile
 import threading
@@ -44,7 +45,7 @@ from relayish.types import is_static_dim
 from runtime.aligned import aligned_empty, as_aligned
 from runtime.feeds import check_index_values
 
-from .arith import evaluate
+from .arith import evaluator
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
 from .default_schedule import default_schedule_for_sizes
@@ -227,10 +228,21 @@ class GenericModule:
             fn = getattr(self._lib, s.kernel)
             fn.restype = None
             self._kernels.append(fn)
+        # every dim a new set of sizes needs (the checks, then per step its outputs' dims and scratch sizes), in
+        # that order, evaluated by one generated function (compiler/arith.py evaluator)
+        self._order = list(self._vars.values())
+        self._evaluate = evaluator([d for d, _ in self._checks] +
+                                   [n for s in steps for n in [d for dims, _ in s.outputs for d in dims] +
+                                    [n for n, _ in s.scratch]], self._order)
         self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments)
         self._pools: dict = {}  # sizes -> buffer sets not in use (the intermediates of one call each)
         self._lock = threading.Lock()
         self._is_output = {src[1] for src in outputs if src[0] == "value"}  # steps whose results are returned
+        self._last_use = {}  # (step, output) -> the last step that reads it
+        for k, s in enumerate(steps):
+            for a in s.args:
+                if a[0] == "value":
+                    self._last_use[(a[1], a[2])] = k
 
     @property
     def num_threads(self) -> int:
@@ -253,17 +265,18 @@ class GenericModule:
             small = {v.name: n for v, n in values.items() if n < 1}
             if small:
                 raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
+            numbers = iter(self._evaluate(*[values[v] for v in self._order]))
             for d, what in self._checks:
-                if evaluate(d, values) < 1:
-                    raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be "
-                                              f"{evaluate(d, values)}, not >= 1")
+                got = next(numbers)
+                if got < 1:
+                    raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {got}, not >= 1")
             plan = []
             for s in self._steps:
-                outs = [(tuple(evaluate(d, values) for d in dims), dtype) for dims, dtype in s.outputs]
+                outs = [(tuple(next(numbers) for _ in dims), dtype) for dims, dtype in s.outputs]
                 if any(d < 0 for shape, _ in outs for d in shape):
                     raise ValueError(f"sizes {dict(key)}: kernel {s.kernel} would make an output of shape "
                                      f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
-                scratch = [(max(1, evaluate(n, values)), dtype) for n, dtype in s.scratch]
+                scratch = [(max(1, next(numbers)), dtype) for _, dtype in s.scratch]
                 sizes = np.array([values[v] for v in s.sizes], np.int32) if s.sizes else None
                 plan.append((outs, scratch, sizes))
             with self._lock:
@@ -280,7 +293,48 @@ class GenericModule:
             free = self._pools.setdefault(key, [])
             if free:
                 return free.pop()
-        return [None if k in self._is_output else _allocate(outs, scratch) for k, (outs, scratch, _) in enumerate(plan)]
+        return self._shared_buffers(plan)
+
+    def _shared_buffers(self, plan) -> list:
+        """Per step (None for the steps whose results are returned) its output arrays and scratch buffers, as
+        views of blocks that steps reuse once what they held is read for the last time: a buffer is taken from
+        the free blocks by best fit (the smallest that holds it, else the largest, grown), and given back after
+        its last reader (a scratch buffer after its step). A model's intermediates then take the memory of the
+        few alive at once, not their sum: the first call at new sizes touches that much fresh memory only."""
+        sizes: list[int] = []  # bytes of each block
+        free: list[int] = []  # blocks not in use
+        released: dict[int, list[int]] = {}  # step -> blocks free from that step on
+        placed = []  # per step: None, or ([block per output], [block per scratch buffer])
+
+        def take(nbytes: int) -> int:
+            fits = [b for b in free if sizes[b] >= nbytes]
+            if fits or free:
+                block = min(fits, key=lambda b: sizes[b]) if fits else max(free, key=lambda b: sizes[b])
+                free.remove(block)
+            else:
+                block = len(sizes)
+                sizes.append(0)
+            sizes[block] = max(sizes[block], nbytes, 1)
+            return block
+        for k, (outs, scratch, _) in enumerate(plan):
+            free.extend(released.pop(k, ()))
+            if k in self._is_output:
+                placed.append(None)
+                continue
+            out_blocks = [take(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in outs]
+            temp_blocks = [take(n * np.dtype(dtype).itemsize) for n, dtype in scratch]
+            for j, block in enumerate(out_blocks):
+                released.setdefault(self._last_use.get((k, j), k) + 1, []).append(block)
+            released.setdefault(k + 1, []).extend(temp_blocks)
+            placed.append((out_blocks, temp_blocks))
+        blocks = [aligned_empty((n,), np.uint8) for n in sizes]
+
+        def view(block, shape, dtype):
+            dtype = np.dtype(dtype)
+            return blocks[block][:math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+        return [None if p is None else ([view(b, shape, dtype) for b, (shape, dtype) in zip(p[0], outs)],
+                                        [view(b, (n,), dtype) for b, (n, dtype) in zip(p[1], scratch)])
+                for p, (outs, scratch, _) in zip(placed, plan)]
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)

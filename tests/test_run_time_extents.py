@@ -183,3 +183,62 @@ def test_the_sizes_parameter_is_read_not_assumed(kernels):
     lib.call("ew", a, out, np.array([20], np.int32))
     got = lib.call("ew", a, np.full((20, 37), np.nan, np.float32), np.array([7], np.int32))[1]
     assert (got[:7] == 3).all() and np.isnan(got[7:]).all()
+
+
+def _tasks_of(model_nodes, inputs, inits, symbols):
+    """The tasks of a small ONNX graph imported over size variables (the generic tier's path up to scheduling)."""
+    from onnx import helper
+    from compiler.backend import materialize_outputs
+    from compiler.passes import PassContext, run_pipeline
+    from compiler.task import extract_task_calls
+    from frontends import from_onnx
+    graph = helper.make_graph(model_nodes, "g", inputs, [helper.make_tensor_value_info("y", 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    variables = {s: te.size_var(s) for s in symbols}
+    shapes = {v.name: tuple(variables.get(d.dim_param, d.dim_value) for d in v.type.tensor_type.shape.dim)
+              for v in inputs}
+    ctx = PassContext(opt_level=3, layout="NCHWc", vector_width=vector_width(), winograd=True)
+    return extract_task_calls(materialize_outputs(run_pipeline(from_onnx(model, input_shapes=shapes), ctx))).tasks, \
+        {v: HINT for v in variables.values()}
+
+
+def test_a_convolution_over_run_time_sizes_keeps_the_typical_sizes_schedule_step_for_step():
+    """The conv's register tile is computed at its output tile, whose extents are constants: its unrolled and
+    vectorized loops stay as the typical size's twin has them (only a root stage's run-time loop is refitted)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from compiler.default_schedule import default_schedule
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 16, 3, 3)).astype(np.float32), "w")
+    tasks, hints = _tasks_of([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                              helper.make_node("Relu", ["c"], ["y"])],
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, "H", "W"))], [w], "HW")
+    convs = [t for t in tasks if any("conv" in op for op in t.ops)]
+    assert convs
+    for task in convs:
+        state = task.initial_state()
+        twin = te.bind_sizes(state.outputs + state.inputs, hints)
+        typical = default_schedule(initial_state([twin[id(t)] for t in state.outputs],
+                                                 [twin[id(t)] for t in state.inputs]), vector_width())
+        assert default_schedule_for_sizes(state, hints, vector_width()).steps == typical.steps
+        assert any(isinstance(s, Annotate) and s.annotation == "unroll" for s in typical.steps)
+
+
+def test_a_row_of_run_time_length_is_vectorized_in_whole_vectors_and_a_tail(tmp_path):
+    """Softmax over rows of length T: the twin vectorizes its row loop whole; over T the loop is split by the
+    vector width and the inner part vectorized, and the kernel runs rows of lengths that are no multiple of it."""
+    from onnx import TensorProto, helper
+    tasks, hints = _tasks_of([helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, "T"))], [], "T")
+    (task,) = tasks
+    state = task.initial_state()
+    sched = default_schedule_for_sizes(state, hints, vector_width())
+    vectorized = [s for s in sched.steps if isinstance(s, Annotate) and s.annotation == "vectorize"]
+    assert vectorized and all(s.iter.endswith(".1") for s in vectorized)
+    func = lower(sched.apply(state), "softmax_rows")
+    lib = Lib(build_library([func], None, str(tmp_path / "softmax.so")))
+
+    def ref(x):
+        e = np.exp(x - x.max(1, keepdims=True))
+        return [e / e.sum(1, keepdims=True)]
+    for length in (1, 5, vector_width() + 3):
+        (got,), (want,) = run(lib, func, ref, {"T": length}, seed=length)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"T={length}")

@@ -261,3 +261,25 @@ def test_a_resize_over_a_run_time_dim_other_than_nearest_by_a_whole_scale_is_ref
                 attr.s = b"linear"
     with pytest.raises(OnnxImportError, match="can only be resized by nearest with a whole scale"):
         from_onnx(model, input_shapes={"x": (1, 4, te.size_var("H"), te.size_var("W"))})
+
+
+def test_strided_slices_of_run_time_dims_as_yolox_focus_takes_them():
+    """x[..., ::2, ::2] and x[..., 1::2, 1::2] concatenated (YOLOX's Focus) over free H and W, odd sizes too."""
+    big = np.iinfo(np.int64).max
+    nodes = [helper.make_node("Slice", ["x", "zeros", "ends", "axes", "twos"], ["a"]),
+             helper.make_node("Slice", ["x", "ones", "ends", "axes", "twos"], ["b"]),
+             helper.make_node("Concat", ["a", "b"], ["y"], axis=1)]
+    inits = [_const("zeros", np.array([0, 0], np.int64)), _const("ones", np.array([1, 1], np.int64)),
+             _const("ends", np.array([big, big], np.int64)), _const("axes", np.array([2, 3], np.int64)),
+             _const("twos", np.array([2, 2], np.int64))]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 2, "H", "W"))]
+    model = _model(nodes, inits, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inputs)
+    module = compile_generic(model, {"x": (1, 2, "H", "W")}, CompileOptions(), ["y"],
+                             {"H": (1, None), "W": (1, None)})
+    for h, w in ((8, 6), (7, 5), (4, 9)):
+        feed = {"x": RNG.standard_normal((1, 2, h, w)).astype(np.float32)}
+        if h % 2 or w % 2:  # the two halves differ in size: onnxruntime refuses the Concat, and so does the module
+            with pytest.raises(SizesOutsideGeneric, match="must equal"):
+                module.run(None, feed)
+            continue
+        np.testing.assert_array_equal(module.run(None, feed)[0], run_ort(model, feed)[0], err_msg=f"{h}x{w}")

@@ -14,9 +14,10 @@ ints or dim expressions in canonical form (relayish/dims.py). It never becomes a
 
 Comparisons and Max/Min are decided when they hold for every size >= 1 (relayish.dims.sign); an integer division
 is taken as floor division of a numerator that must not be negative. Facts the arithmetic assumes of the sizes
-(that numerator, a slice end inside its axis) are recorded with `require` as expressions that must be >= 1; the
-importer returns them, each with what it checks, in the module's attrs["dim_checks"] and the generic module evaluates them at every call
-before any kernel runs (compiler/generic.py: sizes that break one are compiled for instead).
+(that numerator, a slice end inside its axis, two dims a feature pyramid adds being equal) are recorded with
+`require` as expressions that must be >= 1; the importer returns them, each with what it checks, in the module's
+attrs["dim_checks"], and the generic module evaluates them at every call before any kernel runs
+(compiler/generic.py: sizes that break one are compiled for instead).
 """
 from __future__ import annotations
 

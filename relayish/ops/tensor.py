@@ -75,13 +75,13 @@ register_op("take", inputs=2, pattern=Pattern.INJECTIVE, op_class="layout", infe
 def slice_ranges(shape, begin, end, strides, axes):
     """Per-axis (start, step, count) of a numpy-style slice (ONNX Slice semantics: starts/ends clamped, negative
     values count from the end). Axes not given keep their full range. On an axis of a run-time extent, or with
-    a bound known only at run time, the step is 1 and the bounds are taken as they are: 0 <= begin < end <=
-    extent is the caller's to ensure (the frontend resolves and checks them: frontends/onnx/ops/movement.py)."""
+    a bound known only at run time, the step is positive and the bounds are taken as they are: 0 <= begin < end
+    <= extent is the caller's to ensure (the frontend resolves and checks them: frontends/onnx/ops/movement.py)."""
     out = [(0, 1, d) for d in shape]
     for b, e, s, a in zip(begin, end, strides, axes):
         n = shape[a]
         if not (is_static_dim(n) and is_static_dim(b) and is_static_dim(e)):
-            out[a] = (b, 1, dim(e - b))
+            out[a] = (b, s, dim((e - b + (s - 1)) // s))
             continue
         start, stop, step = slice(b, e, s).indices(n)
         out[a] = (start, step, len(range(start, stop, step)))
@@ -106,9 +106,10 @@ def _slice_normalize(attrs, arg_types):
                  end=tuple(dim(e) for e in attrs["end"]))
     for b, e, s, a in zip(attrs["begin"], attrs["end"], attrs["strides"], axes):
         if not (is_static_dim(x.shape[a]) and is_static_dim(b) and is_static_dim(e)) and \
-                (s != 1 or (is_static_dim(b) and b < 0) or (is_static_dim(e) and e < 0)):
+                (s < 1 or (is_static_dim(b) and b < 0) or (is_static_dim(e) and e < 0)):
             raise OpError(f"strided_slice: axis {a} of {show_shape(x.shape)} from {b} to {e} by {s}: over a size "
-                          f"known only at run time, the step must be 1 and the bounds resolved (not negative)")
+                          f"known only at run time, the step must be positive and the bounds resolved (not "
+                          f"negative)")
     return attrs
 
 

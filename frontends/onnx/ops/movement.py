@@ -181,12 +181,12 @@ _END = 1 << 62  # an end at least this large means "to the end of the axis" (exp
 
 def _run_time_bounds(b, e, n, step, axis) -> tuple:
     """A slice bound to dims known only at run time (the axis extent, or the bounds): begin and end resolved as ONNX
-    resolves them (negative from the end, a huge end to the end), step 1. That the slice is not empty and that its
-    bounds are inside the axis (ONNX would clamp them) is recorded for the generic module to check per call
-    (shape_values.require): sizes outside are compiled for."""
-    if step != 1:
+    resolves them (negative from the end, a huge end to the end), a positive step (YOLOX's x[..., ::2, ::2]). That
+    the slice is not empty and that its bounds are inside the axis (ONNX would clamp them) is recorded for the
+    generic module to check per call (shape_values.require): sizes outside are compiled for."""
+    if step < 1:
         raise ConversionError(f"a slice of axis {axis} with step {step} over dims known only at run time is not "
-                              f"supported (step 1 only)")
+                              f"supported (a positive step only)")
 
     def resolve(v):
         if isinstance(v, int):
