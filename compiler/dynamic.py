@@ -25,10 +25,11 @@ tier's kernels are the batch-1 model's, the specialized tier's those of each sha
 extents run their default schedules (made for a typical size, compiler/generic.py).
 
 What the run-time extents do not cover yet (such a model compiles per shape, generic_tier["none"] says why):
-shape arithmetic over the free dims inside the graph (Shape, a Reshape to computed dims: most transformer and
-PP-OCR exports), Resize over a free dim, a pool in ceil mode whose last window may be dropped. Sizes that make an
-intermediate dim smaller than 1 (a window larger than its input, which onnxruntime clips) are compiled per shape
-by a model that has the tier (compiler/generic.py SizesOutsideGeneric).
+shape arithmetic over the free dims that cannot be decided at import (frontends/onnx/shape_values.py), Resize of
+a free dim other than nearest by a whole scale, a pool in ceil mode whose last window may be dropped, an LSTM over
+a free length. Sizes that break what the import assumed (an intermediate dim smaller than 1, a window larger
+than its input that onnxruntime clips, a slice past its table, two dims a feature pyramid adds that differ) are
+compiled per shape by a model that has the tier (compiler/generic.py SizesOutsideGeneric).
 
 Invariants:
 - A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results

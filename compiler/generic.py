@@ -11,9 +11,10 @@ size), and each task is scheduled once: the default schedule of the task at a ty
 default_schedule_for_sizes), so that a split of a run-time extent runs whole tiles and a guarded last tile. The
 kernels read their sizes from a last int32 parameter (compiler/lower.py) and are built into one library.
 
-A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (kept per set of
-sizes, as the kernel calls' size arguments), allocates the intermediates and calls the kernels in order from
-Python (ctypes). Tuning records are not used: every task runs its default schedule.
+A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (one generated function
+per module; kept per set of sizes, as the kernel calls' size arguments), places the intermediates in blocks they
+share by liveness and calls the kernels in order from Python (ctypes). Tuning records are not used: every task
+runs its default schedule.
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
 outputs sized by data, pooling in ceil mode over a free dim, a SAME padding of stride > 1 over one: a model with

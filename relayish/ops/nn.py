@@ -343,13 +343,20 @@ def _global_pool_compute(inputs, attrs, out_type):
         return te.compute(out_type.shape, lambda n, c, y, xx: rows[n, c] * te.const(1.0 / (h * w), x.dtype),
                           name="global_avg_pool2d", tag=ROW_TAG)
     rh, rw = te.reduce_axis(h, "rh"), te.reduce_axis(w, "rw")
-    total = te.compute(out_type.shape,
-                       lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
-                       name="global_avg_pool2d_sum", tag="pool")
     if not (is_static_dim(h) and is_static_dim(w)):  # sizes known at run time: the count is too
+        # each row summed on its own, then the rows: rounding grows with H + W, not H * W (one running sum of a
+        # 480 x 480 map in float32 is off by ~3e-5; the schedules made for a typical size keep such sums serial)
+        row_sums = te.compute(x.shape[:3] + x.shape[4:],
+                              lambda n, c, y, *b: te.sum(x[(n, c, y, rw.var) + b], [rw]),
+                              name="global_avg_pool2d_rows", tag="pool")
+        total = te.compute(out_type.shape, lambda n, c, y, xx, *b: te.sum(row_sums[(n, c, rh.var) + b], [rh]),
+                           name="global_avg_pool2d_sum", tag="pool")
         count = te.cast(x.dtype, h * w)
         return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] / count,
                           name="global_avg_pool2d", tag="pool")
+    total = te.compute(out_type.shape,
+                       lambda n, c, y, xx, *b: te.sum(x[(n, c, rh.var, rw.var) + b], [rh, rw]),
+                       name="global_avg_pool2d_sum", tag="pool")
     inv = 1.0 / (h * w)
     return te.compute(out_type.shape, lambda n, c, y, xx, *b: total[(n, c, y, xx) + b] * inv,
                       name="global_avg_pool2d", tag="pool")

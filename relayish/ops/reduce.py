@@ -172,6 +172,9 @@ def _register(op, fn, combiner, doc):
             for d in dims:
                 count = count * d
             scale = 1.0 / te.cast(x.dtype, count) if op == "mean" else None
+            if combiner == "sum" and len(attrs.axes) > 1:  # the last axis summed first, then the others: rounding
+                last = max(attrs.axes)  # grows with H + W, not H * W (see nn.global_avg_pool2d)
+                x = reduce_compute(x, (last,), True, "sum", f"{op}_rows", None)
         return reduce_compute(x, attrs.axes, attrs.keepdims, combiner, op, scale)
 
     register_op(op, inputs=1, pattern=Pattern.COMM_REDUCE, op_class="normalization", infer=_infer(op), ref=_ref(fn),
