@@ -300,3 +300,14 @@ def test_means_over_large_run_time_maps_round_as_a_static_compile_does():
     want = x.astype(np.float64).mean((2, 3), keepdims=True)
     for got in module.run(None, {"x": x}):
         assert float(np.max(np.abs(got - want) / want)) < 2e-6
+
+
+def test_a_global_max_pool_over_a_run_time_length():
+    """bytecnn_conv2d's GlobalMaxPool over (1, C, 1, L): a max over H and W when L is known only at run time."""
+    nodes = [helper.make_node("GlobalMaxPool", ["x"], ["y"])]
+    model = _model(nodes, [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8, 1, "L"))])
+    module = compile_generic(model, {"x": (1, 8, 1, "L")}, CompileOptions(), ["y"], {"L": (1, None)})
+    for length in (1, 7, 300):
+        feed = {"x": RNG.standard_normal((1, 8, 1, length)).astype(np.float32)}
+        np.testing.assert_array_equal(module.run(None, feed)[0], run_ort(model, feed)[0], err_msg=f"L={length}")

@@ -117,6 +117,8 @@ def global_avg_pool2d(x):
 
 def global_max_pool2d(x):
     _expect_spatial_2d(x, "GlobalMaxPool")
+    if not x.type.is_static:  # a window of a size known only at run time: the max over H and W (exact in any order)
+        return call("max", x, axes=(2, 3), keepdims=True)
     return call("nn.max_pool2d", x, pool_size=shape_of(x)[2:])
 
 
