@@ -472,6 +472,36 @@ def test_a_statically_quantized_model_runs_any_batch_on_the_generic_tier(op):
     np.testing.assert_allclose(ours, run_ort(model, feed)[0], atol=0.08 + 1e-6)  # one step of y's scale at most
 
 
+@pytest.mark.parametrize("axis", [2, 3])
+def test_a_statically_quantized_convolution_runs_free_spatial_dims_on_kernels_with_run_time_extents(axis):
+    """An integer convolution of 3 input channels (an RGB stem: the static compile reads its rows as runs of
+    bytes, sized by the width) over a free height or width: one generic module, bit-identical at each size to
+    the module compiled for it."""
+    from relayish_tools.bench.free_dims import with_free_axes
+    from test_qdq import qdq_model
+    model = qdq_model("Conv")
+    for init in model.graph.initializer:  # 3 input channels instead of 4, a 3x7 kernel (as 7x7 stems are wide)
+        if init.name == "w8":
+            w = RNG.integers(-127, 128, (8, 3, 3, 7)).astype(np.int8)
+            init.CopyFrom(numpy_helper.from_array(w, "w8"))
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            node.attribute[0].CopyFrom(helper.make_attribute("pads", [1, 3, 1, 3]))
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 3
+    model = with_free_axes(model, {"symbol": "S", "axes": [("x", axis)]})
+    free = tuple(None if a == axis else d for a, d in enumerate((1, 3, 9, 10)))
+    sess = compile_model(model, input_shapes={"x": free}, cache=False, specialize="never")
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for size in (5, 13):
+        shape = tuple(size if d is None else d for d in free)
+        feed = {"x": RNG.standard_normal(shape).astype(np.float32)}
+        ours, = sess.run(None, feed)
+        static, = compile_model(model, input_shapes={"x": shape}, cache=False).run(None, feed)
+        np.testing.assert_array_equal(ours, static, err_msg=f"size {size}")
+        np.testing.assert_allclose(ours, run_ort(model, feed)[0], atol=0.08 + 1e-6)
+    assert sess.specializations() == []
+
+
 def test_a_batch_flattened_into_the_next_dim_runs_on_the_generic_tier():
     """Detector exports often reshape [N, anchors, 6] to [1, N x anchors, 6] (a 1 baked in): the items stay apart,
     item i's rows following item i - 1's, so the generic tier joins the items' outputs along that axis; batch 0

@@ -321,6 +321,8 @@ def int8_conv_rows(node: Call, x: Expr, w: Constant, pad: Constant, block: int =
     channels to 4 left a quarter of every word zero (RGB). ResNet-18's int8 conv1 (7x7/2, 3 -> 64): 21 bytes in
     6 words instead of 7; the kernel went from 61% to ~75% of the int8 peak (Zen 4), with no copy of the input
     beyond the transposition (a column gather of the taps, 3.5x the input, cost more than it saved)."""
+    if not x.type.is_static:  # (its row layout is sized by the input's width: the general int8 path takes it)
+        return None
     n, c, h, wd = x.type.shape
     o, cg, kh, kw = w.type.shape
     a = node.attrs
@@ -397,10 +399,11 @@ def int8_matmul_block(node: Call, vector_width: int) -> int | None:
     x, w = node.args
     if x.type.dtype not in ("uint8", "int8") or w.type.dtype != "int8" or w.type.ndim != 2:
         return None
-    m, n = x.type.shape[-2], w.type.shape[1]
-    if m == 1 and math.prod(x.type.shape[:-2]) == 1:
+    m, n = typical(x.type.shape[-2]), w.type.shape[1]  # (a row count known only at run time: a typical one)
+    batch = math.prod(typical(d) for d in x.type.shape[:-2])
+    if m == 1 and batch == 1:
         return dense_block(n, vector_width)
-    tile = matmul_tile(m, n, math.prod(x.type.shape[:-2]), vector_width)
+    tile = matmul_tile(m, n, batch, vector_width)
     return None if tile is None else tile[1] * tile[2]
 
 

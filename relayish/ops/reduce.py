@@ -145,7 +145,10 @@ def _whole_tensor_reduce(x: te.Tensor, combiner: str, name: str, out_shape) -> t
     (ResNet-18's 64 x 112 x 112 activations: two such passes per DynamicQuantizeLinear). Exact: max and min do
     not depend on the order. None when no split gives enough rows of WHOLE_MIN_ROW elements or more (a small
     tensor: one vectorized row on one thread; the max of 797 x 6 x 6 took 19 us as 797 rows of 36, 8.9 us as one
-    row of 28,692, onnxruntime 13 us, Zen 4)."""
+    row of 28,692, onnxruntime 13 us, Zen 4). None over a shape known only at run time too (the
+    plain reduction)."""
+    if not all(is_static_dim(d) for d in x.shape):
+        return None
     rows, size = 1, int(np.prod(x.shape, dtype=np.int64))
     for k in range(1, x.ndim):
         rows *= x.shape[k - 1]
