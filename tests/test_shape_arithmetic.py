@@ -311,3 +311,16 @@ def test_a_global_max_pool_over_a_run_time_length():
     for length in (1, 7, 300):
         feed = {"x": RNG.standard_normal((1, 8, 1, length)).astype(np.float32)}
         np.testing.assert_array_equal(module.run(None, feed)[0], run_ort(model, feed)[0], err_msg=f"L={length}")
+
+
+def test_slice_bounds_may_be_int32_as_onnx_allows():
+    """Slice's starts and ends are int32 or int64 (its Tind): both import, with static dims and over a free one."""
+    nodes = [helper.make_node("Slice", ["x", "s", "e", "axes"], ["y"])]
+    inits = [_const("s", np.array([1], np.int32)), _const("e", np.array([7], np.int32)),
+             _const("axes", np.array([2], np.int32))]
+    model = _model(nodes, inits, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    assert from_onnx(model, input_shapes={"x": (1, 5, 8)}).main.ret_type.shape == (1, 5, 6)
+    module = _generic(model)
+    for length in LENGTHS:
+        feed = {"x": RNG.standard_normal((1, length, 8)).astype(np.float32)}
+        np.testing.assert_array_equal(module.run(None, feed)[0], run_ort(model, feed)[0], err_msg=f"T={length}")

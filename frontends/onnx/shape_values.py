@@ -94,13 +94,14 @@ def value(values, dtype: str):
     return ShapeValue(out.reshape(values.shape), dtype)
 
 
-def dims_input(x, what: str) -> tuple:
-    """The values of a 1-D shape input (shape, starts, ends), each an int or a dim expression."""
+def dims_input(x, what: str, dtypes=(np.int64,)) -> tuple:
+    """The values of a 1-D shape input (shape, starts, ends), each an int or a dim expression; a constant one must
+    be of one of `dtypes` (int_list_input: Reshape's shape is int64, Slice's starts and ends int32 or int64)."""
     if isinstance(x, ShapeValue):
         if x.values.ndim > 1:
             raise ConversionError(f"input {what!r} must be 1-D, got shape {x.values.shape}")
         return tuple(x.values.reshape(-1))
-    return int_list_input(x, what)
+    return int_list_input(x, what, dtypes)
 
 
 def _ints(x, what: str) -> tuple[int, ...]:

@@ -206,8 +206,9 @@ def slice_v1(data, *, starts, ends, axes=None):
 
 @converter("Slice", since=10)
 def slice_v10(data, starts, ends, axes=None, steps=None):
-    return _slice(data, dims_input(starts, "starts"), dims_input(ends, "ends"), optional_ints(axes, "axes"),
-                  optional_ints(steps, "steps"))
+    index_types = (np.int64, np.int32)  # (Slice's Tind)
+    return _slice(data, dims_input(starts, "starts", index_types), dims_input(ends, "ends", index_types),
+                  optional_ints(axes, "axes"), optional_ints(steps, "steps"))
 
 
 def _split(data, axis, sizes, count):
@@ -459,7 +460,7 @@ def tile(x, repeats):
 
 @converter("Expand", since=8)
 def expand(x, shape):
-    dims = dims_input(shape, "shape")
+    dims = dims_input(shape, "shape", (np.int64, np.int32))
     if all(isinstance(d, int) for d in dims + tuple(shape_of(x))):
         target = np.broadcast_shapes(shape_of(x), dims)
     else:  # over dims known only at run time (relayish/ops/common.py broadcast_shape decides what it can)
