@@ -35,7 +35,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -45,6 +44,7 @@ from relayish.expr import Call, Constant, Tuple, TupleGetItem, Var
 from relayish.types import is_static_dim
 from runtime.aligned import aligned_empty, as_aligned
 from runtime.feeds import check_index_values
+from runtime.module import TensorSpec
 
 from .arith import evaluator
 from .backend import materialize_outputs
@@ -53,6 +53,7 @@ from .default_schedule import default_schedule_for_sizes
 from .free_dims import Dim, bind
 from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
+from .memory import WorkspacePlanner
 from .passes import PassContext, run_pipeline
 from .task import extract_task_calls
 
@@ -105,7 +106,7 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     for name, b in input_index_bounds(mod).items():
         if not all(is_static_dim(v) for v in np.ravel(np.asarray(b, dtype=object))):
             raise GenericUnsupported(f"input {name!r} indexes an axis of a size known only at run time")
-        index_specs[name] = SimpleNamespace(name=name, index_bounds=b, index_ignored=ignored.get(name))
+        index_specs[name] = TensorSpec(name, (), None, b, ignored.get(name))
     ctx = PassContext(opt_level=options.opt_level, layout=options.layout.value, vector_width=vector_width(),
                       winograd=options.winograd)
     try:
@@ -235,7 +236,7 @@ class GenericModule:
         self._evaluate = evaluator([d for d, _ in self._checks] +
                                    [n for s in steps for n in [d for dims, _ in s.outputs for d in dims] +
                                     [n for n, _ in s.scratch]], self._order)
-        self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments)
+        self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments; _layout's)
         self._pools: dict = {}  # sizes -> buffer sets not in use (the intermediates of one call each)
         self._lock = threading.Lock()
         self._is_output = {src[1] for src in outputs if src[0] == "value"}  # steps whose results are returned
@@ -260,7 +261,8 @@ class GenericModule:
         sizes = bind(self._specs, {name: np.shape(feed[name]) for name in self._specs if name in feed})
         return {self._vars[s]: n for s, n in sizes.items()}
 
-    def _plan(self, values: dict, key: tuple):
+    def _plan(self, values: dict, key: tuple) -> tuple:
+        """(per step: its outputs' shapes, scratch sizes and size arguments; _layout of those) at these sizes."""
         plan = self._plans.get(key)
         if plan is None:
             small = {v.name: n for v, n in values.items() if n < 1}
@@ -271,7 +273,7 @@ class GenericModule:
                 got = next(numbers)
                 if got < 1:
                     raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {got}, not >= 1")
-            plan = []
+            steps = []
             for s in self._steps:
                 outs = [(tuple(next(numbers) for _ in dims), dtype) for dims, dtype in s.outputs]
                 if any(d < 0 for shape, _ in outs for d in shape):
@@ -279,7 +281,8 @@ class GenericModule:
                                      f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
                 scratch = [(max(1, next(numbers)), dtype) for _, dtype in s.scratch]
                 sizes = np.array([values[v] for v in s.sizes], np.int32) if s.sizes else None
-                plan.append((outs, scratch, sizes))
+                steps.append((outs, scratch, sizes))
+            plan = (steps, self._layout(steps))
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
                     self._plans.clear()
@@ -287,55 +290,38 @@ class GenericModule:
                 self._plans[key] = plan
         return plan
 
-    def _buffers(self, key, plan) -> list:
-        """A set of intermediates for one call at these sizes: one kept from an earlier call (freshly allocated
-        pages cost more than many kernels), or new. The steps whose results are returned are allocated anew."""
+    def _layout(self, plan: list) -> tuple:
+        """Where each step's outputs and scratch buffers live in one workspace (compiler/memory.py's planner: a
+        block is reused once its last reader has run, best fit), and the workspace's size: a model's
+        intermediates take the memory of the few alive at once, not their sum, so the first call at new sizes
+        touches that much fresh memory only. The steps whose results are returned get None (allocated anew)."""
+        planner, offsets = WorkspacePlanner(), []
+        for k, (outs, scratch, _) in enumerate(plan):
+            if k in self._is_output:
+                offsets.append(None)
+                continue
+            offsets.append(([planner.alloc(math.prod(shape) * np.dtype(dtype).itemsize, k,
+                                           self._last_use.get((k, j), k)) for j, (shape, dtype) in enumerate(outs)],
+                            [planner.alloc(n * np.dtype(dtype).itemsize, k, k) for n, dtype in scratch]))
+        return offsets, planner.size
+
+    def _buffers(self, key, plan, layout) -> list:
+        """A set of intermediates for one call at these sizes, per step (None for the steps whose results are
+        returned): one kept from an earlier call (freshly allocated pages cost more than many kernels), or views
+        of a new workspace laid out by _layout."""
         with self._lock:
             free = self._pools.setdefault(key, [])
             if free:
                 return free.pop()
-        return self._shared_buffers(plan)
+        offsets, size = layout
+        workspace = aligned_empty((max(size, 1),), np.uint8)
 
-    def _shared_buffers(self, plan) -> list:
-        """Per step (None for the steps whose results are returned) its output arrays and scratch buffers, as
-        views of blocks that steps reuse once what they held is read for the last time: a buffer is taken from
-        the free blocks by best fit (the smallest that holds it, else the largest, grown), and given back after
-        its last reader (a scratch buffer after its step). A model's intermediates then take the memory of the
-        few alive at once, not their sum: the first call at new sizes touches that much fresh memory only."""
-        sizes: list[int] = []  # bytes of each block
-        free: list[int] = []  # blocks not in use
-        released: dict[int, list[int]] = {}  # step -> blocks free from that step on
-        placed = []  # per step: None, or ([block per output], [block per scratch buffer])
-
-        def take(nbytes: int) -> int:
-            fits = [b for b in free if sizes[b] >= nbytes]
-            if fits or free:
-                block = min(fits, key=lambda b: sizes[b]) if fits else max(free, key=lambda b: sizes[b])
-                free.remove(block)
-            else:
-                block = len(sizes)
-                sizes.append(0)
-            sizes[block] = max(sizes[block], nbytes, 1)
-            return block
-        for k, (outs, scratch, _) in enumerate(plan):
-            free.extend(released.pop(k, ()))
-            if k in self._is_output:
-                placed.append(None)
-                continue
-            out_blocks = [take(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in outs]
-            temp_blocks = [take(n * np.dtype(dtype).itemsize) for n, dtype in scratch]
-            for j, block in enumerate(out_blocks):
-                released.setdefault(self._last_use.get((k, j), k) + 1, []).append(block)
-            released.setdefault(k + 1, []).extend(temp_blocks)
-            placed.append((out_blocks, temp_blocks))
-        blocks = [aligned_empty((n,), np.uint8) for n in sizes]
-
-        def view(block, shape, dtype):
+        def view(offset, shape, dtype):
             dtype = np.dtype(dtype)
-            return blocks[block][:math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
-        return [None if p is None else ([view(b, shape, dtype) for b, (shape, dtype) in zip(p[0], outs)],
-                                        [view(b, (n,), dtype) for b, (n, dtype) in zip(p[1], scratch)])
-                for p, (outs, scratch, _) in zip(placed, plan)]
+            return workspace[offset:offset + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+        return [None if o is None else ([view(at, shape, dtype) for at, (shape, dtype) in zip(o[0], outs)],
+                                        [view(at, (n,), dtype) for at, (n, dtype) in zip(o[1], scratch)])
+                for o, (outs, scratch, _) in zip(offsets, plan)]
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
@@ -348,8 +334,8 @@ class GenericModule:
                 check_index_values(self._index_specs[name], a)
             arrays.append(as_aligned(np.ascontiguousarray(a)))
         key = tuple(sorted((v.name, n) for v, n in values.items()))
-        plan = self._plan(values, key)
-        buffers = self._buffers(key, plan)
+        plan, layout = self._plan(values, key)
+        buffers = self._buffers(key, plan, layout)
         produced = []
         for fn, s, (outs, scratch, sizes), kept in zip(self._kernels, self._steps, plan, buffers):
             results, temps = kept if kept is not None else _allocate(outs, scratch)
