@@ -13,12 +13,14 @@ kernels read their sizes from a last int32 parameter (compiler/lower.py) and are
 
 A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (one generated function
 per module; kept per set of sizes, as the kernel calls' size arguments), places the intermediates in blocks they
-share by liveness and calls the kernels in order from Python (ctypes). Tuning records are not used: every task
-runs its default schedule.
+share by liveness and calls the kernels in order from Python (ctypes). A recurrent layer over a run-time length is
+a scan (nn.recurrent_scan): its kernel is one step, the cell, called once per step on the state before it
+(_run_scan). Tuning records are not used: every task runs its default schedule.
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
-outputs sized by data, pooling in ceil mode over a free dim, a SAME padding of stride > 1 over one: a model with
-any of them is refused (GenericUnsupported says where), and the session compiles per shape instead.
+outputs sized by data, a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
+free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported says
+where), and the session compiles per shape instead.
 
 Invariants: inputs are checked against the symbols before any kernel runs (a dim named in two inputs must agree,
 fixed dims must match, the values of an input that indexes a table must be in range, and what the import assumed
@@ -55,7 +57,7 @@ from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
 from .memory import WorkspacePlanner
 from .passes import PassContext, run_pipeline
-from .task import extract_task_calls
+from .task import extract_task_calls, scan_of
 
 HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
 MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
@@ -79,6 +81,7 @@ class _Step:
     outputs: tuple  # per output: (dims, dtype)
     scratch: tuple  # per scratch buffer: (element count, dtype)
     sizes: tuple  # the size variables of the kernel's `sizes` parameter, in order ((): none)
+    scan: bool = False  # the kernel is one step of a scan (compiler/task.py scan_step): called once per step
 
 
 def compile_generic(model, shapes: dict, options, output_names: list, ranges: dict | None = None,
@@ -148,7 +151,8 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         sized = "size_vars" in func.attrs
         scratch = tuple((p.size, p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
         steps.append(_Step(func.name, tuple(source(a) for a in c.args), tuple((t.shape, t.dtype) for t in types),
-                           scratch, tuple(by_name[s] for s in func.attrs.get("size_vars", ()))))
+                           scratch, tuple(by_name[s] for s in func.attrs.get("size_vars", ())),
+                           scan_of(c.op) is not None))
         where[id(c)] = (k, 0)
     body = fused.main.body
     outs = tuple(source(o) for o in (body.fields if isinstance(body, Tuple) else (body,)))
@@ -195,6 +199,24 @@ def _dim_checks(mod) -> list:
 def _allocate(outs, scratch) -> tuple[list, list]:
     """A step's output arrays and scratch buffers (64-byte aligned), from its plan entry."""
     return [aligned_empty(shape, dtype) for shape, dtype in outs], [aligned_empty((n,), d) for n, d in scratch]
+
+
+def _run_scan(fn, args: list, num_inputs: int) -> None:
+    """A scan's steps. args: the scan's inputs (xp, initial state, weight[, bias]: num_inputs), its history
+    [T, ...], scratch buffers, sizes. Step t runs the cell (xp, times, state, weight[, bias], out, scratch...,
+    sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with the times
+    (t, T - 1 - t) that its forward and reverse directions process."""
+    history = args[num_inputs]
+    length, stride, base = history.shape[0], history.strides[0], history.ctypes.data
+    times = np.empty(2, np.int32)
+    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in args[:1] + [times] + args[1:]]
+    state, out = 2, num_inputs + 1  # their places among the cell's arguments
+    for t in range(length):
+        times[0], times[1] = t, length - 1 - t
+        if t:
+            ptrs[state] = ctypes.c_void_p(base + (t - 1) * stride)
+        ptrs[out] = ctypes.c_void_p(base + t * stride)
+        fn(*ptrs)
 
 
 def _first_line(e: Exception) -> str:
@@ -342,7 +364,10 @@ class GenericModule:
             args = [self._value(a, arrays, produced) for a in s.args] + results + temps
             if sizes is not None:
                 args.append(sizes)
-            fn(*[ctypes.c_void_p(x.ctypes.data) for x in args])
+            if s.scan:
+                _run_scan(fn, args, len(s.args))
+            else:
+                fn(*[ctypes.c_void_p(x.ctypes.data) for x in args])
             produced.append(results)
         values_out = [self._value(o, arrays, produced) for o in self._outs]
         with self._lock:

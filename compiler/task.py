@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from relayish import te
 from relayish.expr import Call, Constant, Function, Tuple, TupleGetItem, Var, post_order
+from relayish.types import Attrs, TensorType
 from relayish.op import get_op
 
 from .schedule import State, initial_state
@@ -68,19 +69,41 @@ def primitive_calls(fused) -> list[Call]:
     return calls
 
 
+def scan_of(func: Function) -> Call | None:
+    """The nn.recurrent_scan call a primitive function is (its kernel is one step: scan_step), or None."""
+    body = func.body
+    return body if isinstance(body, Call) and body.op == "nn.recurrent_scan" else None
+
+
+def scan_step(func: Function) -> Function:
+    """The primitive function of one step of a scan function: its cell over (xp, steps, state, weight[, bias]),
+    steps int32 [2] the forward and reverse time (relayish/ops/recurrent.py)."""
+    scan = scan_of(func)
+    xp, state, *rest = func.params
+    steps = Var("steps", TensorType((2,), "int32"))
+    attrs = {"reverse": scan.attrs["reverse"]}
+    if scan.attrs["cell"] == "nn.gru_cell":
+        attrs["linear_before_reset"] = scan.attrs["linear_before_reset"]
+    params = (xp, steps, state, *rest)
+    return Function(params, Call(scan.attrs["cell"], params, Attrs(attrs)), {"Primitive": 1})
+
+
 def extract_task_calls(fused) -> TaskCalls:
-    """Deduplicate a fused module's calls into tasks by workload key; a task is built for the first call only."""
+    """Deduplicate a fused module's calls into tasks by workload key; a task is built for the first call only. A
+    scan's task is one step of it (scan_step): its caller runs the kernel once per step."""
     calls = primitive_calls(fused)
     index: dict[str, int] = {}
     tasks, task_of = [], []
     for c in calls:
-        key = workload_key(c.op)
+        func = scan_step(c.op) if scan_of(c.op) is not None else c.op
+        key = workload_key(func)
         if key in index:
             tasks[index[key]].weight += 1
         else:
             index[key] = len(tasks)
-            tasks.append(build_task(c.op))
-            tasks[-1].constant_inputs = tuple(isinstance(a, Constant) for a in c.args)
+            tasks.append(build_task(func))
+            args = c.args if func is c.op else (c.args[0], None, *c.args[1:])  # a step's steps: written per step
+            tasks[-1].constant_inputs = tuple(isinstance(a, Constant) for a in args)
         task_of.append(index[key])
     return TaskCalls(calls, tasks, task_of)
 

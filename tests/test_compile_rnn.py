@@ -16,7 +16,8 @@ from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
-from harness import assert_close, case_id, run_ort, three_way
+from harness import assert_close, assert_three_way, case_id, run_ort, three_way
+from relayish import te
 from relayish.interp import evaluate
 
 SEQ, BATCH, INPUT, HIDDEN = 4, 3, 5, 6
@@ -334,3 +335,47 @@ def test_long_sequences_compile():
     assert len(cell_calls(module, "GRU")) == 512
     for a, r in zip(module.run(None, feeds), run_ort(model, feeds)):
         assert_close(a, r, "vs onnxruntime")
+
+
+# ---- a sequence length known only at run time: a scan of the fused cell (relayish/ops/recurrent.py) ----
+
+FREE_LENGTH = [("LSTM", {"direction": "bidirectional"}, ("B", "initial_h", "initial_c")),
+               ("LSTM", {"direction": "reverse", "layout": 1}, ("B",)),
+               ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}, ("B", "initial_h")),
+               ("GRU", {}, ("B",)),
+               ("RNN", {"direction": "reverse"}, ("B", "initial_h"))]
+
+
+def free_length(model, layout: int):
+    """The model with X's sequence axis a named dim T, its outputs' shapes left to inference."""
+    model.graph.input[0].type.tensor_type.shape.dim[1 if layout else 0].dim_param = "T"
+    for out in model.graph.output:
+        out.type.tensor_type.ClearField("shape")
+    return model
+
+
+@pytest.mark.parametrize("case", FREE_LENGTH, ids=case_id)
+def test_a_free_sequence_length_runs_every_length_on_one_scan(case):
+    """One compile serves lengths it never saw (none of them the hint size), each step the cell's kernel."""
+    op, attrs, given = case
+    layout, sizes = attrs.get("layout", 0), (9, 3, 5, 17)
+    model, _ = make_case(op, attrs, 14, given, sizes=sizes)
+    x = (sizes[1], None, sizes[2]) if layout else (None, sizes[1], sizes[2])
+    sess = compile_model(free_length(model, layout), input_shapes={"X": x}, cache=False)
+    assert sess.generic_tier["kind"] == "run-time extents", sess.generic_tier
+    for seq in (1, 4, 11):
+        _, feeds = make_case(op, attrs, 14, given, sizes=(seq,) + sizes[1:], seed=seq)
+        ours = sess.run(None, feeds)
+        ref = ort_outputs((op, attrs, 14, given, None, False), feeds, (seq,) + sizes[1:])
+        interp = evaluate(from_onnx(model, input_shapes={k: v.shape for k, v in feeds.items()}), feeds)
+        assert ours[0].shape == ref[0].shape
+        for k, (a, r, i) in enumerate(zip(ours, ref, interp)):
+            assert_three_way(a, r, np.asarray(i), f"T={seq} output {k}")
+    assert sess.specializations() == []  # nothing compiled on the calls
+
+
+def test_a_free_sequence_length_outside_the_fused_form_is_refused_naming_the_layer():
+    model, _ = make_case("LSTM", {"clip": 2.0}, 14, ("B",))
+    with pytest.raises(OnnxImportError, match=r"over a sequence length known only at run time .* runs in its fused "
+                                              r"form only: the default activations, no clip"):
+        from_onnx(free_length(model, 0), input_shapes={"X": (te.size_var("T"), BATCH, INPUT), "B": (1, 8 * HIDDEN)})

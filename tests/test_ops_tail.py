@@ -305,7 +305,38 @@ def test_recurrent_cell(op, specs, attrs):
     check_typed(op, specs, attrs)
 
 
+@pytest.mark.parametrize("op,specs,attrs", CELLS[:5], ids=lambda v: str(v))
+def test_recurrent_scan_is_its_task_stepped(op, specs, attrs):
+    """nn.recurrent_scan's reference against its kernel's compute (compiler/task.py scan_step: the cell) run once
+    per step on the state before, as the generic module runs it, over a length that is a size variable."""
+    from compiler.task import build_task, scan_step
+    from relayish import Function
+    xp, _, state, *rest = _typed_inputs(specs, 3)
+    length = xp.shape[0] // state.shape[3]
+    t = te.size_var("T")
+    types = [TensorType((t * state.shape[3], xp.shape[1]), F)] + [TensorType(a.shape, F) for a in [state, *rest]]
+    params = [Var(f"x{k}", ty) for k, ty in enumerate(types)]
+    scan = call("nn.recurrent_scan", *params, cell=op, **attrs)
+    assert scan.type.shape == (t,) + state.shape[1:]
+    history = evaluate_one(call("nn.recurrent_scan", *[Var(f"x{k}", TensorType(a.shape, F)) for k, a in
+                                                      enumerate([xp, state, *rest])], cell=op, **attrs),
+                           [xp, state, *rest])
+    task = build_task(scan_step(Function(params, scan, {"Primitive": 1})))
+    static = te.bind_sizes(task.outputs + task.inputs, {t: length})
+    inputs, (out,) = [static[id(p)] for p in task.inputs], [static[id(o)] for o in task.outputs]
+    for s in range(length):
+        times = np.array([s, length - 1 - s], np.int32)
+        state, = evaluate_te(out, dict(zip(inputs, [xp, times, state, *rest])))
+        np.testing.assert_allclose(history[s:s + 1], state, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("op,shapes,attrs,message", [
+    ("nn.recurrent_scan", [(7, 64), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {"cell": "nn.lstm_cell"},
+     r"xp must be \[steps \* 2, 64\]"),
+    ("nn.recurrent_scan", [(8, 64), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {"cell": "nn.gru_cell"},
+     r"nn.recurrent_scan of nn.gru_cell: expected xp, state, weight, bias, got 3 inputs"),
+    ("nn.recurrent_scan", [(8, 64), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {"cell": "nn.dense"},
+     r"cell must be one of \['nn.gru_cell', 'nn.lstm_cell', 'nn.rnn_cell'\], got 'nn.dense'"),
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 1, 2, 16), (1, 1, 5, 4, 16)], {}, r"state must be \[1, directions, 2"),
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 3, 16)], {}, r"weight must be \[1, hidden/nb"),
     ("nn.lstm_cell", [(7, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {}, r"xp must be \[steps \* 2, 64\]"),
@@ -314,7 +345,8 @@ def test_recurrent_cell(op, specs, attrs):
     ("nn.recurrent_output", [(4, 1, 1, 2, 16)], {"hidden": 17}, r"hidden=17 must be in \[1, 16\]"),
 ])
 def test_recurrent_cell_bad_inputs(op, shapes, attrs, message):
-    types = [TensorType(s, "int32" if k == 1 and op != "nn.recurrent_output" else F) for k, s in enumerate(shapes)]
+    types = [TensorType(s, "int32" if k == 1 and op not in ("nn.recurrent_output", "nn.recurrent_scan") else F)
+             for k, s in enumerate(shapes)]
     with pytest.raises(OpError, match=message):
         call(op, *[Var(f"x{k}", t) for k, t in enumerate(types)], **attrs)
 

@@ -211,7 +211,7 @@ def alter_layout(mod: IRModule, vector_width: int = 16, winograd: bool = True,
         return None if value is None else gather_to_map(node, value)
 
     def dense_to_pack(node: Call, x: Expr, w: Constant):
-        rows, n = x.type.shape[0], w.type.shape[0]
+        rows, n = typical(x.type.shape[0]), w.type.shape[0]  # the tile only tunes speed
         tile = matmul_tile(rows, n, 1, vector_width) if rows > 1 else None
         nb = tile[1] * tile[2] if tile else dense_block(n, vector_width)  # rows > 1: the matmul tile's columns
         if n % nb:  # zero columns fill the last block (packed at compile time); the op computes the first n

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import te
 from ..op import OpError, Pattern, register_op, stage_tag
+from ..dims import exact_quotient
 from ..types import TensorType
 from .common import expect_float, same_dtype
 
@@ -67,7 +68,7 @@ def _cell_infer(op: str):
                 weight.shape[1] * weight.shape[4] != padded or weight.shape[2] > padded:
             raise OpError(f"{op}: weight must be [{dirs}, hidden/nb, units, {gates}, nb] with hidden/nb * nb = "
                           f"{padded} and units <= {padded}, got {weight.shape}")
-        if xp.ndim != 2 or xp.shape[0] % batch or xp.shape[1] != dirs * gates * padded:
+        if xp.ndim != 2 or exact_quotient(xp.shape[0], batch) is None or xp.shape[1] != dirs * gates * padded:
             raise OpError(f"{op}: xp must be [steps * {batch}, {dirs * gates * padded}], got {xp.shape}")
         if op == "nn.gru_cell" and arg_types[4].shape != (dirs, padded):
             raise OpError(f"{op}: bias must be [{dirs}, {padded}], got {arg_types[4].shape}")
@@ -225,6 +226,57 @@ register_op("nn.gru_cell", inputs=5, pattern=Pattern.OPAQUE, op_class="dense", i
 register_op("nn.rnn_cell", inputs=4, pattern=Pattern.OPAQUE, op_class="dense", infer=_cell_infer("nn.rnn_cell"),
             ref=_rnn_ref, compute=_rnn_compute, flops=_cell_flops, attrs={"reverse": (0,)},
             doc="RNN (tanh) " + _CELL_DOC)
+
+
+# ---------------------------------------------------------------------------------------------- scan
+
+def scan_step_types(arg_types) -> list:
+    """The argument types of one step of a scan (the cell's: xp, steps, state, weight, extra) from the scan's
+    (xp, initial state, weight, extra)."""
+    xp, state, *rest = arg_types
+    return [xp, TensorType((2,), "int32"), state, *rest]
+
+
+def scan_length(xp_type, state_type):
+    """The scan's number of steps T: xp's rows over the batch (exact, also over run-time sizes)."""
+    rows, batch = xp_type.shape[0], state_type.shape[3]
+    steps = exact_quotient(rows, batch)
+    if steps is None:
+        raise OpError(f"nn.recurrent_scan: xp has {rows} rows, not a multiple of the batch {batch}")
+    return steps
+
+
+def _scan_infer(arg_types, attrs):
+    if attrs.cell not in CELLS:
+        raise OpError(f"nn.recurrent_scan: cell must be one of {sorted(CELLS)}, got {attrs.cell!r}")
+    if len(arg_types) != (4 if attrs.cell == "nn.gru_cell" else 3):
+        raise OpError(f"nn.recurrent_scan of {attrs.cell}: expected xp, state, weight"
+                      f"{', bias' if attrs.cell == 'nn.gru_cell' else ''}, got {len(arg_types)} inputs")
+    state = _cell_infer(attrs.cell)(scan_step_types(arg_types), attrs)
+    return TensorType((scan_length(arg_types[0], state),) + state.shape[1:], state.dtype)
+
+
+def _scan_ref(xp, state, weight, *extra, cell, reverse, linear_before_reset):
+    length, history = xp.shape[0] // state.shape[3], []
+    for s in range(length):
+        steps = np.array([s, length - 1 - s], np.int32)
+        if cell == "nn.lstm_cell":
+            state = _lstm_ref(xp, steps, state, weight, reverse)
+        elif cell == "nn.gru_cell":
+            state = _gru_ref(xp, steps, state, weight, extra[0], reverse, linear_before_reset)
+        else:
+            state = _rnn_ref(xp, steps, state, weight, reverse)
+        history.append(state)
+    return np.concatenate(history, axis=0)
+
+
+# no compute: a scan's steps are one kernel, its cell's, that the generic module calls once per step
+# (compiler/generic.py); static sequence lengths are unrolled into cells by the frontend
+register_op("nn.recurrent_scan", inputs=None, pattern=Pattern.OPAQUE, op_class="dense", infer=_scan_infer,
+            ref=_scan_ref, attrs={"cell": "nn.lstm_cell", "reverse": (0,), "linear_before_reset": 0},
+            doc="every step of a recurrent layer over a sequence length known only at run time: xp [T*B, D*G*Hp], "
+                "the initial state [1, D, S, B, Hp], the packed weight (and a GRU's bias) -> the history of the "
+                "states [T, D, S, B, Hp], step s's state the `cell` of step s - 1's (the cells' shapes above)")
 
 
 # ---------------------------------------------------------------------------------------------- output sequence

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from relayish import Constant, Expr, const
-from relayish.types import is_float
+from relayish.types import is_float, is_static_dim
 
 from ..builders import binary, fold, reshape, shape_of, transpose
 from ..registry import converter
@@ -151,6 +151,9 @@ class _Spec:
         """Per time step, a [batch, 1] bool 'step is within this batch's length', or None if every step is."""
         if lens is None:
             return None
+        if not is_static_dim(self.seq):
+            raise ConversionError(f"input sequence_lens over a sequence length known only at run time "
+                                  f"({self.seq}) is not supported")
         if shape_of(lens) != (self.batch,) or lens.type.dtype != "int32":
             raise ConversionError(f"input sequence_lens must be int32 [batch={self.batch}], got {shape_of(lens)} of "
                                   f"{lens.type.dtype}")
@@ -185,6 +188,10 @@ def _rows(x: Expr, begin: int, end: int) -> Expr:
 def _project_inputs(spec: _Spec, w: Expr, bias: Expr | None, dense: Callable | None = None) -> list[Expr]:
     """x_t @ w^T + bias for every step t at once (one nn.dense, or dense(x) if given), as a list of [batch, units]
     per step."""
+    if not is_static_dim(spec.seq):
+        raise ConversionError(f"over a sequence length known only at run time ({spec.seq}), a recurrent layer "
+                              f"runs in its fused form only: the default activations, no clip, no peepholes or "
+                              f"input_forget (LSTM), float weights")
     seq, batch, inputs = shape_of(spec.x)
     units = shape_of(w)[0]
     flat = reshape(spec.x, (seq * batch, inputs))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from relayish import Constant, Expr, call
+from relayish.types import is_static_dim
 
 from ..builders import binary, fold, reshape, shape_of, transpose
 
@@ -67,14 +68,20 @@ def initial_state(spec) -> Expr:
 
 
 def run_layer(spec, op: str, xp: Expr, r_packed: Expr, reverse: tuple, extra=(), **attrs):
-    """Y and the final states (Y_h[, Y_c]) in the node's layout, from one `op` call per step."""
+    """Y and the final states (Y_h[, Y_c]) in the node's layout, from one `op` call per step (a scan of them
+    when the sequence length is known only at run time)."""
     seq, dirs, batch, hidden = spec.seq, spec.dirs, spec.batch, spec.hidden
-    state, states = initial_state(spec), []
-    for s in range(seq):
-        steps = Constant(np.array([s, seq - 1 - s], np.int32))
-        state = call(op, xp, steps, state, r_packed, *extra, reverse=reverse, **attrs)
-        states.append(state)
-    history = states[0] if seq == 1 else call("concatenate", *states, axis=0)
+    state = initial_state(spec)
+    if is_static_dim(seq):
+        states = []
+        for s in range(seq):
+            steps = Constant(np.array([s, seq - 1 - s], np.int32))
+            state = call(op, xp, steps, state, r_packed, *extra, reverse=reverse, **attrs)
+            states.append(state)
+        history = states[0] if seq == 1 else call("concatenate", *states, axis=0)
+    else:
+        history = call("nn.recurrent_scan", xp, state, r_packed, *extra, cell=op, reverse=reverse, **attrs)
+        state = fold("strided_slice", history, begin=(seq - 1,), end=(seq,), axes=(0,))  # the last step's
     y = call("nn.recurrent_output", history, reverse=reverse, hidden=hidden, batch_major=spec.layout)
     finals = []
     for slot in range(shape_of(state)[2]):
