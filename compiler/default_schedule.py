@@ -52,6 +52,7 @@ MIN_REDUCE_LOOP = 4  # a shorter innermost reduction is fully unrolled by LLVM (
 REDUCE_UNROLL = 4  # the innermost reduction loop of a tile within unrolled_reduce_budget is unrolled this much
 # (less loop overhead per FMA block; with a full file of accumulators LLVM then rotates them all through
 # registers and spills)
+MIN_STATIC_PARALLEL = 16  # static iterations a parallel loop keeps when its run-time ones are unfused
 PARALLEL_TILES = 16  # a tile smaller than the widest is chosen if that is needed for this many parallel tiles
 TILE_OVERHEAD = 1  # the fixed cost of a register tile (zeroing, storing its accumulators), in columns (_column_tile)
 
@@ -102,6 +103,7 @@ def _fit_run_time_extents(steps: tuple, state: State, vector_width: int) -> tupl
     vectorizes a row of 32 whole; a row of any length needs a tail), and each unroll of one dropped. A stage
     computed at another runs its loops over the region read there, which the tiles make constant: its steps
     stay as they are (lowering refuses a run-time one). Raises ScheduleError where a step does not fit."""
+    steps = _unfuse_run_time_tails(steps, state)
     placing = tuple(s for s in steps if not (isinstance(s, Annotate) and s.annotation in ("vectorize", "unroll")))
     final = Schedule(placing).apply(state)  # (annotations move no stage)
     at_root = {st.name for st in final.stages if st.loc.is_root}
@@ -118,6 +120,46 @@ def _fit_run_time_extents(steps: tuple, state: State, vector_width: int) -> tupl
                     s.apply(work)
                 out += fitted
                 continue
+        step.apply(work)
+        out.append(step)
+    return tuple(out)
+
+
+def _unfuse_run_time_tails(steps: tuple, state: State) -> tuple:
+    """The steps with each parallel Fuse whose last iterators have run-time extents (a matmul's row tiles after
+    its column blocks) fusing only the static ones before them, when those give MIN_STATIC_PARALLEL iterations:
+    the parallel loop runs over them and the run-time loops follow inside it, unfused. Fused, a column block was
+    the fused index divided by the run-time row-tile count, a quotient whose range lowering cannot bound: the
+    weight panel's index kept a clamp and a division per lane (gathers). Steps naming the fused loop are renamed:
+    its annotations go to the static part, a ComputeAt at it moves to the last fused loop (the same region per
+    iteration)."""
+    parallel = {(s.stage, s.iter) for s in steps if isinstance(s, Annotate) and s.annotation == "parallel"}
+    renamed, out, work = {}, [], state.copy()
+    for step in steps:
+        if isinstance(step, Fuse) and (step.stage, "@".join(step.iters)) in parallel:
+            extents = work.stage(step.stage, step).leaf_extents()
+            static = list(step.iters)
+            while static and not te.is_static(extents[static[-1]]):
+                static.pop()
+            product = 1
+            for it in static:
+                product *= extents[it]
+            if static and len(static) < len(step.iters) and product >= MIN_STATIC_PARALLEL and \
+                    all(te.is_static(extents[it]) for it in static):
+                fused = "@".join(step.iters)
+                renamed[(step.stage, fused)] = ("@".join(static), step.iters[-1])
+                if len(static) > 1:
+                    step = Fuse(step.stage, tuple(static))
+                else:
+                    continue
+        elif isinstance(step, Annotate) and (step.stage, step.iter) in renamed:
+            step = Annotate(step.stage, renamed[(step.stage, step.iter)][0], step.annotation)
+        elif isinstance(step, ComputeAt) and (step.target, step.iter) in renamed:
+            step = ComputeAt(step.stage, step.target, renamed[(step.target, step.iter)][1])
+        elif any(getattr(step, "stage", None) == st and fused in (getattr(step, "iter", None),
+                                                                   *getattr(step, "iters", ()))
+                 for st, fused in renamed):
+            return steps  # another step of the fused loop (a split of it): left as the twin made it
         step.apply(work)
         out.append(step)
     return tuple(out)

@@ -5,6 +5,8 @@ a typical size, replayed on the symbolic one), built once, and run at sizes it w
 rows past the end of every output hold NaN sentinels that the kernel must leave alone."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -71,8 +73,16 @@ def matmul(n):
         lambda a, w: [a @ w]
 
 
+def wide_matmul(n):
+    """A classifier's rows (a CTC head): many column blocks, the rows known only at run time."""
+    a, w = te.placeholder((n, 64), name="a"), te.placeholder((64, 1024), name="w")
+    k = te.reduce_axis(64, "k")
+    return [a, w], [te.compute((n, 1024), lambda i, j: te.sum(a[i, k] * w[k, j], k), name="out", tag="matmul")], \
+        lambda a, w: [a @ w]
+
+
 TASKS = {"ew": (ew, 1), "both_free": (both_free, 2), "row_sum": (row_sum, 1), "column_sum": (column_sum, 1),
-         "softmax": (softmax, 1), "matmul": (matmul, 1)}
+         "softmax": (softmax, 1), "matmul": (matmul, 1), "wide_matmul": (wide_matmul, 1)}
 
 
 def generic_kernel(name: str):
@@ -139,6 +149,18 @@ def test_whole_tiles_run_unguarded_and_the_last_tile_guarded(kernels):
     text = str(built["matmul"][0])
     assert "n = sizes[0]" in text
     assert text.count("if (") >= 2 and " < n)" in text
+
+
+def test_a_matmul_with_run_time_rows_runs_its_static_column_blocks_in_parallel(kernels):
+    """At the typical size the parallel loop fuses column blocks with row tiles; over run-time rows it keeps the
+    column blocks alone (the row tiles loop inside), so a block's weight panel is the parallel index times a
+    constant: no clamp, no division by a run-time count in any index."""
+    _, built = kernels
+    text = str(built["wide_matmul"][0])
+    loops = [line.strip() for line in text.splitlines() if line.strip().startswith("for ")]
+    parallel = [line for line in loops if line.endswith("parallel:")]
+    assert len(parallel) == 1 and not re.search(r"\bn\b", parallel[0]), parallel
+    assert "min(" not in text and "max(" not in text
 
 
 def test_a_static_extent_that_is_asked_for_at_run_time_is_refused_clearly():
