@@ -160,7 +160,8 @@ def _unfuse_run_time_tails(steps: tuple, state: State) -> tuple:
                                                                    *getattr(step, "iters", ()))
                  for st, fused in renamed):
             return steps  # another step of the fused loop (a split of it): left as the twin made it
-        step.apply(work)
+        if not (isinstance(step, Annotate) and step.annotation in ("vectorize", "unroll")):
+            step.apply(work)  # (annotations change no extent; a vectorize of a run-time one is fitted later)
         out.append(step)
     return tuple(out)
 

@@ -13,6 +13,7 @@ import pytest
 from compiler.arith import evaluate
 from compiler.codegen import build_library, vector_width
 from compiler.default_schedule import default_schedule_for_sizes
+from compiler.generic import _lower_for_sizes
 from compiler.lower import LoweringError, lower, size_vars
 from compiler.schedule import Annotate, Schedule, ScheduleError, Split, initial_state
 from relayish import te
@@ -244,23 +245,28 @@ def test_a_convolution_over_run_time_sizes_keeps_the_typical_sizes_schedule_step
         assert any(isinstance(s, Annotate) and s.annotation == "unroll" for s in typical.steps)
 
 
-def test_a_row_of_run_time_length_is_vectorized_in_whole_vectors_and_a_tail(tmp_path):
+@pytest.mark.parametrize("shape, hint", [((3, "T"), HINT), ((3, "T"), 16), ((2, "T", "T"), 16)],
+                         ids=["rows", "rows_of_a_vector", "attention"])
+def test_a_row_of_run_time_length_is_vectorized_in_whole_vectors_and_a_tail(tmp_path, shape, hint):
     """Softmax over rows of length T: the twin vectorizes its row loop whole; over T the loop is split by the
-    vector width and the inner part vectorized, and the kernel runs rows of lengths that are no multiple of it."""
+    vector width and the inner part vectorized, and the kernel runs rows of lengths that are no multiple of it.
+    Attention scores (heads, T, T): their parallel loop fuses heads with the run-time rows. A hint of 16 (a size
+    range's bound) makes the twin's rows one vector each."""
     from onnx import TensorProto, helper
     tasks, hints = _tasks_of([helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, "T"))], [], "T")
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)], [], "T")
+    hints = {v: hint for v in hints}
     (task,) = tasks
     state = task.initial_state()
     sched = default_schedule_for_sizes(state, hints, vector_width())
     vectorized = [s for s in sched.steps if isinstance(s, Annotate) and s.annotation == "vectorize"]
     assert vectorized and all(s.iter.endswith(".1") for s in vectorized)
-    func = lower(sched.apply(state), "softmax_rows")
+    func = _lower_for_sizes(state, hints, vector_width(), "softmax_rows")  # as the generic module lowers it
     lib = Lib(build_library([func], None, str(tmp_path / "softmax.so")))
 
     def ref(x):
-        e = np.exp(x - x.max(1, keepdims=True))
-        return [e / e.sum(1, keepdims=True)]
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return [e / e.sum(-1, keepdims=True)]
     for length in (1, 5, vector_width() + 3):
         (got,), (want,) = run(lib, func, ref, {"T": length}, seed=length)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"T={length}")
