@@ -156,6 +156,9 @@ def _pick(a, b, which):
 
 def _elementwise(fn, dtype_of=None):
     def run(*args, **attrs):
+        for a in args:
+            if isinstance(a, ShapeValue):
+                _integer_valued(a, "arithmetic")
         vals = [elements(a, f"input {i}") for i, a in enumerate(args)]
         out = np.frompyfunc(fn, len(vals), 1)(*vals)
         dtype = dtype_of or next(a.dtype for a in args if isinstance(a, ShapeValue))
@@ -235,15 +238,26 @@ def _reshape(data, shape, *, allowzero=0):
 
 
 _INT_DTYPES = {6: "int32", 7: "int64"}  # onnx TensorProto INT32, INT64
+_FLOAT_DTYPES = {1: "float32", 11: "float64"}  # FLOAT, DOUBLE: a dim as a float (YOLOv8's Range over a float limit)
 
 
 def _cast(x, *, to, saturate=1, round_mode=None):
     if to == 9:  # BOOL
         return value(np.frompyfunc(lambda v: not _decided(v, 0, "=="), 1, 1)(x.values), "bool")
+    if to in _FLOAT_DTYPES:  # the dims stay exact (integers below 2^24): for Range's limit, or cast back
+        return ShapeValue(x.values, _FLOAT_DTYPES[to])
     if to not in _INT_DTYPES:
         raise ConversionError(f"a value computed from dims known only at run time ({x}) cast to a non-integer "
                               f"type: used as data, which is not supported")
     return value(x.values, _INT_DTYPES[to])
+
+
+def _integer_valued(x: ShapeValue, op: str) -> ShapeValue:
+    """x for integer arithmetic: a float ShapeValue (a dim cast to float) is data to it, which is refused."""
+    if x.dtype not in _INT_DTYPES.values() and x.dtype != "bool":
+        raise ConversionError(f"{op} of a value computed from dims known only at run time, cast to {x.dtype} "
+                              f"({x}): float arithmetic over run-time dims is not supported (only a Range to it)")
+    return x
 
 
 def _compare(op):

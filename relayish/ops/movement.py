@@ -19,7 +19,7 @@ import itertools
 import numpy as np
 
 from .. import te
-from ..types import TensorType
+from ..types import TensorType, is_static_dim
 from ..op import REQUIRED, OpError, Pattern, register_op
 from .common import normalize_axis, num_elements
 from .norm import _axis_normalize
@@ -84,6 +84,8 @@ def _pad_infer(arg_types, attrs):
     x, = arg_types
     axes = _pad_crop(x.shape, attrs.pads)
     for a, (_, kept, before, extent) in enumerate(axes):
+        if not is_static_dim(kept):  # over a run-time extent: the frontend checks what the mode needs per call
+            continue
         if kept < 1 and extent > 0 and attrs.mode != "constant":
             raise OpError(f"pad: pads {attrs.pads} crop axis {a} of {x.shape} to nothing, which {attrs.mode} mode "
                           f"cannot pad from")
@@ -101,9 +103,14 @@ def _pad_ref(x, pads, mode, value):
     return np.pad(cropped, width, mode=mode)
 
 
-def pad_source(i, start: int, kept: int, before: int, mode: str):
-    """(condition of being inside the data or None, input index) for output position i of one axis."""
+def pad_source(i, start: int, kept, before: int, mode: str):
+    """(condition of being inside the data or None, input index) for output position i of one axis. kept may be a
+    run-time extent: then a reflect or wrap pad must be shorter than it (one mirror image, one wrap; the frontend
+    checks it per call)."""
     idx = i - before  # position in the kept (cropped) data, may be outside [0, kept)
+    if not is_static_dim(kept) and mode in ("reflect", "wrap"):
+        inside = te.select(idx < kept, idx, idx - kept if mode == "wrap" else 2 * (kept - 1) - idx)
+        return None, te.select(idx < 0, idx + kept if mode == "wrap" else -idx, inside) + start
     if kept == 1:  # every mode but constant repeats the one element
         return (te.all_of(i >= before, i < before + 1) if mode == "constant" else None), te.const(start, "int32")
     if mode == "constant":

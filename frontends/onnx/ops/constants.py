@@ -69,17 +69,23 @@ def range_(start, limit, delta):
 
 
 def _run_time_range(start, limit, delta):
-    """Range(start, limit, delta) with integer start and delta > 0 constants and a limit known only at run time:
-    an arange of (limit - start + delta - 1) // delta elements, which must not be empty (recorded for the generic
-    module's per-call check: shape_values.require)."""
+    """Range(start, limit, delta) with start and delta > 0 integral constants (0.0 and 1.0 of a float range over a
+    dim cast to float, as YOLOv8's anchor grids) and a limit known only at run time: an arange of
+    (limit - start + delta - 1) // delta elements, which must not be empty (recorded for the generic module's
+    per-call check: shape_values.require)."""
     first, step = (constant_value(v, name).reshape(()) for v, name in ((start, "start"), (delta, "delta")))
-    if first.dtype.kind not in "iu" or int(step) < 1:
-        raise ConversionError(f"a range to a limit known only at run time must have integer start and a delta >= 1, "
-                              f"got start {first} and delta {step}")
+    integral = first.dtype.kind in "iu" or (first.dtype.kind == "f" and float(first).is_integer() and
+                                            float(step).is_integer())
+    if not integral or int(step) < 1:
+        raise ConversionError(f"a range to a limit known only at run time must have an integral start and a delta "
+                              f">= 1, got start {first} and delta {step}")
+    if limit.dtype != first.dtype.name:
+        raise ConversionError(f"the limit is {limit.dtype} but start is {first.dtype}")
     end, = dims_input(limit, "limit") if limit.values.ndim == 1 else (limit.values.reshape(()).item(),)
     count = dim((end - int(first) + int(step) - 1) // int(step))
     require(count, f"the range from {int(first)} to {end} by {int(step)} must not be empty")
-    return call("arange", Constant(first), count=count, delta=int(step))
+    delta_attr = int(step) if first.dtype.kind in "iu" else float(step)
+    return call("arange", Constant(first), count=count, delta=delta_attr)
 
 
 def _range_length(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> int:

@@ -266,14 +266,36 @@ def _pad(data, pads, mode, value, axes=None):
         full[a], full[ndim + a] = pads[k], pads[len(axes) + k]
     if not any(full):
         return data
+    _require_pad_fits(shape_of(data), full, mode)
     if not isinstance(value, Expr):
         return fold("pad", data, pads=tuple(full), mode=mode, value=float(value))
     if value.type.dtype != data.type.dtype or value.type.size != 1:
         raise ConversionError(f"input 'constant_value' must be one {data.type.dtype} value, got shape "
                               f"{shape_of(value)} of {value.type.dtype}")
+    if not all(is_static_dim(d) for d in shape_of(data)):
+        raise ConversionError("a constant_value computed at run time over dims known only at run time is not "
+                              "supported")
     padded = fold("pad", data, pads=tuple(full), mode=mode, value=0.0)
     inside = get_op("pad").ref(np.ones(shape_of(data), bool), pads=tuple(full), mode=mode, value=0.0)
     return fold("where", Constant(inside), padded, reshape(value, ()))
+
+
+def _require_pad_fits(shape, pads, mode: str):
+    """Over a dim known only at run time, what the pad needs of it, checked per call by the generic module
+    (shape_values.require): what a crop keeps is not empty; a reflect pad is shorter than it (one mirror image,
+    as onnxruntime requires), a wrap pad no longer."""
+    ndim = len(shape)
+    for a, n in enumerate(shape):
+        if is_static_dim(n):
+            continue
+        before, after = pads[a], pads[ndim + a]
+        kept = n - max(-before, 0) - max(-after, 0)
+        require(kept, f"axis {a} of {shape} cropped by pads {pads} must keep an element")
+        for p in (before, after):
+            if p > 0 and mode == "reflect":
+                require(kept - p, f"a reflect pad of {p} over axis {a} needs more than {p} elements")
+            elif p > 0 and mode == "wrap":
+                require(kept - p + 1, f"a wrap pad of {p} over axis {a} needs at least {p} elements")
 
 
 @converter("Pad", since=2)
