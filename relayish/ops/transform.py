@@ -35,10 +35,9 @@ def _reshape_infer(arg_types, attrs):
     x, = arg_types
     new = attrs.newshape
     if not (x.is_static and all(is_static_dim(d) for d in new)):
-        if _anchored_groups(x.shape, new) is None and _merged_groups(x.shape, new) is None:
+        if _run_time_groups(x.shape, new) is None:
             raise OpError(f"reshape: cannot show that {show_shape(x.shape)} and {show_shape(new)} hold as many "
-                          "elements: dims known only at run time must map through unchanged, or merge with or "
-                          "split from their neighbours into products that are equal expressions")
+                          "elements: their products must be equal expressions of the dims known only at run time")
         return TensorType(new, x.dtype)
     if any(d < 1 for d in new):
         raise OpError(f"reshape: newshape {new} must be fully resolved (every dim >= 1; no 0 or -1)")
@@ -119,11 +118,22 @@ def _merged_groups(src: tuple, dst: tuple) -> list | None:
     return groups
 
 
+def _run_time_groups(src: tuple, dst: tuple) -> list | None:
+    """The groups of a reshape over dims known only at run time: mapped through (_anchored_groups), merged
+    (_merged_groups), or else the whole shape as one group when the products are equal expressions (YOLOX's
+    (n, 6, 52, 52) -> (1, 6, n * 2704): the items' values spread over the channels, read back by a row-major
+    position whose divisors are static); None when not even the products can be shown equal."""
+    groups = _anchored_groups(src, dst) or _merged_groups(src, dst)
+    if groups is None and same_dim(dim(math.prod(src)), dim(math.prod(dst))):
+        groups = [(range(len(src)), range(len(dst)))]
+    return groups
+
+
 def _reshape_compute(inputs, attrs, out_type):
     x, = inputs
     src, dst = x.shape, out_type.shape
     static = all(is_static_dim(d) for d in src + dst)
-    groups = _reshape_groups(src, dst) if static else (_anchored_groups(src, dst) or _merged_groups(src, dst))
+    groups = _reshape_groups(src, dst) if static else _run_time_groups(src, dst)
 
     def body(*out_idx):
         in_idx = [None] * len(src)
