@@ -74,7 +74,7 @@ def default_schedule(state: State, vector_width: int = 16) -> Schedule:
 
 
 def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16,
-                               uncached: frozenset = frozenset()) -> Schedule:
+                               uncached: frozenset = frozenset(), rooted: frozenset = frozenset()) -> Schedule:
     """The default schedule of a state whose extents hold size variables (dims known only at run time): the one
     default_schedule makes for the same computation with each size variable v bound to the typical size hints[v]
     (te.bind_sizes: the same stages and names), replayed on `state`. Steps are data (splits by constants, fuses,
@@ -85,7 +85,10 @@ def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16
     whole run-time axis in a local buffer raises lowering's LoweringError naming the local stage: given again in
     `uncached` (names of the stages that were cached), those stages are computed in place instead (their
     CacheWrite and every step of their local copy dropped; a typical size's tile may keep a whole axis there, as
-    softmax's row sums over the query axis)."""
+    softmax's row sums over the query axis). A stage computed at another over a region whose extent is known only
+    at run time (a Winograd chunk's padded input, whose rows and columns come from a tile index divided by the
+    run-time tiles per row) raises it too, naming that stage: given in `rooted`, it is computed at root instead
+    (its ComputeAt dropped)."""
     twin = te.bind_sizes(state.outputs + state.inputs, hints)
     hint_state = initial_state([twin[id(t)] for t in state.outputs], [twin[id(t)] for t in state.inputs])
     sched = default_schedule(hint_state, vector_width)
@@ -94,6 +97,8 @@ def default_schedule_for_sizes(state: State, hints: dict, vector_width: int = 16
         local = {f"{name}.local" for name in uncached}
         steps = tuple(s for s in steps if not (isinstance(s, CacheWrite) and s.stage in uncached)
                       and getattr(s, "stage", None) not in local)
+    if rooted:
+        steps = tuple(s for s in steps if not (isinstance(s, ComputeAt) and s.stage in rooted))
     return Schedule(_fit_run_time_extents(steps, state, vector_width))
 
 

@@ -4,12 +4,14 @@
     outputs = module.run(None, {"x": image})                             # any h, w: no compile on the call
 
 Each free dim becomes a size variable (te.size_var). The model is imported over them (shape rules build dims
-as canonical expressions, relayish/dims.py), goes through the same graph passes as a static compile (a pass
-that would need a run-time size to decide, as Winograd's tile count, takes the choice that holds for every
-size), and each task is scheduled once: the default schedule of the task at a typical size of each variable
-(HINT_SIZE, inside its range), replayed on the task over the variables (compiler/default_schedule.py
-default_schedule_for_sizes), so that a split of a run-time extent runs whole tiles and a guarded last tile. The
-kernels read their sizes from a last int32 parameter (compiler/lower.py) and are built into one library.
+as canonical expressions, relayish/dims.py), goes through the same graph passes as a static compile (a choice
+that depends on a size, as a Winograd tile, is made for the typical size), and each call's task is taken over
+its own dims (_own_dims: d0, d1, ... for the run-time dims of its parameters, whatever expressions of the symbols
+they are at that call), deduplicated, and scheduled once: the default schedule of the task at a typical size of
+each variable (HINT_SIZE, inside its range, through the call's expressions), replayed on the task over the
+variables (compiler/default_schedule.py default_schedule_for_sizes), so that a split of a run-time extent runs
+whole tiles and a guarded last tile. The kernels read their sizes from a last int32 parameter
+(compiler/lower.py) and are built into one library.
 
 A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (one generated function
 per module; kept per set of sizes, as the kernel calls' size arguments), places the intermediates in blocks they
@@ -42,13 +44,13 @@ import numpy as np
 
 from relayish import te
 from relayish.dims import TYPICAL_SIZE
-from relayish.expr import Call, Constant, Tuple, TupleGetItem, Var
-from relayish.types import is_static_dim
+from relayish.expr import Call, Constant, Function, Tuple, TupleGetItem, Var, post_order
+from relayish.types import TensorType, is_static_dim
 from runtime.aligned import aligned_empty, as_aligned
 from runtime.feeds import check_index_values
 from runtime.module import TensorSpec
 
-from .arith import evaluator
+from .arith import evaluate, evaluator
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
 from .default_schedule import default_schedule_for_sizes
@@ -57,7 +59,7 @@ from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
 from .memory import WorkspacePlanner
 from .passes import PassContext, run_pipeline
-from .task import extract_task_calls, scan_of
+from .task import build_task, primitive_calls, scan_of, scan_step, workload_key
 
 HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
 MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
@@ -80,7 +82,7 @@ class _Step:
     args: tuple  # per kernel input: ("input", k) | ("const", k) | ("value", step, field)
     outputs: tuple  # per output: (dims, dtype)
     scratch: tuple  # per scratch buffer: (element count, dtype)
-    sizes: tuple  # the size variables of the kernel's `sizes` parameter, in order ((): none)
+    sizes: tuple  # the values of the kernel's `sizes` parameter, in order, as expressions of the symbols ((): none)
     scan: bool = False  # the kernel is one step of a scan (compiler/task.py scan_step): called once per step
 
 
@@ -114,14 +116,26 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
                       winograd=options.winograd)
     try:
         fused = materialize_outputs(run_pipeline(mod, ctx))
-        calls = extract_task_calls(fused)
+        calls = primitive_calls(fused)
     except Exception as e:
         raise GenericUnsupported(f"the graph passes fail over free dims: {_first_line(e)}") from e
+    # each call's task over its own dims (_own_dims), deduplicated by workload key as extract_task_calls does
+    index, tasks, task_of, own, task_hints = {}, [], [], [], []
+    for c in calls:
+        func = scan_step(c.op) if scan_of(c.op) is not None else c.op
+        func, dims = _own_dims(func)
+        own.append(dims)
+        key = workload_key(func)
+        if key not in index:
+            index[key] = len(tasks)
+            tasks.append(build_task(func))
+            task_hints.append({**hints, **{v: max(1, evaluate(e, hints)) for v, e in dims.items()}})
+        task_of.append(index[key])
     funcs = []
-    for i, task in enumerate(calls.tasks):
+    for i, task in enumerate(tasks):
         state = task.initial_state()
         try:
-            funcs.append(_lower_for_sizes(state, hints, ctx.vector_width, f"{task.name}_{i}"))
+            funcs.append(_lower_for_sizes(state, task_hints[i], ctx.vector_width, f"{task.name}_{i}"))
         except Exception as e:
             raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
                                      f"{_first_line(e)}") from e
@@ -144,14 +158,21 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
             return ("value", step, a.index)
         return ("value",) + where[id(a)]
 
-    for k, c in enumerate(calls.calls):
-        func = funcs[calls.task_of[k]]
+    for k, c in enumerate(calls):
+        func = funcs[task_of[k]]
         n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
         types = c.type.fields if hasattr(c.type, "fields") else (c.type,)
         sized = "size_vars" in func.attrs
-        scratch = tuple((p.size, p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
+        at_call = {v.name: e for v, e in own[k].items()}  # this call's own dims, as expressions of the symbols
+
+        def at_this_call(e):  # (the kernel's variables are those of the task's first call: matched by name)
+            if te.is_static(e) or not at_call:
+                return e
+            return te.substitute_vars(e, {v: at_call[v.name] for v in te.walk(e)
+                                          if isinstance(v, te.Var) and v.name in at_call})
+        scratch = tuple((at_this_call(p.size), p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
         steps.append(_Step(func.name, tuple(source(a) for a in c.args), tuple((t.shape, t.dtype) for t in types),
-                           scratch, tuple(by_name[s] for s in func.attrs.get("size_vars", ())),
+                           scratch, tuple(at_call.get(s, by_name.get(s)) for s in func.attrs.get("size_vars", ())),
                            scan_of(c.op) is not None))
         where[id(c)] = (k, 0)
     body = fused.main.body
@@ -160,25 +181,77 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     if any(not isinstance(d, (int, te.Var)) for _, dims, _ in inputs for d in dims):
         raise GenericUnsupported(f"a graph input's dim is an expression of the free dims: {inputs}")
     if log is not None:
-        log(f"generic module: {len(calls.calls)} kernel calls ({len(funcs)} kernels) over "
+        log(f"generic module: {len(calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
     return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
                          checks, ranges, index_specs)
 
 
+def _own_dims(func):
+    """(func over its own dims, {fresh size variable: the expression of the symbols it stands for}): each dim of
+    the function's parameters known only at run time (a symbol or an expression of them) becomes a size variable
+    of the kernel's own, d0, d1, ... in first-seen order, its value evaluated per call with the other shapes. The
+    kernel's index arithmetic is then over those (a Winograd kernel of ResNet-18 over ((h + 1) // 2 + 1) // 2
+    written out in every index was 1.6 MB of loop IR; lowering and LLVM took 40 s for the model), and call sites
+    whose dims are other expressions of the same shape share one kernel. Returned unchanged when it has no such
+    dim, when an op's attributes hold a dim expression (a reshape's run-time shape: they would name the symbols),
+    or when the ops' shape rules cannot be redone over the fresh variables."""
+    fresh: dict = {}
+
+    def own(d):
+        if te.is_static(d):
+            return d
+        key = te.expr_str(d)
+        if key not in fresh:
+            fresh[key] = (te.size_var(f"d{len(fresh)}"), d)
+        return fresh[key][0]
+    shapes = [tuple(own(d) for d in p.type.shape) for p in func.params]
+    if not fresh or any(_holds_expr(n.attrs) for n in post_order(func.body) if isinstance(n, Call)):
+        return func, {}
+    params = tuple(Var(p.name, TensorType(shape, p.type.dtype)) for p, shape in zip(func.params, shapes))
+    new = {id(p): q for p, q in zip(func.params, params)}
+    try:
+        for node in post_order(func.body):
+            if id(node) in new:
+                continue
+            if isinstance(node, Call):
+                new[id(node)] = Call(node.op, tuple(new[id(a)] for a in node.args), node.attrs)
+            elif isinstance(node, Tuple):
+                new[id(node)] = Tuple(tuple(new[id(f)] for f in node.fields))
+            elif isinstance(node, TupleGetItem):
+                new[id(node)] = TupleGetItem(new[id(node.tuple_value)], node.index)
+            else:
+                new[id(node)] = node
+    except Exception:  # a shape rule that needs the relation between two dims the fresh variables hide
+        return func, {}
+    return Function(params, new[id(func.body)], func.attrs), {v: d for v, d in fresh.values()}
+
+
+def _holds_expr(attrs) -> bool:
+    def has(v):
+        return isinstance(v, te.PrimExpr) or (isinstance(v, (tuple, list)) and any(has(x) for x in v))
+    return any(has(v) for _, v in attrs.items())
+
+
 def _lower_for_sizes(state, hints: dict, vector_width: int, name: str):
     """The task's default schedule over its run-time extents, lowered; a stage whose local buffer would span a
-    run-time axis is computed in place instead (default_schedule_for_sizes' `uncached`)."""
+    run-time axis is computed in place instead (default_schedule_for_sizes' `uncached`), and one computed at
+    another over a region of run-time extent at root (`rooted`)."""
     uncached: frozenset = frozenset()
+    rooted: frozenset = frozenset()
     while True:
-        sched = default_schedule_for_sizes(state, hints, vector_width, uncached)
+        sched = default_schedule_for_sizes(state, hints, vector_width, uncached, rooted)
         try:
             return lower(sched.apply(state), name)
         except LoweringError as e:
-            cached = e.stage[:-len(".local")] if e.stage and e.stage.endswith(".local") else None
-            if cached is None or cached in uncached:
+            if not e.stage or e.stage in uncached | rooted:
                 raise
-            uncached |= {cached}
+            if e.stage.endswith(".local") and e.stage[:-len(".local")] not in uncached:
+                uncached |= {e.stage[:-len(".local")]}
+            elif not e.stage.endswith(".local"):
+                rooted |= {e.stage}
+            else:
+                raise
 
 
 def _dim_checks(mod) -> list:
@@ -257,7 +330,7 @@ class GenericModule:
         self._order = list(self._vars.values())
         self._evaluate = evaluator([d for d, _ in self._checks] +
                                    [n for s in steps for n in [d for dims, _ in s.outputs for d in dims] +
-                                    [n for n, _ in s.scratch]], self._order)
+                                    [n for n, _ in s.scratch] + list(s.sizes)], self._order)
         self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments; _layout's)
         self._pools: dict = {}  # sizes -> buffer sets not in use (the intermediates of one call each)
         self._lock = threading.Lock()
@@ -302,7 +375,7 @@ class GenericModule:
                     raise ValueError(f"sizes {dict(key)}: kernel {s.kernel} would make an output of shape "
                                      f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
                 scratch = [(max(1, next(numbers)), dtype) for _, dtype in s.scratch]
-                sizes = np.array([values[v] for v in s.sizes], np.int32) if s.sizes else None
+                sizes = np.array([next(numbers) for _ in s.sizes], np.int32) if s.sizes else None
                 steps.append((outs, scratch, sizes))
             plan = (steps, self._layout(steps))
             with self._lock:

@@ -381,3 +381,29 @@ def test_a_pad_over_a_run_time_axis(mode):
     if mode in ("reflect", "wrap"):
         with pytest.raises(SizesOutsideGeneric, match=f"a {mode} pad of 3 over axis 1 needs"):
             module.run(None, {"x": np.zeros((2, 2), np.float32)})
+
+
+def _conv_relu(name, x, y, w):
+    return [helper.make_node("Conv", [x, w], [f"{name}c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", [f"{name}c"], [y])]
+
+
+def test_winograd_convolutions_over_run_time_sizes_share_one_kernel_over_their_own_dims():
+    """Two 16 -> 16 3x3 convolutions (Winograd F(4x4, 3x3) over run-time sizes), the second over the first's map
+    pooled by 2: one kernel serves both, over its own dims (d0, d1: H and W at one call, (H - 2) // 2 + 1 and
+    (W - 2) // 2 + 1 at the other, evaluated per call); sizes that are no multiple of the tile, and maps smaller
+    than one chunk of tiles, three ways."""
+    nodes = _conv_relu("a", "x", "r1", "w1") + [helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2],
+                                                                 strides=[2, 2])] + _conv_relu("b", "p", "y", "w2")
+    weights = [_const(n, (RNG.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)) for n in ("w1", "w2")]
+    model = _model(nodes, weights, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, "H", "W"))])
+    module = compile_generic(model, {"x": (1, 16, "H", "W")}, CompileOptions(), ["y"],
+                             {"H": (1, None), "W": (1, None)})
+    convs = [s for s in module._steps if "winograd" in s.kernel]
+    assert len(convs) == 2 and convs[0].kernel == convs[1].kernel, [s.kernel for s in module._steps]
+    assert [te.expr_str(e) for e in convs[0].sizes] != [te.expr_str(e) for e in convs[1].sizes]
+    for h, w in ((2, 3), (6, 9), (13, 40), (32, 32)):
+        feed = {"x": RNG.standard_normal((1, 16, h, w)).astype(np.float32)}
+        assert_three_way(module.run(None, feed)[0], run_ort(model, feed)[0],
+                         np.asarray(_interpreted(model, feed)[0]), f"H={h} W={w}")
