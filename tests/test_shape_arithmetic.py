@@ -407,3 +407,20 @@ def test_winograd_convolutions_over_run_time_sizes_share_one_kernel_over_their_o
         feed = {"x": RNG.standard_normal((1, 16, h, w)).astype(np.float32)}
         assert_three_way(module.run(None, feed)[0], run_ort(model, feed)[0],
                          np.asarray(_interpreted(model, feed)[0]), f"H={h} W={w}")
+
+
+def test_a_squeeze_of_a_run_time_axis_serves_the_sizes_that_make_it_1():
+    """CRNN squeezes the height its convolutions pool to 1 (heights 32-47): over a free height the squeeze holds
+    where the axis is 1, checked per call; other heights leave the generic module (onnxruntime refuses them)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p"], kernel_shape=[4, 1], strides=[4, 1]),
+             helper.make_node("Squeeze", ["p", "axes"], ["y"])]
+    model = _model(nodes, [_const("axes", np.array([2], np.int64))],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 2, "H", 5))])
+    module = compile_generic(model, {"x": (1, 2, "H", 5)}, CompileOptions(), ["y"], {"H": (1, None)})
+    for h in (4, 6, 7):
+        feed = {"x": RNG.standard_normal((1, 2, h, 5)).astype(np.float32)}
+        assert_three_way(module.run(None, feed)[0], run_ort(model, feed)[0],
+                         np.asarray(_interpreted(model, feed)[0]), f"H={h}")
+    with pytest.raises(SizesOutsideGeneric, match="squeezed axis 2 of size .* must be 1"):
+        module.run(None, {"x": np.zeros((1, 2, 8, 5), np.float32)})

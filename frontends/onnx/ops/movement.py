@@ -104,9 +104,12 @@ def _squeeze(data, axes):
         axes = [i for i, d in enumerate(shape) if d == 1]
     axes = {normalize_axis(a, len(shape), "squeeze axis") for a in axes}
     for a in sorted(axes):
-        if shape[a] != 1:
+        if not is_static_dim(shape[a]):  # (a CRNN's height pooled to 1): 1 at the sizes served, checked per call
+            require(2 - shape[a], f"squeezed axis {a} of size {shape[a]} must be 1")
+            data = fold("strided_slice", data, begin=(0,), end=(1,), axes=(a,))
+        elif shape[a] != 1:
             raise ConversionError(f"cannot squeeze axis {a} of size {shape[a]} (input shape {shape})")
-    return reshape(data, [d for i, d in enumerate(shape) if i not in axes])
+    return reshape(data, [d for i, d in enumerate(shape_of(data)) if i not in axes])
 
 
 def _unsqueeze(data, axes):
