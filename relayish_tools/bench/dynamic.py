@@ -2,7 +2,8 @@
 tier in steady state, and onnxruntime's on the same shape.
 
     python -m relayish_tools.bench.dynamic [MODEL.onnx] [--batches 1,2,3,4,6,8,12,16] [--images 96,...,448]
-        [--bert BERT.onnx [--lengths 8,16,...]] [--wild DIR [--widths 160,...] [--sides 320,...]]
+        [--bert BERT.onnx [--lengths 8,16,...]]
+        [--wild DIR [--widths 160,...] [--sides 320,...] [--captcha-widths 96,...]]
         [--threads 2] [--repeat 30] [--json FILE]
     python -m relayish_tools.bench.dynamic --check DIR [DIR ...] [--batches 2,3,5]
 
@@ -14,7 +15,8 @@ Cases:
     (dim 1 of both inputs free, one symbol; batch 1);
   - with --wild DIR (the real-world suite's folder, see `python -m models --wild`): PP-OCRv6's text-line
     recognizer over --widths (its input's dim 3 free), and its text detector over 10 square image sizes --sides
-    (dims 2 and 3 free, one symbol each).
+    (dims 2 and 3 free, one symbol each); and ddddocr's captcha recognizer (convolutions, a bidirectional LSTM over
+    the width, an 8,210-class classifier) over --captcha-widths, when the folder has it.
 
 Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
 user gets it): "first" is the first call of that shape, a shape this session has not seen (the generic tier runs
@@ -97,9 +99,10 @@ def batch_case(path: Path, batches: list[int]) -> dict:
 
 
 def width_case(path: Path, widths: list[int]) -> dict:
+    """A text-line model over line widths (its input's dim 3 free; batch 1, channels and height as declared)."""
     model = onnx.load(str(path))
     inp = model.graph.input[0]
-    lead = (1, 3, 48)
+    lead = (1,) + tuple(d.dim_value for d in inp.type.tensor_type.shape.dim[1:3])
     free = with_free_dims(model, {inp.name: {0: "n", 3: "width"}})
     return {"name": f"{path.stem} (free width)", "model": free, "free": {inp.name: lead + (None,)},
             "shapes": [{inp.name: lead + (w,)} for w in widths]}
@@ -226,6 +229,8 @@ def main(argv=None) -> int:
     p.add_argument("--wild", metavar="DIR", help="the real-world suite's folder (ppocr_v6_rec.onnx, ppocr_v6_det.onnx)")
     p.add_argument("--widths", default="160,240,320,480,640")
     p.add_argument("--sides", default="320,352,416,480,512,576,640,736,800,960")
+    p.add_argument("--captcha-widths", default="96,128,160,200,256,320",
+                   help="ddddocr's widths (its LSTM recognizer, with --wild when the folder has it)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--json", metavar="FILE")
@@ -260,6 +265,9 @@ def main(argv=None) -> int:
                 return 2
         cases.append(width_case(rec, [int(v) for v in args.widths.split(",")]))
         cases.append(side_case(det, [int(v) for v in args.sides.split(",")]))
+        captcha = Path(args.wild) / "ddddocr.onnx"  # an LSTM recognizer, when the folder has it
+        if captcha.is_file():
+            cases.append(width_case(captcha, [int(v) for v in args.captcha_widths.split(",")]))
     command = "python -m relayish_tools.bench.dynamic " + " ".join(argv if argv is not None else sys.argv[1:])
     report = {"benchmark": "dynamic", **provenance(command.strip()),
               "threads": args.threads, "repeat": args.repeat, "cases": []}
