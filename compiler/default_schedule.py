@@ -135,9 +135,10 @@ def _unfuse_run_time_tails(steps: tuple, state: State) -> tuple:
     its column blocks) fusing only the static ones before them, when those give MIN_STATIC_PARALLEL iterations:
     the parallel loop runs over them and the run-time loops follow inside it, unfused. Fused, a column block was
     the fused index divided by the run-time row-tile count, a quotient whose range lowering cannot bound: the
-    weight panel's index kept a clamp and a division per lane (gathers). Steps naming the fused loop are renamed:
-    its annotations go to the static part, a ComputeAt at it moves to the last fused loop (the same region per
-    iteration)."""
+    weight panel's index kept a clamp and a division per lane (gathers). With fewer static iterations than that,
+    the run-time loops are fused outside the static ones instead. Steps naming the fused loop are renamed: its
+    annotations go to the static part (or the reordered fuse), a ComputeAt at it moves to the last fused loop (the
+    same region per iteration)."""
     parallel = {(s.stage, s.iter) for s in steps if isinstance(s, Annotate) and s.annotation == "parallel"}
     renamed, out, work = {}, [], state.copy()
     for step in steps:
@@ -157,6 +158,23 @@ def _unfuse_run_time_tails(steps: tuple, state: State) -> tuple:
                     step = Fuse(step.stage, tuple(static))
                 else:
                     continue
+            else:
+                run_time = [it for it in step.iters if not te.is_static(extents[it])]
+                order = run_time + [it for it in step.iters if te.is_static(extents[it])]
+                divided = any(te.is_static(extents[a]) and extents[a] > 1 and
+                              any(not te.is_static(extents[b]) for b in step.iters[k + 1:])
+                              for k, a in enumerate(step.iters))  # a static loop outside a run-time one
+                if divided:
+                    # too few static iterations to run alone: the run-time loops go outside them in the fused
+                    # loop, so that each static one is the fused index modulo a constant (bounded: a channel
+                    # block's selects fold per block, its lanes vectorize)
+                    leaves = [it.name for it in work.stage(step.stage, step).leaves]
+                    at = leaves.index(step.iters[0])
+                    reorder = Reorder(step.stage, tuple(leaves[:at] + order + leaves[at + len(order):]))
+                    reorder.apply(work)
+                    out.append(reorder)
+                    renamed[(step.stage, "@".join(step.iters))] = ("@".join(order), "@".join(order))
+                    step = Fuse(step.stage, tuple(order))
         elif isinstance(step, Annotate) and (step.stage, step.iter) in renamed:
             step = Annotate(step.stage, renamed[(step.stage, step.iter)][0], step.annotation)
         elif isinstance(step, ComputeAt) and (step.target, step.iter) in renamed:
@@ -519,7 +537,7 @@ def _schedule_root(b: ScheduleBuilder, st: Stage, vw: int):
     # a blocked channel gather: ShuffleNet's shuffle of 72 channels padded per group (1, 9, 56, 56, 8) ran 405 us
     # with scalar lanes, 51 us vectorized
     if not vec_name and not tile and flat <= 1 and sp and 4 <= shape[-1] <= vw and \
-            stage_tag_traits(st.op.tag).gathers_lanes:
+            (stage_tag_traits(st.op.tag).gathers_lanes or st.op.name.startswith("layout_transform")):
         vec_name = sp[-1]
     if not tile:
         unrolled = [sp[k] for k in branch_axes(st) if sp[k] != vec_name]

@@ -322,9 +322,13 @@ class GenericModule:
         self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
         self._kernels = []
         for s in steps:
-            fn = getattr(self._lib, s.kernel)
+            fn = getattr(self._lib, s.kernel)  # (one object per step: a scan's kernel takes its times too)
+            fn = type(fn)((s.kernel, self._lib))
             fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * (len(s.args) + s.scan + len(s.outputs) + len(s.scratch) +
+                                               bool(s.sizes))
             self._kernels.append(fn)
+        self._const_ptrs = [c.ctypes.data for c in consts]
         # every dim a new set of sizes needs (the checks, then per step its outputs' dims and scratch sizes), in
         # that order, evaluated by one generated function (compiler/arith.py evaluator)
         self._order = list(self._vars.values())
@@ -376,7 +380,7 @@ class GenericModule:
                                      f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
                 scratch = [(max(1, next(numbers)), dtype) for _, dtype in s.scratch]
                 sizes = np.array([next(numbers) for _ in s.sizes], np.int32) if s.sizes else None
-                steps.append((outs, scratch, sizes))
+                steps.append((outs, scratch, sizes, None if sizes is None else sizes.ctypes.data))
             plan = (steps, self._layout(steps))
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
@@ -391,7 +395,7 @@ class GenericModule:
         intermediates take the memory of the few alive at once, not their sum, so the first call at new sizes
         touches that much fresh memory only. The steps whose results are returned get None (allocated anew)."""
         planner, offsets = WorkspacePlanner(), []
-        for k, (outs, scratch, _) in enumerate(plan):
+        for k, (outs, scratch, _, _) in enumerate(plan):
             if k in self._is_output:
                 offsets.append(None)
                 continue
@@ -414,9 +418,15 @@ class GenericModule:
         def view(offset, shape, dtype):
             dtype = np.dtype(dtype)
             return workspace[offset:offset + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
-        return [None if o is None else ([view(at, shape, dtype) for at, (shape, dtype) in zip(o[0], outs)],
-                                        [view(at, (n,), dtype) for at, (n, dtype) in zip(o[1], scratch)])
-                for o, (outs, scratch, _) in zip(offsets, plan)]
+        out = []
+        for o, (outs, scratch, _, _) in zip(offsets, plan):
+            if o is None:
+                out.append(None)
+                continue
+            results = [view(at, shape, dtype) for at, (shape, dtype) in zip(o[0], outs)]
+            temps = [view(at, (n,), dtype) for at, (n, dtype) in zip(o[1], scratch)]
+            out.append((results, temps, [r.ctypes.data for r in results], [t.ctypes.data for t in temps]))
+        return out
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
@@ -431,17 +441,25 @@ class GenericModule:
         key = tuple(sorted((v.name, n) for v, n in values.items()))
         plan, layout = self._plan(values, key)
         buffers = self._buffers(key, plan, layout)
-        produced = []
-        for fn, s, (outs, scratch, sizes), kept in zip(self._kernels, self._steps, plan, buffers):
-            results, temps = kept if kept is not None else _allocate(outs, scratch)
-            args = [self._value(a, arrays, produced) for a in s.args] + results + temps
-            if sizes is not None:
-                args.append(sizes)
-            if s.scan:
-                _run_scan(fn, args, len(s.args))
+        in_ptrs, const_ptrs = [a.ctypes.data for a in arrays], self._const_ptrs
+        produced, pointers = [], []  # per step: its results, and their addresses
+        for fn, s, (outs, scratch, sizes, sizes_ptr), kept in zip(self._kernels, self._steps, plan, buffers):
+            if kept is None:
+                results, temps = _allocate(outs, scratch)
+                result_ptrs, temp_ptrs = [r.ctypes.data for r in results], [t.ctypes.data for t in temps]
             else:
-                fn(*[ctypes.c_void_p(x.ctypes.data) for x in args])
+                results, temps, result_ptrs, temp_ptrs = kept
+            if s.scan:
+                args = [self._value(a, arrays, produced) for a in s.args] + results + temps
+                _run_scan(fn, args + ([sizes] if sizes is not None else []), len(s.args))
+            else:  # addresses as ints (the kernel's argtypes are void pointers): a call costs little per argument
+                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
+                        pointers[a[1]][a[2]] for a in s.args] + result_ptrs + temp_ptrs
+                if sizes_ptr is not None:
+                    args.append(sizes_ptr)
+                fn(*args)
             produced.append(results)
+            pointers.append(result_ptrs)
         values_out = [self._value(o, arrays, produced) for o in self._outs]
         with self._lock:
             pool = self._pools.get(key)

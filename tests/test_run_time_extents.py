@@ -82,7 +82,15 @@ def wide_matmul(n):
         lambda a, w: [a @ w]
 
 
-TASKS = {"ew": (ew, 1), "both_free": (both_free, 2), "row_sum": (row_sum, 1), "column_sum": (column_sum, 1),
+def blocked(n):
+    """A transposing copy to 6 blocks of 16 channels over a run-time width (NCHW -> NCHW16c): too few blocks to run
+    in parallel alone."""
+    a = te.placeholder((96, n), name="a")
+    return [a], [te.compute((6, n, 16), lambda j, k, m: a[j * 16 + m, k], name="layout_transform")], \
+        lambda a: [np.ascontiguousarray(a.reshape(6, 16, -1).transpose(0, 2, 1))]
+
+
+TASKS = {"blocked": (blocked, 1), "ew": (ew, 1), "both_free": (both_free, 2), "row_sum": (row_sum, 1), "column_sum": (column_sum, 1),
          "softmax": (softmax, 1), "matmul": (matmul, 1), "wide_matmul": (wide_matmul, 1)}
 
 
@@ -162,6 +170,16 @@ def test_a_matmul_with_run_time_rows_runs_its_static_column_blocks_in_parallel(k
     parallel = [line for line in loops if line.endswith("parallel:")]
     assert len(parallel) == 1 and not re.search(r"\bn\b", parallel[0]), parallel
     assert "min(" not in text and "max(" not in text
+
+
+def test_a_parallel_loop_takes_run_time_loops_outside_few_static_ones(kernels):
+    """A layout transform's 6 channel blocks fused with its run-time tiles of rows: the tiles go outside, so a block
+    is the fused index modulo 6 (bounded), not the fused index divided by the run-time tile count."""
+    _, built = kernels
+    text = str(built["blocked"][0])
+    parallel = [line.strip() for line in text.splitlines() if line.strip().endswith("parallel:")]
+    assert len(parallel) == 1 and parallel[0].startswith("for layout_transform_j_0_i in "), parallel
+    assert "layout_transform_j_0_i % 6" in text
 
 
 def test_a_static_extent_that_is_asked_for_at_run_time_is_refused_clearly():
