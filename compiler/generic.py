@@ -63,7 +63,7 @@ from .task import build_task, primitive_calls, scan_of, scan_step, workload_key
 
 HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
 MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
-MAX_POOLED = 2  # intermediates kept per set of sizes (one per concurrent call, up to this)
+MAX_POOLED = 2  # workspaces kept between calls (one per concurrent call, up to this)
 
 
 class GenericUnsupported(Exception):
@@ -336,14 +336,19 @@ class GenericModule:
                                    [n for s in steps for n in [d for dims, _ in s.outputs for d in dims] +
                                     [n for n, _ in s.scratch] + list(s.sizes)], self._order)
         self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments; _layout's)
-        self._pools: dict = {}  # sizes -> buffer sets not in use (the intermediates of one call each)
+        self._spaces: list = []  # workspaces not in use (each a call's intermediates, at any sizes that fit)
         self._lock = threading.Lock()
         self._is_output = {src[1] for src in outputs if src[0] == "value"}  # steps whose results are returned
         self._last_use = {}  # (step, output) -> the last step that reads it
+        self._as_arrays = set()  # steps whose results a scan reads as arrays (the others: as addresses)
         for k, s in enumerate(steps):
             for a in s.args:
                 if a[0] == "value":
                     self._last_use[(a[1], a[2])] = k
+                    if s.scan:
+                        self._as_arrays.add(a[1])
+            if s.scan:
+                self._as_arrays.add(k)
 
     @property
     def num_threads(self) -> int:
@@ -385,15 +390,15 @@ class GenericModule:
             with self._lock:
                 if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
                     self._plans.clear()
-                    self._pools.clear()
                 self._plans[key] = plan
         return plan
 
     def _layout(self, plan: list) -> tuple:
         """Where each step's outputs and scratch buffers live in one workspace (compiler/memory.py's planner: a
         block is reused once its last reader has run, best fit), and the workspace's size: a model's
-        intermediates take the memory of the few alive at once, not their sum, so the first call at new sizes
-        touches that much fresh memory only. The steps whose results are returned get None (allocated anew)."""
+        intermediates take the memory of the few alive at once, not their sum. Workspaces are kept across calls
+        whatever their sizes (_take_workspace), so a new size within the largest seen touches no fresh memory.
+        The steps whose results are returned get None (allocated anew)."""
         planner, offsets = WorkspacePlanner(), []
         for k, (outs, scratch, _, _) in enumerate(plan):
             if k in self._is_output:
@@ -404,29 +409,22 @@ class GenericModule:
                             [planner.alloc(n * np.dtype(dtype).itemsize, k, k) for n, dtype in scratch]))
         return offsets, planner.size
 
-    def _buffers(self, key, plan, layout) -> list:
-        """A set of intermediates for one call at these sizes, per step (None for the steps whose results are
-        returned): one kept from an earlier call (freshly allocated pages cost more than many kernels), or views
-        of a new workspace laid out by _layout."""
-        with self._lock:
-            free = self._pools.setdefault(key, [])
-            if free:
-                return free.pop()
-        offsets, size = layout
-        workspace = aligned_empty((max(size, 1),), np.uint8)
+    def _take_workspace(self, size: int) -> np.ndarray:
+        """A workspace of at least `size` bytes for one call, its own until _give_back: the smallest kept one that
+        fits (its pages touched by an earlier call: a new size costs no page faults), else a new one in place of
+        the largest kept (the workspace grows when larger sizes arrive)."""
+        with self._lock:  # (by position: list.remove would compare the arrays' elements)
+            fits = [k for k, w in enumerate(self._spaces) if w.nbytes >= size]
+            if fits:
+                return self._spaces.pop(min(fits, key=lambda k: self._spaces[k].nbytes))
+            if self._spaces:
+                self._spaces.pop(max(range(len(self._spaces)), key=lambda k: self._spaces[k].nbytes))
+        return aligned_empty((max(size, 1),), np.uint8)
 
-        def view(offset, shape, dtype):
-            dtype = np.dtype(dtype)
-            return workspace[offset:offset + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
-        out = []
-        for o, (outs, scratch, _, _) in zip(offsets, plan):
-            if o is None:
-                out.append(None)
-                continue
-            results = [view(at, shape, dtype) for at, (shape, dtype) in zip(o[0], outs)]
-            temps = [view(at, (n,), dtype) for at, (n, dtype) in zip(o[1], scratch)]
-            out.append((results, temps, [r.ctypes.data for r in results], [t.ctypes.data for t in temps]))
-        return out
+    def _give_back(self, space: np.ndarray) -> None:
+        with self._lock:
+            if len(self._spaces) < MAX_POOLED:
+                self._spaces.append(space)
 
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
@@ -439,32 +437,12 @@ class GenericModule:
                 check_index_values(self._index_specs[name], a)
             arrays.append(as_aligned(np.ascontiguousarray(a)))
         key = tuple(sorted((v.name, n) for v, n in values.items()))
-        plan, layout = self._plan(values, key)
-        buffers = self._buffers(key, plan, layout)
-        in_ptrs, const_ptrs = [a.ctypes.data for a in arrays], self._const_ptrs
-        produced, pointers = [], []  # per step: its results, and their addresses
-        for fn, s, (outs, scratch, sizes, sizes_ptr), kept in zip(self._kernels, self._steps, plan, buffers):
-            if kept is None:
-                results, temps = _allocate(outs, scratch)
-                result_ptrs, temp_ptrs = [r.ctypes.data for r in results], [t.ctypes.data for t in temps]
-            else:
-                results, temps, result_ptrs, temp_ptrs = kept
-            if s.scan:
-                args = [self._value(a, arrays, produced) for a in s.args] + results + temps
-                _run_scan(fn, args + ([sizes] if sizes is not None else []), len(s.args))
-            else:  # addresses as ints (the kernel's argtypes are void pointers): a call costs little per argument
-                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
-                        pointers[a[1]][a[2]] for a in s.args] + result_ptrs + temp_ptrs
-                if sizes_ptr is not None:
-                    args.append(sizes_ptr)
-                fn(*args)
-            produced.append(results)
-            pointers.append(result_ptrs)
-        values_out = [self._value(o, arrays, produced) for o in self._outs]
-        with self._lock:
-            pool = self._pools.get(key)
-            if pool is not None and len(pool) < MAX_POOLED:
-                pool.append(buffers)
+        plan, (offsets, size) = self._plan(values, key)
+        space = self._take_workspace(size)
+        try:
+            values_out = self._run_steps(plan, offsets, space, arrays)
+        finally:
+            self._give_back(space)
         if output_names is None:
             return values_out
         index = {n: k for k, n in enumerate(self._output_names)}
@@ -472,6 +450,40 @@ class GenericModule:
         if missing:
             raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
         return [values_out[index[n]] for n in output_names]
+
+    def _run_steps(self, plan, offsets, space, arrays) -> list:
+        """Call every kernel in order; intermediates at their offsets in `space`, passed as addresses (ints: the
+        kernels' argtypes are void pointers, so a call costs little per argument), as arrays only where a scan
+        reads them; the results that are returned allocated anew. Returns the graph's outputs."""
+        base, in_ptrs, const_ptrs = space.ctypes.data, [a.ctypes.data for a in arrays], self._const_ptrs
+
+        def view(at, shape, dtype):
+            dtype = np.dtype(dtype)
+            return space[at:at + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+        produced, pointers = [], []  # per step: its results (arrays, or None), and their addresses
+        for k, (fn, s, (outs, scratch, sizes, sizes_ptr), at) in enumerate(zip(self._kernels, self._steps, plan,
+                                                                             offsets)):
+            results = temps = None
+            if at is None:
+                results, temps = _allocate(outs, scratch)
+                result_ptrs, temp_ptrs = [r.ctypes.data for r in results], [t.ctypes.data for t in temps]
+            else:
+                result_ptrs, temp_ptrs = [base + o for o in at[0]], [base + o for o in at[1]]
+                if k in self._as_arrays:
+                    results = [view(o, shape, dtype) for o, (shape, dtype) in zip(at[0], outs)]
+                    temps = [view(o, (n,), dtype) for o, (n, dtype) in zip(at[1], scratch)]
+            if s.scan:
+                args = [self._value(a, arrays, produced) for a in s.args] + results + temps
+                _run_scan(fn, args + ([sizes] if sizes is not None else []), len(s.args))
+            else:
+                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
+                        pointers[a[1]][a[2]] for a in s.args] + result_ptrs + temp_ptrs
+                if sizes_ptr is not None:
+                    args.append(sizes_ptr)
+                fn(*args)
+            produced.append(results)
+            pointers.append(result_ptrs)
+        return [self._value(o, arrays, produced) for o in self._outs]
 
     def _value(self, src, arrays, produced):
         if src[0] == "input":

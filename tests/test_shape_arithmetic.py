@@ -424,3 +424,17 @@ def test_a_squeeze_of_a_run_time_axis_serves_the_sizes_that_make_it_1():
                          np.asarray(_interpreted(model, feed)[0]), f"H={h}")
     with pytest.raises(SizesOutsideGeneric, match="squeezed axis 2 of size .* must be 1"):
         module.run(None, {"x": np.zeros((1, 2, 8, 5), np.float32)})
+
+
+def test_a_new_size_reuses_the_workspace_of_a_larger_one():
+    """Workspaces are kept across calls whatever their sizes: a call at a new, smaller size takes the one a larger
+    size left (its pages already touched), and gives the same results as a module that never ran the larger."""
+    model = export_style_model()
+    module, fresh = _generic(model), _generic(model)
+    module.run(None, {"x": RNG.standard_normal((1, 13, 8)).astype(np.float32)})
+    kept = list(module._spaces)
+    assert len(kept) == 1
+    feed = {"x": RNG.standard_normal((1, 6, 8)).astype(np.float32)}
+    for a, b in zip(module.run(None, feed), fresh.run(None, feed)):
+        np.testing.assert_array_equal(a, b)
+    assert len(module._spaces) == 1 and module._spaces[0] is kept[0]
