@@ -59,7 +59,7 @@ from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
 from .memory import WorkspacePlanner
 from .passes import PassContext, run_pipeline
-from .task import build_task, primitive_calls, scan_of, scan_step, workload_key
+from .task import extract_task_calls, scan_of
 
 HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
 MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
@@ -116,21 +116,14 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
                       winograd=options.winograd)
     try:
         fused = materialize_outputs(run_pipeline(mod, ctx))
-        calls = primitive_calls(fused)
+        found = extract_task_calls(fused, prepare=_own_dims)  # each call's task over its own dims
     except Exception as e:
         raise GenericUnsupported(f"the graph passes fail over free dims: {_first_line(e)}") from e
-    # each call's task over its own dims (_own_dims), deduplicated by workload key as extract_task_calls does
-    index, tasks, task_of, own, task_hints = {}, [], [], [], []
-    for c in calls:
-        func = scan_step(c.op) if scan_of(c.op) is not None else c.op
-        func, dims = _own_dims(func)
-        own.append(dims)
-        key = workload_key(func)
-        if key not in index:
-            index[key] = len(tasks)
-            tasks.append(build_task(func))
-            task_hints.append({**hints, **{v: max(1, evaluate(e, hints)) for v, e in dims.items()}})
-        task_of.append(index[key])
+    calls, tasks, task_of, own = found.calls, found.tasks, found.task_of, found.prepared
+    # a task's hints: the typical sizes through the expressions of its first call's own dims
+    first = {t: k for k, t in reversed(list(enumerate(task_of)))}
+    task_hints = [{**hints, **{v: max(1, evaluate(e, hints)) for v, e in own[first[i]].items()}}
+                  for i in range(len(tasks))]
     funcs = []
     for i, task in enumerate(tasks):
         state = task.initial_state()
@@ -244,14 +237,16 @@ def _lower_for_sizes(state, hints: dict, vector_width: int, name: str):
         try:
             return lower(sched.apply(state), name)
         except LoweringError as e:
-            if not e.stage or e.stage in uncached | rooted:
-                raise
-            if e.stage.endswith(".local") and e.stage[:-len(".local")] not in uncached:
-                uncached |= {e.stage[:-len(".local")]}
-            elif not e.stage.endswith(".local"):
-                rooted |= {e.stage}
+            stage = e.stage or ""
+            if stage.endswith(".local"):
+                cached = stage[:-len(".local")]
+                if cached in uncached:
+                    raise
+                uncached |= {cached}
             else:
-                raise
+                if not stage or stage in rooted:
+                    raise
+                rooted |= {stage}
 
 
 def _dim_checks(mod) -> list:

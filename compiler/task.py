@@ -54,10 +54,12 @@ class TaskCalls:
     """The kernel calls of a fused module and the tasks they run.
 
     calls: the module's primitive-function calls in execution order; tasks: unique by key, in first-use order,
-    each built once, with weight = its number of calls; task_of[k]: the index in tasks of call k's task."""
+    each built once, with weight = its number of calls; task_of[k]: the index in tasks of call k's task;
+    prepared[k]: what extract_task_calls' `prepare` said of call k's function (None without one)."""
     calls: list  # of Call
     tasks: list  # of Task
     task_of: list  # of int, one per call
+    prepared: list = field(default_factory=list)  # one per call
 
 
 def primitive_calls(fused) -> list[Call]:
@@ -88,24 +90,28 @@ def scan_step(func: Function) -> Function:
     return Function(params, Call(scan.attrs["cell"], params, Attrs(attrs)), {"Primitive": 1})
 
 
-def extract_task_calls(fused) -> TaskCalls:
+def extract_task_calls(fused, prepare=None) -> TaskCalls:
     """Deduplicate a fused module's calls into tasks by workload key; a task is built for the first call only. A
-    scan's task is one step of it (scan_step): its caller runs the kernel once per step."""
+    scan's task is one step of it (scan_step): its caller runs the kernel once per step. prepare(func) ->
+    (func, info), when given, rewrites each call's function before its key is taken (the generic tier's own dims,
+    compiler/generic.py); the infos are kept per call in `prepared`."""
     calls = primitive_calls(fused)
     index: dict[str, int] = {}
-    tasks, task_of = [], []
+    tasks, task_of, prepared = [], [], []
     for c in calls:
-        func = scan_step(c.op) if scan_of(c.op) is not None else c.op
+        step = scan_step(c.op) if scan_of(c.op) is not None else c.op
+        func, info = prepare(step) if prepare is not None else (step, None)
+        prepared.append(info)
         key = workload_key(func)
         if key in index:
             tasks[index[key]].weight += 1
         else:
             index[key] = len(tasks)
             tasks.append(build_task(func))
-            args = c.args if func is c.op else (c.args[0], None, *c.args[1:])  # a step's steps: written per step
+            args = c.args if step is c.op else (c.args[0], None, *c.args[1:])  # a step's steps: written per step
             tasks[-1].constant_inputs = tuple(isinstance(a, Constant) for a in args)
         task_of.append(index[key])
-    return TaskCalls(calls, tasks, task_of)
+    return TaskCalls(calls, tasks, task_of, prepared)
 
 
 def extract_tasks(fused) -> list[Task]:

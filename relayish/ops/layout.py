@@ -110,6 +110,10 @@ def _lt_ref(x, src_layout, dst_layout):
     return np.ascontiguousarray(split.transpose(order))
 
 
+# into a blocked layout its lanes are channels, read from the source layout by division and remainder
+LAYOUT_TRANSFORM_TAG = stage_tag("layout_transform", gathers_lanes=True)
+
+
 def _lt_compute(inputs, attrs, out_type):
     x, = inputs
     src, dst = parse_layout(attrs.src_layout), parse_layout(attrs.dst_layout)
@@ -133,7 +137,7 @@ def _lt_compute(inputs, attrs, out_type):
                 src_idx.append(value[a] // b if b > 1 else value[a])
         return x[tuple(src_idx)]
 
-    return te.compute(out_type.shape, fcompute, name="layout_transform", tag="injective")
+    return te.compute(out_type.shape, fcompute, name="layout_transform", tag=LAYOUT_TRANSFORM_TAG)
 
 
 register_op("layout_transform", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_lt_infer,
