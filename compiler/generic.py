@@ -9,7 +9,7 @@ that depends on a size, as a Winograd tile, is made for the typical size), and e
 its own dims (_own_dims: d0, d1, ... for the run-time dims of its parameters, whatever expressions of the symbols
 they are at that call), deduplicated, and scheduled once: the default schedule of the task at a typical size of
 each variable (HINT_SIZE, inside its range, through the call's expressions), replayed on the task over the
-variables (compiler/default_schedule.py default_schedule_for_sizes), so that a split of a run-time extent runs
+variables (compiler/run_time_schedule.py default_schedule_for_sizes), so that a split of a run-time extent runs
 whole tiles and a guarded last tile. The kernels read their sizes from a last int32 parameter
 (compiler/lower.py) and are built into one library.
 
@@ -53,7 +53,7 @@ from runtime.module import TensorSpec
 from .arith import evaluate, evaluator
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
-from .default_schedule import default_schedule_for_sizes
+from .run_time_schedule import default_schedule_for_sizes
 from .free_dims import Dim, bind
 from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower

@@ -187,7 +187,7 @@ def bind_sizes(tensors: Sequence[Tensor], values: dict) -> dict:
     """The static twin of a computation over size variables: every tensor reachable from `tensors` rebuilt with
     each size variable v (a key of values) replaced by the int values[v] in shapes, extents and index
     expressions; names, stages and their structure are unchanged, so that a schedule made for the twin replays
-    on the original (compiler/default_schedule.py default_schedule_for_sizes). Returns {id(old): new tensor}."""
+    on the original (compiler/run_time_schedule.py default_schedule_for_sizes). Returns {id(old): new tensor}."""
     consts = {v: IntImm(int(n)) for v, n in values.items()}
     new: dict = {}
 

@@ -12,7 +12,7 @@ import pytest
 
 from compiler.arith import evaluate
 from compiler.codegen import build_library, vector_width
-from compiler.default_schedule import default_schedule_for_sizes
+from compiler.run_time_schedule import default_schedule_for_sizes
 from compiler.generic import _lower_for_sizes
 from compiler.lower import LoweringError, lower, size_vars
 from compiler.schedule import Annotate, Schedule, ScheduleError, Split, initial_state

@@ -11,7 +11,7 @@ import pytest
 
 from compiler.arith import evaluate
 from compiler.codegen import build_library, vector_width
-from compiler.default_schedule import default_schedule_for_sizes
+from compiler.run_time_schedule import default_schedule_for_sizes
 from compiler.lower import LoweringError, lower, size_vars
 from compiler.schedule import initial_state
 from relayish import OpError, TensorType, Var, call, get_op, te
