@@ -2,6 +2,7 @@
 models pass, or that onnxruntime runs at no other size (the timings themselves are the benchmark's)."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -69,6 +70,22 @@ def test_a_folder_run_checks_sizes_never_compiled_for(tmp_path, capsys):
 
 def test_a_wrong_answer_fails_the_run(tmp_path, monkeypatch, capsys):
     onnx.save(conv_model((1, 3, 8, 8)), str(tmp_path / "conv.onnx"))
-    monkeypatch.setattr(free_dims, "relative_error", lambda got, want: 1.0)
+    errors = itertools.cycle([1.0, 1e-9, 1.0])  # per size: ours vs onnxruntime, the static compile's, ours vs it
+    monkeypatch.setattr(free_dims, "relative_error", lambda got, want: next(errors))
     assert free_dims.main([str(tmp_path), "--models", "conv"]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_a_row_disagreeing_as_its_static_compile_does_is_as_static_else_it_fails():
+    def row(*sizes):
+        return {"sizes": [dict(size=k, first_ms=1.0, **e) for k, e in enumerate(sizes)]}
+    within = {"max_rel_error": 1e-6}
+    assert free_dims.row_status(row(within, within)) == "pass"
+    same = {"max_rel_error": 1e-2, "static_rel_error": 1e-2, "vs_static": 0.0}
+    rounding = {"max_rel_error": 7e-3, "static_rel_error": 6e-3, "vs_static": 5e-3}  # int8 ties, flipped apart
+    assert free_dims.row_status(row(within, same, rounding)) == "as static"
+    worse = {"max_rel_error": 2e-2, "static_rel_error": 6e-3, "vs_static": 2e-2}
+    static_agrees = {"max_rel_error": 1e-3, "static_rel_error": 1e-6, "vs_static": 1e-3}
+    assert free_dims.row_status(row(within, worse)) == "fail"
+    assert free_dims.row_status(row(static_agrees)) == "fail"
+    assert free_dims.row_status(row({"error": "boom"})) == "error"

@@ -220,7 +220,7 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "|  | dim2_224 (224) | 112 | 2e-03 | 4448 | **fail** |" in page
     assert "| bert | dim1_128 (128) | onnxruntime runs no other size | - | - | **base only** |" in page
     assert "| int8 | w (256) | 128 | 8e-03 | 8530 | **as static** |" in page
-    assert "1 of 3 free dims match onnxruntime within 1e-04 at every size tried (1 give the static" in page
+    assert "1 of 3 free dims match onnxruntime within 1e-04 at every size tried (1 err as the static" in page
 
 
 def test_a_benchmark_without_data_names_its_command(tmp_path):

@@ -16,8 +16,8 @@ such. Inputs: N(0, 1) floats, integers in [0, 50), and an integer input named li
 (padding). Per size: the first call's time (the session has never seen the shape: it compiles it, or runs it on the
 generic tier) and the largest error relative to the largest magnitude of each output. A model passes at <= 1e-4.
 Where it does not, the model compiled statically for that shape is checked too: if the free-dim session gives the
-static compile's outputs, the disagreement is the static compile's (an int8 model's rounding, see the int8 suite),
-not the free dim's."""
+static compile's outputs, or errs no more than it (row_status), the disagreement is the static compile's (an int8
+model's rounding, see the int8 suite), not the free dim's."""
 from __future__ import annotations
 
 import argparse
@@ -168,15 +168,23 @@ def check_group(model: onnx.ModelProto, base: dict[str, tuple], group: dict, thr
     return row
 
 
+AS_STATIC = 1.5  # an error this many times the static compile's, where that disagrees too, is the static one's
+
+
 def row_status(row: dict) -> str:
-    """"pass" (every size within TOLERANCE of onnxruntime), "as static" (where not, the outputs are the static
-    compile's for that shape, to 1e-6), "fail", or "error" (nothing checked)."""
+    """"pass" (every size within TOLERANCE of onnxruntime), "as static" (where not, the static compile for that
+    shape disagrees too, and the free dim's outputs are the static compile's to 1e-6 or no further from
+    onnxruntime than AS_STATIC times it: a dynamically quantized model, whose activations' rounding to int8
+    flips on the last bit of a float sum, agrees with onnxruntime only to its quantization steps, static or not,
+    tests/test_models_quantized.py), "fail", or "error" (nothing checked)."""
     sizes = row["sizes"]
     if not sizes or "error" in row or any("error" in e for e in sizes):
         return "error"
     if all(e["max_rel_error"] <= TOLERANCE for e in sizes):
         return "pass"
-    if all(e["max_rel_error"] <= TOLERANCE or e.get("vs_static", float("inf")) <= 1e-6 for e in sizes):
+    if all(e["max_rel_error"] <= TOLERANCE or e.get("vs_static", float("inf")) <= 1e-6 or
+           TOLERANCE < e.get("static_rel_error", 0.0) and e["max_rel_error"] <= AS_STATIC * e["static_rel_error"]
+           for e in sizes):
         return "as static"
     return "fail"
 

@@ -286,7 +286,7 @@ def free_dims_table(data: dict, where: str) -> Table:
     checked = [s for s in status if s != "base only"]
     notes = [f"{checked.count('pass')} of {len(checked)} free dims match onnxruntime within "
              f"{number(data, 'tolerance', where):.0e} at every size tried"
-             + (f" ({checked.count('as static')} give the static compile's outputs where that disagrees: int8 "
+             + (f" ({checked.count('as static')} err as the static compile for that shape does, no more: int8 "
                 "rounding)" if "as static" in checked else "")
              + f"; {status.count('base only')} dim(s) onnxruntime runs at no size but the base (the export bakes it). "
              "Each size is one the session was never compiled for: its first call runs it on the generic tier "
