@@ -55,7 +55,8 @@ import numpy as np
 from runtime.session import ORT_TYPES, PROVIDER, ModelMetadata, NodeArg, model_metadata
 
 from .free_dims import bind, input_specs
-from .generic import GenericUnsupported, SizesOutsideGeneric, compile_generic
+from .generic import GenericUnsupported, compile_generic
+from .generic_module import SizesOutsideGeneric
 
 MAX_SPECIALIZATIONS = 8
 SESSION_FORMAT = "relayish-dynamic-session/1"  # session.json's format (export / load_session)

@@ -5,7 +5,8 @@
 
 Each free dim becomes a size variable (te.size_var). The model is imported over them (shape rules build dims
 as canonical expressions, relayish/dims.py), goes through the same graph passes as a static compile (a choice
-that depends on a size, as a Winograd tile, is made for the typical size), and each call's task is taken over
+that depends on a size is made for the typical size, but for a convolution's Winograd tile: each tile's kernel is
+built and the call picks one, _algorithm_variants), and each call's task is taken over
 its own dims (_own_dims: d0, d1, ... for the run-time dims of its parameters, whatever expressions of the symbols
 they are at that call), deduplicated, and scheduled once: the default schedule of the task at a typical size of
 each variable (HINT_SIZE, inside its range, through the call's expressions), replayed on the task over the
@@ -13,11 +14,12 @@ variables (compiler/run_time_schedule.py default_schedule_for_sizes), so that a 
 whole tiles and a guarded last tile. The kernels read their sizes from a last int32 parameter
 (compiler/lower.py) and are built into one library.
 
-A call binds the variables from its inputs' shapes, evaluates every intermediate's shape (one generated function
-per module; kept per set of sizes, as the kernel calls' size arguments), places the intermediates in blocks they
-share by liveness and calls the kernels in order from Python (ctypes). A recurrent layer over a run-time length is
-a scan (nn.recurrent_scan): its kernel is one step, the cell, called once per step on the state before it
-(_run_scan). Tuning records are not used: every task runs its default schedule.
+The module (compiler/generic_module.py) binds the variables from a call's inputs' shapes, plans that set of sizes
+(every intermediate's shape, the kernels' size arguments, workspace offsets) and calls the kernels in order from
+Python (ctypes). A recurrent layer over a run-time length is a scan (nn.recurrent_scan): its kernel is one step,
+the cell, called once per step on the state before it. Tuning records are not used: every task runs its default
+schedule. compile_generic ends with a warm-up call at the typical sizes, so the first real call finds the
+library's code and threads and a workspace ready.
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
 outputs sized by data, a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
@@ -32,48 +34,40 @@ state, so concurrent calls are safe.
 """
 from __future__ import annotations
 
-import ctypes
-import math
+import dataclasses
 import os
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from relayish import te
-from relayish.dims import TYPICAL_SIZE
 from relayish.expr import Call, Constant, Function, Tuple, TupleGetItem, Var, post_order
 from relayish.types import TensorType, is_static_dim
-from runtime.aligned import aligned_empty, as_aligned
-from runtime.feeds import check_index_values
+from runtime.aligned import as_aligned
 from runtime.module import TensorSpec
 
-from .arith import evaluate, evaluator
+from .arith import evaluate
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
-from .run_time_schedule import default_schedule_for_sizes
-from .free_dims import Dim, bind
+from .generic_module import HINT_SIZE, GenericModule
 from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
-from .memory import WorkspacePlanner
 from .passes import PassContext, run_pipeline
+from .run_time_schedule import default_schedule_for_sizes
+from .passes.layout import conv_signature, winograd_tiles
 from .task import extract_task_calls, scan_of
 
-HINT_SIZE = TYPICAL_SIZE  # the size a free dim's kernels are scheduled for (clamped into its range)
-MAX_PLANS = 16  # sets of sizes whose shapes (and intermediates) are kept
-MAX_POOLED = 2  # workspaces kept between calls (one per concurrent call, up to this)
+# the algorithms a 3x3 convolution over run-time sizes has kernels for, one chosen per call (Winograd F(m x m, 3 x 3)):
+# the largest that leaves WINOGRAD_MIN_TILES tiles, else F(2x2). Not direct, as a static compile of a small map
+# would: a direct kernel over run-time extents fits small maps poorly (ResNet-18's last stage over 160x160 images,
+# 5x5: 1.4 ms per convolution direct, Zen 4), and F(2x2)'s weights are only 1.8x the direct ones
+RUN_TIME_TILES = (4, 2)
 
 
 class GenericUnsupported(Exception):
     """The model cannot run with run-time extents (yet); the message says where."""
-
-
-class SizesOutsideGeneric(ValueError):
-    """These sizes make an intermediate dim of the model smaller than 1 (a window larger than its input, which
-    onnxruntime clips to the input and the shape rules over size variables do not): the generic module does not
-    serve them; a module compiled for them does (the session falls back to one)."""
 
 
 @dataclass
@@ -84,6 +78,29 @@ class _Step:
     scratch: tuple  # per scratch buffer: (element count, dtype)
     sizes: tuple  # the values of the kernel's `sizes` parameter, in order, as expressions of the symbols ((): none)
     scan: bool = False  # the kernel is one step of a scan (compiler/task.py scan_step): called once per step
+    # a convolution whose algorithm is chosen per call: the step as each algorithm's kernel (the first is this
+    # step), the Winograd tile of each (0: direct); chosen by its output's spatial size (generic_module.py)
+    choices: tuple = ()
+    tiles: tuple = ()
+
+
+def _step(func, call, own: dict, source, by_name: dict) -> _Step:
+    """The step of one kernel call: its arguments' sources, outputs, scratch sizes and size arguments as expressions
+    of the symbols (the kernel's own dims are those of its task's first call: matched by name)."""
+    n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
+    types = call.type.fields if hasattr(call.type, "fields") else (call.type,)
+    sized = "size_vars" in func.attrs
+    at_call = {v.name: e for v, e in (own or {}).items()}  # this call's own dims, as expressions of the symbols
+
+    def at_this_call(e):
+        if te.is_static(e) or not at_call:
+            return e
+        return te.substitute_vars(e, {v: at_call[v.name] for v in te.walk(e)
+                                      if isinstance(v, te.Var) and v.name in at_call})
+    scratch = tuple((at_this_call(p.size), p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
+    return _Step(func.name, tuple(source(a) for a in call.args), tuple((t.shape, t.dtype) for t in types), scratch,
+                 tuple(at_call.get(s, by_name.get(s)) for s in func.attrs.get("size_vars", ())),
+                 scan_of(call.op) is not None)
 
 
 def compile_generic(model, shapes: dict, options, output_names: list, ranges: dict | None = None,
@@ -115,59 +132,55 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     ctx = PassContext(opt_level=options.opt_level, layout=options.layout.value, vector_width=vector_width(),
                       winograd=options.winograd)
     try:
-        fused = materialize_outputs(run_pipeline(mod, ctx))
-        found = extract_task_calls(fused, prepare=_own_dims)  # each call's task over its own dims
+        tiles, variants = _algorithm_variants(mod, ctx)
     except Exception as e:
         raise GenericUnsupported(f"the graph passes fail over free dims: {_first_line(e)}") from e
-    calls, tasks, task_of, own = found.calls, found.tasks, found.task_of, found.prepared
-    # a task's hints: the typical sizes through the expressions of its first call's own dims
-    first = {t: k for k, t in reversed(list(enumerate(task_of)))}
-    task_hints = [{**hints, **{v: max(1, evaluate(e, hints)) for v, e in own[first[i]].items()}}
-                  for i in range(len(tasks))]
-    funcs = []
-    for i, task in enumerate(tasks):
-        state = task.initial_state()
-        try:
-            funcs.append(_lower_for_sizes(state, task_hints[i], ctx.vector_width, f"{task.name}_{i}"))
-        except Exception as e:
-            raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
-                                     f"{_first_line(e)}") from e
+    kernels, funcs = {}, []  # task key -> its lowered kernel (each task lowered once, whatever its variants)
+
+    def kernel(found, k):
+        task = found.tasks[found.task_of[k]]
+        if task.key not in kernels:  # its hints: the typical sizes through the expressions of this call's own dims
+            task_hints = {**hints, **{v: max(1, evaluate(e, hints)) for v, e in found.prepared[k].items()}}
+            try:
+                kernels[task.key] = _lower_for_sizes(task.initial_state(), task_hints, ctx.vector_width,
+                                                     f"{task.name}_{len(funcs)}")
+            except Exception as e:
+                raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
+                                         f"{_first_line(e)}") from e
+            funcs.append(kernels[task.key])
+        return kernels[task.key]
+    fused, found = variants[0]
+    chosen = [len({f.tasks[f.task_of[k]].key for _, f in variants}) > 1 for k in range(len(found.calls))]
+    made = [[kernel(f, k) for _, f in (variants if chosen[k] else variants[:1])] for k in range(len(found.calls))]
     lib_dir = tempfile.mkdtemp(prefix="relayish_generic_")
     lib_path = build_library(funcs, None, os.path.join(lib_dir, "generic.so"), opt_level=options.opt_level)
     by_name = {v.name: v for v in symbols.values()}
-    params = {id(p): k for k, p in enumerate(fused.main.params)}
-    consts, const_ids, steps, where = [], {}, [], {}
+    consts, const_ids = [], {}
 
-    def source(a):
-        if isinstance(a, Var):
-            return ("input", params[id(a)])
-        if isinstance(a, Constant):
-            if id(a) not in const_ids:
-                const_ids[id(a)] = len(consts)
-                consts.append(as_aligned(np.ascontiguousarray(a.data)))
-            return ("const", const_ids[id(a)])
-        if isinstance(a, TupleGetItem):
-            step, _ = where[id(a.tuple_value)]
-            return ("value", step, a.index)
-        return ("value",) + where[id(a)]
+    def sources(fused, calls):
+        params = {id(p): k for k, p in enumerate(fused.main.params)}
+        where = {id(c): k for k, c in enumerate(calls)}
 
-    for k, c in enumerate(calls):
-        func = funcs[task_of[k]]
-        n_in, n_out = func.attrs["num_inputs"], func.attrs["num_outputs"]
-        types = c.type.fields if hasattr(c.type, "fields") else (c.type,)
-        sized = "size_vars" in func.attrs
-        at_call = {v.name: e for v, e in own[k].items()}  # this call's own dims, as expressions of the symbols
-
-        def at_this_call(e):  # (the kernel's variables are those of the task's first call: matched by name)
-            if te.is_static(e) or not at_call:
-                return e
-            return te.substitute_vars(e, {v: at_call[v.name] for v in te.walk(e)
-                                          if isinstance(v, te.Var) and v.name in at_call})
-        scratch = tuple((at_this_call(p.size), p.dtype) for p in func.params[n_in + n_out:len(func.params) - sized])
-        steps.append(_Step(func.name, tuple(source(a) for a in c.args), tuple((t.shape, t.dtype) for t in types),
-                           scratch, tuple(at_call.get(s, by_name.get(s)) for s in func.attrs.get("size_vars", ())),
-                           scan_of(c.op) is not None))
-        where[id(c)] = (k, 0)
+        def source(a):
+            if isinstance(a, Var):
+                return ("input", params[id(a)])
+            if isinstance(a, Constant):
+                if id(a) not in const_ids:
+                    const_ids[id(a)] = len(consts)
+                    consts.append(as_aligned(np.ascontiguousarray(a.data)))
+                return ("const", const_ids[id(a)])
+            if isinstance(a, TupleGetItem):
+                return ("value", where[id(a.tuple_value)], a.index)
+            return ("value", where[id(a)], 0)
+        return source
+    source_in = [sources(v, f.calls) for v, f in variants]
+    steps = []
+    for k, c in enumerate(found.calls):
+        options_k = [_step(func, f.calls[k], f.prepared[k], source_in[v], by_name)
+                     for v, ((_, f), func) in enumerate(zip(variants, made[k]))]
+        steps.append(options_k[0] if len(options_k) == 1 else
+                     _Step(**{**vars(options_k[0]), "choices": tuple(options_k), "tiles": tiles}))
+    calls, source = found.calls, source_in[0]
     body = fused.main.body
     outs = tuple(source(o) for o in (body.fields if isinstance(body, Tuple) else (body,)))
     inputs = [(p.name, p.type.shape, p.type.dtype) for p in fused.main.params]
@@ -176,8 +189,58 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     if log is not None:
         log(f"generic module: {len(calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
-    return GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
-                         checks, ranges, index_specs)
+    module = GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
+                           checks, ranges, index_specs)
+    module.warm_up()
+    return module
+
+
+def _algorithm_variants(mod, ctx) -> tuple[tuple, list]:
+    """(tiles, [(fused module, its TaskCalls)] per tile): the model through the graph passes once per Winograd
+    tile of RUN_TIME_TILES, each forced on every convolution whose algorithm the rule chooses by an output size
+    known only at run time (compiler/algorithms.py's sites). The variants differ only in those convolutions'
+    calls (checked: else, and for a model with no such site, the one variant of the rule at the typical size,
+    tiles ()). Which tile is fastest depends on the size, as passes/layout.py winograd_tile says of a static
+    one: ResNet-18's last stage over 96x96 images is 3x3, where F(4x4)'s transformed weights (4x the direct
+    ones) cost more than its products save; over 448x448 it is 14x14. Generic ResNet-18 over 96x96 images:
+    1.66x onnxruntime's time with F(4x4) everywhere, 1.21x with the tile chosen per call (Zen 4)."""
+    sites = sorted({conv_signature(n) for n in post_order(mod.main.body) if isinstance(n, Call) and
+                    n.op == "nn.conv2d" and winograd_tiles(n) and not all(te.is_static(d) for d in n.type.shape[2:])})
+    if sites and ctx.winograd and ctx.layout == "NCHWc":
+        variants = []
+        for m in RUN_TIME_TILES:
+            forced = dataclasses.replace(ctx, conv_algorithms=ctx.conv_algorithms + tuple((s, m) for s in sites))
+            fused = materialize_outputs(run_pipeline(mod, forced))
+            variants.append((fused, extract_task_calls(fused, prepare=_own_dims)))
+        if _aligned([f for _, f in variants]):
+            return RUN_TIME_TILES, variants
+    fused = materialize_outputs(run_pipeline(mod, ctx))
+    return (), [(fused, extract_task_calls(fused, prepare=_own_dims))]
+
+
+def _aligned(variants: list) -> bool:
+    """Whether the variants' calls correspond one to one: as many, each of one type reading the same graph inputs
+    and calls (weights aside), and where their tasks differ, each a convolution's (conv2d_nchwc or
+    conv2d_winograd_nchwc) with a blocked 5-D output, whose spatial dims choose among them."""
+    wheres = {id(f): {id(c): j for j, c in enumerate(f.calls)} for f in variants}
+
+    def reads(f, k) -> tuple:
+        where = wheres[id(f)]
+        return tuple(("call", where[id(a.tuple_value)], a.index) if isinstance(a, TupleGetItem) else
+                     ("call", where[id(a)]) if id(a) in where else ("const",) if isinstance(a, Constant) else
+                     ("input", a.name) for a in f.calls[k].args)
+    first = variants[0]
+    if any(len(f.calls) != len(first.calls) for f in variants):
+        return False
+    for k, c in enumerate(first.calls):
+        if any(str(f.calls[k].type) != str(c.type) or reads(f, k) != reads(first, k) for f in variants[1:]):
+            return False
+        if len({f.tasks[f.task_of[k]].key for f in variants}) > 1 and (
+                len(getattr(c.type, "shape", ())) != 5 or not all(
+                    {"nn.conv2d_nchwc", "nn.conv2d_winograd_nchwc"} & set(f.tasks[f.task_of[k]].ops)
+                    for f in variants)):
+            return False
+    return True
 
 
 def _own_dims(func):
@@ -252,7 +315,7 @@ def _lower_for_sizes(state, hints: dict, vector_width: int, name: str):
 def _dim_checks(mod) -> list:
     """(expression, what it is) for every dim of the imported graph that is an expression of the size variables
     (not one alone): each must be at least 1 for the generic module to compute what a static compile would (see
-    SizesOutsideGeneric)."""
+    generic_module.SizesOutsideGeneric)."""
     from relayish.expr import post_order
     found = {}
     for node in post_order(mod.main.body):
@@ -264,225 +327,6 @@ def _dim_checks(mod) -> list:
     return list(found.values())
 
 
-def _allocate(outs, scratch) -> tuple[list, list]:
-    """A step's output arrays and scratch buffers (64-byte aligned), from its plan entry."""
-    return [aligned_empty(shape, dtype) for shape, dtype in outs], [aligned_empty((n,), d) for n, d in scratch]
-
-
-def _run_scan(fn, args: list, num_inputs: int) -> None:
-    """A scan's steps. args: the scan's inputs (xp, initial state, weight[, bias]: num_inputs), its history
-    [T, ...], scratch buffers, sizes. Step t runs the cell (xp, times, state, weight[, bias], out, scratch...,
-    sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with the times
-    (t, T - 1 - t) that its forward and reverse directions process."""
-    history = args[num_inputs]
-    length, stride, base = history.shape[0], history.strides[0], history.ctypes.data
-    times = np.empty(2, np.int32)
-    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in args[:1] + [times] + args[1:]]
-    state, out = 2, num_inputs + 1  # their places among the cell's arguments
-    for t in range(length):
-        times[0], times[1] = t, length - 1 - t
-        if t:
-            ptrs[state] = ctypes.c_void_p(base + (t - 1) * stride)
-        ptrs[out] = ctypes.c_void_p(base + t * stride)
-        fn(*ptrs)
-
-
 def _first_line(e: Exception) -> str:
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text}"
-
-
-class GenericModule:
-    """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
-
-    def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
-                 compile_s: float, checks: list = (), ranges: dict | None = None, index_specs: dict | None = None):
-        """inputs: (name, dims, dtype) per graph input, each dim an int or a size variable; ranges: symbol ->
-        (lo, hi) of the sizes it may take (hi None: unbounded); checks: (dim expression that must be >= 1, what it
-        is) pairs;
-        index_specs: input name -> its index bounds (runtime/feeds.py checks its values before any kernel)."""
-        ranges = ranges or {}
-
-        def spec(d) -> Dim:
-            if isinstance(d, int):
-                return Dim(size=d)
-            lo, hi = ranges.get(d.name, (0, None))
-            return Dim(symbol=d.name, lo=lo, hi=hi)
-        self.lib_path, self.compile_s = lib_path, compile_s
-        self._vars = {d.name: d for _, dims, _ in inputs for d in dims if isinstance(d, te.Var)}
-        self._specs = {name: tuple(spec(d) for d in dims) for name, dims, _ in inputs}
-        self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
-        self._consts, self._checks, self._index_specs = consts, list(checks), index_specs or {}
-        self._lib = ctypes.CDLL(lib_path)
-        self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
-        self._kernels = []
-        for s in steps:
-            fn = getattr(self._lib, s.kernel)  # (one object per step: a scan's kernel takes its times too)
-            fn = type(fn)((s.kernel, self._lib))
-            fn.restype = None
-            fn.argtypes = [ctypes.c_void_p] * (len(s.args) + s.scan + len(s.outputs) + len(s.scratch) +
-                                               bool(s.sizes))
-            self._kernels.append(fn)
-        self._const_ptrs = [c.ctypes.data for c in consts]
-        # every dim a new set of sizes needs (the checks, then per step its outputs' dims and scratch sizes), in
-        # that order, evaluated by one generated function (compiler/arith.py evaluator)
-        self._order = list(self._vars.values())
-        self._evaluate = evaluator([d for d, _ in self._checks] +
-                                   [n for s in steps for n in [d for dims, _ in s.outputs for d in dims] +
-                                    [n for n, _ in s.scratch] + list(s.sizes)], self._order)
-        self._plans: dict = {}  # sizes -> (per step: output shapes, scratch sizes, size arguments; _layout's)
-        self._spaces: list = []  # workspaces not in use (each a call's intermediates, at any sizes that fit)
-        self._lock = threading.Lock()
-        self._is_output = {src[1] for src in outputs if src[0] == "value"}  # steps whose results are returned
-        self._last_use = {}  # (step, output) -> the last step that reads it
-        self._as_arrays = set()  # steps whose results a scan reads as arrays (the others: as addresses)
-        for k, s in enumerate(steps):
-            for a in s.args:
-                if a[0] == "value":
-                    self._last_use[(a[1], a[2])] = k
-                    if s.scan:
-                        self._as_arrays.add(a[1])
-            if s.scan:
-                self._as_arrays.add(k)
-
-    @property
-    def num_threads(self) -> int:
-        self._lib.relayish_get_num_threads.restype = ctypes.c_int32
-        return int(self._lib.relayish_get_num_threads())
-
-    @num_threads.setter
-    def num_threads(self, n: int) -> None:
-        self._lib.relayish_set_num_threads(int(n))
-
-    def bind(self, feed: dict) -> dict:
-        """Each size variable's value for these inputs; ValueError naming the input and dim that disagree (the
-        session's own check, compiler/dynamic.py bind)."""
-        sizes = bind(self._specs, {name: np.shape(feed[name]) for name in self._specs if name in feed})
-        return {self._vars[s]: n for s, n in sizes.items()}
-
-    def _plan(self, values: dict, key: tuple) -> tuple:
-        """(per step: its outputs' shapes, scratch sizes and size arguments; _layout of those) at these sizes."""
-        plan = self._plans.get(key)
-        if plan is None:
-            small = {v.name: n for v, n in values.items() if n < 1}
-            if small:
-                raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
-            numbers = iter(self._evaluate(*[values[v] for v in self._order]))
-            for d, what in self._checks:
-                got = next(numbers)
-                if got < 1:
-                    raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {got}, not >= 1")
-            steps = []
-            for s in self._steps:
-                outs = [(tuple(next(numbers) for _ in dims), dtype) for dims, dtype in s.outputs]
-                if any(d < 0 for shape, _ in outs for d in shape):
-                    raise ValueError(f"sizes {dict(key)}: kernel {s.kernel} would make an output of shape "
-                                     f"{[o[0] for o in outs]} (a negative dim: the input is too small)")
-                scratch = [(max(1, next(numbers)), dtype) for _, dtype in s.scratch]
-                sizes = np.array([next(numbers) for _ in s.sizes], np.int32) if s.sizes else None
-                steps.append((outs, scratch, sizes, None if sizes is None else sizes.ctypes.data))
-            plan = (steps, self._layout(steps))
-            with self._lock:
-                if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
-                    self._plans.clear()
-                self._plans[key] = plan
-        return plan
-
-    def _layout(self, plan: list) -> tuple:
-        """Where each step's outputs and scratch buffers live in one workspace (compiler/memory.py's planner: a
-        block is reused once its last reader has run, best fit), and the workspace's size: a model's
-        intermediates take the memory of the few alive at once, not their sum. Workspaces are kept across calls
-        whatever their sizes (_take_workspace), so a new size within the largest seen touches no fresh memory.
-        The steps whose results are returned get None (allocated anew)."""
-        planner, offsets = WorkspacePlanner(), []
-        for k, (outs, scratch, _, _) in enumerate(plan):
-            if k in self._is_output:
-                offsets.append(None)
-                continue
-            offsets.append(([planner.alloc(math.prod(shape) * np.dtype(dtype).itemsize, k,
-                                           self._last_use.get((k, j), k)) for j, (shape, dtype) in enumerate(outs)],
-                            [planner.alloc(n * np.dtype(dtype).itemsize, k, k) for n, dtype in scratch]))
-        return offsets, planner.size
-
-    def _take_workspace(self, size: int) -> np.ndarray:
-        """A workspace of at least `size` bytes for one call, its own until _give_back: the smallest kept one that
-        fits (its pages touched by an earlier call: a new size costs no page faults), else a new one in place of
-        the largest kept (the workspace grows when larger sizes arrive)."""
-        with self._lock:  # (by position: list.remove would compare the arrays' elements)
-            fits = [k for k, w in enumerate(self._spaces) if w.nbytes >= size]
-            if fits:
-                return self._spaces.pop(min(fits, key=lambda k: self._spaces[k].nbytes))
-            if self._spaces:
-                self._spaces.pop(max(range(len(self._spaces)), key=lambda k: self._spaces[k].nbytes))
-        return aligned_empty((max(size, 1),), np.uint8)
-
-    def _give_back(self, space: np.ndarray) -> None:
-        with self._lock:
-            if len(self._spaces) < MAX_POOLED:
-                self._spaces.append(space)
-
-    def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
-        values = self.bind(feed)
-        arrays = []
-        for (name, _, dtype) in self._inputs:
-            a = np.asarray(feed[name])
-            if a.dtype != np.dtype(dtype):
-                raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
-            if name in self._index_specs:
-                check_index_values(self._index_specs[name], a)
-            arrays.append(as_aligned(np.ascontiguousarray(a)))
-        key = tuple(sorted((v.name, n) for v, n in values.items()))
-        plan, (offsets, size) = self._plan(values, key)
-        space = self._take_workspace(size)
-        try:
-            values_out = self._run_steps(plan, offsets, space, arrays)
-        finally:
-            self._give_back(space)
-        if output_names is None:
-            return values_out
-        index = {n: k for k, n in enumerate(self._output_names)}
-        missing = [n for n in output_names if n not in index]
-        if missing:
-            raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
-        return [values_out[index[n]] for n in output_names]
-
-    def _run_steps(self, plan, offsets, space, arrays) -> list:
-        """Call every kernel in order; intermediates at their offsets in `space`, passed as addresses (ints: the
-        kernels' argtypes are void pointers, so a call costs little per argument), as arrays only where a scan
-        reads them; the results that are returned allocated anew. Returns the graph's outputs."""
-        base, in_ptrs, const_ptrs = space.ctypes.data, [a.ctypes.data for a in arrays], self._const_ptrs
-
-        def view(at, shape, dtype):
-            dtype = np.dtype(dtype)
-            return space[at:at + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
-        produced, pointers = [], []  # per step: its results (arrays, or None), and their addresses
-        for k, (fn, s, (outs, scratch, sizes, sizes_ptr), at) in enumerate(zip(self._kernels, self._steps, plan,
-                                                                             offsets)):
-            results = temps = None
-            if at is None:
-                results, temps = _allocate(outs, scratch)
-                result_ptrs, temp_ptrs = [r.ctypes.data for r in results], [t.ctypes.data for t in temps]
-            else:
-                result_ptrs, temp_ptrs = [base + o for o in at[0]], [base + o for o in at[1]]
-                if k in self._as_arrays:
-                    results = [view(o, shape, dtype) for o, (shape, dtype) in zip(at[0], outs)]
-                    temps = [view(o, (n,), dtype) for o, (n, dtype) in zip(at[1], scratch)]
-            if s.scan:
-                args = [self._value(a, arrays, produced) for a in s.args] + results + temps
-                _run_scan(fn, args + ([sizes] if sizes is not None else []), len(s.args))
-            else:
-                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
-                        pointers[a[1]][a[2]] for a in s.args] + result_ptrs + temp_ptrs
-                if sizes_ptr is not None:
-                    args.append(sizes_ptr)
-                fn(*args)
-            produced.append(results)
-            pointers.append(result_ptrs)
-        return [self._value(o, arrays, produced) for o in self._outs]
-
-    def _value(self, src, arrays, produced):
-        if src[0] == "input":
-            return arrays[src[1]]
-        if src[0] == "const":
-            return self._consts[src[1]]
-        return produced[src[1]][src[2]]

@@ -23,10 +23,26 @@ from .prim_expr import BinOp, IntImm, PrimExpr, Var, binop
 TYPICAL_SIZE = 256  # what a choice that depends on a size (a register tile, a block) assumes of a run-time dim
 
 
+_TYPICAL_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+                "//": lambda a, b: a // b if b else a, "%": lambda a, b: a % b if b else 0, "min": min, "max": max}
+
+
 def typical(d) -> int:
-    """A dim as a number for a choice that only tunes speed: d itself, or TYPICAL_SIZE for a dim known only at
-    run time (its value is then a guess, never a fact that correctness relies on)."""
-    return d if not isinstance(d, PrimExpr) else TYPICAL_SIZE
+    """A dim as a number for a choice that only tunes speed: d itself, or for a dim known only at run time its
+    value with every size variable at TYPICAL_SIZE, at least 1 (ResNet's last stage over an image of h x w is
+    (h + 31) // 32 or so: 8, not 256). The value is then a guess, never a fact that correctness relies on."""
+    if not isinstance(d, PrimExpr):
+        return d
+
+    def value(e) -> int:
+        if isinstance(e, IntImm):
+            return e.value
+        if isinstance(e, BinOp) and e.op in _TYPICAL_OPS:
+            return _TYPICAL_OPS[e.op](value(e.a), value(e.b))
+        if hasattr(e, "value") and isinstance(e.value, PrimExpr):  # a cast
+            return value(e.value)
+        return TYPICAL_SIZE  # a size variable, or a term this does not evaluate
+    return max(1, value(d))
 
 
 def canonical(e):

@@ -11,11 +11,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler import CompileOptions, compile_model
-from compiler.generic import GenericUnsupported, SizesOutsideGeneric, compile_generic
+from compiler.generic import GenericUnsupported, compile_generic
+from compiler.generic_module import SizesOutsideGeneric
 from frontends import OnnxImportError, from_onnx
 from harness import assert_three_way, run_ort
 from relayish import te
-from relayish.dims import canonical, exact_quotient, lower_bound, sign
+from relayish.dims import TYPICAL_SIZE, canonical, exact_quotient, lower_bound, sign, typical
 from relayish.interp import evaluate
 
 RNG = np.random.default_rng(11)
@@ -409,6 +410,33 @@ def test_winograd_convolutions_over_run_time_sizes_share_one_kernel_over_their_o
                          np.asarray(_interpreted(model, feed)[0]), f"H={h} W={w}")
 
 
+def test_a_convolution_over_run_time_sizes_takes_the_winograd_tile_its_size_calls_for_at_each_call():
+    """A 3x3 convolution over a run-time size has a kernel per Winograd tile (F(4x4), F(2x2)); each call runs the
+    one the static rule picks for its output (the largest tile that leaves 32 tiles; F(2x2) below that): the
+    second convolution, over the first's map pooled by 2, takes F(2x2) where its map is small and F(4x4) where it
+    is not, three ways at each size."""
+    nodes = _conv_relu("a", "x", "r1", "w1") + [helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2],
+                                                                 strides=[2, 2])] + _conv_relu("b", "p", "y", "w2")
+    weights = [_const(n, (RNG.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)) for n in ("w1", "w2")]
+    model = _model(nodes, weights, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, "H", "W"))])
+    module = compile_generic(model, {"x": (1, 16, "H", "W")}, CompileOptions(), ["y"],
+                             {"H": (1, None), "W": (1, None)})
+    for (h, w), want in {(13, 40): [4, 2], (32, 32): [4, 2], (64, 64): [4, 4], (8, 8): [2, 2]}.items():
+        tiles = [t for _, t in module.kernels_for({"x": (1, 16, h, w)}) if t is not None]
+        assert tiles == want, (h, w, tiles)
+        feed = {"x": RNG.standard_normal((1, 16, h, w)).astype(np.float32)}
+        assert_three_way(module.run(None, feed)[0], run_ort(model, feed)[0],
+                         np.asarray(_interpreted(model, feed)[0]), f"H={h} W={w}")
+
+
+def test_a_typical_dim_is_its_expression_at_the_typical_size():
+    h = te.size_var("h")
+    assert typical(7) == 7 and typical(h) == TYPICAL_SIZE
+    assert typical(canonical((h + 31) // 32)) == (TYPICAL_SIZE + 31) // 32
+    assert typical(canonical(h - TYPICAL_SIZE)) == 1  # at least 1
+
+
 def test_a_squeeze_of_a_run_time_axis_serves_the_sizes_that_make_it_1():
     """CRNN squeezes the height its convolutions pool to 1 (heights 32-47): over a free height the squeeze holds
     where the axis is 1, checked per call; other heights leave the generic module (onnxruntime refuses them)."""
@@ -428,7 +456,8 @@ def test_a_squeeze_of_a_run_time_axis_serves_the_sizes_that_make_it_1():
 
 def test_a_new_size_reuses_the_workspace_of_a_larger_one():
     """Workspaces are kept across calls whatever their sizes: a call at a new, smaller size takes the one a larger
-    size left (its pages already touched), and gives the same results as a module that never ran the larger."""
+    size left (its pages already touched), and gives the same results as a module that never ran the larger; a
+    larger one grows it."""
     model = export_style_model()
     module, fresh = _generic(model), _generic(model)
     module.run(None, {"x": RNG.standard_normal((1, 13, 8)).astype(np.float32)})
@@ -438,3 +467,9 @@ def test_a_new_size_reuses_the_workspace_of_a_larger_one():
     for a, b in zip(module.run(None, feed), fresh.run(None, feed)):
         np.testing.assert_array_equal(a, b)
     assert len(module._spaces) == 1 and module._spaces[0] is kept[0]
+    # a larger size grows the kept workspace in place (the pages touched before stay), same results
+    size = kept[0].size
+    feed = {"x": RNG.standard_normal((1, 15, 8)).astype(np.float32)}
+    for a, b in zip(module.run(None, feed), fresh.run(None, feed)):
+        np.testing.assert_array_equal(a, b)
+    assert len(module._spaces) == 1 and module._spaces[0] is kept[0] and kept[0].size > size

@@ -71,12 +71,18 @@ def winograd_tile(node: Call) -> int:
     image, else the convolution stays direct. On ResNet-18 (in the model, cold weights, 2 threads): 56x56 and
     28x28 take m = 4 (2.0-2.4x faster than our direct kernel), 14x14 m = 2 (1.5x; m = 4 with 16 tiles only
     1.25x), 7x7 stays direct (m = 2 with 16 tiles is 1.15x slower). Over sizes known only at run time the tile
-    is chosen for the typical size (relayish.dims.typical: m = 4), one algorithm for every size: ResNet-18's
-    generic tier at 224x224 ran 1.8x onnxruntime's time with the direct convolution, 0.93x with it (Zen 4)."""
+    is chosen here for the typical size (relayish.dims.typical), and the generic tier builds a kernel per tile
+    and picks one per call (compiler/generic.py _algorithm_variants, winograd_tile_at)."""
     if not winograd_tiles(node):
         return 0
-    oh, ow = (typical(d) for d in node.type.shape[2:])
-    return next((m for m in (4, 2) if -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
+    return winograd_tile_at(*(typical(d) for d in node.type.shape[2:]))
+
+
+def winograd_tile_at(oh: int, ow: int, tiles: tuple = (4, 2)) -> int:
+    """The largest of the Winograd tiles that leaves WINOGRAD_MIN_TILES tiles of an oh x ow output, else 0
+    (direct): winograd_tile's rule, also the generic module's choice per call among the kernels it has
+    (compiler/generic_module.py)."""
+    return next((m for m in tiles if m and -(-oh // m) * -(-ow // m) >= WINOGRAD_MIN_TILES), 0)
 
 
 def conv_signature(node: Call) -> str:

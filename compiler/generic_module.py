@@ -1,0 +1,428 @@
+"""The generic tier's module: the kernels with run-time extents of compiler/generic.py, called in order at whatever
+sizes the inputs have.
+
+    module = GenericModule(lib_path, inputs, output_names, steps, outputs, consts, compile_s, checks, ranges)
+    outputs = module.run(None, {"x": image})
+
+A call binds the size variables from its inputs' shapes and plans that set of sizes once (kept for the next calls
+with it, up to MAX_PLANS): one generated function evaluates every intermediate's dims, the checks and the kernels'
+size arguments (compiler/arith.py evaluator), and numpy turns those numbers into byte sizes and workspace offsets
+in a few vector operations. The offsets come from a packing made once, at the typical sizes: each intermediate
+and scratch buffer is given a block shared with buffers whose lives do not overlap (best fit), and at each set of
+sizes a block is as large as its largest buffer, the blocks end to end. A new shape thus costs tens of
+microseconds of planning, not a planner's walk over the steps.
+
+Workspaces are anonymous memory maps kept across calls (one per concurrent call, up to MAX_POOLED), asking the
+kernel for huge pages: a call takes the smallest that fits, else grows one in place (mremap), so that a larger
+shape faults in only the pages it adds and a smaller one none. The kernels get the intermediates' addresses as
+ints; a scan's step (nn.recurrent_scan, called once per step from Python) gets arrays, views of the workspace.
+
+Invariants: inputs are checked against the symbols and every check (an intermediate dim >= 1) before any kernel
+runs; every buffer a kernel writes is at least the size the expressions give for this call, and buffers alive at
+once never overlap; the module holds no per-call state, so concurrent calls are safe.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import mmap
+import threading
+
+import numpy as np
+
+from relayish import te
+from relayish.dims import TYPICAL_SIZE
+from runtime.aligned import aligned_empty, as_aligned
+from runtime.feeds import check_index_values
+
+from .arith import evaluator
+from .free_dims import Dim, bind
+from .passes.layout import winograd_tile_at
+
+MAX_PLANS = 16  # sets of sizes whose plans are kept
+MAX_POOLED = 2  # workspaces kept between calls (one per concurrent call, up to this)
+HINT_SIZE = TYPICAL_SIZE  # a free dim's size the kernels are scheduled for, the buffers packed for and the warm-up
+# call runs at (clamped into its range)
+ALIGN = 64  # every buffer starts on a cache line
+
+
+class SizesOutsideGeneric(ValueError):
+    """These sizes make an intermediate dim of the model smaller than 1 (a window larger than its input, which
+    onnxruntime clips to the input and the shape rules over size variables do not): the generic module does not
+    serve them; a module compiled for them does (the session falls back to one)."""
+
+
+class _Workspace:
+    """A call's intermediates: an anonymous private map that grows in place, its pages kept."""
+
+    def __init__(self, size: int):
+        self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._advise()
+
+    def _advise(self) -> None:
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            try:
+                self._map.madvise(mmap.MADV_HUGEPAGE)
+            except OSError:  # a kernel without transparent huge pages: small pages, same results
+                pass
+        view = ctypes.c_char.from_buffer(self._map)  # (an export of the buffer: dropped at once, resize needs none)
+        self.address = ctypes.addressof(view)
+        del view
+
+    @property
+    def size(self) -> int:
+        return len(self._map)
+
+    def grow(self, size: int) -> None:
+        """At least `size` bytes; the pages touched before stay touched (where the map can be resized)."""
+        try:
+            self._map.resize(size)
+        except (BufferError, OSError, SystemError):  # a view still held, or no mremap: a fresh map
+            self._map = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self._advise()
+
+    def view(self, offset: int, shape: tuple, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        return np.frombuffer(self._map, dtype, math.prod(shape), offset).reshape(shape)
+
+
+def _pack(nbytes: list[int], lives: list[tuple[int, int]]) -> list[int]:
+    """Each buffer's block: buffers in order of their first step, each into the free block (its last reader has
+    run before the buffer's producer) nearest its size from above, else the largest free one, else a new one."""
+    blocks: list[list[int]] = []  # [largest size seen, last step that reads it]
+    out = []
+    for n, (first, last) in zip(nbytes, lives):
+        free = [b for b, (_, until) in enumerate(blocks) if until < first]
+        fits = [b for b in free if blocks[b][0] >= n]
+        b = min(fits, key=lambda b: blocks[b][0]) if fits else max(free, key=lambda b: blocks[b][0]) if free else None
+        if b is None:
+            b = len(blocks)
+            blocks.append([n, last])
+        blocks[b] = [max(blocks[b][0], n), last]
+        out.append(b)
+    return out
+
+
+def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
+    """A scan's steps. inputs: the scan's (xp, initial state, weight[, bias]), arrays; history: its output [T, ...];
+    tail: the addresses of its scratch buffers and sizes. Step t runs the cell (xp, times, state, weight[, bias],
+    out, scratch..., sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with the
+    times (t, T - 1 - t) that its forward and reverse directions process."""
+    length, stride, base = history.shape[0], history.strides[0], history.ctypes.data
+    times = np.empty(2, np.int32)
+    ptrs = [ctypes.c_void_p(a.ctypes.data) for a in inputs[:1] + [times] + inputs[1:] + [history]] + \
+        [ctypes.c_void_p(p) for p in tail]
+    state, out = 2, len(inputs) + 1  # their places among the cell's arguments
+    for t in range(length):
+        times[0], times[1] = t, length - 1 - t
+        if t:
+            ptrs[state] = ctypes.c_void_p(base + (t - 1) * stride)
+        ptrs[out] = ctypes.c_void_p(base + t * stride)
+        fn(*ptrs)
+
+
+class _Plan:
+    """What a call at one set of sizes needs besides its inputs."""
+    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice")
+
+    def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list):
+        self.offsets, self.size = offsets, size  # per workspace buffer: its offset; the workspace's bytes
+        self.sizes, self.size_ptrs = sizes, size_ptrs  # every kernel's size arguments (int32); per step: address
+        self.shapes = shapes  # (step, output) -> shape, of the outputs made arrays (returned, or read by a scan)
+        self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
+
+
+class GenericModule:
+    """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
+
+    def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
+                 compile_s: float, checks: list = (), ranges: dict | None = None, index_specs: dict | None = None):
+        """inputs: (name, dims, dtype) per graph input, each dim an int or a size variable; steps: compiler/
+        generic.py _Step per kernel call, in order; outputs: where each graph output comes from; ranges: symbol ->
+        (lo, hi) of the sizes it may take (hi None: unbounded); checks: (dim expression that must be >= 1, what it
+        is) pairs; index_specs: input name -> its index bounds (runtime/feeds.py checks its values before any
+        kernel)."""
+        self._ranges = ranges = ranges or {}
+
+        def spec(d) -> Dim:
+            if isinstance(d, int):
+                return Dim(size=d)
+            lo, hi = ranges.get(d.name, (0, None))
+            return Dim(symbol=d.name, lo=lo, hi=hi)
+        self.lib_path, self.compile_s = lib_path, compile_s
+        self._vars = {d.name: d for _, dims, _ in inputs for d in dims if isinstance(d, te.Var)}
+        self._specs = {name: tuple(spec(d) for d in dims) for name, dims, _ in inputs}
+        self._inputs, self._output_names, self._steps, self._outs = inputs, output_names, steps, outputs
+        self._consts, self._checks, self._index_specs = consts, list(checks), index_specs or {}
+        self._lib = ctypes.CDLL(lib_path)
+        self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+        self._kernels = []  # per step, per choice of kernel (one, but for a convolution of several algorithms)
+        for s in steps:
+            fns = []
+            for c in s.choices or (s,):
+                fn = getattr(self._lib, c.kernel)  # (one object per step: a scan's kernel takes its times too)
+                fn = type(fn)((c.kernel, self._lib))
+                fn.restype = None
+                fn.argtypes = [ctypes.c_void_p] * (len(c.args) + c.scan + len(c.outputs) + len(c.scratch) +
+                                                   bool(c.sizes))
+                fns.append(fn)
+            self._kernels.append(fns)
+        self._const_ptrs = [c.ctypes.data for c in consts]
+        self._plans: dict = {}  # sizes -> _Plan
+        self._spaces: list = []  # workspaces not in use
+        self._lock = threading.Lock()
+        self._index_steps()
+        self._packing = _pack(*self._bytes_and_lives(self._hint_numbers()))
+
+    def _index_steps(self) -> None:
+        """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
+        steps, checks = self._steps, self._checks
+        returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
+        last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
+        for k, s in enumerate(steps):
+            for a in s.args:
+                if a[0] == "value":
+                    last_use[(a[1], a[2])] = k
+                    if s.scan:
+                        self._as_arrays.add(a[1])
+            if s.scan:
+                self._as_arrays.add(k)
+        # the evaluator's numbers: the checks, then per step its outputs' dims, and per choice of its kernel (one
+        # but for a convolution of several algorithms) its scratch sizes and size arguments; then a 1 (the empty
+        # product of a scalar's dims)
+        exprs = [d for d, _ in checks]
+        gather, starts, itemsizes, lives = [], [], [], []  # per workspace buffer: its dims, from gather[start:]
+        self._choice_of = []  # per workspace buffer: (step, choice) of a choice's scratch buffer, else None
+        self._shape_at = {}  # (step, output) -> its dims' positions, for the outputs made arrays
+        self._choosing = []  # per step of several kernels: (step, its output's height and width positions, tiles)
+        self._out_bufs, self._scratch_bufs, self._size_start, size_at, out_dims = [], [], [], [], []
+
+        def buffer(positions, dtype, live, choice=None) -> int:
+            starts.append(len(gather))
+            gather.extend(positions)
+            gather.append(-1)  # the 1 (see above)
+            itemsizes.append(np.dtype(dtype).itemsize)
+            lives.append(live)
+            self._choice_of.append(choice)
+            return len(starts) - 1
+
+        def numbers(these) -> list[int]:
+            exprs.extend(these)
+            return list(range(len(exprs) - len(these), len(exprs)))
+        for k, s in enumerate(steps):
+            outs = []
+            for j, (dims, dtype) in enumerate(s.outputs):
+                positions = numbers(dims)
+                out_dims.extend(positions)
+                if k in returned or k in self._as_arrays:
+                    self._shape_at[(k, j)] = positions
+                outs.append(None if k in returned else buffer(positions, dtype, (k, last_use.get((k, j), k))))
+                if s.choices and j == 0:  # a convolution's blocked output (NCHW{b}c): its spatial dims choose
+                    self._choosing.append((k, positions[2], positions[3], s.tiles))
+            self._out_bufs.append(outs)
+            scratch_bufs, size_starts = [], []
+            for c, choice in enumerate(s.choices or (s,)):
+                scratch_bufs.append([buffer([p], dtype, (k, k), (k, c)) for p, (_, dtype) in
+                                     zip(numbers([n for n, _ in choice.scratch]), choice.scratch)])
+                size_starts.append(len(size_at) if choice.sizes else None)
+                size_at.extend(numbers(choice.sizes))
+            self._scratch_bufs.append(scratch_bufs)
+            self._size_start.append(size_starts)
+        self._order = list(self._vars.values())
+        self._evaluate = evaluator(exprs, self._order)
+        self._gather, self._starts = np.array(gather, np.intp), np.array(starts, np.intp)
+        self._itemsizes, self._lives = np.array(itemsizes, np.int64), lives
+        self._size_at = np.array(size_at, np.intp)
+        self._out_dims = np.array(out_dims, np.intp)
+        self._by_choice = {}  # (step, choice) -> its scratch buffers' indices (emptied when another is chosen)
+        for b, kc in enumerate(self._choice_of):
+            if kc is not None:
+                self._by_choice.setdefault(kc, []).append(b)
+
+    def _hint_numbers(self) -> np.ndarray | None:
+        """The evaluator's numbers at each symbol's hint size (HINT_SIZE within its range), None if they break a
+        check (then every buffer is packed as if of one size)."""
+        try:
+            numbers = np.array(self._evaluate(*self._hint_values().values()) + (1,), np.int64)
+        except (ArithmeticError, ValueError):
+            return None
+        return None if (numbers[:len(self._checks)] < 1).any() else numbers
+
+    def _hint_values(self) -> dict:
+        out = {}
+        for v in self._order:
+            lo, hi = self._ranges.get(v.name, (0, None))
+            out[v] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
+        return out
+
+    def _bytes_and_lives(self, numbers: np.ndarray | None) -> tuple[list, list]:
+        if numbers is None:
+            return [ALIGN] * len(self._lives), self._lives
+        return self._aligned_bytes(numbers).tolist(), self._lives
+
+    def _aligned_bytes(self, numbers: np.ndarray, unchosen=()) -> np.ndarray:
+        """Each workspace buffer's bytes at these numbers, a cache line at least (and for the scratch buffers of
+        the kernels not chosen)."""
+        if not len(self._starts):
+            return np.zeros(0, np.int64)
+        counts = np.multiply.reduceat(numbers[self._gather], self._starts)
+        counts[unchosen] = 0
+        return (np.maximum(counts, 1) * self._itemsizes + (ALIGN - 1)) // ALIGN * ALIGN
+
+    @property
+    def num_threads(self) -> int:
+        self._lib.relayish_get_num_threads.restype = ctypes.c_int32
+        return int(self._lib.relayish_get_num_threads())
+
+    @num_threads.setter
+    def num_threads(self, n: int) -> None:
+        self._lib.relayish_set_num_threads(int(n))
+
+    def bind(self, feed: dict) -> dict:
+        """Each size variable's value for these inputs; ValueError naming the input and dim that disagree (the
+        session's own check, compiler/dynamic.py bind)."""
+        sizes = bind(self._specs, {name: np.shape(feed[name]) for name in self._specs if name in feed})
+        return {self._vars[s]: n for s, n in sizes.items()}
+
+    def kernels_for(self, shapes: dict) -> list[tuple[str, int | None]]:
+        """The kernels a call with inputs of these shapes (name -> shape) runs, in order: (name, the Winograd tile
+        of a convolution whose algorithm is chosen per call (0: direct), else None)."""
+        values = bind(self._specs, shapes)
+        values = {self._vars[s]: n for s, n in values.items()}
+        plan = self._plan(values, tuple(sorted((v.name, n) for v, n in values.items())))
+        return [((s.choices[c].kernel, s.tiles[c]) if s.choices else (s.kernel, None))
+                for s, c in zip(self._steps, plan.choice)]
+
+    def warm_up(self) -> None:
+        """One call on zeros at the hint sizes: the library's code and threads, and a workspace, ready before the
+        first real call. Best effort: sizes the model refuses leave it cold."""
+        values = self._hint_values()
+        by_name = {v.name: n for v, n in values.items()}
+        feed = {name: np.zeros(tuple(d if isinstance(d, int) else by_name[d.name] for d in dims), dtype)
+                for name, dims, dtype in self._inputs}
+        try:
+            self.run(None, feed)
+        except (ValueError, ArithmeticError):
+            pass
+
+    def _plan(self, values: dict, key: tuple) -> _Plan:
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        small = {v.name: n for v, n in values.items() if n < 1}
+        if small:
+            raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
+        numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
+        bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
+        if len(bad):
+            d, what = self._checks[bad[0]]
+            raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {numbers[bad[0]]}, "
+                                      f"not >= 1")
+        if (numbers[self._out_dims] < 0).any():
+            raise ValueError(f"sizes {dict(key)}: a kernel would make an output with a negative dim (an input is "
+                             f"too small for the model)")
+        listed = numbers.tolist()
+        choice = [0] * len(self._steps)
+        for k, h, w, tiles in self._choosing:  # the algorithm of a convolution: the rule of a static compile's
+            m = winograd_tile_at(listed[h], listed[w], tiles)
+            choice[k] = tiles.index(m) if m in tiles else len(tiles) - 1
+        unchosen = [b for (k, c), bufs in self._by_choice.items() if choice[k] != c for b in bufs]
+        nbytes = self._aligned_bytes(numbers, unchosen)
+        blocks = np.zeros(max(self._packing, default=-1) + 1, np.int64)
+        np.maximum.at(blocks, self._packing, nbytes)
+        ends = np.cumsum(blocks)
+        offsets = (ends - blocks)[self._packing].tolist() if len(blocks) else []
+        sizes = numbers[self._size_at].astype(np.int32)
+        base = sizes.ctypes.data
+        size_ptrs = [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)]
+        shapes = {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()}
+        plan = _Plan(offsets, int(ends[-1]) if len(ends) else 0, sizes, size_ptrs, shapes, choice)
+        with self._lock:
+            if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
+
+    def _take_workspace(self, size: int) -> _Workspace:
+        """A workspace of at least `size` bytes for one call, its own until _give_back: the smallest kept one that
+        fits (its pages touched by an earlier call), else the largest kept one grown in place, else a new one."""
+        size = max(size, 1)
+        with self._lock:
+            fits = [k for k, w in enumerate(self._spaces) if w.size >= size]
+            if fits:
+                return self._spaces.pop(min(fits, key=lambda k: self._spaces[k].size))
+            space = self._spaces.pop(max(range(len(self._spaces)), key=lambda k: self._spaces[k].size)) \
+                if self._spaces else None
+        if space is None:
+            return _Workspace(size)
+        space.grow(size)
+        return space
+
+    def _give_back(self, space: _Workspace) -> None:
+        with self._lock:
+            if len(self._spaces) < MAX_POOLED:
+                self._spaces.append(space)
+
+    def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
+        values = self.bind(feed)
+        arrays = []
+        for (name, _, dtype) in self._inputs:
+            a = np.asarray(feed[name])
+            if a.dtype != np.dtype(dtype):
+                raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
+            if name in self._index_specs:
+                check_index_values(self._index_specs[name], a)
+            arrays.append(as_aligned(np.ascontiguousarray(a)))
+        plan = self._plan(values, tuple(sorted((v.name, n) for v, n in values.items())))
+        space = self._take_workspace(plan.size)
+        try:
+            values_out = self._run_steps(plan, space, arrays)
+        finally:
+            self._give_back(space)
+        if output_names is None:
+            return values_out
+        index = {n: k for k, n in enumerate(self._output_names)}
+        missing = [n for n in output_names if n not in index]
+        if missing:
+            raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
+        return [values_out[index[n]] for n in output_names]
+
+    def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
+        """Call every kernel in order; intermediates at their offsets in the workspace, passed as addresses (ints:
+        the kernels' argtypes are void pointers, so a call costs little per argument), as arrays only where a scan
+        reads them; the results that are returned allocated anew. Returns the graph's outputs."""
+        base, offsets, in_ptrs, const_ptrs = space.address, plan.offsets, [a.ctypes.data for a in arrays], \
+            self._const_ptrs
+        produced, pointers = [], []  # per step: its results (arrays, or None), and their addresses
+        for k, (fns, s, out_bufs, scratch_bufs, sizes_ptr, c) in enumerate(zip(
+                self._kernels, self._steps, self._out_bufs, self._scratch_bufs, plan.size_ptrs, plan.choice)):
+            results = None
+            if out_bufs and out_bufs[0] is None:  # returned: arrays of their own
+                results = [aligned_empty(plan.shapes[(k, j)], dtype) for j, (_, dtype) in enumerate(s.outputs)]
+                result_ptrs = [r.ctypes.data for r in results]
+            else:
+                result_ptrs = [base + offsets[b] for b in out_bufs]
+                if k in self._as_arrays:
+                    results = [space.view(offsets[b], plan.shapes[(k, j)], dtype)
+                               for j, (b, (_, dtype)) in enumerate(zip(out_bufs, s.outputs))]
+            temp_ptrs = [base + offsets[b] for b in scratch_bufs[c]]
+            if s.scan:
+                _run_scan(fns[0], [self._value(a, arrays, produced) for a in s.args], results[0],
+                          temp_ptrs + ([sizes_ptr] if sizes_ptr is not None else []))
+            else:
+                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
+                        pointers[a[1]][a[2]] for a in (s.choices[c].args if s.choices else s.args)]
+                args += result_ptrs + temp_ptrs
+                if sizes_ptr is not None:
+                    args.append(sizes_ptr)
+                fns[c](*args)
+            produced.append(results)
+            pointers.append(result_ptrs)
+        return [self._value(o, arrays, produced) for o in self._outs]
+
+    def _value(self, src, arrays, produced):
+        if src[0] == "input":
+            return arrays[src[1]]
+        if src[0] == "const":
+            return self._consts[src[1]]
+        return produced[src[1]][src[2]]
