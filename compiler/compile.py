@@ -53,7 +53,8 @@ def compile_model(model, input_shapes: dict | None = None, layout: str = "NCHWc"
     input_values: {input name: array}: those graph inputs are compiled as constants of that value (they are no
     longer inputs of the module). A model whose shapes, axes or bounds are computed from graph inputs needs them;
     without them compile_model returns a compiler.specialize.ValueSpecializedSession, which compiles once per
-    distinct value on `run`."""
+    distinct value on `run`; but a model whose outputs are only sized by data (NonZero, Compress of a value
+    computed at run time) returns a session on the generic tier (compiler/dynamic.py), which runs every value."""
     if options is None:
         options = CompileOptions(input_shapes=input_shapes, layout=layout, opt_level=opt_level, records=records,
                                  num_threads=num_threads, verbose=verbose, winograd=winograd, strict=strict,
@@ -89,8 +90,14 @@ def compile_with(model, options: CompileOptions):
         except OnnxImportError as e:
             if not e.needs_values or options.input_values:
                 raise
-            return ValueSpecializedSession(model, e.needs_values, options, compile_with,
-                                           describe_model(load_model(model)[0]), e)
+            described = describe_model(load_model(model)[0])
+            if e.data_sized:  # an output sized by data (NonZero): the generic tier's kernels run it at any size
+                try:
+                    return ShapeSpecializedSession(model, options.replace(specialize="never"), compile_with,
+                                                   described, options.max_specializations)
+                except ValueError:  # no generic tier: compiled per value, as any value-dependent shape
+                    pass
+            return ValueSpecializedSession(model, e.needs_values, options, compile_with, described, e)
         module = build(mod, options=options, t_start=t0)
         if key:
             _store(key, module, options.verbose)

@@ -70,7 +70,9 @@ def describe_generic_tier(tier: dict | None) -> str:
     if "batch" in tier:
         return f"any {tier['batch']} on the batch-1 module"
     if tier.get("kind") == RUN_TIME_EXTENTS:
-        return f"any {', '.join(tier['symbols'])} on kernels with run-time extents"
+        sized = f"outputs sized by data ({', '.join(tier['data_sized'])})" if tier.get("data_sized") else ""
+        return f"any {', '.join(tier['symbols'] + ([sized] if sized else []))} on kernels with run-time extents" \
+            if tier["symbols"] else f"{sized} on kernels with run-time extents"
     return f"none ({tier.get('none', 'specialize=eager')}): a new shape compiles in its first call"
 
 
@@ -300,6 +302,9 @@ class ShapeSpecializedSession:
             self._extents.num_threads = self._options.num_threads
         self.generic_tier = {"kind": RUN_TIME_EXTENTS, "symbols": sorted(self.free_dims),
                              "compile_s": round(self._extents.compile_s, 2)}
+        if self._extents.data_sized:  # outputs sized by data: no shape has a static compile to specialize to
+            self.generic_tier["data_sized"] = self._extents.data_sized
+            self._options = self._options.replace(specialize="never")
         return None
 
     def _make_generic(self) -> None:

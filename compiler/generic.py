@@ -21,8 +21,12 @@ the cell, called once per step on the state before it. Tuning records are not us
 schedule. compile_generic ends with a warm-up call at the typical sizes, so the first real call finds the
 library's code and threads and a workspace ready.
 
+An output sized by data (NonZero, and Compress through it) is a data-sized op (relayish/ops/data_sized.py): its
+size variable gets the value its count input has at run time (generic_module.py), its kernel is written by hand
+(compiler/sequential.py).
+
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
-outputs sized by data, a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
+other outputs sized by data (Unique, NonMaxSuppression, TopK's run-time k), a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
 free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported says
 where), and the session compiles per shape instead.
 
@@ -35,6 +39,7 @@ state, so concurrent calls are safe.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tempfile
 import time
@@ -56,6 +61,7 @@ from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
 from .passes import PassContext, run_pipeline
 from .run_time_schedule import default_schedule_for_sizes
+from .sequential import sequential_kernel
 from .passes.layout import conv_signature, winograd_tiles
 from .task import extract_task_calls, scan_of
 
@@ -119,7 +125,7 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         hints[var] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
     input_shapes = {n: tuple(symbols[d] if isinstance(d, str) else d for d in dims) for n, dims in shapes.items()}
     try:
-        mod = from_onnx(model, input_shapes=input_shapes)
+        mod = from_onnx(model, input_shapes=input_shapes, data_sized=True)
     except Exception as e:
         raise GenericUnsupported(f"the model does not import over free dims: {_first_line(e)}") from e
     checks = _dim_checks(mod) + list(mod.attrs.get("dim_checks", ()))
@@ -142,19 +148,22 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         if task.key not in kernels:  # its hints: the typical sizes through the expressions of this call's own dims
             task_hints = {**hints, **{v: max(1, evaluate(e, hints)) for v, e in found.prepared[k].items()}}
             try:
-                kernels[task.key] = _lower_for_sizes(task.initial_state(), task_hints, ctx.vector_width,
-                                                     f"{task.name}_{len(funcs)}")
+                kernels[task.key] = sequential_kernel(task.func, f"{task.name}_{len(funcs)}") or \
+                    _lower_for_sizes(task.initial_state(), task_hints, ctx.vector_width, f"{task.name}_{len(funcs)}")
             except Exception as e:
                 raise GenericUnsupported(f"task {task.name} ({', '.join(task.ops)}) has no schedule over free dims: "
                                          f"{_first_line(e)}") from e
             funcs.append(kernels[task.key])
         return kernels[task.key]
     fused, found = variants[0]
+    data_dims = _data_dims(found.calls)
+    for var, _, bound in data_dims:  # a data-sized dim's kernels are scheduled for its largest value at the hints
+        hints[var] = max(1, evaluate(bound, hints))
     chosen = [len({f.tasks[f.task_of[k]].key for _, f in variants}) > 1 for k in range(len(found.calls))]
     made = [[kernel(f, k) for _, f in (variants if chosen[k] else variants[:1])] for k in range(len(found.calls))]
     lib_dir = tempfile.mkdtemp(prefix="relayish_generic_")
     lib_path = build_library(funcs, None, os.path.join(lib_dir, "generic.so"), opt_level=options.opt_level)
-    by_name = {v.name: v for v in symbols.values()}
+    by_name = {v.name: v for v in list(symbols.values()) + [v for v, _, _ in data_dims]}
     consts, const_ids = [], {}
 
     def sources(fused, calls):
@@ -190,9 +199,20 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
         log(f"generic module: {len(calls)} kernel calls ({len(funcs)} kernels) over "
             f"{sorted(symbols)} in {time.perf_counter() - t0:.1f} s")
     module = GenericModule(lib_path, inputs, list(output_names), steps, outs, consts, time.perf_counter() - t0,
-                           checks, ranges, index_specs)
+                           checks, ranges, index_specs, data_dims)
     module.warm_up()
     return module
+
+
+def _data_dims(calls: list) -> list:
+    """(size variable, call, its largest value) per data-sized dim: the columns of a nonzero call, whose value is
+    the call's count input's (relayish/ops/data_sized.py), at most the element count of its input."""
+    out = []
+    for k, c in enumerate(calls):
+        body = c.op.body
+        if isinstance(body, Call) and body.op == "nonzero":
+            out.append((body.attrs["count_dim"], k, math.prod(c.args[0].type.shape or (1,))))
+    return out
 
 
 def _algorithm_variants(mod, ctx) -> tuple[tuple, list]:

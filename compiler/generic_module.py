@@ -35,7 +35,7 @@ from relayish.dims import TYPICAL_SIZE
 from runtime.aligned import aligned_empty, as_aligned
 from runtime.feeds import check_index_values
 
-from .arith import evaluator
+from .arith import evaluate, evaluator
 from .free_dims import Dim, bind
 from .passes.layout import winograd_tile_at
 
@@ -123,26 +123,31 @@ def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
 
 class _Plan:
     """What a call at one set of sizes needs besides its inputs."""
-    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice")
+    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes")
 
-    def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list):
+    def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list,
+                 values: dict, nbytes: np.ndarray):
         self.offsets, self.size = offsets, size  # per workspace buffer: its offset; the workspace's bytes
         self.sizes, self.size_ptrs = sizes, size_ptrs  # every kernel's size arguments (int32); per step: address
         self.shapes = shapes  # (step, output) -> shape, of the outputs made arrays (returned, or read by a scan)
         self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
+        self.values, self.nbytes = values, nbytes  # every size variable's value; each buffer's bytes (its room)
 
 
 class GenericModule:
     """A model's kernels with run-time extents and the order they run in (see the module docstring)."""
 
     def __init__(self, lib_path: str, inputs: list, output_names: list, steps: list, outputs: tuple, consts: list,
-                 compile_s: float, checks: list = (), ranges: dict | None = None, index_specs: dict | None = None):
+                 compile_s: float, checks: list = (), ranges: dict | None = None, index_specs: dict | None = None,
+                 data_dims: list = ()):
         """inputs: (name, dims, dtype) per graph input, each dim an int or a size variable; steps: compiler/
         generic.py _Step per kernel call, in order; outputs: where each graph output comes from; ranges: symbol ->
         (lo, hi) of the sizes it may take (hi None: unbounded); checks: (dim expression that must be >= 1, what it
         is) pairs; index_specs: input name -> its index bounds (runtime/feeds.py checks its values before any
-        kernel)."""
+        kernel); data_dims: (size variable, step, its largest value as an expression of the others) per dim whose
+        size is a value the model computes: the int64 the step's second input holds when it runs."""
         self._ranges = ranges = ranges or {}
+        self._data = {k: (var, bound) for var, k, bound in data_dims}  # step -> the data-sized dim it binds
 
         def spec(d) -> Dim:
             if isinstance(d, int):
@@ -228,7 +233,7 @@ class GenericModule:
                 size_at.extend(numbers(choice.sizes))
             self._scratch_bufs.append(scratch_bufs)
             self._size_start.append(size_starts)
-        self._order = list(self._vars.values())
+        self._order = list(self._vars.values()) + [var for var, _ in self._data.values()]
         self._evaluate = evaluator(exprs, self._order)
         self._gather, self._starts = np.array(gather, np.intp), np.array(starts, np.intp)
         self._itemsizes, self._lives = np.array(itemsizes, np.int64), lives
@@ -243,17 +248,26 @@ class GenericModule:
         """The evaluator's numbers at each symbol's hint size (HINT_SIZE within its range), None if they break a
         check (then every buffer is packed as if of one size)."""
         try:
-            numbers = np.array(self._evaluate(*self._hint_values().values()) + (1,), np.int64)
+            values = self._with_bounds(self._hint_values())
+            numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
         except (ArithmeticError, ValueError):
             return None
         return None if (numbers[:len(self._checks)] < 1).any() else numbers
 
     def _hint_values(self) -> dict:
+        """Each input symbol's hint size (HINT_SIZE within its range)."""
         out = {}
-        for v in self._order:
+        for v in self._vars.values():
             lo, hi = self._ranges.get(v.name, (0, None))
             out[v] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
         return out
+
+    def _with_bounds(self, values: dict) -> dict:
+        """values (the input symbols') and each data-sized dim at its largest value."""
+        values = dict(values)
+        for var, bound in self._data.values():
+            values[var] = max(0, evaluate(bound, values))
+        return values
 
     def _bytes_and_lives(self, numbers: np.ndarray | None) -> tuple[list, list]:
         if numbers is None:
@@ -268,6 +282,11 @@ class GenericModule:
         counts = np.multiply.reduceat(numbers[self._gather], self._starts)
         counts[unchosen] = 0
         return (np.maximum(counts, 1) * self._itemsizes + (ALIGN - 1)) // ALIGN * ALIGN
+
+    @property
+    def data_sized(self) -> list[str]:
+        """The size variables whose values the model computes (the columns of a NonZero), in order."""
+        return [var.name for var, _ in self._data.values()]
 
     @property
     def num_threads(self) -> int:
@@ -312,6 +331,7 @@ class GenericModule:
         small = {v.name: n for v, n in values.items() if n < 1}
         if small:
             raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
+        values = self._with_bounds(values)  # (the buffers are placed for the largest data-sized dims)
         numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
         bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
         if len(bad):
@@ -336,12 +356,48 @@ class GenericModule:
         base = sizes.ctypes.data
         size_ptrs = [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)]
         shapes = {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()}
-        plan = _Plan(offsets, int(ends[-1]) if len(ends) else 0, sizes, size_ptrs, shapes, choice)
+        plan = _Plan(offsets, int(ends[-1]) if len(ends) else 0, sizes, size_ptrs, shapes, choice, values, nbytes)
         with self._lock:
             if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
                 self._plans.clear()
             self._plans[key] = plan
         return plan
+
+    def _bind_data(self, plan: _Plan, k: int, value: int) -> _Plan:
+        """The plan of the rest of a call once step k's data-sized dim is known to be `value`: the same buffers
+        (placed for its largest value), the sizes, shapes and size arguments at this value."""
+        var, _ = self._data[k]
+        if not 0 <= value <= plan.values[var]:
+            raise RuntimeError(f"the data-sized dim {var.name} would be {value}, outside [0, {plan.values[var]}] "
+                               f"(kernel {self._steps[k].kernel}'s count)")
+        values = {**plan.values, var: value}
+        key = ("data",) + tuple(sorted((v.name, n) for v, n in values.items()))
+        bound = self._plans.get(key)
+        if bound is not None:
+            return bound
+        numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
+        bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
+        if len(bad):
+            d, what = self._checks[bad[0]]
+            raise ValueError(f"{var.name} = {value} (the count of kernel {self._steps[k].kernel}): {what}: "
+                             f"{te.expr_str(d)} would be {numbers[bad[0]]}, not >= 1")
+        unchosen = [b for (j, c), bufs in self._by_choice.items() if plan.choice[j] != c for b in bufs]
+        nbytes = self._aligned_bytes(numbers, unchosen)
+        if (nbytes > plan.nbytes).any():  # (sizes grow with a data-sized dim: this does not happen)
+            raise RuntimeError(f"{var.name} = {value}: a buffer would outgrow the room made for {var.name} = "
+                               f"{plan.values[var]}")
+        sizes = numbers[self._size_at].astype(np.int32)
+        base = sizes.ctypes.data
+        listed = numbers.tolist()
+        bound = _Plan(plan.offsets, plan.size, sizes,
+                      [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, plan.choice)],
+                      {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()},
+                      plan.choice, values, plan.nbytes)
+        with self._lock:
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
+            self._plans[key] = bound
+        return bound
 
     def _take_workspace(self, size: int) -> _Workspace:
         """A workspace of at least `size` bytes for one call, its own until _give_back: the smallest kept one that
@@ -394,8 +450,14 @@ class GenericModule:
         base, offsets, in_ptrs, const_ptrs = space.address, plan.offsets, [a.ctypes.data for a in arrays], \
             self._const_ptrs
         produced, pointers = [], []  # per step: its results (arrays, or None), and their addresses
-        for k, (fns, s, out_bufs, scratch_bufs, sizes_ptr, c) in enumerate(zip(
-                self._kernels, self._steps, self._out_bufs, self._scratch_bufs, plan.size_ptrs, plan.choice)):
+
+        def address(a):
+            return in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else pointers[a[1]][a[2]]
+        for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(self._kernels, self._steps, self._out_bufs,
+                                                                  self._scratch_bufs)):
+            if k in self._data:  # a data-sized dim: its value is now computed, what follows is planned with it
+                plan = self._bind_data(plan, k, ctypes.c_int64.from_address(address(s.args[1])).value)
+            c, sizes_ptr = plan.choice[k], plan.size_ptrs[k]
             results = None
             if out_bufs and out_bufs[0] is None:  # returned: arrays of their own
                 results = [aligned_empty(plan.shapes[(k, j)], dtype) for j, (_, dtype) in enumerate(s.outputs)]
@@ -410,9 +472,7 @@ class GenericModule:
                 _run_scan(fns[0], [self._value(a, arrays, produced) for a in s.args], results[0],
                           temp_ptrs + ([sizes_ptr] if sizes_ptr is not None else []))
             else:
-                args = [in_ptrs[a[1]] if a[0] == "input" else const_ptrs[a[1]] if a[0] == "const" else
-                        pointers[a[1]][a[2]] for a in (s.choices[c].args if s.choices else s.args)]
-                args += result_ptrs + temp_ptrs
+                args = [address(a) for a in (s.choices[c].args if s.choices else s.args)] + result_ptrs + temp_ptrs
                 if sizes_ptr is not None:
                     args.append(sizes_ptr)
                 fns[c](*args)

@@ -37,9 +37,14 @@ class LoweringError(ValueError):
 def lower(state: State, name: str = "kernel") -> PrimFunc:
     ctx = _Lowering(state)
     body = Seq([ctx.stage_nest(st, None) for st in state.stages if st.loc.is_root])
-    params = ctx.input_bufs + ctx.output_bufs + ctx.scratch_bufs
-    attrs = {"num_inputs": len(ctx.input_bufs), "num_outputs": len(ctx.output_bufs),
-             "num_scratch": len(ctx.scratch_bufs)}
+    return prim_func(name, ctx.input_bufs, ctx.output_bufs, ctx.scratch_bufs, body)
+
+
+def prim_func(name: str, inputs: list, outputs: list, scratch: list, body) -> PrimFunc:
+    """A kernel of these buffers (its parameters, in that order) and body; the dims known only at run time are read
+    from one more parameter, `sizes`."""
+    params = inputs + outputs + scratch
+    attrs = {"num_inputs": len(inputs), "num_outputs": len(outputs), "num_scratch": len(scratch)}
     sizes = size_vars(params)
     if sizes:  # dims known at run time: read from one more parameter, an int32 array, before anything else
         sizes_buf = Buffer("sizes", (len(sizes),), "int32")

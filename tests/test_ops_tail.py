@@ -477,3 +477,42 @@ def test_row_products_are_the_generic_convolution():
 def test_integer_products_bad_inputs(op, specs, attrs, message):
     with pytest.raises(OpError, match=message):
         call(op, *[Var(f"x{k}", TensorType(s, d)) for k, (s, d) in enumerate(specs)], **attrs)
+
+
+# ---------------------------------------------------------------------------------------------- nonzero
+
+
+@pytest.mark.parametrize("dtype,shape", [("float32", (3, 5)), ("int64", (7,)), ("bool", (2, 3, 4)), ("float32", ())])
+def test_nonzero_hand_written_kernel_gives_its_reference(tmp_path, dtype, shape):
+    """"nonzero"'s kernel (compiler/sequential.py: one pass in order, a counter) against its reference, with NaN
+    counted nonzero, no nonzero element, and all: the columns past the count untouched."""
+    from codegen_kernels import Lib
+    from compiler.codegen import build_library
+    from compiler.sequential import sequential_kernel
+    from relayish.expr import Function
+    n = te.size_var("n")
+    x, count = Var("x", TensorType(shape, dtype)), Var("count", TensorType((), "int64"))
+    func = sequential_kernel(Function((x, count), call("nonzero", x, count, count_dim=n)), "nonzero_k")
+    lib = Lib(build_library([func], None, str(tmp_path / "nonzero.so")))
+    rng = np.random.default_rng(5)
+    cases = [rng.integers(-1, 2, shape), np.zeros(shape), np.ones(shape)]
+    if dtype == "float32":
+        cases.append(np.where(rng.random(shape) < 0.3, np.nan, 0.0))
+    for value in cases:
+        value = np.asarray(value).astype(dtype)
+        want = get_op("nonzero").ref(value, np.int64(np.count_nonzero(value)), n)
+        out = np.full((want.shape[0], want.shape[1] + 2), -7, np.int64)  # two sentinel columns past the count
+        sizes = np.array([want.shape[1]], np.int32)
+        got = lib.call("nonzero_k", value.reshape(shape or (1,)), np.int64(want.shape[1]), out, sizes)[2]
+        np.testing.assert_array_equal(got.reshape(-1)[:want.size].reshape(want.shape), want)
+        assert (got.reshape(-1)[want.size:] == -7).all()
+
+
+def test_nonzero_types():
+    n = te.size_var("n")
+    y = call("nonzero", Var("x", TensorType((2, 3), "float32")), Var("c", TensorType((), "int64")), count_dim=n)
+    assert y.type.shape == (2, n) and y.type.dtype == "int64"
+    with pytest.raises(OpError, match="the count must be an int64 scalar"):
+        call("nonzero", Var("x", TensorType((2, 3))), Var("c", TensorType((1,), "int64")), count_dim=n)
+    with pytest.raises(OpError, match="count_dim must be a size variable"):
+        call("nonzero", Var("x", TensorType((2, 3))), Var("c", TensorType((), "int64")), count_dim=4)

@@ -35,7 +35,7 @@ from .qdq import fuse_qdq
 from .external import ExternalDataError, load_external_data, refuse_external_data
 from .registry import Converter, lookup_converter
 from .shape_values import ShapeValue, collecting_checks
-from .values import ConversionError, check_tensor_data, checked_elements, empty, tensor_array
+from .values import ConversionError, check_tensor_data, checked_elements, data_sized_ops, empty, tensor_array
 from .versions.contrib import CONTRIB, ORT_ONNX_DOMAIN, ort_onnx_domain_op, unreviewed_contrib
 from .versions.default import unreviewed
 from .versions.domains import OTHER_DOMAINS, unreviewed_in_domain
@@ -55,17 +55,24 @@ class OnnxImportError(ValueError):
     """The model cannot be imported. The message says which file, which node or input, and why. needs_values: the
     graph inputs whose values would let it import (a shape or axes input computed from them), else ()."""
 
-    def __init__(self, message: str, needs_values: tuple[str, ...] = ()):
+    def __init__(self, message: str, needs_values: tuple[str, ...] = (), data_sized: bool = False):
         super().__init__(message)
         self.needs_values = tuple(needs_values)
+        self.data_sized = data_sized  # what needs the values is an output's size (NonZero): see from_onnx data_sized
 
 
 def from_onnx(model_or_path, input_shapes: dict[str, tuple] | None = None, strict: bool = False,
-              input_values: dict | None = None) -> IRModule:
+              input_values: dict | None = None, data_sized: bool = False) -> IRModule:
     """Import an ONNX model. input_shapes maps input names to full shapes; it binds symbolic dims (a dim_param
     bound in one input is bound in all), unbound symbolic or unknown dims are 1 with a warning naming them
     (an OnnxImportError if strict). input_values maps input names to arrays: those inputs become constants of
-    that value (of the declared dtype and shape) and are no longer inputs of the module."""
+    that value (of the declared dtype and shape) and are no longer inputs of the module. data_sized: an op whose
+    output size depends on values computed at run time (NonZero, Compress) becomes a data-sized op
+    (relayish/ops/data_sized.py: the generic tier runs it, compiler/generic.py), else it is an error whose
+    `data_sized` says so."""
+    if data_sized:
+        with data_sized_ops():
+            return from_onnx(model_or_path, input_shapes, strict, input_values)
     model, source = load_model(model_or_path)
     model = fuse_qdq(model)  # a static model's DequantizeLinear -> Conv/MatMul/Gemm -> QuantizeLinear groups
     if not model.graph.output:  # onnxruntime refuses an empty graph; one with nodes but no outputs computes nothing
@@ -485,7 +492,7 @@ def _convert_node(node, index, opset, env, used, source, folded: dict | None = N
         else:
             result = conv.fn(*inputs, **attrs)
     except (ConversionError, OpError) as e:
-        raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ())) from e
+        raise OnnxImportError(f"{label}: {e}", getattr(e, "inputs", ()), getattr(e, "data_sized", False)) from e
     except TypeError as e:  # a converter doing arithmetic a dim known only at run time does not allow
         if not any(_has_run_time_dims(i) for i in inputs):
             raise

@@ -3,6 +3,9 @@ and the constant inputs that converters read (shapes, axes, clip bounds). Every 
 naming what is wrong; the importer adds the file and node."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import math
 from dataclasses import dataclass
 
@@ -91,9 +94,28 @@ class RunTimeValueNeeded(ConversionError):
     from: given their values (compile_model(input_values=...)) the model imports; compile_model without them
     returns a session that compiles once per distinct value (compiler/specialize.py)."""
 
-    def __init__(self, message: str, inputs: tuple[str, ...]):
+    def __init__(self, message: str, inputs: tuple[str, ...], data_sized: bool = False):
         super().__init__(message)
         self.inputs = inputs
+        self.data_sized = data_sized  # an output's size depends on the values (NonZero): a data-sized op could run it
+
+
+_data_sized: ContextVar[bool] = ContextVar("relayish_data_sized", default=False)
+
+
+@contextmanager
+def data_sized_ops():
+    """While it lasts, an op whose output size depends on values computed at run time (NonZero, Compress) imports
+    as a data-sized op (relayish/ops/data_sized.py), not RunTimeValueNeeded: the generic tier's import."""
+    token = _data_sized.set(True)
+    try:
+        yield
+    finally:
+        _data_sized.reset(token)
+
+
+def data_sized_allowed() -> bool:
+    return _data_sized.get()
 
 
 def constant_value(expr: Expr | None, what: str) -> np.ndarray:

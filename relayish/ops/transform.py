@@ -159,7 +159,8 @@ def _reshape_compute(inputs, attrs, out_type):
 
 
 register_op("reshape", inputs=1, pattern=Pattern.INJECTIVE, op_class="layout", infer=_reshape_infer,
-            ref=lambda x, newshape: x.reshape(newshape), compute=_reshape_compute, normalize=_reshape_normalize,
+            ref=lambda x, newshape: x.reshape([d if is_static_dim(d) else -1 for d in newshape]),  # (one known
+            compute=_reshape_compute, normalize=_reshape_normalize,  # only at run time: a data-sized one, the rest)
             attrs={"newshape": REQUIRED}, flops=_movement_flops,
             doc="Row-major reshape to a fully resolved shape (the frontend resolves 0 and -1).")
 

@@ -5,13 +5,15 @@ conformance cases. Conventions: frontends/onnx/registry.py.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from relayish import Constant, Expr, free_vars
+from relayish import Constant, Expr, free_vars, te
 
 from ..builders import astype, fold, normalize_axis, reshape, shape_of
 from ..registry import converter
-from ..values import ConversionError, RunTimeValueNeeded, empty, int_list_input
+from ..values import ConversionError, RunTimeValueNeeded, data_sized_allowed, empty, int_list_input
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -95,19 +97,47 @@ def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
     inputs = tuple(sorted({v.name for v in free_vars(x)}))
     raise RunTimeValueNeeded(f"the output shape of {op} depends on the values of input {what!r}, which are "
                              f"computed at run time" + (f" from graph input(s) {list(inputs)}" if inputs else "")
-                             + ": relayish compiles static shapes, so it must be a constant", inputs)
+                             + ": relayish compiles static shapes, so it must be a constant", inputs,
+                             data_sized=op in ("NonZero", "Compress"))
+
+
+_counts = itertools.count()
+
+
+def _data_sized_nonzero(x: Expr):
+    """nonzero(x, count) of a value computed at run time: its count a reduction, its columns a size variable of
+    their own, the count's value per call (relayish/ops/data_sized.py)."""
+    if not shape_of(x):
+        x = reshape(x, (1,))
+    nonzero = x if x.type.dtype == "bool" else \
+        fold("logical_not", fold("equal", x, Constant(np.zeros((), x.type.dtype))))
+    count = fold("sum", astype(nonzero, "int64"), axes=tuple(range(len(shape_of(x)))), keepdims=False)
+    return fold("nonzero", x, count, count_dim=te.size_var(f"nonzero{next(_counts)}"))
 
 
 @converter("NonZero", since=9)
 def nonzero(x):
     """The indices of the nonzero elements, [rank, count] (a scalar counts as 1-D)."""
+    if not isinstance(x, Constant) and data_sized_allowed():
+        return _data_sized_nonzero(x)
     value = np.atleast_1d(_data_value(x, "X", "NonZero"))
     return Constant(np.array(np.nonzero(value), np.int64).reshape(value.ndim, -1))  # [rank, 0] if none
 
 
 @converter("Compress", since=9)
 def compress(x, condition, *, axis=None):
-    """Only the condition decides the shape: the selected positions are a constant `take` of the input."""
+    """Only the condition decides the shape: the selected positions are a constant `take` of the input, or, for
+    a condition computed at run time in the generic tier, the take of its nonzero positions."""
+    if not isinstance(condition, Constant) and data_sized_allowed():
+        if len(shape_of(condition)) != 1:
+            raise ConversionError(f"input 'condition' must be 1-D, got shape {shape_of(condition)}")
+        if axis is None:
+            x, axis = reshape(x, (int(np.prod(shape_of(x))),)), 0
+        axis = normalize_axis(axis, len(shape_of(x)))
+        if shape_of(condition)[0] != shape_of(x)[axis]:  # (a shorter one selects among the first elements)
+            x = fold("strided_slice", x, begin=(0,), end=(shape_of(condition)[0],), strides=(1,), axes=(axis,))
+        picked = _data_sized_nonzero(astype(condition, "bool"))
+        return fold("take", x, reshape(picked, (shape_of(picked)[1],)), axis=axis)
     cond = _data_value(condition, "condition", "Compress")
     if cond.ndim != 1:
         raise ConversionError(f"input 'condition' must be 1-D, got shape {cond.shape}")

@@ -1,0 +1,90 @@
+"""Outputs sized by data: NonZero and Compress of values computed at run time are data-sized ops
+(relayish/ops/data_sized.py) that the generic tier runs at any count, the model compiled once, not per value
+(compiler/generic_module.py binds the count when its kernel has run). Three ways: compiled, the numpy interpreter
+(the same import), onnxruntime."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler import compile_model
+from compiler.dynamic import ShapeSpecializedSession
+from frontends import from_onnx
+from harness import assert_three_way, run_ort
+from relayish.interp import evaluate
+
+RNG = np.random.default_rng(7)
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "data_sized", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _interpreted(model, feed):
+    return evaluate(from_onnx(model, input_shapes={k: v.shape for k, v in feed.items()}, data_sized=True), feed)
+
+
+def _check(model, session, feed, what):
+    ours, ref, interp = session.run(None, feed), run_ort(model, feed), _interpreted(model, feed)
+    interp = interp if isinstance(interp, (list, tuple)) else [interp]
+    for k, (o, r, i) in enumerate(zip(ours, ref, interp)):
+        assert o.shape == r.shape, (what, k, o.shape, r.shape)
+        assert o.dtype == r.dtype, (what, k, o.dtype, r.dtype)
+        assert_three_way(o, r, np.asarray(i), f"{what} output {k}")
+
+
+def gather_positive_model(shape=(3, 5)):
+    """The coordinates of x's positive elements and their values: NonZero -> Transpose -> GatherND, as a detector
+    picks its boxes above a threshold."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["idx"]),
+             helper.make_node("Transpose", ["idx"], ["idx_t"], perm=[1, 0]),
+             helper.make_node("GatherND", ["x", "idx_t"], ["values"])]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                  [helper.make_tensor_value_info("idx", TensorProto.INT64, None),
+                   helper.make_tensor_value_info("values", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.zeros((), np.float32), "zero")])
+
+
+def test_nonzero_of_a_computed_mask_runs_every_count_on_one_compile():
+    model = gather_positive_model()
+    session = compile_model(model, cache=False)
+    assert isinstance(session, ShapeSpecializedSession)
+    assert session.generic_tier["data_sized"] == ["nonzero0"]
+    for what, x in {"some": RNG.standard_normal((3, 5)), "none": -np.ones((3, 5)), "all": np.ones((3, 5)),
+                    "one": np.where(np.arange(15).reshape(3, 5) == 7, 1.0, -1.0)}.items():
+        _check(model, session, {"x": x.astype(np.float32)}, what)
+    session.run(None, {"x": np.ones((3, 5), np.float32)})  # a recurring shape: still the one generic module
+    assert session.specializations() == []
+
+
+def test_nonzero_over_a_free_length_and_of_ints():
+    nodes = [helper.make_node("NonZero", ["tokens"], ["idx"])]
+    model = _model(nodes, [helper.make_tensor_value_info("tokens", TensorProto.INT64, (2, "L"))],
+                   [helper.make_tensor_value_info("idx", TensorProto.INT64, None)])
+    session = compile_model(model, input_shapes={"tokens": (2, None)}, cache=False)
+    for length in (1, 6, 33):
+        tokens = RNG.integers(0, 3, (2, length)).astype(np.int64)
+        _check(model, session, {"tokens": tokens}, f"L={length}")
+
+
+def test_compress_by_a_computed_condition_selects_rows():
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["score"], keepdims=0),
+             helper.make_node("Greater", ["score", "zero"], ["keep"]),
+             helper.make_node("Compress", ["x", "keep"], ["rows"], axis=0)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (6, 4))],
+                   [helper.make_tensor_value_info("rows", TensorProto.FLOAT, None)],
+                   [numpy_helper.from_array(np.array([1], np.int64), "axes"),
+                    numpy_helper.from_array(np.zeros((), np.float32), "zero")])
+    session = compile_model(model, cache=False)
+    for seed in range(3):
+        _check(model, session, {"x": np.random.default_rng(seed).standard_normal((6, 4)).astype(np.float32)},
+               f"seed {seed}")
+    _check(model, session, {"x": -np.ones((6, 4), np.float32)}, "no row kept")
+
+
+def test_a_data_sized_op_outside_the_generic_tier_is_refused_naming_it():
+    with pytest.raises(Exception, match="NonZero"):
+        from_onnx(gather_positive_model())
