@@ -123,6 +123,7 @@ class ShapeSpecializedSession:
         self._queue: list = []
         self._batch, self.generic_tier, self._out_axes = None, None, ()
         self._extents = None  # the generic tier with run-time extents (compiler/generic.py), if it is that
+        self._last = None  # the module the last call ran on (_on)
         if restored is not None:
             self._batch, self.generic_tier = restored["batch"], restored["generic_tier"]
             self._out_axes = tuple(restored.get("out_axes", ()))
@@ -201,7 +202,7 @@ class ShapeSpecializedSession:
         shapes = {name: np.shape(input_feed[name]) for name in self._specs if name in input_feed}
         if self._batch is None and self._extents is None:
             spec = self._specialization_for(shapes, count_run=True)
-            return spec.module.run(output_names, input_feed, run_options)
+            return self._on(spec.module).run(output_names, input_feed, run_options)
         key = _key(bind(self._specs, shapes))
         with self._lock:
             spec = self._kept.get(key)
@@ -213,14 +214,22 @@ class ShapeSpecializedSession:
                 if self._seen[key] >= SPECIALIZE_AFTER:
                     self._schedule(key, _int_shapes(shapes))
         if spec is not None:
-            return spec.module.run(output_names, input_feed, run_options)
+            return self._on(spec.module).run(output_names, input_feed, run_options)
         if self._extents is not None:
             try:
-                return self._extents.run(output_names, input_feed, run_options)
+                return self._on(self._extents).run(output_names, input_feed, run_options)
             except SizesOutsideGeneric:  # (a window larger than its input: compiled for these sizes, as it was)
                 spec = self._specialization_for(shapes, count_run=True)
-                return spec.module.run(output_names, input_feed, run_options)
+                return self._on(spec.module).run(output_names, input_feed, run_options)
         return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
+
+    def _on(self, module):
+        """module, the previous call's module idled first if it was another: each library has its own thread
+        pool, whose workers spin a moment after a run; the next library's would share the cores with them."""
+        last, self._last = self._last, module
+        if last is not None and last is not module and hasattr(last, "idle"):
+            last.idle()
+        return module
 
     def specialization(self, input_shapes: dict):
         """The compiled module for these input shapes (name -> shape), compiled now if it is not kept."""
@@ -327,7 +336,7 @@ class ShapeSpecializedSession:
             item = {n: np.zeros((1,) + v.shape[1:], v.dtype) for n, v in feeds.items()}
             return [np.take(o, np.arange(0), axis=a) for o, a in
                     zip(self._generic.run(output_names, item, run_options), axes)]
-        parts = [self._generic.run(output_names, {n: v[i:i + 1] for n, v in feeds.items()}, run_options)
+        parts = [self._on(self._generic).run(output_names, {n: v[i:i + 1] for n, v in feeds.items()}, run_options)
                  for i in range(batch)]
         return [np.concatenate([p[k] for p in parts], axis=a) for k, a in enumerate(axes)]
 

@@ -161,6 +161,7 @@ class GenericModule:
         self._consts, self._checks, self._index_specs = consts, list(checks), index_specs or {}
         self._lib = ctypes.CDLL(lib_path)
         self._lib.relayish_set_num_threads.argtypes = [ctypes.c_int32]
+        self._lib.relayish_pool_linger.restype = self._lib.relayish_pool_idle.restype = None
         self._kernels = []  # per step, per choice of kernel (one, but for a convolution of several algorithms)
         for s in steps:
             fns = []
@@ -287,6 +288,10 @@ class GenericModule:
     def data_sized(self) -> list[str]:
         """The size variables whose values the model computes (the columns of a NonZero), in order."""
         return [var.name for var, _ in self._data.values()]
+
+    def idle(self) -> None:
+        """Let the library's pool workers sleep now (runtime.Module.idle)."""
+        self._lib.relayish_pool_idle()
 
     @property
     def num_threads(self) -> int:
@@ -435,6 +440,7 @@ class GenericModule:
             values_out = self._run_steps(plan, space, arrays)
         finally:
             self._give_back(space)
+            self._lib.relayish_pool_linger()  # workers spin a moment for a next call, then sleep (as a module's run)
         if output_names is None:
             return values_out
         index = {n: k for k, n in enumerate(self._output_names)}

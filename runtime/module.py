@@ -287,6 +287,12 @@ class Module:
             raise ValueError(f"num_threads must be an integer >= 1, got {n!r}")
         self._lib.relayish_set_num_threads(int(n))
 
+    def idle(self) -> None:
+        """Let the library's pool workers sleep now rather than spin a moment for a next run: for a caller about to
+        run another library (a session switching tiers), whose threads would otherwise share the cores with
+        these."""
+        self._lib.relayish_pool_idle()
+
     @property
     def max_concurrent_runs(self) -> int:
         """How many calls of this Module may run native code at once, each with its own workspace (1: calls are

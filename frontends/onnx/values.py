@@ -100,14 +100,14 @@ class RunTimeValueNeeded(ConversionError):
         self.data_sized = data_sized  # an output's size depends on the values (NonZero): a data-sized op could run it
 
 
-_data_sized: ContextVar[bool] = ContextVar("relayish_data_sized", default=False)
+_data_sized: ContextVar[list | None] = ContextVar("relayish_data_sized", default=None)  # the names made so far
 
 
 @contextmanager
 def data_sized_ops():
     """While it lasts, an op whose output size depends on values computed at run time (NonZero, Compress) imports
     as a data-sized op (relayish/ops/data_sized.py), not RunTimeValueNeeded: the generic tier's import."""
-    token = _data_sized.set(True)
+    token = _data_sized.set([])
     try:
         yield
     finally:
@@ -115,7 +115,14 @@ def data_sized_ops():
 
 
 def data_sized_allowed() -> bool:
-    return _data_sized.get()
+    return _data_sized.get() is not None
+
+
+def data_sized_name(prefix: str) -> str:
+    """A new data-sized dim's name in this import: prefix0, prefix1, ... in the order of the graph's nodes."""
+    made = _data_sized.get()
+    made.append(prefix)
+    return f"{prefix}{made.count(prefix) - 1}"
 
 
 def constant_value(expr: Expr | None, what: str) -> np.ndarray:

@@ -5,15 +5,14 @@ conformance cases. Conventions: frontends/onnx/registry.py.
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from relayish import Constant, Expr, free_vars, te
 
 from ..builders import astype, fold, normalize_axis, reshape, shape_of
 from ..registry import converter
-from ..values import ConversionError, RunTimeValueNeeded, data_sized_allowed, empty, int_list_input
+from ..values import (ConversionError, RunTimeValueNeeded, data_sized_allowed, data_sized_name, empty,
+                      int_list_input)
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 
@@ -101,9 +100,6 @@ def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
                              data_sized=op in ("NonZero", "Compress"))
 
 
-_counts = itertools.count()
-
-
 def _data_sized_nonzero(x: Expr):
     """nonzero(x, count) of a value computed at run time: its count a reduction, its columns a size variable of
     their own, the count's value per call (relayish/ops/data_sized.py)."""
@@ -112,7 +108,7 @@ def _data_sized_nonzero(x: Expr):
     nonzero = x if x.type.dtype == "bool" else \
         fold("logical_not", fold("equal", x, Constant(np.zeros((), x.type.dtype))))
     count = fold("sum", astype(nonzero, "int64"), axes=tuple(range(len(shape_of(x)))), keepdims=False)
-    return fold("nonzero", x, count, count_dim=te.size_var(f"nonzero{next(_counts)}"))
+    return fold("nonzero", x, count, count_dim=te.size_var(data_sized_name("nonzero")))
 
 
 @converter("NonZero", since=9)
