@@ -88,3 +88,32 @@ def test_compress_by_a_computed_condition_selects_rows():
 def test_a_data_sized_op_outside_the_generic_tier_is_refused_naming_it():
     with pytest.raises(Exception, match="NonZero"):
         from_onnx(gather_positive_model())
+
+
+def test_compress_without_an_axis_and_nonzero_of_a_scalar():
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["keep"]),
+             helper.make_node("Reshape", ["keep", "flat"], ["keep_flat"]),
+             helper.make_node("Compress", ["x", "keep_flat"], ["picked"]),
+             helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
+             helper.make_node("NonZero", ["top"], ["where_top"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 2))],
+                   [helper.make_tensor_value_info("picked", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("where_top", TensorProto.INT64, None)],
+                   [numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+                    numpy_helper.from_array(np.array([-1], np.int64), "flat")])
+    session = compile_model(model, cache=False)
+    assert session.generic_tier["data_sized"] == ["nonzero0", "nonzero1"]
+    for what, x in {"mixed": RNG.standard_normal((2, 3, 2)), "zeros": np.zeros((2, 3, 2))}.items():
+        _check(model, session, {"x": x.astype(np.float32)}, what)
+
+
+def test_an_exported_data_sized_session_loads_with_its_model(tmp_path):
+    from compiler import load_session
+    model = gather_positive_model()
+    session = compile_model(model, cache=False)
+    folder = session.export(str(tmp_path / "sized"))
+    loaded = load_session(folder, model=model)
+    x = RNG.standard_normal((3, 5)).astype(np.float32)
+    _check(model, loaded, {"x": x}, "loaded")
+    with pytest.raises(ValueError, match="no model"):
+        load_session(folder).run(None, {"x": x})

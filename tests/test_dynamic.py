@@ -81,6 +81,27 @@ def test_free_width_runs_shapes_never_compiled_for_three_ways(width):
     np.testing.assert_allclose(sess.run(None, feed)[0], generic, rtol=1e-5, atol=1e-5)
 
 
+def test_a_call_on_another_tier_idles_the_previous_ones_thread_pool():
+    """Each library has its own thread pool, whose workers spin a moment after a run: a call that runs on another
+    module than the call before idles the previous one's first (a specialization after the generic tier, and
+    back), not on the same one."""
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    idled = []
+    feed = {"x": RNG.standard_normal((1, 3, 8, 9)).astype(np.float32)}
+    sess.run(None, feed)
+    generic = sess._extents
+    generic.idle = lambda: idled.append("generic")
+    sess.run(None, feed)  # (the second call of W=9: its module is compiled in the background)
+    assert sess.wait_for_specializations(timeout=120) and idled == []
+    special = sess.specialization({"x": (1, 3, 8, 9)})
+    special.idle = lambda: idled.append("special")
+    sess.run(None, feed)  # on the specialization: the generic tier's pool idled
+    sess.run(None, feed)
+    assert idled == ["generic"]
+    sess.run(None, {"x": RNG.standard_normal((1, 3, 8, 4)).astype(np.float32)})  # a new width: generic again
+    assert idled == ["generic", "special"]
+
+
 @pytest.mark.parametrize("width", ["W", None], ids=["named", "unnamed"])
 def test_eager_compiles_each_new_width_on_first_sight(width):
     model = line_model(width)
