@@ -244,7 +244,7 @@ def main(argv=None) -> int:
                                                           lambda line: print(line, flush=True))]
     status = [row_status(r) for r in rows if r["sizes"] or "error" in r]
     print(f"{len(rows)} free dims: {status.count('pass')} pass at every size onnxruntime runs, "
-          f"{status.count('as static')} give the static compile's outputs where that disagrees, "
+          f"{status.count('as static')} err as the static compile does where that disagrees, "
           f"{status.count('fail')} fail, {status.count('error')} errors; "
           f"{len(rows) - len(status)} onnxruntime runs at no size but the base")
     if args.json:
