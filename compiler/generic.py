@@ -21,12 +21,12 @@ the cell, called once per step on the state before it. Tuning records are not us
 schedule. compile_generic ends with a warm-up call at the typical sizes, so the first real call finds the
 library's code and threads and a workspace ready.
 
-An output sized by data (NonZero, and Compress through it) is a data-sized op (relayish/ops/data_sized.py): its
-size variable gets the value its count input has at run time (generic_module.py), its kernel is written by hand
-(compiler/sequential.py).
+An output sized by data (NonZero, and Compress through it; TopK's k computed at run time) is a data-sized op
+(relayish/ops/data_sized.py): its size variable gets the value its count input has at run time
+(generic_module.py), its kernel is written by hand (compiler/sequential.py).
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
-other outputs sized by data (Unique, NonMaxSuppression, TopK's run-time k), a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
+other outputs sized by data (Unique, NonMaxSuppression), a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
 free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported says
 where), and the session compiles per shape instead.
 
@@ -205,13 +205,16 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
 
 
 def _data_dims(calls: list) -> list:
-    """(size variable, call, its largest value) per data-sized dim: the columns of a nonzero call, whose value is
-    the call's count input's (relayish/ops/data_sized.py), at most the element count of its input."""
+    """(size variable, call, its largest value) per data-sized dim: the columns of a nonzero call, at most the
+    element count of its input, and the axis of a slice_to_count, at most the input's there; its value is the
+    call's second input's (relayish/ops/data_sized.py)."""
     out = []
     for k, c in enumerate(calls):
         body = c.op.body
         if isinstance(body, Call) and body.op == "nonzero":
             out.append((body.attrs["count_dim"], k, math.prod(c.args[0].type.shape or (1,))))
+        elif isinstance(body, Call) and body.op == "slice_to_count":
+            out.append((body.attrs["count_dim"], k, c.args[0].type.shape[body.attrs["axis"]]))
     return out
 
 

@@ -17,7 +17,7 @@ from relayish.expr import Call
 from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Store
 from .lower import prim_func
 
-SEQUENTIAL_OPS = ("nonzero",)
+SEQUENTIAL_OPS = ("nonzero", "slice_to_count")
 
 
 def sequential_op(func) -> str | None:
@@ -31,8 +31,11 @@ def sequential_op(func) -> str | None:
 
 def sequential_kernel(func, name: str) -> PrimFunc | None:
     """The loop IR kernel of a sequential op's primitive function (None if it is not one)."""
-    if sequential_op(func) == "nonzero":
+    op = sequential_op(func)
+    if op == "nonzero":
         return _nonzero(func, name)
+    if op == "slice_to_count":
+        return _slice_to_count(func, name)
     return None
 
 
@@ -63,3 +66,22 @@ def _nonzero(func, name: str) -> PrimFunc:
     body = Allocate(found, Seq([Store(found, te.IntImm(0), te.IntImm(0)), For(i, te.IntImm(0), total, "serial",
                                                                                 step)]))
     return prim_func(name, [x, count], [out], [], body)
+
+
+def _slice_to_count(func, name: str) -> PrimFunc:
+    """out = x's first k elements along axis (k: the output's dim there, checked <= x's by the caller): one copy
+    loop nest over the dims before the axis, k, and the dims after it."""
+    x_param, k_param = func.params
+    axis = func.body.attrs["axis"]
+    x = Buffer("x", x_param.type.shape, x_param.type.dtype)
+    k = Buffer("k", k_param.type.shape, "int64")
+    out = Buffer("out", func.body.type.shape, x.dtype)
+    dims = [te.as_expr(te.dim(d)) for d in x.shape]
+    outer = math.prod(dims[:axis], start=te.IntImm(1))
+    inner = math.prod(dims[axis + 1:], start=te.IntImm(1))
+    n, count = dims[axis], te.as_expr(te.dim(out.shape[axis]))
+    o, j, i = te.Var("o"), te.Var("j"), te.Var("i")
+    copy = Store(out, (o * count + j) * inner + i, Load(x, (o * n + j) * inner + i))
+    body = For(o, te.IntImm(0), outer, "serial", For(j, te.IntImm(0), count, "serial",
+                                                       For(i, te.IntImm(0), inner, "serial", copy)))
+    return prim_func(name, [x, k], [out], [], body)

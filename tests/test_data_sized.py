@@ -117,3 +117,18 @@ def test_an_exported_data_sized_session_loads_with_its_model(tmp_path):
     _check(model, loaded, {"x": x}, "loaded")
     with pytest.raises(ValueError, match="no model"):
         load_session(folder).run(None, {"x": x})
+
+
+def test_topk_with_a_k_given_at_run_time_runs_every_k_on_one_compile():
+    nodes = [helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1, largest=0)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 10)),
+                           helper.make_tensor_value_info("k", TensorProto.INT64, (1,))],
+                   [helper.make_tensor_value_info("values", TensorProto.FLOAT, None),
+                    helper.make_tensor_value_info("indices", TensorProto.INT64, None)])
+    session = compile_model(model, cache=False)
+    assert session.generic_tier["data_sized"] == ["topk0"]
+    x = np.round(RNG.standard_normal((3, 10)), 1).astype(np.float32)  # ties: the lower index first
+    for k in (1, 4, 10, 0):
+        _check(model, session, {"x": x, "k": np.array([k], np.int64)}, f"k={k}")
+    with pytest.raises(RuntimeError, match=r"topk0 would be 11, outside \[0, 10\]"):
+        session.run(None, {"x": x, "k": np.array([11], np.int64)})

@@ -516,3 +516,23 @@ def test_nonzero_types():
         call("nonzero", Var("x", TensorType((2, 3))), Var("c", TensorType((1,), "int64")), count_dim=n)
     with pytest.raises(OpError, match="count_dim must be a size variable"):
         call("nonzero", Var("x", TensorType((2, 3))), Var("c", TensorType((), "int64")), count_dim=4)
+
+
+@pytest.mark.parametrize("shape,axis,count", [((3, 7, 2), 1, 4), ((5,), 0, 0), ((2, 6), 1, 6), ((4, 3), 0, 1)])
+def test_slice_to_count_hand_written_kernel_gives_its_reference(tmp_path, shape, axis, count):
+    from codegen_kernels import Lib
+    from compiler.codegen import build_library
+    from compiler.sequential import sequential_kernel
+    from relayish.expr import Function
+    k_dim = te.size_var("k")
+    x, k = Var("x", TensorType(shape, "float32")), Var("k", TensorType((1,), "int64"))
+    func = sequential_kernel(Function((x, k), call("slice_to_count", x, k, axis=axis, count_dim=k_dim)), "first_k")
+    lib = Lib(build_library([func], None, str(tmp_path / "first_k.so")))
+    value = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    want = get_op("slice_to_count").ref(value, np.array([count]), axis, k_dim)
+    out = np.full(want.size + 3, np.nan, np.float32)  # three sentinels past the end
+    got = lib.call("first_k", value, np.array([count], np.int64), out, np.array([count], np.int32))[2]
+    np.testing.assert_array_equal(got[:want.size].reshape(want.shape), want)
+    assert np.isnan(got[want.size:]).all()
+    with pytest.raises(OpError, match="count_dim must be a size variable"):
+        call("slice_to_count", x, k, axis=axis, count_dim=3)

@@ -1,4 +1,5 @@
-"""Ops whose output size depends on their input's values: the indices of the nonzero elements.
+"""Ops whose output size depends on their input's values: the indices of the nonzero elements, and the first k
+elements along an axis for a k computed at run time (TopK's).
 
     count = sum(cast(x != 0, "int64"))                 # a reduction: int64 []
     y     = nonzero(x, count, count_dim=n)             # int64 [rank, n], n the size variable count's value is
@@ -42,3 +43,28 @@ register_op("nonzero", inputs=2, pattern=Pattern.OPAQUE, op_class="layout", infe
             attrs={"count_dim": REQUIRED},
             doc="the indices of x's nonzero elements, int64 [rank, n] in row-major order (a scalar as 1-D), given "
                 "their count (int64 []) and the size variable n that stands for its value")
+
+
+def _slice_infer(arg_types, attrs):
+    x, k = arg_types
+    if k.dtype != "int64" or k.size != 1:
+        raise OpError(f"slice_to_count: the count must be one int64, got {k.dtype}{list(k.shape)}")
+    if not 0 <= attrs.axis < x.ndim:
+        raise OpError(f"slice_to_count: axis {attrs.axis} out of range for a rank-{x.ndim} input")
+    n = attrs.count_dim
+    if not isinstance(n, te.Var):
+        raise OpError(f"slice_to_count: count_dim must be a size variable (the count's value at run time), got {n!r}")
+    return TensorType(x.shape[:attrs.axis] + (n,) + x.shape[attrs.axis + 1:], x.dtype)
+
+
+def _slice_ref(x, k, axis, count_dim):
+    count = int(np.asarray(k).reshape(-1)[0])
+    if not 0 <= count <= x.shape[axis]:
+        raise OpError(f"slice_to_count: a count of {count} for an axis of {x.shape[axis]}")
+    return np.take(x, np.arange(count), axis=axis)
+
+
+register_op("slice_to_count", inputs=2, pattern=Pattern.OPAQUE, op_class="layout", infer=_slice_infer,
+            ref=_slice_ref, attrs={"axis": REQUIRED, "count_dim": REQUIRED},
+            doc="the first k elements of x along axis, k the value of the int64 count computed at run time (TopK's "
+                "k), the size variable count_dim standing for it")

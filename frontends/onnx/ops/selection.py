@@ -69,14 +69,31 @@ def topk_v1(x, *, k, axis=-1):
 
 
 def _k_input(k) -> int:
-    value = int_list_input(k, "K")
+    try:
+        value = int_list_input(k, "K")
+    except RunTimeValueNeeded as e:  # an output sized by data: the generic tier runs it (_run_time_k)
+        raise RunTimeValueNeeded(str(e), e.inputs, data_sized=True) from None
     if len(value) != 1:
         raise ConversionError(f"input 'K' must hold one value, got {len(value)}")
     return value[0]
 
 
+def _run_time_k(x, k, axis: int, largest: bool):
+    """TopK with a k computed at run time (the generic tier): every element ranked (k = the axis), then the first
+    k of the order along the axis (slice_to_count: k's value at run time, at most the axis), and their values."""
+    if shape_of(k) not in ((1,), ()):
+        raise ConversionError(f"input 'K' must hold one value, got shape {shape_of(k)}")
+    axis = normalize_axis(axis, len(shape_of(x)))
+    _, order = _topk(x, shape_of(x)[axis], axis, largest, True)
+    first = fold("slice_to_count", order, astype(k, "int64"), axis=axis,
+                 count_dim=te.size_var(data_sized_name("topk")))
+    return fold("gather_elements", x, first, axis=axis), first
+
+
 @converter("TopK", since=10)
 def topk_v10(x, k, *, axis=-1):
+    if not isinstance(k, Constant) and data_sized_allowed():
+        return _run_time_k(x, k, axis, True)
     return _topk(x, _k_input(k), axis, True, True)
 
 
@@ -84,6 +101,8 @@ def topk_v10(x, k, *, axis=-1):
 def topk_v11(x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002  (ONNX's attribute name)
     if largest not in (0, 1) or sorted not in (0, 1):
         raise ConversionError(f"largest and sorted must be 0 or 1, got {largest} and {sorted}")
+    if not isinstance(k, Constant) and data_sized_allowed():
+        return _run_time_k(x, k, axis, bool(largest))
     return _topk(x, _k_input(k), axis, bool(largest), bool(sorted))
 
 
