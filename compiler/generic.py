@@ -26,9 +26,9 @@ An output sized by data (NonZero, and Compress through it; TopK's k computed at 
 (generic_module.py), its kernel is written by hand (compiler/sequential.py).
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
-other outputs sized by data (Unique, NonMaxSuppression), a recurrent layer over a run-time length outside its fused form, pooling in ceil mode over a
-free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported says
-where), and the session compiles per shape instead.
+Unique of a run-time value, a recurrent layer over a run-time length outside its fused form, pooling in ceil mode
+over a free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported
+says where), and the session compiles per shape (or value) instead.
 
 Invariants: inputs are checked against the symbols before any kernel runs (a dim named in two inputs must agree,
 fixed dims must match, the values of an input that indexes a table must be in range, and what the import assumed
