@@ -9,9 +9,9 @@ that depends on a size is made for the typical size, but for a convolution's Win
 built and the call picks one, _algorithm_variants), and each call's task is taken over
 its own dims (_own_dims: d0, d1, ... for the run-time dims of its parameters, whatever expressions of the symbols
 they are at that call), deduplicated, and scheduled once: the default schedule of the task at a typical size of
-each variable (HINT_SIZE, inside its range, through the call's expressions), replayed on the task over the
-variables (compiler/run_time_schedule.py default_schedule_for_sizes), so that a split of a run-time extent runs
-whole tiles and a guarded last tile. The kernels read their sizes from a last int32 parameter
+each variable (generic_module.HINT_SIZE, inside its range, through the call's expressions), replayed on the task
+over the variables (compiler/run_time_schedule.py default_schedule_for_sizes), so that a split of a run-time
+extent runs whole tiles and a guarded last tile. The kernels read their sizes from a last int32 parameter
 (compiler/lower.py) and are built into one library.
 
 The module (compiler/generic_module.py) binds the variables from a call's inputs' shapes, plans that set of sizes
@@ -56,7 +56,7 @@ from runtime.module import TensorSpec
 from .arith import evaluate
 from .backend import materialize_outputs
 from .codegen import build_library, vector_width
-from .generic_module import HINT_SIZE, GenericModule
+from .generic_module import GenericModule, hint_size
 from .index_bounds import input_index_bounds, input_index_ignored
 from .lower import LoweringError, lower
 from .passes import PassContext, run_pipeline
@@ -119,10 +119,7 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
     from frontends import from_onnx
     t0 = time.perf_counter()
     symbols = {s: te.size_var(s) for dims in shapes.values() for s in dims if isinstance(s, str)}
-    hints = {}
-    for s, var in symbols.items():
-        lo, hi = (ranges or {}).get(s, (0, None))
-        hints[var] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
+    hints = {var: hint_size((ranges or {}).get(s)) for s, var in symbols.items()}
     input_shapes = {n: tuple(symbols[d] if isinstance(d, str) else d for d in dims) for n, dims in shapes.items()}
     try:
         mod = from_onnx(model, input_shapes=input_shapes, data_sized=True)

@@ -46,6 +46,12 @@ HINT_SIZE = TYPICAL_SIZE  # a free dim's size the kernels are scheduled for, the
 ALIGN = 64  # every buffer starts on a cache line
 
 
+def hint_size(bounds: tuple | None) -> int:
+    """HINT_SIZE clamped into a free dim's range (lo, hi) (hi None: unbounded; None: any size)."""
+    lo, hi = bounds or (0, None)
+    return max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
+
+
 class SizesOutsideGeneric(ValueError):
     """These sizes make an intermediate dim of the model smaller than 1 (a window larger than its input, which
     onnxruntime clips to the input and the shape rules over size variables do not): the generic module does not
@@ -178,7 +184,9 @@ class GenericModule:
         self._spaces: list = []  # workspaces not in use
         self._lock = threading.Lock()
         self._index_steps()
-        self._packing = _pack(*self._bytes_and_lives(self._hint_numbers()))
+        hint = self._hint_numbers()
+        self._packing = _pack([ALIGN] * len(self._lives) if hint is None else self._aligned_bytes(hint).tolist(),
+                              self._lives)
 
     def _index_steps(self) -> None:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
@@ -198,7 +206,7 @@ class GenericModule:
         # product of a scalar's dims)
         exprs = [d for d, _ in checks]
         gather, starts, itemsizes, lives = [], [], [], []  # per workspace buffer: its dims, from gather[start:]
-        self._choice_of = []  # per workspace buffer: (step, choice) of a choice's scratch buffer, else None
+        self._by_choice = {}  # (step, choice) -> its scratch buffers' indices (emptied when another is chosen)
         self._shape_at = {}  # (step, output) -> its dims' positions, for the outputs made arrays
         self._choosing = []  # per step of several kernels: (step, its output's height and width positions, tiles)
         self._out_bufs, self._scratch_bufs, self._size_start, size_at, out_dims = [], [], [], [], []
@@ -209,7 +217,8 @@ class GenericModule:
             gather.append(-1)  # the 1 (see above)
             itemsizes.append(np.dtype(dtype).itemsize)
             lives.append(live)
-            self._choice_of.append(choice)
+            if choice is not None:
+                self._by_choice.setdefault(choice, []).append(len(starts) - 1)
             return len(starts) - 1
 
         def numbers(these) -> list[int]:
@@ -240,28 +249,47 @@ class GenericModule:
         self._itemsizes, self._lives = np.array(itemsizes, np.int64), lives
         self._size_at = np.array(size_at, np.intp)
         self._out_dims = np.array(out_dims, np.intp)
-        self._by_choice = {}  # (step, choice) -> its scratch buffers' indices (emptied when another is chosen)
-        for b, kc in enumerate(self._choice_of):
-            if kc is not None:
-                self._by_choice.setdefault(kc, []).append(b)
 
     def _hint_numbers(self) -> np.ndarray | None:
         """The evaluator's numbers at each symbol's hint size (HINT_SIZE within its range), None if they break a
         check (then every buffer is packed as if of one size)."""
         try:
-            values = self._with_bounds(self._hint_values())
-            numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
+            numbers = self._numbers(self._with_bounds(self._hint_values()))
         except (ArithmeticError, ValueError):
             return None
-        return None if (numbers[:len(self._checks)] < 1).any() else numbers
+        return None if self._failed_check(numbers) is not None else numbers
 
     def _hint_values(self) -> dict:
         """Each input symbol's hint size (HINT_SIZE within its range)."""
-        out = {}
-        for v in self._vars.values():
-            lo, hi = self._ranges.get(v.name, (0, None))
-            out[v] = max(lo, min(HINT_SIZE, hi if hi is not None else HINT_SIZE), 1)
-        return out
+        return {v: hint_size(self._ranges.get(v.name)) for v in self._vars.values()}
+
+    def _numbers(self, values: dict) -> np.ndarray:
+        """The evaluator's numbers (see _index_steps) at these values of every size variable."""
+        return np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
+
+    def _failed_check(self, numbers: np.ndarray) -> int | None:
+        """The first check (an intermediate dim >= 1) these numbers break, else None."""
+        bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
+        return int(bad[0]) if len(bad) else None
+
+    def _unchosen(self, choice: list) -> list:
+        """The scratch buffers of the kernels a plan does not run."""
+        return [b for (k, c), bufs in self._by_choice.items() if choice[k] != c for b in bufs]
+
+    def _arguments(self, numbers: np.ndarray, choice: list) -> tuple:
+        """(every kernel's size arguments as int32, per step the address of its chosen kernel's, the shapes of the
+        outputs made arrays) at these numbers."""
+        sizes = numbers[self._size_at].astype(np.int32)
+        base, listed = sizes.ctypes.data, numbers.tolist()
+        return (sizes, [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)],
+                {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()})
+
+    def _keep(self, key: tuple, plan: _Plan) -> _Plan:
+        with self._lock:
+            if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     def _with_bounds(self, values: dict) -> dict:
         """values (the input symbols') and each data-sized dim at its largest value."""
@@ -269,11 +297,6 @@ class GenericModule:
         for var, bound in self._data.values():
             values[var] = max(0, evaluate(bound, values))
         return values
-
-    def _bytes_and_lives(self, numbers: np.ndarray | None) -> tuple[list, list]:
-        if numbers is None:
-            return [ALIGN] * len(self._lives), self._lives
-        return self._aligned_bytes(numbers).tolist(), self._lives
 
     def _aligned_bytes(self, numbers: np.ndarray, unchosen=()) -> np.ndarray:
         """Each workspace buffer's bytes at these numbers, a cache line at least (and for the scratch buffers of
@@ -305,15 +328,15 @@ class GenericModule:
     def bind(self, feed: dict) -> dict:
         """Each size variable's value for these inputs; ValueError naming the input and dim that disagree (the
         session's own check, compiler/dynamic.py bind)."""
-        sizes = bind(self._specs, {name: np.shape(feed[name]) for name in self._specs if name in feed})
-        return {self._vars[s]: n for s, n in sizes.items()}
+        return self._values({name: np.shape(feed[name]) for name in self._specs if name in feed})
+
+    def _values(self, shapes: dict) -> dict:
+        return {self._vars[s]: n for s, n in bind(self._specs, shapes).items()}
 
     def kernels_for(self, shapes: dict) -> list[tuple[str, int | None]]:
         """The kernels a call with inputs of these shapes (name -> shape) runs, in order: (name, the Winograd tile
         of a convolution whose algorithm is chosen per call (0: direct), else None)."""
-        values = bind(self._specs, shapes)
-        values = {self._vars[s]: n for s, n in values.items()}
-        plan = self._plan(values, tuple(sorted((v.name, n) for v, n in values.items())))
+        plan = self._plan(self._values(shapes))
         return [((s.choices[c].kernel, s.tiles[c]) if s.choices else (s.kernel, None))
                 for s, c in zip(self._steps, plan.choice)]
 
@@ -329,7 +352,9 @@ class GenericModule:
         except (ValueError, ArithmeticError):
             pass
 
-    def _plan(self, values: dict, key: tuple) -> _Plan:
+    def _plan(self, values: dict) -> _Plan:
+        """What a call at these sizes (size variable -> value) needs: kept per set of sizes."""
+        key = tuple(sorted((v.name, n) for v, n in values.items()))
         plan = self._plans.get(key)
         if plan is not None:
             return plan
@@ -337,36 +362,26 @@ class GenericModule:
         if small:
             raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
         values = self._with_bounds(values)  # (the buffers are placed for the largest data-sized dims)
-        numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
-        bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
-        if len(bad):
-            d, what = self._checks[bad[0]]
-            raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {numbers[bad[0]]}, "
+        numbers = self._numbers(values)
+        bad = self._failed_check(numbers)
+        if bad is not None:
+            d, what = self._checks[bad]
+            raise SizesOutsideGeneric(f"sizes {dict(key)}: {what}: {te.expr_str(d)} would be {numbers[bad]}, "
                                       f"not >= 1")
         if (numbers[self._out_dims] < 0).any():
             raise ValueError(f"sizes {dict(key)}: a kernel would make an output with a negative dim (an input is "
                              f"too small for the model)")
-        listed = numbers.tolist()
         choice = [0] * len(self._steps)
         for k, h, w, tiles in self._choosing:  # the algorithm of a convolution: the rule of a static compile's
-            m = winograd_tile_at(listed[h], listed[w], tiles)
+            m = winograd_tile_at(int(numbers[h]), int(numbers[w]), tiles)
             choice[k] = tiles.index(m) if m in tiles else len(tiles) - 1
-        unchosen = [b for (k, c), bufs in self._by_choice.items() if choice[k] != c for b in bufs]
-        nbytes = self._aligned_bytes(numbers, unchosen)
+        nbytes = self._aligned_bytes(numbers, self._unchosen(choice))
         blocks = np.zeros(max(self._packing, default=-1) + 1, np.int64)
         np.maximum.at(blocks, self._packing, nbytes)
         ends = np.cumsum(blocks)
         offsets = (ends - blocks)[self._packing].tolist() if len(blocks) else []
-        sizes = numbers[self._size_at].astype(np.int32)
-        base = sizes.ctypes.data
-        size_ptrs = [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)]
-        shapes = {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()}
-        plan = _Plan(offsets, int(ends[-1]) if len(ends) else 0, sizes, size_ptrs, shapes, choice, values, nbytes)
-        with self._lock:
-            if len(self._plans) >= MAX_PLANS:  # sizes change from call to call: keep memory bounded
-                self._plans.clear()
-            self._plans[key] = plan
-        return plan
+        return self._keep(key, _Plan(offsets, int(ends[-1]) if len(ends) else 0, *self._arguments(numbers, choice),
+                                     choice, values, nbytes))
 
     def _bind_data(self, plan: _Plan, k: int, value: int) -> _Plan:
         """The plan of the rest of a call once step k's data-sized dim is known to be `value`: the same buffers
@@ -380,29 +395,18 @@ class GenericModule:
         bound = self._plans.get(key)
         if bound is not None:
             return bound
-        numbers = np.array(self._evaluate(*[values[v] for v in self._order]) + (1,), np.int64)
-        bad = np.flatnonzero(numbers[:len(self._checks)] < 1)
-        if len(bad):
-            d, what = self._checks[bad[0]]
+        numbers = self._numbers(values)
+        bad = self._failed_check(numbers)
+        if bad is not None:
+            d, what = self._checks[bad]
             raise ValueError(f"{var.name} = {value} (the count of kernel {self._steps[k].kernel}): {what}: "
-                             f"{te.expr_str(d)} would be {numbers[bad[0]]}, not >= 1")
-        unchosen = [b for (j, c), bufs in self._by_choice.items() if plan.choice[j] != c for b in bufs]
-        nbytes = self._aligned_bytes(numbers, unchosen)
-        if (nbytes > plan.nbytes).any():  # (sizes grow with a data-sized dim: this does not happen)
+                             f"{te.expr_str(d)} would be {numbers[bad]}, not >= 1")
+        # (the buffers were placed for the largest value, and sizes grow with a data-sized dim: this does not happen)
+        if (self._aligned_bytes(numbers, self._unchosen(plan.choice)) > plan.nbytes).any():
             raise RuntimeError(f"{var.name} = {value}: a buffer would outgrow the room made for {var.name} = "
                                f"{plan.values[var]}")
-        sizes = numbers[self._size_at].astype(np.int32)
-        base = sizes.ctypes.data
-        listed = numbers.tolist()
-        bound = _Plan(plan.offsets, plan.size, sizes,
-                      [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, plan.choice)],
-                      {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()},
-                      plan.choice, values, plan.nbytes)
-        with self._lock:
-            if len(self._plans) >= MAX_PLANS:
-                self._plans.clear()
-            self._plans[key] = bound
-        return bound
+        return self._keep(key, _Plan(plan.offsets, plan.size, *self._arguments(numbers, plan.choice), plan.choice,
+                                     values, plan.nbytes))
 
     def _take_workspace(self, size: int) -> _Workspace:
         """A workspace of at least `size` bytes for one call, its own until _give_back: the smallest kept one that
@@ -434,7 +438,7 @@ class GenericModule:
             if name in self._index_specs:
                 check_index_values(self._index_specs[name], a)
             arrays.append(as_aligned(np.ascontiguousarray(a)))
-        plan = self._plan(values, tuple(sorted((v.name, n) for v, n in values.items())))
+        plan = self._plan(values)
         space = self._take_workspace(plan.size)
         try:
             values_out = self._run_steps(plan, space, arrays)

@@ -389,18 +389,24 @@ def _conv_relu(name, x, y, w):
             helper.make_node("Relu", [f"{name}c"], [y])]
 
 
-def test_winograd_convolutions_over_run_time_sizes_share_one_kernel_over_their_own_dims():
-    """Two 16 -> 16 3x3 convolutions (Winograd F(4x4, 3x3) over run-time sizes), the second over the first's map
-    pooled by 2: one kernel serves both, over its own dims (d0, d1: H and W at one call, (H - 2) // 2 + 1 and
-    (W - 2) // 2 + 1 at the other, evaluated per call); sizes that are no multiple of the tile, and maps smaller
-    than one chunk of tiles, three ways."""
+def _pooled_convs():
+    """(model, its generic module): two 16 -> 16 3x3 convolutions over a free H x W, the second over the first's
+    map pooled by 2."""
     nodes = _conv_relu("a", "x", "r1", "w1") + [helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2],
                                                                  strides=[2, 2])] + _conv_relu("b", "p", "y", "w2")
     weights = [_const(n, (RNG.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)) for n in ("w1", "w2")]
     model = _model(nodes, weights, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, "H", "W"))])
-    module = compile_generic(model, {"x": (1, 16, "H", "W")}, CompileOptions(), ["y"],
-                             {"H": (1, None), "W": (1, None)})
+    return model, compile_generic(model, {"x": (1, 16, "H", "W")}, CompileOptions(), ["y"],
+                                  {"H": (1, None), "W": (1, None)})
+
+
+def test_winograd_convolutions_over_run_time_sizes_share_one_kernel_over_their_own_dims():
+    """Two 16 -> 16 3x3 convolutions (Winograd F(4x4, 3x3) over run-time sizes), the second over the first's map
+    pooled by 2: one kernel serves both, over its own dims (d0, d1: H and W at one call, (H - 2) // 2 + 1 and
+    (W - 2) // 2 + 1 at the other, evaluated per call); sizes that are no multiple of the tile, and maps smaller
+    than one chunk of tiles, three ways."""
+    model, module = _pooled_convs()
     convs = [s for s in module._steps if "winograd" in s.kernel]
     assert len(convs) == 2 and convs[0].kernel == convs[1].kernel, [s.kernel for s in module._steps]
     assert [te.expr_str(e) for e in convs[0].sizes] != [te.expr_str(e) for e in convs[1].sizes]
@@ -415,13 +421,7 @@ def test_a_convolution_over_run_time_sizes_takes_the_winograd_tile_its_size_call
     one the static rule picks for its output (the largest tile that leaves 32 tiles; F(2x2) below that): the
     second convolution, over the first's map pooled by 2, takes F(2x2) where its map is small and F(4x4) where it
     is not, three ways at each size."""
-    nodes = _conv_relu("a", "x", "r1", "w1") + [helper.make_node("MaxPool", ["r1"], ["p"], kernel_shape=[2, 2],
-                                                                 strides=[2, 2])] + _conv_relu("b", "p", "y", "w2")
-    weights = [_const(n, (RNG.standard_normal((16, 16, 3, 3)) * 0.2).astype(np.float32)) for n in ("w1", "w2")]
-    model = _model(nodes, weights, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 16, "H", "W"))])
-    module = compile_generic(model, {"x": (1, 16, "H", "W")}, CompileOptions(), ["y"],
-                             {"H": (1, None), "W": (1, None)})
+    model, module = _pooled_convs()
     for (h, w), want in {(13, 40): [4, 2], (32, 32): [4, 2], (64, 64): [4, 4], (8, 8): [2, 2]}.items():
         tiles = [t for _, t in module.kernels_for({"x": (1, 16, h, w)}) if t is not None]
         assert tiles == want, (h, w, tiles)
