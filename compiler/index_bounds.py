@@ -61,6 +61,8 @@ def input_index_bounds(mod: IRModule) -> dict[str, tuple]:
         if isinstance(node, Call) and node.op in _INDEX_ARGS:
             arg, extent = _INDEX_ARGS[node.op](node)
             index = node.args[arg]
+            if not _sources(index):  # computed indices (clamped): no input to check
+                continue
             if isinstance(extent, tuple) and not isinstance(index, Var):  # its last axis may not be the input's:
                 extent = min(extent)  # one bound for every value, the narrowest
             new = tuple((-e, e) for e in extent) if isinstance(extent, tuple) else (-extent, extent)

@@ -47,11 +47,13 @@ def _take_ref(data, indices, axis):
     return np.take(data, indices, axis=axis)
 
 
-def clamped_index(value: te.PrimExpr, extent: int) -> te.PrimExpr:
-    """An int32 index into an axis of `extent` from a run-time index (negative counts from the end), clamped
-    into [0, extent) in the index's own width so that no value can read out of bounds."""
-    k = te.select(value < 0, value + extent, value)
-    return te.cast("int32", te.min_(te.max_(k, te.const(0, value.dtype)), te.const(extent - 1, value.dtype)))
+def clamped_index(value: te.PrimExpr, extent) -> te.PrimExpr:
+    """An int32 index into an axis of `extent` (an int, or a dim known at run time) from a run-time index
+    (negative counts from the end), clamped into [0, extent) in the index's own width so that no value can read
+    out of bounds."""
+    n = te.const(extent, value.dtype) if isinstance(extent, int) else te.cast(value.dtype, te.as_expr(te.dim(extent)))
+    k = te.select(value < 0, value + n, value)
+    return te.cast("int32", te.min_(te.max_(k, te.const(0, value.dtype)), n - te.const(1, value.dtype)))
 
 
 def _take_compute(inputs, attrs, out_type):
