@@ -203,15 +203,16 @@ def compile_generic(model, shapes: dict, options, output_names: list, ranges: di
 
 def _data_dims(calls: list) -> list:
     """(size variable, call, its largest value) per data-sized dim: the columns of a nonzero call, at most the
-    element count of its input, and the axis of a slice_to_count, at most the input's there; its value is the
-    call's second input's (relayish/ops/data_sized.py)."""
+    element count of its input, and the axis of a slice_to_count, at most the input's there past its start; its
+    value is the call's second input's (relayish/ops/data_sized.py)."""
     out = []
     for k, c in enumerate(calls):
         body = c.op.body
         if isinstance(body, Call) and body.op == "nonzero":
             out.append((body.attrs["count_dim"], k, math.prod(c.args[0].type.shape or (1,))))
         elif isinstance(body, Call) and body.op == "slice_to_count":
-            out.append((body.attrs["count_dim"], k, c.args[0].type.shape[body.attrs["axis"]]))
+            out.append((body.attrs["count_dim"], k, te.dim(c.args[0].type.shape[body.attrs["axis"]]) -
+                        body.attrs["start"]))
     return out
 
 

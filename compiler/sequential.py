@@ -1,6 +1,6 @@
-"""Kernels written as loop IR by hand, for ops whose work is one pass in order that no te compute states: the
-indices of the nonzero elements (relayish/ops/data_sized.py), a compaction whose output position is the count of
-nonzero elements before.
+"""Kernels written as loop IR by hand, for ops whose work is sequential in a way no te compute states
+(relayish/ops/data_sized.py): the indices of the nonzero elements, a compaction whose output position is the count
+of nonzero elements before; the first k elements along an axis; and non-max suppression, a greedy selection.
 
     func = sequential_kernel(primitive_function, "nonzero_0")   # or None: not such an op
 
@@ -14,10 +14,10 @@ import math
 from relayish import te
 from relayish.expr import Call
 
-from .loopir import Allocate, Buffer, For, IfThenElse, Load, PrimFunc, Seq, Store
+from .loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Stmt, Store
 from .lower import prim_func
 
-SEQUENTIAL_OPS = ("nonzero", "slice_to_count")
+SEQUENTIAL_OPS = ("nonzero", "slice_to_count", "non_max_suppression")
 
 
 def sequential_op(func) -> str | None:
@@ -36,6 +36,8 @@ def sequential_kernel(func, name: str) -> PrimFunc | None:
         return _nonzero(func, name)
     if op == "slice_to_count":
         return _slice_to_count(func, name)
+    if op == "non_max_suppression":
+        return _non_max_suppression(func, name)
     return None
 
 
@@ -69,10 +71,10 @@ def _nonzero(func, name: str) -> PrimFunc:
 
 
 def _slice_to_count(func, name: str) -> PrimFunc:
-    """out = x's first k elements along axis (k: the output's dim there, checked <= x's by the caller): one copy
-    loop nest over the dims before the axis, k, and the dims after it."""
+    """out = x's k elements along axis from start (k: the output's dim there, checked <= x's - start by the
+    caller): one copy loop nest over the dims before the axis, k, and the dims after it."""
     x_param, k_param = func.params
-    axis = func.body.attrs["axis"]
+    axis, start = func.body.attrs["axis"], func.body.attrs["start"]
     x = Buffer("x", x_param.type.shape, x_param.type.dtype)
     k = Buffer("k", k_param.type.shape, "int64")
     out = Buffer("out", func.body.type.shape, x.dtype)
@@ -81,7 +83,103 @@ def _slice_to_count(func, name: str) -> PrimFunc:
     inner = math.prod(dims[axis + 1:], start=te.IntImm(1))
     n, count = dims[axis], te.as_expr(te.dim(out.shape[axis]))
     o, j, i = te.Var("o"), te.Var("j"), te.Var("i")
-    copy = Store(out, (o * count + j) * inner + i, Load(x, (o * n + j) * inner + i))
+    copy = Store(out, (o * count + j) * inner + i, Load(x, (o * n + start + j) * inner + i))
     body = For(o, te.IntImm(0), outer, "serial", For(j, te.IntImm(0), count, "serial",
                                                        For(i, te.IntImm(0), inner, "serial", copy)))
     return prim_func(name, [x, k], [out], [], body)
+
+
+def _non_max_suppression(func, name: str) -> PrimFunc:
+    """Per batch b and class c in order: the boxes scoring above the threshold put in a max-heap (scratch, by
+    score, then the lower index first: the order of a stable sort by score), and while any is left and fewer than
+    max_output are kept, the top one popped and kept unless a box kept for this class overlaps it by more
+    (relayish.ops.data_sized.boxes_overlap, the same float32 arithmetic). A kept box's corners and area go to a
+    second scratch, read in order by the next overlap tests. Row 0 of the output holds the count of kept boxes,
+    rows 1... the kept (b, c, box) one after another; rows past them are not written. O(N + K log K + K * kept) per class
+    for K candidates."""
+    attrs = func.body.attrs
+    boxes_p, scores_p = func.params
+    boxes = Buffer("boxes", boxes_p.type.shape, "float32")
+    scores = Buffer("scores", scores_p.type.shape, "float32")
+    out = Buffer("out", func.body.type.shape, "int64")
+    batches, classes, n = (te.as_expr(te.dim(d)) for d in scores.shape)
+    heap = Buffer("heap", (scores.shape[2],), "int32")  # scratch: the class's candidates not yet popped
+    kept_corners = Buffer("kept_corners", (scores.shape[2], 5), "float32")  # scratch: kept boxes' corners, area
+    size, kept, total, pos, top, active, keep, depth = (Buffer(v, (1,), "int32", "local") for v in (
+        "size", "kept", "total", "pos", "top", "active", "keep", "depth"))
+    b, c, i, h, t, step, level = (te.Var(v) for v in ("b", "c", "i", "h", "t", "step", "level"))
+    zero = te.IntImm(0)
+
+    def get(buf):
+        return Load(buf, zero)
+
+    def put(buf, value):
+        return Store(buf, zero, te.as_expr(value))
+
+    def score(box):
+        return Load(scores, (b * classes + c) * n + box)
+
+    def before(x, y):  # box x pops before box y
+        return te.any_of(score(y) < score(x), te.all_of(te.eq(score(x), score(y)), x < y))
+
+    def sift_down(start) -> Seq:
+        """The heap order restored below `start` (at most the heap's depth)."""
+        child = [2 * get(pos) + 1, 2 * get(pos) + 2]
+        look = [IfThenElse(ch < get(size), IfThenElse(before(Load(heap, ch), Load(heap, get(top))), put(top, ch)))
+                for ch in child]
+        tmp = te.Var("tmp")
+        swap = LetStmt(tmp, Load(heap, get(pos)), Seq([Store(heap, get(pos), Load(heap, get(top))),
+                                                      Store(heap, get(top), tmp), put(pos, get(top))]))
+        level_step = Seq([put(top, get(pos))] + look + [IfThenElse(te.eq(get(top), get(pos)), put(active, 0), swap)])
+        return Seq([put(pos, start), put(active, 1),
+                    For(level, zero, get(depth), "serial", IfThenElse(te.ne(get(active), 0), level_step))])
+
+    def corners(box):
+        v = [Load(boxes, (b * n + box) * 4 + k) for k in range(4)]
+        if attrs["center_point_box"]:
+            half_w, half_h = v[2] * te.FloatImm(0.5), v[3] * te.FloatImm(0.5)
+            return (v[1] - half_h, v[0] - half_w, v[1] + half_h, v[0] + half_w)
+        return (te.min_(v[0], v[2]), te.min_(v[1], v[3]), te.max_(v[0], v[2]), te.max_(v[1], v[3]))
+
+    def area(corners):
+        return (corners[3] - corners[1]) * (corners[2] - corners[0])
+
+    def suppress(a, q, then: Stmt) -> Stmt:
+        """`then` if a kept box (corners and area a) overlaps the candidate (q) by more than the threshold: the
+        intersection's test first, alone, as most pairs of boxes do not meet and the rest costs a division."""
+        y0, x0, y1, x1 = te.max_(a[0], q[0]), te.max_(a[1], q[1]), te.min_(a[2], q[2]), te.min_(a[3], q[3])
+        inter = (x1 - x0) * (y1 - y0)
+        union = a[4] + q[4] - inter
+        f0 = te.FloatImm(0.0)
+        return IfThenElse(te.all_of(x0 < x1, y0 < y1), IfThenElse(te.all_of(
+            f0 < inter, f0 < a[4], f0 < q[4], f0 < union, te.FloatImm(float(attrs["iou_threshold"])) < inter / union),
+            then))
+
+    above = te.FloatImm(float(attrs["score_threshold"])) < score(i)  # (stored anyway, counted if above: no branch)
+    one = te.IntImm(1)
+    listing = Seq([put(size, 0), For(i, zero, n, "serial", Seq([Store(heap, get(size), i),
+                                                                put(size, get(size) + te.select(above, one, zero))]))])
+    levels = Seq([put(depth, 0)] + [put(depth, get(depth) + te.select(te.IntImm(1 << k) <= get(size), one, zero))
+                                    for k in range(31)])  # the bit length of the candidates' count
+    heapify = Seq([levels, For(h, zero, get(size) // 2, "serial", sift_down(get(size) // 2 - 1 - h))])
+    q = te.Var("q")
+    qc = [te.Var(f"q_{k}", "float32") for k in ("y0", "x0", "y1", "x1", "area")]
+    kept_at = [Load(kept_corners, t * 5 + k) for k in range(5)]
+    test = Seq([put(keep, 1), For(t, zero, get(kept), "serial", suppress(kept_at, qc, put(keep, 0)))])
+    write = Seq([Store(out, (get(total) + 1) * 3 + k, te.cast("int64", v)) for k, v in enumerate((b, c, q))] +
+                [Store(kept_corners, get(kept) * 5 + k, v) for k, v in enumerate(qc)] +
+                [put(kept, get(kept) + 1), put(total, get(total) + 1)])
+    judge = Seq([test, IfThenElse(te.ne(get(keep), 0), write)])
+    judge = LetStmt(qc[4], area(qc), judge)
+    for var, value in reversed(list(zip(qc, corners(q)))):
+        judge = LetStmt(var, value, judge)
+    pop = LetStmt(q, Load(heap, zero), Seq([Store(heap, zero, Load(heap, get(size) - 1)), put(size, get(size) - 1),
+                                            sift_down(zero), judge]))
+    more = te.all_of(zero < get(size), te.cast("int64", get(kept)) < te.const(int(attrs["max_output"]), "int64"))
+    per_class = Seq([listing, heapify, put(kept, 0), For(step, zero, get(size), "serial", IfThenElse(more, pop))])
+    counted = Seq([Store(out, te.IntImm(k), te.cast("int64", get(total)) if k == 0 else te.const(0, "int64"))
+                   for k in range(3)])
+    body = Seq([put(total, 0), For(b, zero, batches, "serial", For(c, zero, classes, "serial", per_class)), counted])
+    for buf in (size, kept, total, pos, top, active, keep, depth):
+        body = Allocate(buf, body)
+    return prim_func(name, [boxes, scores], [out], [heap, kept_corners], body)

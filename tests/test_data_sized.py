@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import compile_model
 from compiler.dynamic import ShapeSpecializedSession
+from compiler.specialize import ValueSpecializedSession
 from frontends import from_onnx
 from harness import assert_three_way, run_ort
 from relayish.interp import evaluate
@@ -22,12 +23,15 @@ def _model(nodes, inputs, outputs, inits=()):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def _interpreted(model, feed):
-    return evaluate(from_onnx(model, input_shapes={k: v.shape for k, v in feed.items()}, data_sized=True), feed)
+def _interpreted(model, feed, values=()):
+    """The numpy interpreter's outputs, the inputs named in `values` given to the import as constants."""
+    mod = from_onnx(model, input_shapes={k: v.shape for k, v in feed.items() if k not in values}, data_sized=True,
+                    input_values={k: feed[k] for k in values})
+    return evaluate(mod, {k: v for k, v in feed.items() if k not in values})
 
 
-def _check(model, session, feed, what):
-    ours, ref, interp = session.run(None, feed), run_ort(model, feed), _interpreted(model, feed)
+def _check(model, session, feed, what, values=()):
+    ours, ref, interp = session.run(None, feed), run_ort(model, feed), _interpreted(model, feed, values)
     interp = interp if isinstance(interp, (list, tuple)) else [interp]
     for k, (o, r, i) in enumerate(zip(ours, ref, interp)):
         assert o.shape == r.shape, (what, k, o.shape, r.shape)
@@ -132,3 +136,62 @@ def test_topk_with_a_k_given_at_run_time_runs_every_k_on_one_compile():
         _check(model, session, {"x": x, "k": np.array([k], np.int64)}, f"k={k}")
     with pytest.raises(RuntimeError, match=r"topk0 would be 11, outside \[0, 10\]"):
         session.run(None, {"x": x, "k": np.array([11], np.int64)})
+
+
+def detector_head_model(center_point_box=0, batch="B"):
+    """A detector's end as exports write it: boxes and per-class logits from one tensor [B, N, 4 + 3], the scores
+    a sigmoid of the logits moved to [B, 3, N], NonMaxSuppression with constant thresholds, and the kept boxes'
+    scores gathered by the selected (batch, class, box) rows."""
+    nodes = [helper.make_node("Slice", ["x", "s0", "s4", "s2"], ["boxes"]),
+             helper.make_node("Slice", ["x", "s4", "s7", "s2"], ["logits"]),
+             helper.make_node("Transpose", ["logits"], ["logits_t"], perm=[0, 2, 1]),
+             helper.make_node("Sigmoid", ["logits_t"], ["scores"]),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "floor"], ["selected"],
+                              center_point_box=center_point_box),
+             helper.make_node("GatherND", ["scores", "selected"], ["kept_scores"])]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("s0", 0), ("s4", 4), ("s7", 7),
+                                                                              ("s2", 2), ("limit", 5))]
+    inits += [numpy_helper.from_array(np.array([0.4], np.float32), "iou"),
+              numpy_helper.from_array(np.array([0.3], np.float32), "floor")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (batch, 24, 7))],
+                  [helper.make_tensor_value_info("selected", TensorProto.INT64, None),
+                   helper.make_tensor_value_info("kept_scores", TensorProto.FLOAT, None)], inits)
+
+
+def _detections(batch, center_point_box=0, logit_shift=0.0):
+    """[batch, 24, 7]: boxes in three clusters (many overlap), then three classes' logits with ties."""
+    centers = RNG.uniform(0, 20, (batch, 3, 2))[:, RNG.integers(0, 3, 24)]
+    size = RNG.uniform(1, 6, (batch, 24, 2))
+    boxes = np.concatenate([centers, size], 2) if center_point_box else \
+        np.concatenate([centers - size / 2, centers + size / 2], 2)
+    logits = RNG.integers(-4, 5, (batch, 24, 3)) / 2 + logit_shift
+    return np.concatenate([boxes, logits], 2).astype(np.float32)
+
+
+@pytest.mark.parametrize("center_point_box", [0, 1])
+def test_non_max_suppression_of_computed_scores_runs_every_count_on_one_compile(center_point_box):
+    model = detector_head_model(center_point_box)
+    session = compile_model(model, input_shapes={"x": (None, 24, 7)}, cache=False)
+    assert isinstance(session, ShapeSpecializedSession) and session.generic_tier["data_sized"] == ["nms0"]
+    for what, x in {"batch 1": _detections(1, center_point_box), "batch 3": _detections(3, center_point_box),
+                    "none above the floor": _detections(2, center_point_box, logit_shift=-9.0),
+                    "all above the floor": _detections(2, center_point_box, logit_shift=9.0)}.items():
+        _check(model, session, {"x": x}, what)
+
+
+def test_non_max_suppression_of_a_static_model_is_one_generic_compile():
+    """A model of static shapes whose only value-dependent shape is NMS's: one generic-tier session, not one
+    compile per input value; a threshold given at run time compiles per value."""
+    model = detector_head_model(batch=2)
+    session = compile_model(model, cache=False)
+    assert session.generic_tier["data_sized"] == ["nms0"]
+    for seed in range(3):
+        _check(model, session, {"x": _detections(2)}, f"draw {seed}")
+    assert session.specializations() == []
+    iou = next(i for i in model.graph.initializer if i.name == "iou")
+    model.graph.initializer.remove(iou)
+    model.graph.input.append(helper.make_tensor_value_info("iou", TensorProto.FLOAT, (1,)))
+    session = compile_model(model, cache=False)
+    assert isinstance(session, ValueSpecializedSession) and session.value_inputs == ("iou",)
+    for iou in (0.2, 0.6):
+        _check(model, session, {"x": _detections(2), "iou": np.array([iou], np.float32)}, f"iou {iou}", values=("iou",))

@@ -518,21 +518,82 @@ def test_nonzero_types():
         call("nonzero", Var("x", TensorType((2, 3))), Var("c", TensorType((), "int64")), count_dim=4)
 
 
-@pytest.mark.parametrize("shape,axis,count", [((3, 7, 2), 1, 4), ((5,), 0, 0), ((2, 6), 1, 6), ((4, 3), 0, 1)])
-def test_slice_to_count_hand_written_kernel_gives_its_reference(tmp_path, shape, axis, count):
+@pytest.mark.parametrize("shape,axis,count,start", [((3, 7, 2), 1, 4, 0), ((5,), 0, 0, 0), ((2, 6), 1, 6, 0),
+                                                     ((4, 3), 0, 1, 0), ((3, 7, 2), 1, 3, 4), ((6,), 0, 0, 6)])
+def test_slice_to_count_hand_written_kernel_gives_its_reference(tmp_path, shape, axis, count, start):
     from codegen_kernels import Lib
     from compiler.codegen import build_library
     from compiler.sequential import sequential_kernel
     from relayish.expr import Function
     k_dim = te.size_var("k")
     x, k = Var("x", TensorType(shape, "float32")), Var("k", TensorType((1,), "int64"))
-    func = sequential_kernel(Function((x, k), call("slice_to_count", x, k, axis=axis, count_dim=k_dim)), "first_k")
+    func = sequential_kernel(Function((x, k), call("slice_to_count", x, k, axis=axis, start=start,
+                                                                  count_dim=k_dim)), "first_k")
     lib = Lib(build_library([func], None, str(tmp_path / "first_k.so")))
     value = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
-    want = get_op("slice_to_count").ref(value, np.array([count]), axis, k_dim)
+    want = get_op("slice_to_count").ref(value, np.array([count]), axis, k_dim, start)
     out = np.full(want.size + 3, np.nan, np.float32)  # three sentinels past the end
     got = lib.call("first_k", value, np.array([count], np.int64), out, np.array([count], np.int32))[2]
     np.testing.assert_array_equal(got[:want.size].reshape(want.shape), want)
     assert np.isnan(got[want.size:]).all()
     with pytest.raises(OpError, match="count_dim must be a size variable"):
         call("slice_to_count", x, k, axis=axis, count_dim=3)
+
+
+# ---------------------------------------------------------------------------------------------- non-max suppression
+
+def _nms_case(rng, batches, classes, n, center):
+    """Boxes in clusters (so that many overlap), some with both corners swapped, scores with ties."""
+    centers = rng.uniform(0, 10, (batches, 3, 2))[:, rng.integers(0, 3, n)]
+    size = rng.uniform(0.5, 3, (batches, n, 2))
+    if center:
+        boxes = np.concatenate([centers, size], axis=2)
+    else:
+        lo, hi = centers - size / 2, centers + size / 2
+        boxes = np.stack([lo[..., 1], lo[..., 0], hi[..., 1], hi[..., 0]], axis=2)
+        swap = rng.random((batches, n)) < 0.3
+        boxes[swap] = boxes[swap][:, [2, 3, 0, 1]]
+    scores = rng.integers(0, 8, (batches, classes, n)) / 8  # ties
+    return boxes.astype(np.float32), scores.astype(np.float32)
+
+
+@pytest.mark.parametrize("center,max_output,iou,floor", [(0, 3, 0.5, float("-inf")), (1, 100, 0.3, 0.25),
+                                                         (0, 0, 0.5, 0.0), (0, 100, 0.0, 0.5), (1, 2, 1.0, 0.1)])
+def test_non_max_suppression_hand_written_kernel_gives_onnx_reference(tmp_path, center, max_output, iou, floor):
+    """"non_max_suppression"'s kernel (compiler/sequential.py: a greedy selection over a scratch list) against
+    its reference and onnx's reference implementation, both corner orders and the center form, score ties, no
+    score threshold, max_output 0, an IoU threshold of 0 and 1: a row that counts the kept, then them in order."""
+    from codegen_kernels import Lib
+    from compiler.codegen import build_library
+    from compiler.sequential import sequential_kernel
+    from relayish.expr import Function
+    batches, classes, n = 2, 3, 40
+    boxes_v, scores_v = Var("boxes", TensorType((batches, n, 4))), Var("scores", TensorType((batches, classes, n)))
+    attrs = dict(max_output=max_output, iou_threshold=iou, score_threshold=floor, center_point_box=center)
+    func = sequential_kernel(Function((boxes_v, scores_v), call("non_max_suppression", boxes_v, scores_v, **attrs)),
+                             "nms_k")
+    lib = Lib(build_library([func], None, str(tmp_path / "nms.so")))
+    boxes, scores = _nms_case(np.random.default_rng(center + max_output), batches, classes, n, center)
+    want = get_op("non_max_suppression").ref(boxes, scores, **attrs)
+    kept = int(want[0, 0])
+    got = lib.call("nms_k", boxes, scores, np.full((1 + batches * classes * n, 3), -7, np.int64),
+                   np.zeros(n, np.int32), np.zeros((n, 5), np.float32))[2]
+    np.testing.assert_array_equal(got[:1 + kept], want[:1 + kept])
+    assert (got[1 + kept:] == -7).all()  # rows past the kept ones are not written
+    thresholds = [np.array([max_output], np.int64), np.array([iou], np.float32)] + \
+        ([np.array([floor], np.float32)] if floor != float("-inf") else [])
+    onnx_says = _run_onnx_reference("NonMaxSuppression", boxes, scores, *thresholds, center_point_box=center)
+    np.testing.assert_array_equal(want[1:1 + kept], onnx_says)
+    assert (kept > 0) == (max_output > 0)
+
+
+def _run_onnx_reference(op_type: str, *inputs, **attrs):
+    """op_type's output on these inputs by onnx's reference evaluator."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+    names = [f"i{k}" for k in range(len(inputs))]
+    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g",
+                              [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                               for n, v in zip(names, inputs)],
+                              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)])
+    return ReferenceEvaluator(helper.make_model(graph)).run(None, dict(zip(names, inputs)))[0]

@@ -1,6 +1,7 @@
 """Converters of the ops that pick elements by their values: TopK (a rank by pairwise comparison, then a scatter of
-the indices to their ranks), and NonZero, Compress and Unique, whose output shapes depend on the data (folded at
-import). Numerics follow onnx's reference implementations (onnx/reference/ops/op_*.py), which generated the
+the indices to their ranks), and NonZero, Compress, NonMaxSuppression and Unique, whose output shapes depend on the
+data (folded at import when it is constant, else, but for Unique, ops sized at run time: relayish/ops/
+data_sized.py). Numerics follow onnx's reference implementations (onnx/reference/ops/op_*.py), which generated the
 conformance cases. Conventions: frontends/onnx/registry.py.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from relayish import Constant, Expr, free_vars, te
 
 from ..builders import astype, fold, normalize_axis, reshape, shape_of
 from ..registry import converter
-from ..values import (ConversionError, RunTimeValueNeeded, data_sized_allowed, data_sized_name, empty,
+from ..values import (ConversionError, RunTimeValueNeeded, constant_value, data_sized_allowed, data_sized_name, empty,
                       int_list_input)
 
 FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -163,6 +164,41 @@ def compress(x, condition, *, axis=None):
         raise ConversionError(f"condition has {cond.size} values, more than the {shape_of(x)[axis]} of axis {axis}")
     picked = np.nonzero(cond.astype(bool))[0].astype(np.int64)
     return fold("take", x, Constant(picked), axis=axis)  # nothing selected: an empty result
+
+
+@converter("NonMaxSuppression", since=10)
+def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None, *,
+                        center_point_box=0):
+    """The kept boxes' (batch, class, box) rows: non_max_suppression's rows after the first, which counts them,
+    taken by slice_to_count. The thresholds must be constants (as exports write
+    them); an omitted or empty one is as onnx's reference: no box kept, an IoU threshold of 0, no score
+    threshold."""
+    def given(x, what):
+        if x is None:
+            return None
+        value = constant_value(x, what)
+        if value.size > 1:
+            raise ConversionError(f"input {what!r} must hold one value, got shape {value.shape}")
+        return value.reshape(-1)[0] if value.size else None
+    limit = given(max_output_boxes_per_class, "max_output_boxes_per_class")
+    iou, floor = given(iou_threshold, "iou_threshold"), given(score_threshold, "score_threshold")
+    attrs = dict(max_output=max(int(limit or 0), 0), iou_threshold=float(np.float32(iou or 0)),
+                 score_threshold=float("-inf") if floor is None else float(np.float32(floor)),
+                 center_point_box=center_point_box)
+    for name, x in (("boxes", boxes), ("scores", scores)):
+        if x.type.dtype not in FLOAT_DTYPES:
+            raise ConversionError(f"input {name!r} must be a float tensor, got {x.type.dtype}")
+    boxes, scores = astype(boxes, "float32"), astype(scores, "float32")
+    if isinstance(boxes, Constant) and isinstance(scores, Constant):
+        rows = fold("non_max_suppression", boxes, scores, **attrs).data
+        return Constant(rows[1:1 + rows[0, 0]])
+    if not data_sized_allowed():
+        inputs = tuple(sorted({v.name for v in free_vars(boxes) + free_vars(scores)}))
+        raise RunTimeValueNeeded("the output shape of NonMaxSuppression depends on the values of its boxes and "
+                                 "scores, which are computed at run time", inputs, data_sized=True)
+    rows = fold("non_max_suppression", boxes, scores, **attrs)
+    count = fold("strided_slice", rows, begin=(0, 0), end=(1, 1), strides=(1, 1), axes=(0, 1))
+    return fold("slice_to_count", rows, count, axis=0, start=1, count_dim=te.size_var(data_sized_name("nms")))
 
 
 @converter("Unique", since=11)
