@@ -92,16 +92,18 @@ def bind(specs: dict, shapes: dict) -> dict[str, int]:
         if name not in shapes:
             raise ValueError(f"missing input {name!r} (inputs: {sorted(specs)})")
         shape = tuple(shapes[name])
-        expected = f"expected ({', '.join(d.show() for d in dims)})"
+
+        def expected():  # (made only for an error: a call's binding is on every run's path)
+            return f"expected ({', '.join(d.show() for d in dims)})"
         if len(shape) != len(dims):
-            raise ValueError(f"input {name!r} has shape {shape}, {expected}")
+            raise ValueError(f"input {name!r} has shape {shape}, {expected()}")
         for axis, (size, d) in enumerate(zip(shape, dims)):
             if d.size is not None and size != d.size:
-                raise ValueError(f"input {name!r} has shape {shape}, {expected}: dim {axis} must be {d.size}")
+                raise ValueError(f"input {name!r} has shape {shape}, {expected()}: dim {axis} must be {d.size}")
             if d.symbol is None:
                 continue
             if size < d.lo or (d.hi is not None and size > d.hi):
-                raise ValueError(f"input {name!r} has shape {shape}, {expected}: dim {axis} ({d.symbol!r}) is "
+                raise ValueError(f"input {name!r} has shape {shape}, {expected()}: dim {axis} ({d.symbol!r}) is "
                                  f"{size}, outside its range")
             if sizes.setdefault(d.symbol, size) != size:
                 raise ValueError(f"input {name!r} has shape {shape}: dim {axis} ({d.symbol!r}) is {size}, but "

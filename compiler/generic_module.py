@@ -437,7 +437,8 @@ class GenericModule:
                 raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
             if name in self._index_specs:
                 check_index_values(self._index_specs[name], a)
-            arrays.append(as_aligned(np.ascontiguousarray(a)))
+            # read in place: kernels assume only element alignment (runtime/aligned.py), a copy costs a pass over it
+            arrays.append(as_aligned(np.ascontiguousarray(a), a.dtype.itemsize))
         plan = self._plan(values)
         space = self._take_workspace(plan.size)
         try:

@@ -80,6 +80,10 @@ SYNTHETIC = {
         "benchmark": "rnn", **prov("python -m relayish_tools.bench.rnn --json r.json"), "threads": 2, "repeat": 30,
         "cases": [{"shape": "LSTM T=8 B=1 I=64 H=64 forward", "ours_ms": 0.0412, "ort_ms": 0.0577, "ratio": 0.714},
                   {"shape": "GRU T=512 B=4 I=64 H=64 forward", "ratio": None, "error": "compile: boom"}]},
+    "nms.json": {
+        "benchmark": "nms", **prov("python -m relayish_tools.bench.nms --json n.json"), "threads": 2, "repeat": 30,
+        "cases": [{"shape": "N=1000 C=80 above 0.1", "kept": 7717, "ours_ms": 1.31, "ort_ms": 1.5, "ratio": 0.873},
+                  {"shape": "N=9 C=1 above 0.5", "kept": 3, "error": "indices differ"}]},
     "dynamic.json": {
         "benchmark": "dynamic", **prov("python -m relayish_tools.bench.dynamic m.onnx --json d.json"), "threads": 2,
         "repeat": 30,
@@ -191,12 +195,14 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "| ansor | 12.40 | 12.00 | 3.2% | 320 | 227 | never | 1 |" in page
     # every table says where, when, with what and how
     assert page.count("Measured 2031-02-03 on AMD EPYC 9B45 (LLVM: znver5, 2 cores) with python 3.12.1, "
-                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 12
+                      "relayish 9.8.7, numpy 2.0, llvmlite 0.44, onnx 1.23, onnxruntime 1.99.1: `") == 13
     assert "`relayish bench models/resnet18.onnx --json q.json`" in page
     assert "- resnet18: measured 2031-02-01 on AMD EPYC 9B45" in page  # payoff: each row its own run
     assert "\n- gpt: measured 2031-02-02 on Intel Xeon 8488C" in page
     assert "openvino None" not in page
     assert "| ppocr_v6_rec | 12.56 | 12.62 | 12.46 | **0.99** |" in page
+    assert "| N=1000 C=80 above 0.1 | 7717 | 1.31 | 1.50 | **0.87** |" in page
+    assert "| N=9 C=1 above 0.5 | 3 | - | - | failed: indices differ |" in page
     assert "| conv1x1 | 8 | 0 | **0.91** | 1.10 | 1.21 | `conv1x1 c=17 o=3 9x9 k=1 s1` |" in page
     assert "| lstm | 8 | 1 | **-** | - | - | `-` |" in page
     assert "| LSTM T=8 B=1 I=64 H=64 forward | 0.041 | 0.058 | **0.71** |" in page

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .report_tables import (ReportError, Table, build_rate_table, dynamic_table, free_dims_table, int8_table, need,
+from .report_tables import (ReportError, Table, build_rate_table, dynamic_table, free_dims_table, int8_table, need, nms_table,
                             number, payoff_table, quickstart_table, rnn_table, shapes_table, suite_table,
                             template_free_table, tune_compare_table, tuning_curve_table, zero_shot_table)
 
@@ -103,6 +103,10 @@ BENCHMARKS = [
     Benchmark("rnn", "Recurrent layers against onnxruntime",
               "ONNX LSTM and GRU layers (forward and bidirectional) over sequence lengths, batches and hidden sizes.",
               "python -m relayish_tools.bench.rnn --batch 1 --hidden 128,512 --json docs/data/rnn.json", rnn_table),
+    Benchmark("nms", "NonMaxSuppression against onnxruntime",
+              "One NonMaxSuppression node (IoU 0.45, score threshold 0.25, at most 100 boxes per class) over seeded "
+              "boxes in a 640x640 image; its kept count is sized at run time (the generic tier).",
+              "python -m relayish_tools.bench.nms --json docs/data/nms.json", nms_table),
     Benchmark("dynamic", "Free dims: the generic and the specialized tier",
               "Models compiled with a dim left free (compiler/dynamic.py), shape by shape: the first call of a new "
               "shape, then the generic tier (a free batch run item by item on the batch-1 module; other free dims "

@@ -236,6 +236,22 @@ def rnn_table(data: dict, where: str) -> Table:
     return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
 
 
+def nms_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.nms --json FILE`: one row per case."""
+    rows = []
+    for i, r in enumerate(need(data, "cases", where)):
+        w = f"{where} cases[{i}]"
+        if "ratio" not in r:
+            rows.append([need(r, "shape", w), str(need(r, "kept", w)), "-", "-", f"failed: {r.get('error')}"])
+            continue
+        rows.append([need(r, "shape", w), str(need(r, "kept", w)), ms(number(r, "ours_ms", w)),
+                     ms(number(r, "ort_ms", w)), f"**{number(r, 'ratio', w):.2f}**"])
+    notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine; "
+             "the kept indices checked equal to onnxruntime's."]
+    return Table(["boxes, classes, share above the score threshold", "kept", "relayish ms", "onnxruntime ms",
+                  "relayish / ort"], rows, notes, [("", data)])
+
+
 def dynamic_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.dynamic --json FILE`: one row per model and shape."""
     rows = []
