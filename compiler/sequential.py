@@ -1,6 +1,7 @@
 """Kernels written as loop IR by hand, for ops whose work is sequential in a way no te compute states
 (relayish/ops/data_sized.py): the indices of the nonzero elements, a compaction whose output position is the count
-of nonzero elements before; the first k elements along an axis; and non-max suppression, a greedy selection.
+of nonzero elements before; the first k elements along an axis; non-max suppression, a greedy selection; and the
+distinct values of a tensor.
 
     func = sequential_kernel(primitive_function, "nonzero_0")   # or None: not such an op
 
@@ -17,7 +18,7 @@ from relayish.expr import Call
 from .loopir import Allocate, Buffer, For, IfThenElse, LetStmt, Load, PrimFunc, Seq, Stmt, Store
 from .lower import prim_func
 
-SEQUENTIAL_OPS = ("nonzero", "slice_to_count", "non_max_suppression")
+SEQUENTIAL_OPS = ("nonzero", "slice_to_count", "non_max_suppression", "unique_positions")
 
 
 def sequential_op(func) -> str | None:
@@ -38,6 +39,8 @@ def sequential_kernel(func, name: str) -> PrimFunc | None:
         return _slice_to_count(func, name)
     if op == "non_max_suppression":
         return _non_max_suppression(func, name)
+    if op == "unique_positions":
+        return _unique_positions(func, name)
     return None
 
 
@@ -183,3 +186,59 @@ def _non_max_suppression(func, name: str) -> PrimFunc:
     for buf in (size, kept, total, pos, top, active, keep, depth):
         body = Allocate(buf, body)
     return prim_func(name, [boxes, scores], [out], [heap, kept_corners], body)
+
+
+def _unique_positions(func, name: str) -> PrimFunc:
+    """x walked in order, each element compared with the distinct values found so far (a scratch, in order of
+    first occurrence): a new one is appended (its first index and a count in the output), and the element's
+    inverse is its distinct value's position. Sorted: each distinct value's rank is the count of those below it
+    (NaN above every number), and the positions are permuted through a scratch. O(N * U) for U distinct values,
+    and O(U^2) to sort them."""
+    (x_param,) = func.params
+    x = Buffer("x", x_param.type.shape, x_param.type.dtype)
+    out = Buffer("out", func.body.type.shape, "int64")
+    n = te.as_expr(te.dim(x.shape[0]))
+    width = n + 1  # the output's row length
+    values = Buffer("values", x.shape, x.dtype)  # scratch: the distinct values, in order of first occurrence
+    rank = Buffer("rank", x.shape, "int32")  # scratch: each distinct value's rank when sorted
+    moved = Buffer("moved", (2, x.shape[0]), "int64")  # scratch: first indices and counts in sorted order
+    count, found = Buffer("count", (1,), "int32", "local"), Buffer("found", (1,), "int32", "local")
+    i, p, q = te.Var("i"), te.Var("p"), te.Var("q")
+    zero, one = te.IntImm(0), te.IntImm(1)
+    is_float = x.dtype.startswith("float")
+
+    def same(a, b):
+        return te.any_of(te.eq(a, b), te.all_of(te.ne(a, a), te.ne(b, b))) if is_float else te.eq(a, b)
+
+    def below(a, b):  # a sorts before b
+        return te.any_of(a < b, te.all_of(te.eq(a, a), te.ne(b, b))) if is_float else a < b
+
+    u, at = Load(count, zero), Load(found, zero)
+    counts_at = (lambda k: 2 * width + 1 + k)
+    add = Seq([Store(values, u, Load(x, i)), Store(out, 1 + u, te.cast("int64", i)),
+               Store(out, counts_at(u), te.const(0, "int64")), Store(found, zero, u), Store(count, zero, u + 1)])
+    walk = For(i, zero, n, "serial", Seq([
+        Store(found, zero, te.IntImm(-1)),
+        For(p, zero, u, "serial", IfThenElse(te.all_of(at < zero, same(Load(values, p), Load(x, i))),
+                                             Store(found, zero, p))),
+        IfThenElse(at < zero, add),
+        Store(out, width + i, te.cast("int64", at)),
+        Store(out, counts_at(at), Load(out, counts_at(at)) + te.const(1, "int64"))]))
+    body = [Store(count, zero, zero), walk]
+    if func.body.attrs["sorted"]:
+        ranked = For(p, zero, u, "serial", Seq([Store(found, zero, zero), For(q, zero, u, "serial", Store(
+            found, zero, at + te.select(below(Load(values, q), Load(values, p)), one, zero))),
+            Store(rank, p, at)]))
+        r = Load(rank, p)
+        permute = For(p, zero, u, "serial", Seq([Store(moved, r, Load(out, 1 + p)),
+                                                   Store(moved, n + r, Load(out, counts_at(p)))]))
+        back = For(p, zero, u, "serial", Seq([Store(out, 1 + p, Load(moved, p)),
+                                               Store(out, counts_at(p), Load(moved, n + p))]))
+        relabel = For(i, zero, n, "serial", Store(out, width + i, te.cast(
+            "int64", Load(rank, te.cast("int32", Load(out, width + i))))))
+        body += [ranked, permute, back, relabel]
+    body.append(Store(out, zero, te.cast("int64", u)))
+    stmt = Seq(body)
+    for buf in (count, found):
+        stmt = Allocate(buf, stmt)
+    return prim_func(name, [x], [out], [values, rank, moved], stmt)

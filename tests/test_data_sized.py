@@ -195,3 +195,35 @@ def test_non_max_suppression_of_a_static_model_is_one_generic_compile():
     assert isinstance(session, ValueSpecializedSession) and session.value_inputs == ("iou",)
     for iou in (0.2, 0.6):
         _check(model, session, {"x": _detections(2), "iou": np.array([iou], np.float32)}, f"iou {iou}", values=("iou",))
+
+
+def labels_model(sorted_=1):
+    """The distinct labels a classifier predicts over a sequence, as a tagger's post-processing: ArgMax over the
+    classes, then Unique (sorted or in order of first occurrence) with every output."""
+    nodes = [helper.make_node("ArgMax", ["logits"], ["labels"], axis=2, keepdims=0),
+             helper.make_node("Unique", ["labels"], ["y", "first", "inverse", "counts"], sorted=sorted_)]
+    return _model(nodes, [helper.make_tensor_value_info("logits", TensorProto.FLOAT, (2, "T", 5))],
+                  [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in ("y", "first", "inverse",
+                                                                                       "counts")])
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+def test_unique_of_computed_labels_runs_every_count_on_one_compile(sorted_):
+    model = labels_model(sorted_)
+    session = compile_model(model, input_shapes={"logits": (2, None, 5)}, cache=False)
+    assert session.generic_tier["data_sized"] == ["unique0"]
+    for length in (1, 7, 40):
+        _check(model, session, {"logits": RNG.standard_normal((2, length, 5)).astype(np.float32)}, f"T={length}")
+    one_label = np.zeros((2, 9, 5), np.float32)
+    one_label[..., 3] = 1
+    _check(model, session, {"logits": one_label}, "one label")
+
+
+def test_unique_along_an_axis_of_a_run_time_value_compiles_per_value():
+    nodes = [helper.make_node("Unique", ["x"], ["y"], axis=0)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, (4, 2))],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    session = compile_model(model, cache=False)
+    assert isinstance(session, ValueSpecializedSession)
+    x = np.array([[1, 2], [0, 5], [1, 2], [0, 4]], np.int64)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], run_ort(model, {"x": x})[0])

@@ -14,7 +14,8 @@ from te_eval import evaluate_te
 
 LEAD_OPS = {"nn.conv2d_nchwc", "layout_transform", "nn.dense_pack"}  # declared and tested by the lead
 STEPPED_OPS = {"nn.recurrent_scan"}  # no compute: their kernel is one step (compiler/task.py scan_step)
-HAND_WRITTEN_OPS = {"nonzero", "slice_to_count", "non_max_suppression"}  # no compute: loop IR (compiler/sequential.py)
+# no compute: their kernels are loop IR written by hand (compiler/sequential.py)
+HAND_WRITTEN_OPS = {"nonzero", "slice_to_count", "non_max_suppression", "unique_positions"}
 
 
 def _inputs(shapes, seed, positive=()):

@@ -588,12 +588,50 @@ def test_non_max_suppression_hand_written_kernel_gives_onnx_reference(tmp_path, 
 
 
 def _run_onnx_reference(op_type: str, *inputs, **attrs):
-    """op_type's output on these inputs by onnx's reference evaluator."""
+    """op_type's (first) output on these inputs by onnx's reference evaluator."""
+    return _run_onnx_reference_outputs(op_type, *inputs, **attrs)[0]
+
+
+# ---------------------------------------------------------------------------------------------- unique
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("dtype,draw", [("float32", "repeats"), ("float32", "nan_and_zeros"), ("int64", "repeats"),
+                                        ("int32", "distinct"), ("float32", "one")])
+def test_unique_positions_hand_written_kernel_gives_onnx_reference(tmp_path, sorted_, dtype, draw):
+    """"unique_positions"'s kernel (compiler/sequential.py) against its reference, and both against onnx's
+    reference Unique: repeats, NaNs (one distinct value, last when sorted) with -0.0 and 0.0 (equal), all
+    distinct, a single element."""
+    from codegen_kernels import Lib
+    from compiler.codegen import build_library
+    from compiler.sequential import sequential_kernel
+    from relayish.expr import Function
+    rng = np.random.default_rng(len(draw) + sorted_)
+    value = {"repeats": rng.integers(-4, 5, 40), "distinct": rng.permutation(30) - 7, "one": np.array([2.5]),
+             "nan_and_zeros": rng.choice([np.nan, -0.0, 0.0, 1.5, -2.0], 25)}[draw].astype(dtype)
+    n = value.size
+    x = Var("x", TensorType((n,), dtype))
+    func = sequential_kernel(Function((x,), call("unique_positions", x, sorted=sorted_)), "unique_k")
+    lib = Lib(build_library([func], None, str(tmp_path / "unique.so")))
+    want = get_op("unique_positions").ref(value, sorted_)
+    u = int(want[0, 0])
+    got = lib.call("unique_k", value, np.full((3, n + 1), -7, np.int64), np.zeros(n, dtype), np.zeros(n, np.int32),
+                   np.zeros((2, n), np.int64))[1]
+    for row, cols in ((0, slice(0, 1 + u)), (1, slice(0, n)), (2, slice(1, 1 + u))):
+        np.testing.assert_array_equal(got[row, cols], want[row, cols], err_msg=f"row {row}")
+    y, first, inverse, counts = _run_onnx_reference_outputs("Unique", value, n_out=4, sorted=sorted_)
+    np.testing.assert_array_equal(want[0, 1:1 + u], first)
+    np.testing.assert_array_equal(want[1, :n], inverse)
+    np.testing.assert_array_equal(want[2, 1:1 + u], counts)
+    np.testing.assert_array_equal(value[want[0, 1:1 + u]], y)  # (NaN where NaN)
+
+
+def _run_onnx_reference_outputs(op_type: str, *inputs, n_out: int = 1, **attrs) -> list:
+    """op_type's outputs on these inputs by onnx's reference evaluator."""
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
-    names = [f"i{k}" for k in range(len(inputs))]
-    graph = helper.make_graph([helper.make_node(op_type, names, ["y"], **attrs)], "g",
+    names, outs = [f"i{k}" for k in range(len(inputs))], [f"y{k}" for k in range(n_out)]
+    graph = helper.make_graph([helper.make_node(op_type, names, outs, **attrs)], "g",
                               [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
                                for n, v in zip(names, inputs)],
-                              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)])
-    return ReferenceEvaluator(helper.make_model(graph)).run(None, dict(zip(names, inputs)))[0]
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in outs])
+    return ReferenceEvaluator(helper.make_model(graph)).run(None, dict(zip(names, inputs)))

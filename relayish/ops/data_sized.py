@@ -145,3 +145,46 @@ register_op("non_max_suppression", inputs=2, pattern=Pattern.OPAQUE, op_class="l
             doc="ONNX's NonMaxSuppression of boxes [B, N, 4] by scores [B, C, N]: per batch and class, greedily the "
                 "best-scored box above score_threshold not overlapping a kept one by more than iou_threshold, at "
                 "most max_output: int64 [1 + B * C * N, 3], a row (count, 0, 0), then the kept (batch, class, box)")
+
+
+def _unique_infer(arg_types, attrs):
+    (x,) = arg_types
+    if x.ndim != 1:
+        raise OpError(f"unique_positions: x must be 1-D (flattened), got {list(x.shape)}")
+    if x.dtype == "bool" or x.dtype.startswith(("float16", "bfloat16")):
+        raise OpError(f"unique_positions: x of {x.dtype} is not supported")
+    return TensorType((3, 1 + te.dim(x.shape[0])), "int64")
+
+
+def _equal(a, b) -> bool:
+    return a == b or (a != a and b != b)  # NaN equals NaN, as numpy's unique
+
+
+def _unique_ref(x, sorted):  # noqa: A002  (ONNX's attribute name)
+    n = x.shape[0]
+    out = np.full((3, 1 + n), -1, np.int64)
+    values, first, counts, inverse = [], [], [], []
+    for i, v in enumerate(x.tolist()):
+        p = next((p for p, u in enumerate(values) if _equal(u, v)), None)
+        if p is None:
+            p = len(values)
+            values.append(v)
+            first.append(i)
+            counts.append(0)
+        counts[p] += 1
+        inverse.append(p)
+    if sorted:  # by value, NaN last
+        order = np.array([sum(u < w or (u == u and w != w) for u in values) for w in values], np.int64)
+        first, counts = np.array(first)[np.argsort(order)], np.array(counts)[np.argsort(order)]
+        inverse = order[np.array(inverse, np.int64)]
+    u = len(values)
+    out[0, 0], out[0, 1:1 + u], out[1, :n], out[2, 1:1 + u] = u, first, inverse, counts
+    return out
+
+
+# no compute: its kernel is written as loop IR (compiler/sequential.py)
+register_op("unique_positions", inputs=1, pattern=Pattern.OPAQUE, op_class="layout", infer=_unique_infer,
+            ref=_unique_ref, attrs={"sorted": 1},
+            doc="ONNX's Unique of a flat x as positions, int64 [3, 1 + N]: row 0 the count U of distinct values, "
+                "then each's first index; row 1 each element's distinct value; row 2 (from 1) each's count. In "
+                "order of first occurrence, or sorted by value (NaN last, equal to NaN)")

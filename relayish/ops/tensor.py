@@ -34,7 +34,7 @@ def _take_infer(arg_types, attrs):
     if indices.dtype not in INDEX_DTYPES:
         raise OpError(f"take: indices must be {' or '.join(INDEX_DTYPES)}, got {indices.dtype}")
     ax = attrs.axis
-    if data.shape[ax] < 1:
+    if is_static_dim(data.shape[ax]) and data.shape[ax] < 1:  # (a run-time size is at least 1)
         raise OpError(f"take: axis {ax} of data {data.shape} is empty")
     return TensorType(data.shape[:ax] + indices.shape + data.shape[ax + 1:], data.dtype)
 
@@ -50,10 +50,11 @@ def _take_ref(data, indices, axis):
 def clamped_index(value: te.PrimExpr, extent) -> te.PrimExpr:
     """An int32 index into an axis of `extent` (an int, or a dim known at run time) from a run-time index
     (negative counts from the end), clamped into [0, extent) in the index's own width so that no value can read
-    out of bounds."""
+    out of bounds (0 for an axis found empty at run time, a data-sized one: its buffer is placed for its largest
+    size)."""
     n = te.const(extent, value.dtype) if isinstance(extent, int) else te.cast(value.dtype, te.as_expr(te.dim(extent)))
     k = te.select(value < 0, value + n, value)
-    return te.cast("int32", te.min_(te.max_(k, te.const(0, value.dtype)), n - te.const(1, value.dtype)))
+    return te.cast("int32", te.max_(te.min_(k, n - te.const(1, value.dtype)), te.const(0, value.dtype)))
 
 
 def _take_compute(inputs, attrs, out_type):

@@ -109,15 +109,16 @@ def topk_v11(x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002  (ONNX's attr
 
 # ---- NonZero, Compress, Unique: output shapes that depend on the data ----
 
-def _data_value(x: Expr, what: str, op: str) -> np.ndarray:
-    """The value of an input whose values decide the output's shape; RunTimeValueNeeded saying so otherwise."""
+def _data_value(x: Expr, what: str, op: str, data_sized: bool = True) -> np.ndarray:
+    """The value of an input whose values decide the output's shape; RunTimeValueNeeded saying so otherwise (and
+    whether the generic tier's import makes a data-sized op of it)."""
     if isinstance(x, Constant):
         return x.data
     inputs = tuple(sorted({v.name for v in free_vars(x)}))
     raise RunTimeValueNeeded(f"the output shape of {op} depends on the values of input {what!r}, which are "
                              f"computed at run time" + (f" from graph input(s) {list(inputs)}" if inputs else "")
                              + ": relayish compiles static shapes, so it must be a constant", inputs,
-                             data_sized=op in ("NonZero", "Compress"))
+                             data_sized=data_sized)
 
 
 def _data_sized_nonzero(x: Expr):
@@ -201,11 +202,32 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_thre
     return fold("slice_to_count", rows, count, axis=0, start=1, count_dim=te.size_var(data_sized_name("nms")))
 
 
+def _data_sized_unique(x: Expr, sorted_: bool):
+    """unique_positions of the flattened x: its rows' slots 1..U (slice_to_count, U a data-sized dim) are the
+    first indices and the counts; its row 1 the inverse indices."""
+    n = 1
+    for d in shape_of(x):
+        n = n * te.dim(d)  # (an expression of the free dims where one is known only at run time)
+    flat = reshape(x, (n,))
+    n = shape_of(flat)[0]
+    rows = fold("unique_positions", flat, sorted=int(sorted_))
+    count = fold("strided_slice", rows, begin=(0, 0), end=(1, 1), strides=(1, 1), axes=(0, 1))
+    picked = fold("slice_to_count", rows, count, axis=1, start=1, count_dim=te.size_var(data_sized_name("unique")))
+    u = shape_of(picked)[1]
+    first = reshape(fold("strided_slice", picked, begin=(0,), end=(1,), strides=(1,), axes=(0,)), (u,))
+    counts = reshape(fold("strided_slice", picked, begin=(2,), end=(3,), strides=(1,), axes=(0,)), (u,))
+    inverse = reshape(fold("strided_slice", rows, begin=(1, 0), end=(2, n), strides=(1, 1), axes=(0, 1)), (n,))
+    return fold("take", flat, first, axis=0), first, inverse, counts
+
+
 @converter("Unique", since=11)
 def unique(x, *, axis=None, sorted=1):  # noqa: A002  (ONNX's attribute name)
     """(Y, indices, inverse_indices, counts) as np.unique; sorted=0 keeps the order of first occurrence (the
-    spec)."""
-    value = _data_value(x, "X", "Unique")
+    spec). Of a constant: folded. Of a run-time value without an axis, in the generic tier: unique_positions,
+    whose distinct count U is a data-sized dim (relayish/ops/data_sized.py)."""
+    if not isinstance(x, Constant) and axis is None and data_sized_allowed():
+        return _data_sized_unique(x, bool(sorted))
+    value = _data_value(x, "X", "Unique", data_sized=axis is None)
     if axis is not None:
         axis = normalize_axis(axis, value.ndim)
         flat = np.moveaxis(value, axis, 0).reshape(value.shape[axis], -1)

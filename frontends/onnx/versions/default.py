@@ -173,6 +173,8 @@ REVIEWED: dict[str, tuple[int, ...]] = {
     "If": (1, 11, 13, 16, 19, 21, 23, 24, 25),
     "Loop": (1, 11, 13, 16, 19, 21, 23, 24, 25),
     "NonZero": (9, 13),  # 13: bfloat16
+    "NonMaxSuppression": (10, 11),  # 11: the same inputs and attribute; the doc says a box whose IoU equals the
+    #   threshold is kept (suppressed only above it, as the converter's kernel and onnx's reference)
     "Compress": (9, 11, 28),  # 11: negative axis; 28: bfloat16
     "Unique": (11, 28),  # 28: bfloat16
     "ReverseSequence": (10, 28),  # 28: bfloat16
