@@ -1,5 +1,6 @@
 """Ops whose output size depends on their input's values: the indices of the nonzero elements, the first k
-elements along an axis for a k computed at run time (TopK's), and the boxes non-max suppression keeps.
+elements along an axis for a k computed at run time (TopK's), the boxes non-max suppression keeps and the distinct
+values of a tensor (Unique's).
 
     count = sum(cast(x != 0, "int64"))                 # a reduction: int64 []
     y     = nonzero(x, count, count_dim=n)             # int64 [rank, n], n the size variable count's value is
@@ -17,6 +18,9 @@ the largest size after a first row that counts them; slice_to_count then takes t
     rows  = non_max_suppression(boxes, scores, ...)             # int64 [1 + B * C * N, 3]: (count, 0, 0), the kept
     count = rows[0:1, 0:1]
     y     = slice_to_count(rows, count, axis=0, start=1, count_dim=n)
+
+Unique's op does the same with three rows: the distinct count and the first indices, the inverse indices, and the
+counts (unique_positions; slice_to_count along axis 1 from 1).
 """
 from __future__ import annotations
 
