@@ -223,6 +223,19 @@ class ShapeSpecializedSession:
                 return self._on(spec.module).run(output_names, input_feed, run_options)
         return self._run_generic(output_names, input_feed, run_options, dict(key)[self._batch])
 
+    def run_generic(self, output_names, input_feed: dict, run_options=None) -> list[np.ndarray]:
+        """Run this call on the generic tier whatever is specialized (its results are the specialized tier's,
+        bench.dynamic times the tiers side by side with it); ValueError if the session has no generic tier. Not
+        counted toward specializing the shape."""
+        if self._batch is None and self._extents is None:
+            raise ValueError(f"this session has no generic tier: {describe_generic_tier(self.generic_tier)}")
+        if not isinstance(input_feed, dict):
+            raise TypeError(f"input_feed must be a dict of input name -> array, got {type(input_feed).__name__}")
+        if self._extents is not None:
+            return self._on(self._extents).run(output_names, input_feed, run_options)
+        shapes = {name: np.shape(input_feed[name]) for name in self._specs if name in input_feed}
+        return self._run_generic(output_names, input_feed, run_options, bind(self._specs, shapes)[self._batch])
+
     def _on(self, module):
         """module, the previous call's module idled first if it was another: each library has its own thread
         pool, whose workers spin a moment after a run; the next library's would share the cores with them."""

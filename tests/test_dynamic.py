@@ -575,3 +575,28 @@ def test_sizes_that_shrink_a_window_below_its_input_leave_the_generic_tier():
         feed = {"x": RNG.standard_normal((1, 3, h, 8)).astype(np.float32)}
         np.testing.assert_allclose(sess.run(None, feed)[0], run_ort(model, feed)[0], rtol=1e-6, err_msg=f"H={h}")
     assert [s["symbols"] for s in sess.specializations()] == [{"H": 1}]  # compiled for H=1 only
+
+
+@pytest.mark.parametrize("tier", ["batch", "run-time extents"])
+def test_run_generic_serves_a_specialized_shape_on_the_generic_tier_with_the_same_results(tier):
+    """sess.run_generic runs a call on the generic tier even where a module for the shape is kept (bench.dynamic
+    times the tiers with it), gives the specialized tier's results, and does not count toward specializing."""
+    model = batch_cnn(reduce_batch=tier != "batch")
+    sess = compile_model(model, input_shapes={"x": (None, 3, 9, 9)}, cache=False)
+    assert sess.generic_tier.get("kind", "batch") == tier
+    feed = {"x": RNG.standard_normal((3, 3, 9, 9)).astype(np.float32)}
+    sess.specialization({"x": (3, 3, 9, 9)})  # compiled and kept: run serves the shape with it
+    specialized = sess.run(None, feed)[0]
+    runs = {tuple(s["symbols"].items()): s["runs"] for s in sess.specializations()}
+    generic = sess.run_generic(None, feed)[0]
+    np.testing.assert_allclose(generic, specialized, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(generic, run_ort(model, feed)[0], rtol=1e-4, atol=1e-4)
+    assert {tuple(s["symbols"].items()): s["runs"] for s in sess.specializations()} == runs
+    with pytest.raises(TypeError, match="input_feed must be a dict"):
+        sess.run_generic(None, [feed["x"]])
+
+
+def test_run_generic_without_a_generic_tier_says_so():
+    sess = compile_model(ceil_pool_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False)
+    with pytest.raises(ValueError, match="this session has no generic tier: none .*ceil mode"):
+        sess.run_generic(None, {"x": np.zeros((1, 3, 8, 7), np.float32)})

@@ -21,10 +21,10 @@ Cases:
 Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
 user gets it): "first" is the first call of that shape, a shape this session has not seen (the generic tier runs
 it; a model without one compiles it in the call), made right after a call of the shape before it (the session in
-use, its threads and caches as a served model's, not as the other engines' timing left them). Then, timed in one rotation on the same inputs and threads in
-steady state (bench/compare.py): the generic tier (a session with specialize="never": the batch-1 module item by
-item for a free batch, else the kernels with run-time extents, compiler/generic.py), the specialized tier (the
-module compiled for exactly that shape) and onnxruntime. Ratios below 1: ours is faster. The generic tier of a
+use, its threads and caches as a served model's, not as the other engines' timing left them). Then, timed in one
+rotation on the same inputs and threads in steady state (bench/compare.py): the session's generic tier
+(`sess.run_generic`: the batch-1 module item by item for a free batch, else the kernels with run-time extents,
+compiler/generic.py), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios below 1: ours is faster. The generic tier of a
 model that has none is left blank.
 
 --check: every model of the folders with dim 0 of its inputs and outputs made free (the inputs' other dims as
@@ -131,10 +131,7 @@ def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
     t0 = time.perf_counter()
     auto = compile_model(model, input_shapes=case["free"], num_threads=threads, cache=False)
     made_s = time.perf_counter() - t0
-    generic = None
-    if auto.generic_tier and "none" not in auto.generic_tier:
-        generic = compile_model(model, input_shapes=case["free"], num_threads=threads, cache=False,
-                                specialize="never")
+    generic = auto.generic_tier and "none" not in auto.generic_tier  # timed on the session's own generic tier
     log(f"{case['name']}: compile_model {made_s:.1f} s; generic tier: {auto.generic_tier}")
     data = model.SerializeToString()
     rows = []
@@ -149,17 +146,17 @@ def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
         first_ms = (time.perf_counter() - t) * 1e3
         auto.wait_for_specializations()
         special = auto.specialization(shapes)
-        extra = [("generic", lambda f: generic.run(None, f))] if generic is not None else []
+        extra = [("generic", lambda f: auto.run_generic(None, f))] if generic else []
         r = compare_with_onnxruntime(special, data, feed, threads=threads, repeat=repeat, extra_engines=extra)
         ort_ms = r["onnxruntime"]["median_ms"]
         shape = next(iter(shapes.values()))
         row = {"shape": list(shape), "first_ms": first_ms, "specialized_ms": r["ours"]["median_ms"],
-               "generic_ms": r["generic"]["median_ms"] if generic is not None else None, "ort_ms": ort_ms,
+               "generic_ms": r["generic"]["median_ms"] if generic else None, "ort_ms": ort_ms,
                "max_rel_error": max(o["max_rel"] for o in r["outputs"].values()),
                "agree": all(o["passed"] for o in r["outputs"].values())}
         rows.append(row)
         log(f"  {str(shape):22s} first {first_ms:9.1f} ms   generic " +
-            (f"{row['generic_ms']:8.2f} ms ({row['generic_ms'] / ort_ms:.2f}x)" if generic is not None else
+            (f"{row['generic_ms']:8.2f} ms ({row['generic_ms'] / ort_ms:.2f}x)" if generic else
              f"{'-':>19s}") +
             f"   specialized {row['specialized_ms']:8.2f} ms ({row['specialized_ms'] / ort_ms:.2f}x)"
             f"   onnxruntime {ort_ms:8.2f} ms" + ("" if row["agree"] else
