@@ -138,10 +138,11 @@ def test_topk_with_a_k_given_at_run_time_runs_every_k_on_one_compile():
         session.run(None, {"x": x, "k": np.array([11], np.int64)})
 
 
-def detector_head_model(center_point_box=0, batch="B"):
+def detector_head_model(center_point_box=0, batch="B", boxes=24):
     """A detector's end as exports write it: boxes and per-class logits from one tensor [B, N, 4 + 3], the scores
     a sigmoid of the logits moved to [B, 3, N], NonMaxSuppression with constant thresholds, and the kept boxes'
-    scores gathered by the selected (batch, class, box) rows."""
+    scores gathered by the selected (batch, class, box) rows. N: `boxes` (a name: free, as an image size makes
+    it)."""
     nodes = [helper.make_node("Slice", ["x", "s0", "s4", "s2"], ["boxes"]),
              helper.make_node("Slice", ["x", "s4", "s7", "s2"], ["logits"]),
              helper.make_node("Transpose", ["logits"], ["logits_t"], perm=[0, 2, 1]),
@@ -153,18 +154,18 @@ def detector_head_model(center_point_box=0, batch="B"):
                                                                               ("s2", 2), ("limit", 5))]
     inits += [numpy_helper.from_array(np.array([0.4], np.float32), "iou"),
               numpy_helper.from_array(np.array([0.3], np.float32), "floor")]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (batch, 24, 7))],
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (batch, boxes, 7))],
                   [helper.make_tensor_value_info("selected", TensorProto.INT64, None),
                    helper.make_tensor_value_info("kept_scores", TensorProto.FLOAT, None)], inits)
 
 
-def _detections(batch, center_point_box=0, logit_shift=0.0):
-    """[batch, 24, 7]: boxes in three clusters (many overlap), then three classes' logits with ties."""
-    centers = RNG.uniform(0, 20, (batch, 3, 2))[:, RNG.integers(0, 3, 24)]
-    size = RNG.uniform(1, 6, (batch, 24, 2))
+def _detections(batch, center_point_box=0, logit_shift=0.0, n=24):
+    """[batch, n, 7]: boxes in three clusters (many overlap), then three classes' logits with ties."""
+    centers = RNG.uniform(0, 20, (batch, 3, 2))[:, RNG.integers(0, 3, n)]
+    size = RNG.uniform(1, 6, (batch, n, 2))
     boxes = np.concatenate([centers, size], 2) if center_point_box else \
         np.concatenate([centers - size / 2, centers + size / 2], 2)
-    logits = RNG.integers(-4, 5, (batch, 24, 3)) / 2 + logit_shift
+    logits = RNG.integers(-4, 5, (batch, n, 3)) / 2 + logit_shift
     return np.concatenate([boxes, logits], 2).astype(np.float32)
 
 
@@ -177,6 +178,16 @@ def test_non_max_suppression_of_computed_scores_runs_every_count_on_one_compile(
                     "none above the floor": _detections(2, center_point_box, logit_shift=-9.0),
                     "all above the floor": _detections(2, center_point_box, logit_shift=9.0)}.items():
         _check(model, session, {"x": x}, what)
+
+
+def test_non_max_suppression_over_a_free_box_count():
+    """N known only at run time (a detector over images of any size): the kernel's scratch and the rows' bound
+    follow it."""
+    model = detector_head_model(batch=1, boxes="N")
+    session = compile_model(model, input_shapes={"x": (1, None, 7)}, cache=False)
+    assert session.generic_tier["data_sized"] == ["nms0"] and session.generic_tier["symbols"] == ["N"]
+    for n in (1, 5, 60, 17):
+        _check(model, session, {"x": _detections(1, n=n)}, f"N={n}")
 
 
 def test_non_max_suppression_of_a_static_model_is_one_generic_compile():
