@@ -537,8 +537,8 @@ def _guard_select_loads(expr, var_extent):
     """Loads in a branch of a Select may be out of bounds when that branch is not taken (padding): clamp those
     whose index is not provably inside the buffer (codegen evaluates both branches). One pass over the tree."""
     def clamped(load):
-        rng = interval(load.index, var_extent)
-        if rng is not None and rng[0] >= 0 and rng[1] < load.buffer.size:
+        rng, size = interval(load.index, var_extent), load.buffer.size
+        if rng is not None and all(isinstance(v, int) for v in (*rng, size)) and rng[0] >= 0 and rng[1] < size:
             return load
         return Load(load.buffer, te.max_(te.IntImm(0), te.min_(load.index, load.buffer.size - 1)))
 

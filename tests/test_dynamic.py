@@ -600,3 +600,49 @@ def test_run_generic_without_a_generic_tier_says_so():
     sess = compile_model(ceil_pool_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False)
     with pytest.raises(ValueError, match="this session has no generic tier: none .*ceil mode"):
         sess.run_generic(None, {"x": np.zeros((1, 3, 8, 7), np.float32)})
+
+
+def fixed_size_cnn(head: str):
+    """A CNN exported at one input size, its height left free: two stride-2 max pools, then a head that only
+    works at the sizes giving the exported map: "dense" (Flatten -> Gemm of a fixed weight, as AlexNet and VGG),
+    "flatten" (Reshape to (-1, features), as ZFNet), "shuffle" (a channel shuffle reshaping to the fixed map, as
+    ShuffleNet), "concat" (beside a branch of fixed size, as ShuffleNet's shortcut after the shuffle)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["p1"], kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("MaxPool", ["p1"], ["p"], kernel_shape=[3, 3], strides=[2, 2])]  # 19 -> 9 -> 4
+    inits = []
+    if head in ("dense", "flatten"):
+        w = RNG.standard_normal((4 * 4 * 4, 5)).astype(np.float32)
+        inits += [numpy_helper.from_array(w, "w")]
+        if head == "dense":
+            nodes += [helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("Gemm", ["f", "w"], ["y"])]
+        else:
+            inits += [numpy_helper.from_array(np.array([-1, 64], np.int64), "s")]
+            nodes += [helper.make_node("Reshape", ["p", "s"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])]
+    elif head == "shuffle":
+        inits += [numpy_helper.from_array(np.array([1, 2, 2, 4, 4], np.int64), "s"),
+                  numpy_helper.from_array(np.array([1, 4, 4, 4], np.int64), "back")]
+        nodes += [helper.make_node("Reshape", ["p", "s"], ["r"]),
+                  helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]),
+                  helper.make_node("Reshape", ["t", "back"], ["y"])]
+    else:
+        inits += [numpy_helper.from_array(RNG.standard_normal((1, 3, 4, 4)).astype(np.float32), "side")]
+        nodes += [helper.make_node("Concat", ["p", "side"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "fixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4, "H", 19))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("head", ["dense", "flatten", "shuffle", "concat"])
+def test_a_model_of_one_exported_size_runs_its_free_size_on_one_generic_module(head):
+    """Heights 19 and 20 give the exported 4x4 map: served by one module with run-time extents, its assumption
+    (the map is 4) checked per call; height 23 gives 5x4, which onnxruntime refuses and so does the session."""
+    model = fixed_size_cnn(head)
+    sess = compile_model(model, input_shapes={"x": (1, 4, None, 19)}, cache=False)
+    assert sess.generic_tier["kind"] == "run-time extents"
+    for h in (19, 20):
+        feed = {"x": RNG.standard_normal((1, 4, h, 19)).astype(np.float32)}
+        ours = sess.run(None, feed)[0]
+        assert_three_way(ours, run_ort(model, feed)[0], np.asarray(interpreted(model, feed)[0]), f"H={h}")
+    assert sess.specializations() == []  # nothing compiled for a size
+    with pytest.raises(Exception, match=r"(?i)reshape|features|concatenate|dim"):
+        sess.run(None, {"x": np.zeros((1, 4, 23, 19), np.float32)})

@@ -251,8 +251,11 @@ def is_window_pool(node) -> bool:
             node.type.ndim == 4 and is_float(node.type.dtype)):
         return False
     x = node.args[0]
+    if not (x.type.is_static and node.type.is_static):  # sizes known at run time: blocked, the general form
+        return True
     return not (isinstance(x, Var) and node.attrs.strides[1] <= 2 and node.attrs.dilation[1] == 1 and
-                node.type.shape[3] >= MIN_NCHW_POOL_WIDTH and x.type.size * numpy_dtype(x.type.dtype).itemsize >= MIN_NCHW_POOL_BYTES)
+                node.type.shape[3] >= MIN_NCHW_POOL_WIDTH and
+                x.type.size * numpy_dtype(x.type.dtype).itemsize >= MIN_NCHW_POOL_BYTES)
 
 
 def input_block(per_group: int, block: int) -> int:

@@ -80,6 +80,24 @@ def matched_dims(x: Expr, dims: dict) -> Expr:
                 strides=(1,) * len(axes), axes=tuple(axes))
 
 
+def fixed_dims(x: Expr, dims: dict, what: str) -> Expr:
+    """x sliced to `dims` (axis -> int) on the axes where its dim is known only at run time: a model of one input
+    size made free, whose flattened features meet a dense layer's fixed weight (AlexNet, VGG) or whose shuffle
+    reshapes to a fixed map (ShuffleNet), runs only at the sizes that give those dims (onnxruntime refuses the
+    others). That they are equal is recorded for the generic module to check per call (shape_values.require,
+    both ways: a size that breaks it is compiled for, and refused as onnxruntime does); the slice is then the whole
+    axis. x itself when no such axis."""
+    shape = shape_of(x)
+    axes = [a for a, d in sorted(dims.items()) if not is_static_dim(shape[a]) and isinstance(d, int)]
+    if not axes:
+        return x
+    for a in axes:
+        for lhs, rhs in ((shape[a], dims[a]), (dims[a], shape[a])):
+            require(lhs - rhs + 1, f"{what}: dim {a} of size {shape[a]} must be {dims[a]}")
+    return call("strided_slice", x, begin=(0,) * len(axes), end=tuple(dims[a] for a in axes),
+                strides=(1,) * len(axes), axes=tuple(axes))
+
+
 def binary(op: str, a: Expr, b: Expr) -> Expr:
     """The elementwise binary op (add, subtract, multiply, divide, maximum...) of a and b, broadcast; two
     constants of one dtype fold. Dims known only at run time that must be equal are matched (matched_dims)."""

@@ -144,10 +144,10 @@ def _reshape_compute(inputs, attrs, out_type):
             flat = 0  # row-major position inside the group
             for d in ddims:
                 flat = flat * dst[d] + (out_idx[d] if not (is_static_dim(dst[d]) and dst[d] == 1) else 0)
-            stride = dim(math.prod(src[d] for d in sdims))
             leading = True  # the group's first dim of extent > 1: flat // stride is below its extent, no wrap
-            for d in sdims:
-                stride = stride // src[d] if static else exact_quotient(stride, src[d])
+            for k, d in enumerate(sdims):
+                # the product of the dims after d (not a quotient: a run-time dim such as q - 1 divides no sum)
+                stride = dim(math.prod((src[e] for e in list(sdims)[k + 1:]), start=1))
                 if is_static_dim(src[d]) and src[d] == 1:
                     in_idx[d] = 0
                     continue

@@ -22,7 +22,7 @@ from relayish.ops.common import broadcast_shape, show_shape
 from relayish.prim_expr import PrimExpr
 from relayish.types import DTYPES, dim, is_static_dim
 
-from ..builders import binary, fold, is_const, matched_dims, normalize_axis, reshape, shape_of, transpose
+from ..builders import binary, fixed_dims, fold, is_const, matched_dims, normalize_axis, reshape, shape_of, transpose
 from ..registry import converter
 from ..shape_values import dims_input, require
 from ..values import (ConversionError, checked_elements, constant_value, empty, int_list_input, int_tuple,
@@ -80,13 +80,32 @@ def reshape_(data, shape, *, allowzero=0):
     size, known = dim(math.prod(in_shape)), dim(math.prod(d for d in target if not (isinstance(d, int) and d == -1)))
     if free:
         inferred = exact_quotient(size, known) if known != 0 else None
+        if inferred is None and target[0] == -1 and in_shape and isinstance(in_shape[0], int) and \
+                all(isinstance(d, int) for d in target[1:]):
+            inferred = in_shape[0]  # a flatten to (-1, features) over a free size: the -1 is the batch (_fixed_to)
         if inferred is None:
             raise ConversionError(f"cannot reshape {show_shape(in_shape)} to {show_shape(target)}: the -1 does not "
                                   f"divide out exactly")
         target[target.index(-1)] = inferred
     if dim(math.prod(target)) != size:
-        raise ConversionError(f"cannot reshape {show_shape(in_shape)} ({size} elements) to {show_shape(target)}")
+        data = _fixed_to(data, target)
+        if dim(math.prod(target)) != dim(math.prod(shape_of(data))):
+            raise ConversionError(f"cannot reshape {show_shape(in_shape)} ({size} elements) to {show_shape(target)}")
     return reshape(data, target)
+
+
+def _fixed_to(data, target: list):
+    """data with its one dim known only at run time fixed (fixed_dims) to what a target shape of fixed dims
+    needs: ShuffleNet's channel shuffle reshapes (1, 54, h, 56) to (1, 3, 18, 56, 56), so h is 56 at every size
+    it runs at. data itself where that is not the case (another error follows)."""
+    shape = shape_of(data)
+    free = [a for a, d in enumerate(shape) if not is_static_dim(d)]
+    if len(free) != 1 or not all(isinstance(d, int) for d in target):
+        return data
+    rest = math.prod(d for a, d in enumerate(shape) if a != free[0])
+    if rest == 0 or math.prod(target) % rest:
+        return data
+    return fixed_dims(data, {free[0]: math.prod(target) // rest}, "the reshape's input")
 
 
 @converter("Transpose")
@@ -156,6 +175,9 @@ def concat(*inputs, axis):
         return Constant(np.concatenate([x.data for x in inputs], axis=axis))
     first = shape_of(inputs[0])
     if len({len(shape_of(x)) for x in inputs}) == 1:  # run-time dims that must be equal are matched
+        fixed = {a: d for x in inputs for a, d in enumerate(shape_of(x)) if a != axis and isinstance(d, int)}
+        inputs = [fixed_dims(x, fixed, f"input {k}") for k, x in enumerate(inputs)]  # (meeting a part's fixed dim)
+        first = shape_of(inputs[0])
         inputs = [inputs[0]] + [matched_dims(x, {a: d for a, d in enumerate(first) if a != axis}) for x in inputs[1:]]
     return call("concatenate", *inputs, axis=axis)
 

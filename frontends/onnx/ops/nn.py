@@ -14,7 +14,7 @@ import numpy as np
 from relayish import Constant, Expr, call, const
 from relayish.types import is_float
 
-from ..builders import binary, flag, fold, normalize_axis, reshape, scalar_like, shape_of, transpose
+from ..builders import binary, fixed_dims, flag, fold, normalize_axis, reshape, scalar_like, shape_of, transpose
 from ..registry import converter
 from ..values import ConversionError
 
@@ -29,6 +29,7 @@ def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N80
             raise ConversionError(f"input {name} must be 2-D, got shape {shape_of(v)}")
     x = transpose(a, (1, 0)) if flag(transA, "transA") else a
     w = b if flag(transB, "transB") else transpose(b, (1, 0))
+    x = fixed_dims(x, {1: shape_of(w)[1]}, "A's features")  # (a run-time size meeting a fixed weight)
     y = call("nn.dense", x, w)
     if c is not None:  # C broadcasts to Y = (M, N) one way only: a (5, 1) bias of a (1, 5) product is an error
         sc, sy = shape_of(c), shape_of(y)
@@ -50,6 +51,9 @@ def matmul(a, b):
         raise ConversionError(f"MatMul operands must be at least 1-D, got shapes {sa} and {sb}")
     a2 = reshape(a, (1,) + sa) if len(sa) == 1 else a
     b2 = reshape(b, sb + (1,)) if len(sb) == 1 else b
+    k_a, k_b = shape_of(a2)[-1], shape_of(b2)[-2]  # (a run-time size meeting a fixed one: fixed_dims)
+    a2 = fixed_dims(a2, {len(shape_of(a2)) - 1: k_b}, "A's columns")
+    b2 = fixed_dims(b2, {len(shape_of(b2)) - 2: k_a}, "B's rows")
     y = call("nn.matmul", a2, b2)
     out = shape_of(y)
     if len(sa) == 1:
