@@ -69,15 +69,8 @@ def matched_dims(x: Expr, dims: dict) -> Expr:
     to check per call (shape_values.require, both ways); the slice is then the whole axis. x itself when every
     dim is the same already."""
     shape = shape_of(x)
-    axes = [a for a, d in sorted(dims.items()) if not is_static_dim(shape[a]) and not is_static_dim(d)
-            and not same_dim(shape[a], d)]
-    if not axes:
-        return x
-    for a in axes:
-        for lhs, rhs in ((shape[a], dims[a]), (dims[a], shape[a])):
-            require(lhs - rhs + 1, f"dim {a} of size {shape[a]} must equal {dims[a]} (the other input's)")
-    return call("strided_slice", x, begin=(0,) * len(axes), end=tuple(dims[a] for a in axes),
-                strides=(1,) * len(axes), axes=tuple(axes))
+    return _assumed_equal(x, {a: d for a, d in dims.items() if not is_static_dim(shape[a]) and not is_static_dim(d)
+                              and not same_dim(shape[a], d)}, "the other input's")
 
 
 def fixed_dims(x: Expr, dims: dict, what: str) -> Expr:
@@ -88,12 +81,19 @@ def fixed_dims(x: Expr, dims: dict, what: str) -> Expr:
     both ways: a size that breaks it is compiled for, and refused as onnxruntime does); the slice is then the whole
     axis. x itself when no such axis."""
     shape = shape_of(x)
-    axes = [a for a, d in sorted(dims.items()) if not is_static_dim(shape[a]) and isinstance(d, int)]
-    if not axes:
+    return _assumed_equal(x, {a: d for a, d in dims.items() if not is_static_dim(shape[a]) and isinstance(d, int)},
+                          what)
+
+
+def _assumed_equal(x: Expr, dims: dict, what: str) -> Expr:
+    """x sliced to dims (axis -> dim) on those axes, each dim's equality with x's recorded as both inequalities
+    for the generic module to check per call; x itself when dims is empty."""
+    if not dims:
         return x
+    shape, axes = shape_of(x), sorted(dims)
     for a in axes:
         for lhs, rhs in ((shape[a], dims[a]), (dims[a], shape[a])):
-            require(lhs - rhs + 1, f"{what}: dim {a} of size {shape[a]} must be {dims[a]}")
+            require(lhs - rhs + 1, f"dim {a} of size {shape[a]} must equal {dims[a]} ({what})")
     return call("strided_slice", x, begin=(0,) * len(axes), end=tuple(dims[a] for a in axes),
                 strides=(1,) * len(axes), axes=tuple(axes))
 
