@@ -129,7 +129,7 @@ def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
 
 class _Plan:
     """What a call at one set of sizes needs besides its inputs."""
-    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes")
+    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "calls")
 
     def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list,
                  values: dict, nbytes: np.ndarray):
@@ -138,6 +138,7 @@ class _Plan:
         self.shapes = shapes  # (step, output) -> shape, of the outputs made arrays (returned, or read by a scan)
         self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
         self.values, self.nbytes = values, nbytes  # every size variable's value; each buffer's bytes (its room)
+        self.calls = {}  # workspace address -> the kernel calls with their arguments (GenericModule._call_list)
 
 
 class GenericModule:
@@ -192,6 +193,8 @@ class GenericModule:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
+        self._returned = [((k, j), dtype) for k in sorted(returned) for j, (_, dtype) in enumerate(steps[k].outputs)]
+        self._by_calls = not self._data and not any(s.scan for s in steps)  # (_run_calls)
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
             for a in s.args:
@@ -442,7 +445,7 @@ class GenericModule:
         plan = self._plan(values)
         space = self._take_workspace(plan.size)
         try:
-            values_out = self._run_steps(plan, space, arrays)
+            values_out = (self._run_calls if self._by_calls else self._run_steps)(plan, space, arrays)
         finally:
             self._give_back(space)
             self._lib.relayish_pool_linger()  # workers spin a moment for a next call, then sleep (as a module's run)
@@ -453,6 +456,48 @@ class GenericModule:
         if missing:
             raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
         return [values_out[index[n]] for n in output_names]
+
+    def _run_calls(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
+        """_run_steps for a model with no scan and no data-sized dim, its kernel calls made once per plan and
+        workspace (_call_list): per call only the inputs' and the returned results' addresses are filled in.
+        BERT's generic module at length 8 (33 kernel calls): 1.60x the static module's time with the Python of
+        _run_steps, 1.31x this way (Zen 4, one process)."""
+        calls = plan.calls.get(space.address)
+        if calls is None:  # (two threads may both make it: the same list)
+            calls = plan.calls[space.address] = self._call_list(plan, space.address)
+        fresh = {kj: aligned_empty(plan.shapes[kj], dtype) for kj, dtype in self._returned}
+        filled = [a.ctypes.data for a in arrays] + [fresh[kj].ctypes.data for kj, _ in self._returned]
+        for fn, args, holes in calls:
+            if holes:
+                args = list(args)
+                for at, which in holes:
+                    args[at] = filled[which]
+            fn(*args)
+        return [arrays[o[1]] if o[0] == "input" else self._consts[o[1]] if o[0] == "const" else fresh[(o[1], o[2])]
+                for o in self._outs]
+
+    def _call_list(self, plan: _Plan, base: int) -> list:
+        """Per step: (its chosen kernel, its arguments with the workspace at `base`, the holes: (position, index
+        into the call's input addresses followed by its returned results')). See _run_steps."""
+        returned = {kj: len(self._inputs) + i for i, (kj, _) in enumerate(self._returned)}
+        where = []  # per step: per output, its address or its hole's index
+        calls = []
+        for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(self._kernels, self._steps, self._out_bufs,
+                                                                  self._scratch_bufs)):
+            c = plan.choice[k]
+            outs = [("hole", returned[(k, j)]) if b is None else ("at", base + plan.offsets[b])
+                    for j, b in enumerate(out_bufs)]
+            where.append(outs)
+            sources = []
+            for a in (s.choices[c].args if s.choices else s.args):
+                sources.append(("hole", a[1]) if a[0] == "input" else ("at", self._const_ptrs[a[1]])
+                               if a[0] == "const" else where[a[1]][a[2]])
+            sources += outs + [("at", base + plan.offsets[b]) for b in scratch_bufs[c]]
+            if plan.size_ptrs[k] is not None:
+                sources.append(("at", plan.size_ptrs[k]))
+            calls.append((fns[c], tuple(v if kind == "at" else 0 for kind, v in sources),
+                          tuple((i, v) for i, (kind, v) in enumerate(sources) if kind == "hole")))
+        return calls
 
     def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
         """Call every kernel in order; intermediates at their offsets in the workspace, passed as addresses (ints:
