@@ -138,7 +138,8 @@ class _Plan:
         self.shapes = shapes  # (step, output) -> shape, of the outputs made arrays (returned, or read by a scan)
         self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
         self.values, self.nbytes = values, nbytes  # every size variable's value; each buffer's bytes (its room)
-        self.calls = {}  # workspace address -> the kernel calls with their arguments (GenericModule._call_list)
+        self.calls = {}  # workspace address -> the kernel calls with their arguments (GenericModule._call_list),
+        # False after the plan's first call there
 
 
 class GenericModule:
@@ -463,7 +464,10 @@ class GenericModule:
         BERT's generic module at length 8 (33 kernel calls): 1.60x the static module's time with the Python of
         _run_steps, 1.31x this way (Zen 4, one process)."""
         calls = plan.calls.get(space.address)
-        if calls is None:  # (two threads may both make it: the same list)
+        if calls is None:  # a plan's first call runs step by step: making its list pays off only if it recurs
+            plan.calls[space.address] = False
+            return self._run_steps(plan, space, arrays)
+        if calls is False:  # (two threads may both make it: the same list)
             calls = plan.calls[space.address] = self._call_list(plan, space.address)
         fresh = {kj: aligned_empty(plan.shapes[kj], dtype) for kj, dtype in self._returned}
         filled = [a.ctypes.data for a in arrays] + [fresh[kj].ctypes.data for kj, _ in self._returned]
