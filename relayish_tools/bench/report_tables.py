@@ -221,35 +221,32 @@ def shapes_table(data: dict, where: str) -> Table:
                  [("", data)])
 
 
-def rnn_table(data: dict, where: str) -> Table:
-    """`python -m relayish_tools.bench.rnn --json FILE`: one row per recurrent layer."""
+def _one_node_table(data: dict, where: str, head: list, extra, checked: str) -> Table:
+    """A table of one-node cases timed beside onnxruntime (bench.rnn, bench.nms): per case its shape, extra(case,
+    where) cells, both medians and their ratio (or why it failed); `checked` says how outputs were judged."""
     rows = []
     for i, r in enumerate(need(data, "cases", where)):
         w = f"{where} cases[{i}]"
+        cells = [need(r, "shape", w)] + extra(r, w)
         if need(r, "ratio", w) is None:
-            rows.append([need(r, "shape", w), "-", "-", f"failed: {r.get('error')}"])
+            rows.append(cells + ["-", "-", f"failed: {r.get('error')}"])
             continue
-        rows.append([need(r, "shape", w), ms(number(r, "ours_ms", w)), ms(number(r, "ort_ms", w)),
-                     f"**{number(r, 'ratio', w):.2f}**"])
+        rows.append(cells + [ms(number(r, "ours_ms", w)), ms(number(r, "ort_ms", w)),
+                             f"**{number(r, 'ratio', w):.2f}**"])
     notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine; "
-             "outputs checked against onnxruntime."]
-    return Table(["layer", "relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
+             f"{checked}."]
+    return Table(head + ["relayish ms", "onnxruntime ms", "relayish / ort"], rows, notes, [("", data)])
+
+
+def rnn_table(data: dict, where: str) -> Table:
+    """`python -m relayish_tools.bench.rnn --json FILE`: one row per recurrent layer."""
+    return _one_node_table(data, where, ["layer"], lambda r, w: [], "outputs checked against onnxruntime")
 
 
 def nms_table(data: dict, where: str) -> Table:
     """`python -m relayish_tools.bench.nms --json FILE`: one row per case."""
-    rows = []
-    for i, r in enumerate(need(data, "cases", where)):
-        w = f"{where} cases[{i}]"
-        if "ratio" not in r:
-            rows.append([need(r, "shape", w), str(need(r, "kept", w)), "-", "-", f"failed: {r.get('error')}"])
-            continue
-        rows.append([need(r, "shape", w), str(need(r, "kept", w)), ms(number(r, "ours_ms", w)),
-                     ms(number(r, "ort_ms", w)), f"**{number(r, 'ratio', w):.2f}**"])
-    notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine; "
-             "the kept indices checked equal to onnxruntime's."]
-    return Table(["boxes, classes, share above the score threshold", "kept", "relayish ms", "onnxruntime ms",
-                  "relayish / ort"], rows, notes, [("", data)])
+    return _one_node_table(data, where, ["boxes, classes, share above the score threshold", "kept"],
+                           lambda r, w: [str(need(r, "kept", w))], "the kept indices checked equal to onnxruntime's")
 
 
 def dynamic_table(data: dict, where: str) -> Table:
