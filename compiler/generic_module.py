@@ -194,7 +194,7 @@ class GenericModule:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
-        self._returned = [((k, j), dtype) for k in sorted(returned) for j, (_, dtype) in enumerate(steps[k].outputs)]
+        self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]  # (_run_calls)
         self._by_calls = not self._data and not any(s.scan for s in steps)  # (_run_calls)
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
@@ -469,21 +469,22 @@ class GenericModule:
             return self._run_steps(plan, space, arrays)
         if calls is False:  # (two threads may both make it: the same list)
             calls = plan.calls[space.address] = self._call_list(plan, space.address)
-        fresh = {kj: aligned_empty(plan.shapes[kj], dtype) for kj, dtype in self._returned}
-        filled = [a.ctypes.data for a in arrays] + [fresh[kj].ctypes.data for kj, _ in self._returned]
+        fresh = {k: [aligned_empty(plan.shapes[(k, j)], dtype) for j, dtype in enumerate(dtypes)]
+                 for k, dtypes in self._returned}
+        filled = [a.ctypes.data for a in arrays] + [r.ctypes.data for k, _ in self._returned for r in fresh[k]]
         for fn, args, holes in calls:
             if holes:
                 args = list(args)
                 for at, which in holes:
                     args[at] = filled[which]
             fn(*args)
-        return [arrays[o[1]] if o[0] == "input" else self._consts[o[1]] if o[0] == "const" else fresh[(o[1], o[2])]
-                for o in self._outs]
+        return [self._value(o, arrays, fresh) for o in self._outs]
 
     def _call_list(self, plan: _Plan, base: int) -> list:
         """Per step: (its chosen kernel, its arguments with the workspace at `base`, the holes: (position, index
         into the call's input addresses followed by its returned results')). See _run_steps."""
-        returned = {kj: len(self._inputs) + i for i, (kj, _) in enumerate(self._returned)}
+        returned = {kj: len(self._inputs) + i for i, kj in
+                    enumerate((k, j) for k, dtypes in self._returned for j in range(len(dtypes)))}
         where = []  # per step: per output, its address or its hole's index
         calls = []
         for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(self._kernels, self._steps, self._out_bufs,
@@ -541,6 +542,7 @@ class GenericModule:
         return [self._value(o, arrays, produced) for o in self._outs]
 
     def _value(self, src, arrays, produced):
+        """The array of a graph output's source: an input, a constant, or a step's result (produced[step][j])."""
         if src[0] == "input":
             return arrays[src[1]]
         if src[0] == "const":

@@ -21,6 +21,15 @@ from .lower import prim_func
 SEQUENTIAL_OPS = ("nonzero", "slice_to_count", "non_max_suppression", "unique_positions")
 
 
+def _get(buf: Buffer):
+    """The value of a one-element local buffer (a kernel's counter or flag)."""
+    return Load(buf, te.IntImm(0))
+
+
+def _put(buf: Buffer, value) -> Store:
+    return Store(buf, te.IntImm(0), te.as_expr(value))
+
+
 def sequential_op(func) -> str | None:
     """The op of a primitive function that is one sequential op over its parameters, else None."""
     body = func.body
@@ -61,15 +70,14 @@ def _nonzero(func, name: str) -> PrimFunc:
         coords.append((i // stride) % d)
         stride = stride * d
     coords.reverse()
-    at = Load(found, te.IntImm(0))
+    at = _get(found)
     element = Load(x, i)
     nonzero = te.Cmp("!=", te.cast("int32", element) if x.dtype == "bool" else element,
                      te.const(0, "int32" if x.dtype == "bool" else x.dtype))
     write = Seq([Store(out, te.IntImm(r) * n + at, te.cast("int64", c)) for r, c in enumerate(coords)])
-    step = IfThenElse(nonzero, Seq([IfThenElse(te.Cmp("<", at, n), write), Store(found, te.IntImm(0), at + 1)]))
+    step = IfThenElse(nonzero, Seq([IfThenElse(te.Cmp("<", at, n), write), _put(found, at + 1)]))
     total = math.prod(shape[1:], start=shape[0])
-    body = Allocate(found, Seq([Store(found, te.IntImm(0), te.IntImm(0)), For(i, te.IntImm(0), total, "serial",
-                                                                                step)]))
+    body = Allocate(found, Seq([_put(found, 0), For(i, te.IntImm(0), total, "serial", step)]))
     return prim_func(name, [x, count], [out], [], body)
 
 
@@ -98,8 +106,8 @@ def _non_max_suppression(func, name: str) -> PrimFunc:
     max_output are kept, the top one popped and kept unless a box kept for this class overlaps it by more
     (relayish.ops.data_sized.boxes_overlap, the same float32 arithmetic). A kept box's corners and area go to a
     second scratch, read in order by the next overlap tests. Row 0 of the output holds the count of kept boxes,
-    rows 1... the kept (b, c, box) one after another; rows past them are not written. O(N + K log K + K * kept) per class
-    for K candidates."""
+    rows 1... the kept (b, c, box) one after another; rows past them are not written. O(N + K log K + K * kept)
+    per class for K candidates."""
     attrs = func.body.attrs
     boxes_p, scores_p = func.params
     boxes = Buffer("boxes", boxes_p.type.shape, "float32")
@@ -113,12 +121,6 @@ def _non_max_suppression(func, name: str) -> PrimFunc:
     b, c, i, h, t, step, level = (te.Var(v) for v in ("b", "c", "i", "h", "t", "step", "level"))
     zero = te.IntImm(0)
 
-    def get(buf):
-        return Load(buf, zero)
-
-    def put(buf, value):
-        return Store(buf, zero, te.as_expr(value))
-
     def score(box):
         return Load(scores, (b * classes + c) * n + box)
 
@@ -127,15 +129,16 @@ def _non_max_suppression(func, name: str) -> PrimFunc:
 
     def sift_down(start) -> Seq:
         """The heap order restored below `start` (at most the heap's depth)."""
-        child = [2 * get(pos) + 1, 2 * get(pos) + 2]
-        look = [IfThenElse(ch < get(size), IfThenElse(before(Load(heap, ch), Load(heap, get(top))), put(top, ch)))
+        child = [2 * _get(pos) + 1, 2 * _get(pos) + 2]
+        look = [IfThenElse(ch < _get(size), IfThenElse(before(Load(heap, ch), Load(heap, _get(top))), _put(top, ch)))
                 for ch in child]
         tmp = te.Var("tmp")
-        swap = LetStmt(tmp, Load(heap, get(pos)), Seq([Store(heap, get(pos), Load(heap, get(top))),
-                                                      Store(heap, get(top), tmp), put(pos, get(top))]))
-        level_step = Seq([put(top, get(pos))] + look + [IfThenElse(te.eq(get(top), get(pos)), put(active, 0), swap)])
-        return Seq([put(pos, start), put(active, 1),
-                    For(level, zero, get(depth), "serial", IfThenElse(te.ne(get(active), 0), level_step))])
+        swap = LetStmt(tmp, Load(heap, _get(pos)), Seq([Store(heap, _get(pos), Load(heap, _get(top))),
+                                                        Store(heap, _get(top), tmp), _put(pos, _get(top))]))
+        settled = IfThenElse(te.eq(_get(top), _get(pos)), _put(active, 0), swap)
+        level_step = Seq([_put(top, _get(pos))] + look + [settled])
+        return Seq([_put(pos, start), _put(active, 1),
+                    For(level, zero, _get(depth), "serial", IfThenElse(te.ne(_get(active), 0), level_step))])
 
     def corners(box):
         v = [Load(boxes, (b * n + box) * 4 + k) for k in range(4)]
@@ -160,29 +163,29 @@ def _non_max_suppression(func, name: str) -> PrimFunc:
 
     above = te.FloatImm(float(attrs["score_threshold"])) < score(i)  # (stored anyway, counted if above: no branch)
     one = te.IntImm(1)
-    listing = Seq([put(size, 0), For(i, zero, n, "serial", Seq([Store(heap, get(size), i),
-                                                                put(size, get(size) + te.select(above, one, zero))]))])
-    levels = Seq([put(depth, 0)] + [put(depth, get(depth) + te.select(te.IntImm(1 << k) <= get(size), one, zero))
-                                    for k in range(31)])  # the bit length of the candidates' count
-    heapify = Seq([levels, For(h, zero, get(size) // 2, "serial", sift_down(get(size) // 2 - 1 - h))])
+    listing = Seq([_put(size, 0), For(i, zero, n, "serial", Seq([
+        Store(heap, _get(size), i), _put(size, _get(size) + te.select(above, one, zero))]))])
+    levels = Seq([_put(depth, 0)] + [  # the bit length of the candidates' count
+        _put(depth, _get(depth) + te.select(te.IntImm(1 << k) <= _get(size), one, zero)) for k in range(31)])
+    heapify = Seq([levels, For(h, zero, _get(size) // 2, "serial", sift_down(_get(size) // 2 - 1 - h))])
     q = te.Var("q")
     qc = [te.Var(f"q_{k}", "float32") for k in ("y0", "x0", "y1", "x1", "area")]
     kept_at = [Load(kept_corners, t * 5 + k) for k in range(5)]
-    test = Seq([put(keep, 1), For(t, zero, get(kept), "serial", suppress(kept_at, qc, put(keep, 0)))])
-    write = Seq([Store(out, (get(total) + 1) * 3 + k, te.cast("int64", v)) for k, v in enumerate((b, c, q))] +
-                [Store(kept_corners, get(kept) * 5 + k, v) for k, v in enumerate(qc)] +
-                [put(kept, get(kept) + 1), put(total, get(total) + 1)])
-    judge = Seq([test, IfThenElse(te.ne(get(keep), 0), write)])
+    test = Seq([_put(keep, 1), For(t, zero, _get(kept), "serial", suppress(kept_at, qc, _put(keep, 0)))])
+    write = Seq([Store(out, (_get(total) + 1) * 3 + k, te.cast("int64", v)) for k, v in enumerate((b, c, q))] +
+                [Store(kept_corners, _get(kept) * 5 + k, v) for k, v in enumerate(qc)] +
+                [_put(kept, _get(kept) + 1), _put(total, _get(total) + 1)])
+    judge = Seq([test, IfThenElse(te.ne(_get(keep), 0), write)])
     judge = LetStmt(qc[4], area(qc), judge)
     for var, value in reversed(list(zip(qc, corners(q)))):
         judge = LetStmt(var, value, judge)
-    pop = LetStmt(q, Load(heap, zero), Seq([Store(heap, zero, Load(heap, get(size) - 1)), put(size, get(size) - 1),
+    pop = LetStmt(q, Load(heap, zero), Seq([Store(heap, zero, Load(heap, _get(size) - 1)), _put(size, _get(size) - 1),
                                             sift_down(zero), judge]))
-    more = te.all_of(zero < get(size), te.cast("int64", get(kept)) < te.const(int(attrs["max_output"]), "int64"))
-    per_class = Seq([listing, heapify, put(kept, 0), For(step, zero, get(size), "serial", IfThenElse(more, pop))])
-    counted = Seq([Store(out, te.IntImm(k), te.cast("int64", get(total)) if k == 0 else te.const(0, "int64"))
+    more = te.all_of(zero < _get(size), te.cast("int64", _get(kept)) < te.const(int(attrs["max_output"]), "int64"))
+    per_class = Seq([listing, heapify, _put(kept, 0), For(step, zero, _get(size), "serial", IfThenElse(more, pop))])
+    counted = Seq([Store(out, te.IntImm(k), te.cast("int64", _get(total)) if k == 0 else te.const(0, "int64"))
                    for k in range(3)])
-    body = Seq([put(total, 0), For(b, zero, batches, "serial", For(c, zero, classes, "serial", per_class)), counted])
+    body = Seq([_put(total, 0), For(b, zero, batches, "serial", For(c, zero, classes, "serial", per_class)), counted])
     for buf in (size, kept, total, pos, top, active, keep, depth):
         body = Allocate(buf, body)
     return prim_func(name, [boxes, scores], [out], [heap, kept_corners], body)
@@ -202,7 +205,8 @@ def _unique_positions(func, name: str) -> PrimFunc:
     values = Buffer("values", x.shape, x.dtype)  # scratch: the distinct values, in order of first occurrence
     rank = Buffer("rank", x.shape, "int32")  # scratch: each distinct value's rank when sorted
     moved = Buffer("moved", (2, x.shape[0]), "int64")  # scratch: first indices and counts in sorted order
-    count, found = Buffer("count", (1,), "int32", "local"), Buffer("found", (1,), "int32", "local")
+    count = Buffer("count", (1,), "int32", "local")  # distinct values so far
+    found = Buffer("found", (1,), "int32", "local")  # the element's distinct value (-1: new); a value's rank
     i, p, q = te.Var("i"), te.Var("p"), te.Var("q")
     zero, one = te.IntImm(0), te.IntImm(1)
     is_float = x.dtype.startswith("float")
@@ -213,22 +217,20 @@ def _unique_positions(func, name: str) -> PrimFunc:
     def below(a, b):  # a sorts before b
         return te.any_of(a < b, te.all_of(te.eq(a, a), te.ne(b, b))) if is_float else a < b
 
-    u, at = Load(count, zero), Load(found, zero)
+    u, at = _get(count), _get(found)
     counts_at = (lambda k: 2 * width + 1 + k)
     add = Seq([Store(values, u, Load(x, i)), Store(out, 1 + u, te.cast("int64", i)),
-               Store(out, counts_at(u), te.const(0, "int64")), Store(found, zero, u), Store(count, zero, u + 1)])
+               Store(out, counts_at(u), te.const(0, "int64")), _put(found, u), _put(count, u + 1)])
     walk = For(i, zero, n, "serial", Seq([
-        Store(found, zero, te.IntImm(-1)),
-        For(p, zero, u, "serial", IfThenElse(te.all_of(at < zero, same(Load(values, p), Load(x, i))),
-                                             Store(found, zero, p))),
+        _put(found, -1),
+        For(p, zero, u, "serial", IfThenElse(te.all_of(at < zero, same(Load(values, p), Load(x, i))), _put(found, p))),
         IfThenElse(at < zero, add),
         Store(out, width + i, te.cast("int64", at)),
         Store(out, counts_at(at), Load(out, counts_at(at)) + te.const(1, "int64"))]))
-    body = [Store(count, zero, zero), walk]
+    body = [_put(count, 0), walk]
     if func.body.attrs["sorted"]:
-        ranked = For(p, zero, u, "serial", Seq([Store(found, zero, zero), For(q, zero, u, "serial", Store(
-            found, zero, at + te.select(below(Load(values, q), Load(values, p)), one, zero))),
-            Store(rank, p, at)]))
+        ranked = For(p, zero, u, "serial", Seq([_put(found, 0), For(q, zero, u, "serial", _put(
+            found, at + te.select(below(Load(values, q), Load(values, p)), one, zero))), Store(rank, p, at)]))
         r = Load(rank, p)
         permute = For(p, zero, u, "serial", Seq([Store(moved, r, Load(out, 1 + p)),
                                                    Store(moved, n + r, Load(out, counts_at(p)))]))

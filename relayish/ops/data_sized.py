@@ -123,8 +123,8 @@ def boxes_overlap(a: tuple, b: tuple, iou_threshold: np.float32) -> bool:
 
 def _nms_ref(boxes, scores, max_output, iou_threshold, score_threshold, center_point_box):
     batches, classes, n = scores.shape
-    out = np.full((1 + batches * classes * n, 3), -1, np.int64)  # (the kernel leaves the rows past the kept as
-    iou, floor, row = np.float32(iou_threshold), np.float32(score_threshold), 1  # they were)
+    out = np.full((1 + batches * classes * n, 3), -1, np.int64)  # (the kernel leaves the rows past the kept alone)
+    iou, floor, row = np.float32(iou_threshold), np.float32(score_threshold), 1
     for b in range(batches):
         corners = [box_corners(box, center_point_box) for box in boxes[b].astype(np.float32)]
         for c in range(classes):
@@ -179,7 +179,8 @@ def _unique_ref(x, sorted):  # noqa: A002  (ONNX's attribute name)
         inverse.append(p)
     if sorted:  # by value, NaN last
         order = np.array([sum(u < w or (u == u and w != w) for u in values) for w in values], np.int64)
-        first, counts = np.array(first)[np.argsort(order)], np.array(counts)[np.argsort(order)]
+        by_rank = np.argsort(order)
+        first, counts = np.array(first)[by_rank], np.array(counts)[by_rank]
         inverse = order[np.array(inverse, np.int64)]
     u = len(values)
     out[0, 0], out[0, 1:1 + u], out[1, :n], out[2, 1:1 + u] = u, first, inverse, counts

@@ -24,8 +24,8 @@ it; a model without one compiles it in the call), made right after a call of the
 use, its threads and caches as a served model's, not as the other engines' timing left them). Then, timed in one
 rotation on the same inputs and threads in steady state (bench/compare.py): the session's generic tier
 (`sess.run_generic`: the batch-1 module item by item for a free batch, else the kernels with run-time extents,
-compiler/generic.py), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios below 1: ours is faster. The generic tier of a
-model that has none is left blank.
+compiler/generic.py), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
+below 1: ours is faster. The generic tier of a model that has none is left blank.
 
 --check: every model of the folders with dim 0 of its inputs and outputs made free (the inputs' other dims as
 declared, or as the folder's wild.json gives them): whether it has a generic tier (else why not, as

@@ -173,7 +173,6 @@ def concat(*inputs, axis):
         return inputs[0]
     if is_const(*inputs):
         return Constant(np.concatenate([x.data for x in inputs], axis=axis))
-    first = shape_of(inputs[0])
     if len({len(shape_of(x)) for x in inputs}) == 1:  # run-time dims that must be equal are matched
         fixed = {a: d for x in inputs for a, d in enumerate(shape_of(x)) if a != axis and isinstance(d, int)}
         inputs = [fixed_dims(x, fixed, f"input {k}") for k, x in enumerate(inputs)]  # (meeting a part's fixed dim)

@@ -6,6 +6,8 @@ conformance cases. Conventions: frontends/onnx/registry.py.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from relayish import Constant, Expr, free_vars, te
@@ -171,9 +173,8 @@ def compress(x, condition, *, axis=None):
 def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None, *,
                         center_point_box=0):
     """The kept boxes' (batch, class, box) rows: non_max_suppression's rows after the first, which counts them,
-    taken by slice_to_count. The thresholds must be constants (as exports write
-    them); an omitted or empty one is as onnx's reference: no box kept, an IoU threshold of 0, no score
-    threshold."""
+    taken by slice_to_count. The thresholds must be constants (as exports write them); an omitted or empty one is
+    as onnx's reference: no box kept, an IoU threshold of 0, no score threshold."""
     def given(x, what):
         if x is None:
             return None
@@ -205,10 +206,7 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_thre
 def _data_sized_unique(x: Expr, sorted_: bool):
     """unique_positions of the flattened x: its rows' slots 1..U (slice_to_count, U a data-sized dim) are the
     first indices and the counts; its row 1 the inverse indices."""
-    n = 1
-    for d in shape_of(x):
-        n = n * te.dim(d)  # (an expression of the free dims where one is known only at run time)
-    flat = reshape(x, (n,))
+    flat = reshape(x, (math.prod(shape_of(x)),))  # (an expression of the free dims where one is known at run time)
     n = shape_of(flat)[0]
     rows = fold("unique_positions", flat, sorted=int(sorted_))
     count = fold("strided_slice", rows, begin=(0, 0), end=(1, 1), strides=(1, 1), axes=(0, 1))
