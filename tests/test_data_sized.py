@@ -238,3 +238,17 @@ def test_unique_along_an_axis_of_a_run_time_value_compiles_per_value():
     assert isinstance(session, ValueSpecializedSession)
     x = np.array([[1, 2], [0, 5], [1, 2], [0, 4]], np.int64)
     np.testing.assert_array_equal(session.run(None, {"x": x})[0], run_ort(model, {"x": x})[0])
+
+
+def test_non_max_suppression_whose_boxes_and_scores_disagree_on_the_box_count_is_refused():
+    """Boxes and scores with box counts of their own free dims: they must agree, checked per call (the kernel
+    reads the boxes by the scores' count), a disagreeing call refused with the dims named, not read past."""
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["selected"])]
+    model = _model(nodes, [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, (1, "N", 4)),
+                           helper.make_tensor_value_info("scores", TensorProto.FLOAT, (1, 2, "M"))],
+                   [helper.make_tensor_value_info("selected", TensorProto.INT64, None)])
+    session = compile_model(model, input_shapes={"boxes": (1, None, 4), "scores": (1, 2, None)}, cache=False)
+    feed = {"boxes": _detections(1, n=6)[..., :4], "scores": RNG.random((1, 2, 6)).astype(np.float32)}
+    np.testing.assert_array_equal(session.run(None, feed)[0], run_ort(model, feed)[0])
+    with pytest.raises(Exception, match="disagree on the box count|must equal"):
+        session.run(None, {"boxes": feed["boxes"][:, :3], "scores": RNG.random((1, 2, 40)).astype(np.float32)})

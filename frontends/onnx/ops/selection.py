@@ -12,7 +12,7 @@ import numpy as np
 
 from relayish import Constant, Expr, free_vars, te
 
-from ..builders import astype, fold, normalize_axis, reshape, shape_of
+from ..builders import astype, fixed_dims, fold, matched_dims, normalize_axis, reshape, shape_of
 from ..registry import converter
 from ..values import (ConversionError, RunTimeValueNeeded, constant_value, data_sized_allowed, data_sized_name, empty,
                       int_list_input)
@@ -191,6 +191,10 @@ def non_max_suppression(boxes, scores, max_output_boxes_per_class=None, iou_thre
         if x.type.dtype not in FLOAT_DTYPES:
             raise ConversionError(f"input {name!r} must be a float tensor, got {x.type.dtype}")
     boxes, scores = astype(boxes, "float32"), astype(scores, "float32")
+    if len(shape_of(boxes)) == 3 and len(shape_of(scores)) == 3:  # their batch and box count must agree (checked
+        same = {0: shape_of(boxes)[0], 2: shape_of(boxes)[1]}   # per call where known only at run time): the
+        scores = matched_dims(fixed_dims(scores, same, "scores"), same)  # kernel reads boxes by scores' count
+        boxes = fixed_dims(boxes, {0: shape_of(scores)[0], 1: shape_of(scores)[2]}, "boxes")
     if isinstance(boxes, Constant) and isinstance(scores, Constant):
         rows = fold("non_max_suppression", boxes, scores, **attrs).data
         return Constant(rows[1:1 + rows[0, 0]])
