@@ -141,6 +141,8 @@ def _rule(node: Call, args: list) -> Where:
         if xp not in (None, Where(0)) or state not in (None, Where(3)) or steps is not None or \
                 any(a is not None for a in args[3:]):
             _mixes(node, "reads its batch other than in the input projection's rows and the state's batch axis")
+        if attrs.get("quantize_state"):
+            _mixes(node, "quantizes its state over the range of every batch item")
         return _kept(node, Where(3))
     if op == "nn.recurrent_output":  # the history [T, D, S, B, H] -> [T, D, B, H] or [B, T, D, H]
         if _single(node, args) != Where(3):

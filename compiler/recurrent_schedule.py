@@ -17,11 +17,13 @@ takes 4 blocks per tile; an LSTM, 1). A batch too large for the register budget 
 
 A GRU without linear_before_reset multiplies the reset gate of every unit into the state before its second product:
 its z, r gates are a root stage tiled the same way (a cache stage per tile), the reset-gated state another root
-stage, and the h gate's product the one computed at the cell's tiles.
+stage, and the h gate's product the one computed at the cell's tiles. A quantized LSTM (quantize_state) finds its
+state's range in two small root reductions (left as they are) and quantizes the state in a root stage, lanes
+vectorized, that the gates read.
 """
 from __future__ import annotations
 
-from relayish.ops.recurrent import CELL_TAG, GATES_TAG
+from relayish.ops.recurrent import CELL_TAG, GATES_TAG, RANGE_TAG
 
 from .registers import vector_registers
 from .schedule import Annotate, CacheWrite, ComputeAt, Fuse, Reorder, Split, Stage
@@ -47,7 +49,8 @@ def schedule_recurrent(b, vector_width: int) -> bool:
     macs = _macs(stages)
     parallel = macs >= PARALLEL_MACS and dirs * padded // width > 1
     for st in stages[:-1]:
-        if st is not gates:  # GRU without linear_before_reset: its z, r gates and the reset-gated state, at root
+        if st is not gates and st.op.tag != RANGE_TAG:
+            # GRU without linear_before_reset: its z, r gates and the reset-gated state; a quantized LSTM's state
             _schedule_root_stage(b, st, lanes, vector_width, parallel)
     # the cell: (directions x column tiles) | batch rows, slots, column vectors, lanes
     b.add(Split(out.name, "m", (width,)))

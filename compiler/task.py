@@ -86,6 +86,8 @@ def scan_step(func: Function) -> Function:
     attrs = {"reverse": scan.attrs["reverse"]}
     if scan.attrs["cell"] == "nn.gru_cell":
         attrs["linear_before_reset"] = scan.attrs["linear_before_reset"]
+    if scan.attrs["cell"] == "nn.lstm_cell":
+        attrs["quantize_state"] = scan.attrs["quantize_state"]
     params = (xp, steps, state, *rest)
     return Function(params, Call(scan.attrs["cell"], params, Attrs(attrs)), {"Primitive": 1})
 

@@ -164,23 +164,44 @@ def test_quantize_dynamic_cnn_and_transformer(tmp_path):
         compare(saved, feeds)
 
 
-def test_quantize_dynamic_lstm(tmp_path):
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_lstm(tmp_path, per_channel):
+    """The bidirectional LSTM quantize_dynamic makes (weights per direction, or per direction and gate unit): at
+    the length it is compiled for, and compiled once with the length free (one cell per step that quantizes its
+    hidden state: relayish/ops/recurrent.py), run at lengths it was never compiled for. Both forms compute the
+    products exactly, so the free length's results are those of a compile at that length, bit for bit."""
     rng = np.random.default_rng(0)
-    steps, batch, inputs, hidden = 5, 2, 8, 16
+    steps, batch, inputs, hidden = 5, 2, 8, 20
     weights = {"W": rng.uniform(-0.3, 0.3, (2, 4 * hidden, inputs)),
                "R": rng.uniform(-0.3, 0.3, (2, 4 * hidden, hidden)), "B": rng.uniform(-0.1, 0.1, (2, 8 * hidden))}
     node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden,
                             direction="bidirectional")
-    graph = helper.make_graph([node], "lstm", [tensor_info("x", np.float32, [steps, batch, inputs])],
-                              [tensor_info("y", np.float32, [steps, 2, batch, hidden]),
+    graph = helper.make_graph([node], "lstm", [tensor_info("x", np.float32, ["T", batch, inputs])],
+                              [tensor_info("y", np.float32, ["T", 2, batch, hidden]),
                                tensor_info("y_h", np.float32, [2, batch, hidden]),
                                tensor_info("y_c", np.float32, [2, batch, hidden])],
                               [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
     src, quantized = tmp_path / "lstm.onnx", tmp_path / "lstm_qd.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8), src)
-    quantize_dynamic(str(src), str(quantized))
-    assert "DynamicQuantizeLSTM" in contrib_ops(onnx.load(str(quantized)))
-    compare(quantized, {"x": rng.standard_normal((steps, batch, inputs)).astype(np.float32)})
+    quantize_dynamic(str(src), str(quantized), per_channel=per_channel)
+    model = onnx.load(str(quantized))
+    assert "DynamicQuantizeLSTM" in contrib_ops(model)
+    scales = {i.name: tuple(i.dims) for i in model.graph.initializer if i.name.endswith("_scale")}
+    assert scales["R_scale"] == ((2, 4 * hidden) if per_channel else (2,))
+    feeds = {"x": rng.standard_normal((steps, batch, inputs)).astype(np.float32)}
+    ref = run_ort(str(quantized), feeds)
+    static = compile_model(str(quantized), input_shapes={"x": (steps, batch, inputs)})
+    for a, r in zip(static.run(None, feeds), ref):
+        assert relative_error(a, r) <= RTOL
+    free = compile_model(str(quantized), input_shapes={"x": (None, batch, inputs)}, specialize="never")
+    assert free.generic_tier["kind"] == "run-time extents"
+    for length in (1, 3, 12):
+        x = {"x": rng.standard_normal((length, batch, inputs)).astype(np.float32)}
+        ours, ref = free.run(None, x), run_ort(str(quantized), x)
+        alone = compile_model(str(quantized), input_shapes={"x": (length, batch, inputs)}).run(None, x)
+        for a, r, b in zip(ours, ref, alone):
+            assert a.shape == r.shape and relative_error(a, r) <= RTOL
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("fmt", [QuantFormat.QOperator, QuantFormat.QDQ])

@@ -288,11 +288,16 @@ def test_max_pool3d_argmax():
 def _cell(op, seq, dirs, batch, units, padded, nb, gates, slots, **attrs):
     specs = [((seq * batch, dirs * gates * padded), F), ((2,), "int32"), ((1, dirs, slots, batch, padded), F),
              ((dirs, padded // nb, units, gates, nb), F)]
-    return op, specs + ([((dirs, padded), F)] if op == "nn.gru_cell" else []), attrs
+    if op == "nn.gru_cell":
+        specs.append(((dirs, padded), F))  # bias
+    if attrs.get("quantize_state"):
+        specs.append(((dirs, gates * padded), F))  # the recurrent weight's scales
+    return op, specs, attrs
 
 
 CELLS = [_cell("nn.lstm_cell", 5, 2, 3, 7, 16, 16, 4, 2, reverse=(0, 1)),
          _cell("nn.lstm_cell", 4, 1, 1, 20, 32, 16, 4, 2, reverse=(1,)),
+         _cell("nn.lstm_cell", 3, 2, 2, 9, 16, 16, 4, 2, reverse=(0, 1), quantize_state=1),
          _cell("nn.gru_cell", 5, 2, 2, 7, 16, 8, 3, 1, reverse=(0, 1), linear_before_reset=1),
          _cell("nn.gru_cell", 3, 1, 2, 9, 16, 16, 3, 1, reverse=(1,), linear_before_reset=0),
          _cell("nn.rnn_cell", 6, 1, 2, 9, 16, 16, 1, 1, reverse=(0,)),
@@ -305,7 +310,7 @@ def test_recurrent_cell(op, specs, attrs):
     check_typed(op, specs, attrs)
 
 
-@pytest.mark.parametrize("op,specs,attrs", CELLS[:5], ids=lambda v: str(v))
+@pytest.mark.parametrize("op,specs,attrs", CELLS[:6], ids=lambda v: str(v))
 def test_recurrent_scan_is_its_task_stepped(op, specs, attrs):
     """nn.recurrent_scan's reference against its kernel's compute (compiler/task.py scan_step: the cell) run once
     per step on the state before, as the generic module runs it, over a length that is a size variable."""
@@ -340,6 +345,10 @@ def test_recurrent_scan_is_its_task_stepped(op, specs, attrs):
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 1, 2, 16), (1, 1, 5, 4, 16)], {}, r"state must be \[1, directions, 2"),
     ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 3, 16)], {}, r"weight must be \[1, hidden/nb"),
     ("nn.lstm_cell", [(7, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {}, r"xp must be \[steps \* 2, 64\]"),
+    ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16)], {"quantize_state": 1},
+     r"expected xp, steps, state, weight, scales \(quantize_state\), got 4 inputs"),
+    ("nn.lstm_cell", [(8, 64), (2,), (1, 1, 2, 2, 16), (1, 1, 5, 4, 16), (1, 16)], {"quantize_state": 1},
+     r"the recurrent weight's scales must be \[1, 64\], got \(1, 16\)"),
     ("nn.rnn_cell", [(8, 32), (2,), (1, 2, 1, 2, 16), (2, 1, 5, 1, 16)], {"reverse": (1, 0)},
      r"reverse must be \(0,\), \(1,\) or \(0, 1\)"),
     ("nn.recurrent_output", [(4, 1, 1, 2, 16)], {"hidden": 17}, r"hidden=17 must be in \[1, 16\]"),

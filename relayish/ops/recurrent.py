@@ -38,6 +38,7 @@ from .common import expect_float, same_dtype
 
 GATES_TAG = stage_tag("recurrent_gates")  # the hidden state times the recurrent weight, all gates of a tile
 CELL_TAG = stage_tag("recurrent_cell")  # the new state from the gates (and a GRU's reset-gated product)
+RANGE_TAG = stage_tag("recurrent_range")  # a quantized LSTM's range of its hidden state (quantize_state)
 CELLS = {"nn.lstm_cell": (4, 2), "nn.gru_cell": (3, 1), "nn.rnn_cell": (1, 1)}  # op -> (gates, state slots)
 
 
@@ -47,6 +48,14 @@ def _reverse(op: str, attrs, directions: int) -> tuple[int, ...]:
         raise OpError(f"{op}: reverse must be (0,), (1,) or (0, 1) (one flag per direction, the forward one first) "
                       f"for {directions} direction(s), got {reverse}")
     return reverse
+
+
+_EXTRA_DOC = {"nn.gru_cell": ", bias", "nn.lstm_cell": ", scales"}
+
+
+def _extra_inputs(op: str, attrs) -> int:
+    """Inputs of a cell after its weight: a GRU's bias, a quantized LSTM's scales."""
+    return int(op == "nn.gru_cell" or (op == "nn.lstm_cell" and bool(attrs.get("quantize_state"))))
 
 
 def _cell_infer(op: str):
@@ -70,8 +79,14 @@ def _cell_infer(op: str):
                           f"{padded} and units <= {padded}, got {weight.shape}")
         if xp.ndim != 2 or exact_quotient(xp.shape[0], batch) is None or xp.shape[1] != dirs * gates * padded:
             raise OpError(f"{op}: xp must be [steps * {batch}, {dirs * gates * padded}], got {xp.shape}")
+        if len(arg_types) != 4 + _extra_inputs(op, attrs):
+            raise OpError(f"{op}: expected xp, steps, state, weight{_EXTRA_DOC.get(op, '')}"
+                          f"{' (quantize_state)' if attrs.get('quantize_state') else ''}, got {len(arg_types)} inputs")
         if op == "nn.gru_cell" and arg_types[4].shape != (dirs, padded):
             raise OpError(f"{op}: bias must be [{dirs}, {padded}], got {arg_types[4].shape}")
+        if op == "nn.lstm_cell" and attrs.get("quantize_state") and arg_types[4].shape != (dirs, gates * padded):
+            raise OpError(f"{op}: the recurrent weight's scales must be [{dirs}, {gates * padded}], got "
+                          f"{arg_types[4].shape}")
         return TensorType(state.shape, state.dtype)
     return infer
 
@@ -97,11 +112,27 @@ def _ref_parts(xp, steps, state, weight, reverse):
     return parts, units
 
 
-def _lstm_ref(xp, steps, state, weight, reverse):
+def _quantized_state_ref(h):
+    """(q - zero point, scale): h (float32) quantized to uint8 over the range [min(h, 0), max(h, 0)] in float32, as
+    DynamicQuantizeLinear (frontends/onnx/ops/quantization.py dynamic_quantize)."""
+    h = h.astype(np.float32)
+    lo, hi = np.float32(min(0.0, h.min())), np.float32(max(0.0, h.max()))
+    scale = np.float32(hi - lo) / np.float32(255) if hi > lo else np.float32(1)
+    zp = np.round(np.clip(np.float32(0) - lo / scale, 0, 255))
+    return np.clip(np.round(h / scale) + zp, 0, 255) - zp, scale
+
+
+def _lstm_ref(xp, steps, state, weight, *scales, reverse, quantize_state=0):
     parts, units = _ref_parts(xp, steps, state, weight, reverse)
     out = np.empty(state.shape, np.float64)
     for d, (x, h, r) in enumerate(parts):
-        pre = x + np.einsum("bk,gjk->bgj", h[:, :units], r)
+        if quantize_state:  # integers: the product exact, then scaled in float32 (as onnxruntime's int32 GEMM)
+            q, scale = _quantized_state_ref(state[0, d, 0])
+            product = np.einsum("bk,gjk->bgj", q[:, :units].astype(np.float64), r).astype(np.float32)
+            gate_scales = (np.float32(scale) * scales[0][d].reshape(r.shape[:2])).astype(np.float32)
+            pre = x + (product * gate_scales).astype(np.float64)
+        else:
+            pre = x + np.einsum("bk,gjk->bgj", h[:, :units], r)
         i, o, f, c = _sigmoid(pre[:, 0]), _sigmoid(pre[:, 1]), _sigmoid(pre[:, 2]), np.tanh(pre[:, 3])
         cell = f * state[0, d, 1].astype(np.float64) + i * c
         out[0, d, 0], out[0, d, 1] = o * np.tanh(cell), cell
@@ -162,13 +193,47 @@ class _Inputs:
         return self.state[0, d, 0, b, k]
 
 
+def _quantized_state(state):
+    """(the stage [D, B, Hp] of each direction's hidden state quantized to uint8 over its range (every batch row
+    and unit, and 0) less its zero point: integers, in float32; scale(d): that quantization's scale): range stages
+    (tag RANGE_TAG), then the quantized state (tag CELL_TAG), as DynamicQuantizeLinear."""
+    _, dirs, _, batch, padded = state.shape
+    ranges = []
+    for name, reduce in (("state_min", te.min_reduce), ("state_max", te.max_reduce)):
+        rb, rk = te.reduce_axis(batch, "rb"), te.reduce_axis(padded, "rk")
+        ranges.append(te.compute((dirs,), lambda d, reduce=reduce, rb=rb, rk=rk:
+                                 reduce(state[0, d, 0, rb.var, rk.var], (rb, rk)), name=name, tag=RANGE_TAG))
+    low, high = ranges
+
+    def scale(d):
+        lo, hi = te.min_(low[d], 0.0), te.max_(high[d], 0.0)
+        return te.select(hi > lo, (hi - lo) / 255.0, te.const(1.0, "float32"))
+
+    def body(d, b, k):
+        s = scale(d)
+        zp = te.intrin("roundeven", te.max_(te.min_(0.0 - te.min_(low[d], 0.0) / s, 255.0), 0.0))
+        return te.max_(te.min_(te.intrin("roundeven", state[0, d, 0, b, k] / s) + zp, 255.0), 0.0) - zp
+    return te.compute((dirs, batch, padded), body, name="state_quantized", tag=CELL_TAG), scale
+
+
 def _lstm_compute(inputs, attrs, out_type):
-    xp, steps, state, weight = inputs
+    xp, steps, state, weight = inputs[:4]
     io = _Inputs(xp, steps, state, attrs.reverse)
-    gates = _gates(io.h, weight, state.shape, 0, 4)
+    if attrs.quantize_state:  # (q - zp) @ (R - zp_R) exact in float32 (integers below 2^24), then scaled
+        quantized, scale = _quantized_state(state)
+        gates = _gates(lambda d, b, k: quantized[d, b, k], weight, state.shape, 0, 4)
+        padded, gate_scales = state.shape[4], inputs[4]
+
+        def product(d, b, g, j):
+            return gates[d, b, g, j] * (scale(d) * gate_scales[d, g * padded + j])
+    else:
+        gates = _gates(io.h, weight, state.shape, 0, 4)
+
+        def product(d, b, g, j):
+            return gates[d, b, g, j]
 
     def body(_, d, s, b, j):
-        pre = [gates[d, b, g, j] + io.x(d, b, g, j) for g in range(4)]
+        pre = [product(d, b, g, j) + io.x(d, b, g, j) for g in range(4)]
         cell = te.sigmoid(pre[2]) * state[0, d, 1, b, j] + te.sigmoid(pre[0]) * te.tanh(pre[3])
         return te.select(te.eq(s, 0), te.sigmoid(pre[1]) * te.tanh(cell), cell)
     return te.compute(out_type.shape, body, name="cell", tag=CELL_TAG)
@@ -217,9 +282,12 @@ def _cell_flops(arg_types, attrs, out_type):
 _CELL_DOC = ("one time step of every direction: xp [T*B, D*G*Hp] (the input projections), steps int32 [2] (the "
              "forward and reverse time), state [1, D, S, B, Hp], weight [D, Hp/nb, H, G, nb] (R packed by column "
              "blocks) -> the new state (relayish/ops/recurrent.py)")
-register_op("nn.lstm_cell", inputs=4, pattern=Pattern.OPAQUE, op_class="dense", infer=_cell_infer("nn.lstm_cell"),
-            ref=_lstm_ref, compute=_lstm_compute, flops=_cell_flops, attrs={"reverse": (0,)},
-            doc="LSTM " + _CELL_DOC + "; gates i, o, f, c; state slots h, c")
+register_op("nn.lstm_cell", inputs=None, pattern=Pattern.OPAQUE, op_class="dense", infer=_cell_infer("nn.lstm_cell"),
+            ref=_lstm_ref, compute=_lstm_compute, flops=_cell_flops, attrs={"reverse": (0,), "quantize_state": 0},
+            doc="LSTM " + _CELL_DOC + "; gates i, o, f, c; state slots h, c; with quantize_state, h quantized to "
+                "uint8 over its range per direction (integers less the zero point) for an exact product with the "
+                "weight's integers, scaled by scales [D, G*Hp] (R's scale per column) times its own scale "
+                "(onnxruntime's DynamicQuantizeLSTM)")
 register_op("nn.gru_cell", inputs=5, pattern=Pattern.OPAQUE, op_class="dense", infer=_cell_infer("nn.gru_cell"),
             ref=_gru_ref, compute=_gru_compute, flops=_cell_flops, attrs={"reverse": (0,), "linear_before_reset": 0},
             doc="GRU " + _CELL_DOC + ", bias [D, Hp] (the h gate's recurrent bias Rbh); gates z, r, h")
@@ -249,19 +317,20 @@ def scan_length(xp_type, state_type):
 def _scan_infer(arg_types, attrs):
     if attrs.cell not in CELLS:
         raise OpError(f"nn.recurrent_scan: cell must be one of {sorted(CELLS)}, got {attrs.cell!r}")
-    if len(arg_types) != (4 if attrs.cell == "nn.gru_cell" else 3):
+    if len(arg_types) != 3 + _extra_inputs(attrs.cell, attrs):
         raise OpError(f"nn.recurrent_scan of {attrs.cell}: expected xp, state, weight"
-                      f"{', bias' if attrs.cell == 'nn.gru_cell' else ''}, got {len(arg_types)} inputs")
+                      f"{_EXTRA_DOC.get(attrs.cell, '') if _extra_inputs(attrs.cell, attrs) else ''}, got "
+                      f"{len(arg_types)} inputs")
     state = _cell_infer(attrs.cell)(scan_step_types(arg_types), attrs)
     return TensorType((scan_length(arg_types[0], state),) + state.shape[1:], state.dtype)
 
 
-def _scan_ref(xp, state, weight, *extra, cell, reverse, linear_before_reset):
+def _scan_ref(xp, state, weight, *extra, cell, reverse, linear_before_reset, quantize_state):
     length, history = xp.shape[0] // state.shape[3], []
     for s in range(length):
         steps = np.array([s, length - 1 - s], np.int32)
         if cell == "nn.lstm_cell":
-            state = _lstm_ref(xp, steps, state, weight, reverse)
+            state = _lstm_ref(xp, steps, state, weight, *extra, reverse=reverse, quantize_state=quantize_state)
         elif cell == "nn.gru_cell":
             state = _gru_ref(xp, steps, state, weight, extra[0], reverse, linear_before_reset)
         else:
@@ -273,7 +342,8 @@ def _scan_ref(xp, state, weight, *extra, cell, reverse, linear_before_reset):
 # no compute: a scan's steps are one kernel, its cell's, that the generic module calls once per step
 # (compiler/generic.py); static sequence lengths are unrolled into cells by the frontend
 register_op("nn.recurrent_scan", inputs=None, pattern=Pattern.OPAQUE, op_class="dense", infer=_scan_infer,
-            ref=_scan_ref, attrs={"cell": "nn.lstm_cell", "reverse": (0,), "linear_before_reset": 0},
+            ref=_scan_ref, attrs={"cell": "nn.lstm_cell", "reverse": (0,), "linear_before_reset": 0,
+                                  "quantize_state": 0},
             doc="every step of a recurrent layer over a sequence length known only at run time: xp [T*B, D*G*Hp], "
                 "the initial state [1, D, S, B, Hp], the packed weight (and a GRU's bias) -> the history of the "
                 "states [T, D, S, B, Hp], step s's state the `cell` of step s - 1's (the cells' shapes above)")

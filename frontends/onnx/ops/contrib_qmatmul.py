@@ -27,6 +27,7 @@ from .contrib_attention import MASK_FILTER_VALUE, attention_of_projections
 from .contrib_quant import q8, requantize, scalar, zero_point
 from .quantization import dynamic_quantize
 from .rnn import lstm
+from .rnn_cells import pad_units, padded_units
 
 
 def _per_column(p: Expr | None, columns: int, dtype: str, what: str) -> Expr | None:
@@ -177,14 +178,56 @@ def _direction_params(p: Expr, d: int, what: str, units: int):
     raise ConversionError(f"{what} must be (num_directions,) or (num_directions, {units}), got shape {shape}")
 
 
-def _quantized_dense(x2d: Expr, w: Expr, d: int, scale: Expr, zp: Expr, units: int, what: str) -> Expr:
+def _quantized_dense(x2d: Expr, w: Expr, d: int, scale: Expr, zp: Expr, units: int, what: str,
+                     quantized_x: tuple | None = None) -> Expr:
     """x2d @ W[d] with x2d quantized to uint8 at run time over the whole matrix (onnxruntime's quantized GEMM
-    of its LSTM: the input projection once for all steps, the recurrence once per step)."""
-    qx, sx, zx = dynamic_quantize(x2d)
+    of its LSTM: the input projection once for all steps, the recurrence once per step), or quantized_x, that
+    quantization made once for every direction."""
+    qx, sx, zx = dynamic_quantize(x2d) if quantized_x is None else quantized_x
     wd = reshape(fold("strided_slice", w, begin=(d,), end=(d + 1,), axes=(0,)), shape_of(w)[1:])
     acc = integer_matmul(qx, zx, wd, _direction_params(zp, d, f"{what}_zero_point", units))
     return binary("multiply", astype(acc, "float32"),
                    binary("multiply", sx, _direction_params(scale, d, f"{what}_scale", units)))
+
+
+def _per_unit(p: Constant, dirs: int, units: int, what: str) -> np.ndarray:
+    """A constant scale or zero point, per direction or per direction and unit, as float32 [D, units]."""
+    if p.data.size not in (dirs, dirs * units):
+        raise ConversionError(f"{what} must be (num_directions,) or (num_directions, {units}), got shape "
+                              f"{p.data.shape}")
+    return np.broadcast_to(p.data.astype(np.float32).reshape(dirs, -1), (dirs, units))
+
+
+def _fused_parts(w, r, w_scale, w_zero_point, r_scale, r_zero_point):
+    """quantized(spec) for rnn.lstm's fused form (cells with quantize_state: relayish/ops/recurrent.py), or None
+    unless R, its scale and zero point are constants: xp, each direction's input projection as _quantized_dense
+    computes it plus the biases, the gates padded; R's integers less their zero points, [D, 4H, H] float32
+    (exact); R's scales by gate, padded with zeros [D, 4*Hp]."""
+    if not all(isinstance(v, Constant) for v in (r, r_scale, r_zero_point)):
+        return None
+
+    def parts(spec):
+        dirs, hidden = spec.dirs, spec.hidden
+        units, padded = 4 * hidden, padded_units(hidden)
+        seq, batch, inputs = shape_of(spec.x)
+        x2d = reshape(spec.x, (seq * batch, inputs))
+        quantized_x = dynamic_quantize(x2d)
+        columns = []
+        for d in range(dirs):
+            proj = _quantized_dense(x2d, w, d, w_scale, w_zero_point, units, "W", quantized_x)
+            bias = spec.take(spec.b, d)
+            bias = binary("add", fold("strided_slice", bias, begin=(0,), end=(units,), axes=(0,)),
+                          fold("strided_slice", bias, begin=(units,), end=(2 * units,), axes=(0,)))
+            proj = binary("add", proj, reshape(bias, (1, units)))
+            columns.append(reshape(pad_units(reshape(proj, (seq * batch, 4, hidden)), 2, hidden),
+                                   (seq * batch, 4 * padded)))
+        xp = columns[0] if dirs == 1 else fold("concatenate", *columns, axis=1)
+        zp = _per_unit(r_zero_point, dirs, units, "R_zero_point")
+        integers = (r.data.astype(np.float32) - zp[:, None, :]).transpose(0, 2, 1)
+        scales = np.zeros((dirs, 4, padded), np.float32)
+        scales[:, :, :hidden] = _per_unit(r_scale, dirs, units, "R_scale").reshape(dirs, 4, hidden)
+        return xp, Constant(np.ascontiguousarray(integers)), Constant(scales.reshape(dirs, 4 * padded))
+    return parts
 
 
 @converter("DynamicQuantizeLSTM", domain=CONTRIB)
@@ -194,7 +237,9 @@ def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, i
                           input_forget=0):
     """ONNX's LSTM with quantized weights W (num_directions, input_size, 4 * hidden) and R (num_directions,
     hidden, 4 * hidden) (the transposes of LSTM's), each with its scale and zero point per direction or per
-    direction and channel; the products quantize their float operand at run time."""
+    direction and channel; the products quantize their float operand at run time. The default form (rnn.lstm's
+    fused one) runs one cell per step that quantizes the hidden state itself; the products are exact in both
+    forms, as onnxruntime's int32 ones."""
     if any(v is None for v in (w_scale, w_zero_point, r_scale, r_zero_point)):
         raise ConversionError("inputs W_scale, W_zero_point, R_scale and R_zero_point are required")
     for name, t in (("W", w), ("R", r)):
@@ -212,7 +257,8 @@ def dynamic_quantize_lstm(x, w, r, b=None, sequence_lens=None, initial_h=None, i
         return _quantized_dense(x2d, r, d, r_scale, r_zero_point, units, "R")
     return lstm(x, w_like, r_like, b, sequence_lens, initial_h, initial_c, p, activation_alpha=activation_alpha,
                  activation_beta=activation_beta, activations=activations, clip=clip, direction=direction,
-                 hidden_size=hidden_size, input_forget=input_forget, layout=0, dense=dense)
+                 hidden_size=hidden_size, input_forget=input_forget, layout=0, dense=dense,
+                 quantized=_fused_parts(w, r, w_scale, w_zero_point, r_scale, r_zero_point))
 
 
 # ---- QAttention ----

@@ -364,12 +364,15 @@ def gru_v14(x, w, r, b=None, sequence_lens=None, initial_h=None, *, activation_a
 # ---- LSTM ----
 
 def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha, activation_beta, activations,
-          clip, direction, hidden_size, input_forget, layout, dense: Callable | None = None):
+          clip, direction, hidden_size, input_forget, layout, dense: Callable | None = None,
+          quantized: Callable | None = None):
     """Gates i, o, f, c (in that order in W, R and B; peepholes P in the order i, o, f):
     i = f(Xi + Hi + Pi * C), f = f(Xf + Hf + Pf * C) (or 1 - i with input_forget), c = g(Xc + Hc),
     C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C').
-    dense(direction, "W" or "R", x): x @ W^T (R^T) of that direction, for the quantized weights of onnxruntime's
-    DynamicQuantizeLSTM (contrib_qmatmul.py); default: nn.dense with W and R."""
+    For onnxruntime's DynamicQuantizeLSTM (contrib_qmatmul.py), whose products quantize X and H to uint8 at run
+    time: the composed form computes dense(direction, "W" or "R", x), x @ W^T (R^T) of that direction (default:
+    nn.dense with W and R); the fused form, where it applies, takes quantized(spec) -> (xp, R's integers less
+    their zero points in LSTM's layout, R's scales [D, G*Hp]) for cells that quantize H (quantize_state)."""
     if input_forget not in (0, 1):
         raise ConversionError(f"attribute input_forget must be 0 or 1, got {input_forget}")
     spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h), ("initial_c", initial_c)], gates=4,
@@ -377,8 +380,12 @@ def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha
     funcs = _activations(activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), spec.dirs)
     h, one = spec.hidden, const(1.0, spec.dtype)
     _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
-    fused = dense is None  # the fused cells read W and R themselves: not the quantized products of dense
+    fused = dense is None or quantized is not None  # the fused cells read float W and R or quantized's parts
     if fused and _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
+        if quantized is not None:
+            xp, integers, scales = quantized(spec)
+            return run_layer(spec, "nn.lstm_cell", xp, packed_weight(spec, integers, 4), _reverse_flags(direction),
+                             extra=(scales,), quantize_state=1)
         bias = binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
         return run_layer(spec, "nn.lstm_cell", projection(spec, w, bias, 4), packed_weight(spec, r, 4),
                          _reverse_flags(direction))

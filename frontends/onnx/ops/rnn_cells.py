@@ -22,13 +22,13 @@ from ..builders import binary, fold, reshape, shape_of, transpose
 PACK_BLOCK = 16  # columns of a packed weight block: a float32 vector of AVX-512, two of AVX2
 
 
-def _padded(hidden: int) -> int:
+def padded_units(hidden: int) -> int:
     return -(-hidden // PACK_BLOCK) * PACK_BLOCK
 
 
 def pad_units(t: Expr, axis: int, hidden: int) -> Expr:
-    """t with its axis `axis` (of `hidden` units) padded with zeros to _padded(hidden)."""
-    extra = _padded(hidden) - hidden
+    """t with its axis `axis` (of `hidden` units) padded with zeros to padded_units(hidden)."""
+    extra = padded_units(hidden) - hidden
     if not extra:
         return t
     ndim = len(shape_of(t))
@@ -46,7 +46,7 @@ def projection(spec, w: Expr, bias: Expr, gates: int) -> Expr:
     """xp [T*B, D*G*Hp]: every step's x @ W^T + bias, the gates of each direction padded to Hp units."""
     seq, batch, inputs = shape_of(spec.x)
     dirs, hidden = spec.dirs, spec.hidden
-    units = dirs * gates * _padded(hidden)
+    units = dirs * gates * padded_units(hidden)
     weight = reshape(_by_gate(w, dirs, gates, hidden, (inputs,)), (units, inputs))
     proj = fold("nn.dense", reshape(spec.x, (seq * batch, inputs)), weight)
     return binary("add", proj, reshape(_by_gate(bias, dirs, gates, hidden, ()), (1, units)))
@@ -55,14 +55,14 @@ def projection(spec, w: Expr, bias: Expr, gates: int) -> Expr:
 def packed_weight(spec, r: Expr, gates: int) -> Expr:
     """R [D, G*H, H] -> [D, Hp/nb, H, G, nb]: weight[d, jo, k, g, ji] = R[d, g*H + jo*nb + ji, k]."""
     dirs, hidden = spec.dirs, spec.hidden
-    blocks = _padded(hidden) // PACK_BLOCK
+    blocks = padded_units(hidden) // PACK_BLOCK
     by_gate = reshape(_by_gate(r, dirs, gates, hidden, (hidden,)), (dirs, gates, blocks, PACK_BLOCK, hidden))
     return transpose(by_gate, (0, 2, 4, 1, 3))
 
 
 def initial_state(spec) -> Expr:
     """[1, D, S, B, Hp] from the initial states ([D, B, H] each, zeros when not given)."""
-    slots = [reshape(pad_units(s, 2, spec.hidden), (1, spec.dirs, 1, spec.batch, _padded(spec.hidden)))
+    slots = [reshape(pad_units(s, 2, spec.hidden), (1, spec.dirs, 1, spec.batch, padded_units(spec.hidden)))
              for s in spec.initial]
     return slots[0] if len(slots) == 1 else fold("concatenate", *slots, axis=2)
 
