@@ -5,12 +5,14 @@ sizes the inputs have.
     outputs = module.run(None, {"x": image})
 
 A call binds the size variables from its inputs' shapes and plans that set of sizes once (kept for the next calls
-with it, up to MAX_PLANS): one generated function evaluates every intermediate's dims, the checks and the kernels'
-size arguments (compiler/arith.py evaluator), and numpy turns those numbers into byte sizes and workspace offsets
-in a few vector operations. The offsets come from a packing made once, at the typical sizes: each intermediate
+with it, up to MAX_PLANS): every intermediate's dims, the checks and the kernels' size arguments, the buffers'
+bytes and workspace offsets. The offsets come from a packing made once, at the typical sizes: each intermediate
 and scratch buffer is given a block shared with buffers whose lives do not overlap (best fit), and at each set of
-sizes a block is as large as its largest buffer, the blocks end to end. A new shape thus costs tens of
-microseconds of planning, not a planner's walk over the steps.
+sizes a block is as large as its largest buffer, the blocks end to end. A model with no scan and no data-sized
+dim is planned and run by generated code (compiler/generic_runner.py: one native call plans, one calls every
+kernel), so a new shape's first call costs a few microseconds more than its next ones; the others are planned by
+one generated Python function (compiler/arith.py evaluator) and numpy, and their kernels called step by step
+from Python, as a scan's steps and a data-sized dim (read between two kernels) need.
 
 Workspaces are anonymous memory maps kept across calls (one per concurrent call, up to MAX_POOLED), asking the
 kernel for huge pages: a call takes the smallest that fits, else grows one in place (mremap), so that a larger
@@ -37,6 +39,7 @@ from runtime.feeds import check_index_values
 
 from .arith import evaluate, evaluator
 from .free_dims import Dim, bind
+from .generic_runner import OK, GeneratedRunner
 from .passes.layout import winograd_tile_at
 
 MAX_PLANS = 16  # sets of sizes whose plans are kept
@@ -129,7 +132,7 @@ def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
 
 class _Plan:
     """What a call at one set of sizes needs besides its inputs."""
-    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "calls")
+    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "state")
 
     def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list,
                  values: dict, nbytes: np.ndarray):
@@ -138,8 +141,7 @@ class _Plan:
         self.shapes = shapes  # (step, output) -> shape, of the outputs made arrays (returned, or read by a scan)
         self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
         self.values, self.nbytes = values, nbytes  # every size variable's value; each buffer's bytes (its room)
-        self.calls = {}  # workspace address -> the kernel calls with their arguments (GenericModule._call_list),
-        # False after the plan's first call there
+        self.state = None  # the generated plan's numbers (GeneratedRunner.plan), when it made this plan
 
 
 class GenericModule:
@@ -189,13 +191,19 @@ class GenericModule:
         hint = self._hint_numbers()
         self._packing = _pack([ALIGN] * len(self._lives) if hint is None else self._aligned_bytes(hint).tolist(),
                               self._lives)
+        self._runner = None  # the plan and the calls in generated code (compiler/generic_runner.py)
+        if self._generated:
+            try:
+                self._runner = GeneratedRunner(self)
+            except (ValueError, KeyError):  # a dim expression it cannot emit: planned and called from Python
+                self._runner = None
 
     def _index_steps(self) -> None:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
-        self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]  # (_run_calls)
-        self._by_calls = not self._data and not any(s.scan for s in steps)  # (_run_calls)
+        self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]
+        self._generated = not self._data and not any(s.scan for s in steps)  # runs in generated code
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
             for a in s.args:
@@ -248,6 +256,7 @@ class GenericModule:
             self._scratch_bufs.append(scratch_bufs)
             self._size_start.append(size_starts)
         self._order = list(self._vars.values()) + [var for var, _ in self._data.values()]
+        self._exprs = exprs
         self._evaluate = evaluator(exprs, self._order)
         self._gather, self._starts = np.array(gather, np.intp), np.array(starts, np.intp)
         self._itemsizes, self._lives = np.array(itemsizes, np.int64), lives
@@ -365,6 +374,10 @@ class GenericModule:
         small = {v.name: n for v, n in values.items() if n < 1}
         if small:
             raise SizesOutsideGeneric(f"sizes {small}: an empty dim is compiled for")
+        if self._runner is not None:
+            plan = self._generated_plan(values)
+            if plan is not None:
+                return self._keep(key, plan)
         values = self._with_bounds(values)  # (the buffers are placed for the largest data-sized dims)
         numbers = self._numbers(values)
         bad = self._failed_check(numbers)
@@ -386,6 +399,26 @@ class GenericModule:
         offsets = (ends - blocks)[self._packing].tolist() if len(blocks) else []
         return self._keep(key, _Plan(offsets, int(ends[-1]) if len(ends) else 0, *self._arguments(numbers, choice),
                                      choice, values, nbytes))
+
+    def _generated_plan(self, values: dict) -> _Plan | None:
+        """_plan's work in one call of the generated plan function; None where it finds these sizes wrong (the
+        Python planning then raises the error that names the problem)."""
+        r = self._runner
+        state = np.empty(r.words, np.int64)
+        if r.plan(np.array([values[v] for v in self._order], np.int64).ctypes.data, state.ctypes.data) != OK:
+            return None
+        listed = state[:r.offset_at].tolist()
+        choice = [0] * len(self._steps)
+        for k, i in r.choice_index.items():
+            choice[k] = listed[r.choice_at + i]
+        sizes = state[r.sizes_at:].view(np.int32)
+        base = sizes.ctypes.data
+        plan = _Plan(state[r.offset_at:r.size_at].tolist(), int(state[r.size_at]), sizes,
+                     [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)],
+                     {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()}, choice,
+                     values, None)
+        plan.state = state
+        return plan
 
     def _bind_data(self, plan: _Plan, k: int, value: int) -> _Plan:
         """The plan of the rest of a call once step k's data-sized dim is known to be `value`: the same buffers
@@ -446,7 +479,10 @@ class GenericModule:
         plan = self._plan(values)
         space = self._take_workspace(plan.size)
         try:
-            values_out = (self._run_calls if self._by_calls else self._run_steps)(plan, space, arrays)
+            if plan.state is not None:
+                values_out = self._run_generated(plan, space, arrays)
+            else:
+                values_out = self._run_steps(plan, space, arrays)
         finally:
             self._give_back(space)
             self._lib.relayish_pool_linger()  # workers spin a moment for a next call, then sleep (as a module's run)
@@ -458,51 +494,16 @@ class GenericModule:
             raise ValueError(f"unknown output(s) {missing}; outputs: {self._output_names}")
         return [values_out[index[n]] for n in output_names]
 
-    def _run_calls(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
-        """_run_steps for a model with no scan and no data-sized dim, its kernel calls made once per plan and
-        workspace (_call_list): per call only the inputs' and the returned results' addresses are filled in.
-        BERT's generic module at length 8 (33 kernel calls): 1.60x the static module's time with the Python of
-        _run_steps, 1.31x this way (Zen 4, one process)."""
-        calls = plan.calls.get(space.address)
-        if calls is None:  # a plan's first call runs step by step: making its list pays off only if it recurs
-            plan.calls[space.address] = False
-            return self._run_steps(plan, space, arrays)
-        if calls is False:  # (two threads may both make it: the same list)
-            calls = plan.calls[space.address] = self._call_list(plan, space.address)
+    def _run_generated(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
+        """Every kernel called by the generated run function (compiler/generic_runner.py): the returned results
+        allocated here, their addresses and the inputs' passed in two tables."""
         fresh = {k: [aligned_empty(plan.shapes[(k, j)], dtype) for j, dtype in enumerate(dtypes)]
                  for k, dtypes in self._returned}
-        filled = [a.ctypes.data for a in arrays] + [r.ctypes.data for k, _ in self._returned for r in fresh[k]]
-        for fn, args, holes in calls:
-            if holes:
-                args = list(args)
-                for at, which in holes:
-                    args[at] = filled[which]
-            fn(*args)
+        inputs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        returned = [r.ctypes.data for k, _ in self._returned for r in fresh[k]]
+        self._runner.run(plan.state.ctypes.data, space.address, inputs,
+                         (ctypes.c_void_p * max(len(returned), 1))(*returned))
         return [self._value(o, arrays, fresh) for o in self._outs]
-
-    def _call_list(self, plan: _Plan, base: int) -> list:
-        """Per step: (its chosen kernel, its arguments with the workspace at `base`, the holes: (position, index
-        into the call's input addresses followed by its returned results')). See _run_steps."""
-        returned = {kj: len(self._inputs) + i for i, kj in
-                    enumerate((k, j) for k, dtypes in self._returned for j in range(len(dtypes)))}
-        where = []  # per step: per output, its address or its hole's index
-        calls = []
-        for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(self._kernels, self._steps, self._out_bufs,
-                                                                  self._scratch_bufs)):
-            c = plan.choice[k]
-            outs = [("hole", returned[(k, j)]) if b is None else ("at", base + plan.offsets[b])
-                    for j, b in enumerate(out_bufs)]
-            where.append(outs)
-            sources = []
-            for a in (s.choices[c].args if s.choices else s.args):
-                sources.append(("hole", a[1]) if a[0] == "input" else ("at", self._const_ptrs[a[1]])
-                               if a[0] == "const" else where[a[1]][a[2]])
-            sources += outs + [("at", base + plan.offsets[b]) for b in scratch_bufs[c]]
-            if plan.size_ptrs[k] is not None:
-                sources.append(("at", plan.size_ptrs[k]))
-            calls.append((fns[c], tuple(v if kind == "at" else 0 for kind, v in sources),
-                          tuple((i, v) for i, (kind, v) in enumerate(sources) if kind == "hole")))
-        return calls
 
     def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
         """Call every kernel in order; intermediates at their offsets in the workspace, passed as addresses (ints:

@@ -648,21 +648,23 @@ def test_a_model_of_one_exported_size_runs_its_free_size_on_one_generic_module(h
         sess.run(None, {"x": np.zeros((1, 4, 23, 19), np.float32)})
 
 
-def test_the_generic_modules_call_lists_give_the_step_by_step_results():
-    """A generic module with no scan and no data-sized dim runs its kernels from call lists made once per plan and
-    workspace (generic_module._run_calls); they give what the step-by-step loop (_run_steps) gives, at new sizes
-    and at sizes planned before, an output returned fresh each call."""
+def test_the_generic_modules_generated_calls_give_the_step_by_step_results():
+    """A generic module with no scan and no data-sized dim is planned and called by generated code
+    (compiler/generic_runner.py); it gives what planning in Python and calling step by step (_run_steps) gives, at
+    new sizes and at sizes planned before, an output returned fresh each call."""
     sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
     module = sess._extents
-    assert module._by_calls
+    assert module._runner is not None
+    runner = module._runner
     for w in (5, 17, 5, 64):
         feed = {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)}
         fast = module.run(None, feed)[0]
-        module._by_calls = False
+        assert module._plan(module.bind(feed)).state is not None  # planned by the generated code
+        module._runner, plans = None, dict(module._plans)
+        module._plans.clear()
         try:
             slow = module.run(None, feed)[0]
         finally:
-            module._by_calls = True
+            module._runner, module._plans = runner, plans
         np.testing.assert_array_equal(fast, slow)
         assert fast is not module.run(None, feed)[0]  # a new array per call
-    assert any(plan.calls for plan in module._plans.values())

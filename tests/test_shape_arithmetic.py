@@ -430,6 +430,51 @@ def test_a_convolution_over_run_time_sizes_takes_the_winograd_tile_its_size_call
                          np.asarray(_interpreted(model, feed)[0]), f"H={h} W={w}")
 
 
+def test_the_generated_plan_is_the_python_one():
+    """The generic module's plan made by generated code (compiler/generic_runner.py) against the one made in Python
+    and numpy, field by field, where the convolutions' Winograd tiles (and so their scratch buffers) differ from
+    size to size; and the outputs of the generated calls against the step-by-step ones, bit for bit."""
+    _, module = _pooled_convs()
+    runner = module._runner
+    assert runner is not None
+    for h, w in ((2, 3), (8, 8), (13, 40), (64, 64), (33, 7)):
+        values = module._values({"x": (1, 16, h, w)})
+        module._plans.clear()
+        generated = module._plan(values)
+        module._runner = None
+        module._plans.clear()
+        try:
+            python = module._plan(values)
+            feed = {"x": RNG.standard_normal((1, 16, h, w)).astype(np.float32)}
+            slow = module.run(None, feed)[0]
+        finally:
+            module._runner = runner
+        assert generated.state is not None and python.state is None
+        assert (generated.offsets, generated.size, generated.choice, generated.shapes) == \
+            (python.offsets, python.size, python.choice, python.shapes), (h, w)
+        np.testing.assert_array_equal(generated.sizes, python.sizes)
+        module._plans.clear()
+        np.testing.assert_array_equal(module.run(None, feed)[0], slow)
+
+
+def test_generated_integer_arithmetic_is_pythons():
+    """Floor division and modulo of either sign, min, max, nested: the generated code's values against
+    compiler.arith.evaluate's at every value of two variables in [-9, 9]; a division by zero is reported, not
+    computed."""
+    from compiler.arith import evaluate as int_value
+    from compiler.generic_runner import native_evaluator
+    a, b = te.size_var("a"), te.size_var("b")
+    exprs = [a // 3, a % 3, a // -4, a % -4, (a - 7) // 2 + 1, te.min_(a, b) * 2 - te.max_(a, 5), (a * b) // 5 % 7,
+             a // b, a % b]
+    f = native_evaluator(exprs, [a, b])
+    for x in range(-9, 10):
+        for y in range(-9, 10):
+            if y == 0:
+                assert f(x, y) is None
+                continue
+            assert f(x, y) == tuple(int_value(e, {a: x, b: y}) for e in exprs), (x, y)
+
+
 def test_a_typical_dim_is_its_expression_at_the_typical_size():
     h = te.size_var("h")
     assert typical(7) == 7 and typical(h) == TYPICAL_SIZE
