@@ -41,7 +41,15 @@ def test_a_run_prints_the_table_and_writes_json(tmp_path, capsys):
     rows = report["cases"][0]["rows"]
     assert [r["shape"] for r in rows] == [[1, 3, 6, 6], [3, 3, 6, 6]]
     assert all(r["agree"] and r["first_ms"] > 0 and r["generic_ms"] > 0 and r["specialized_ms"] > 0 for r in rows)
-    assert report["cases"][0]["summary"]["generic_vs_ort"] > 0
+    summary = report["cases"][0]["summary"]
+    assert summary["generic_vs_ort"] > 0
+    # the session's first call beside a static compile's and onnxruntime's first calls, each over its steady time
+    assert rows[0]["static_first_ms"] > 0 and rows[0]["ort_first_ms"] > 0 and "static_first_ms" not in rows[1]
+    assert summary["worst_first_vs_steady"] == rows[1]["first_ms"] / rows[1]["generic_ms"]
+    assert summary["session_first_vs_steady"] == rows[0]["first_ms"] / rows[0]["generic_ms"]
+    assert summary["static_first_vs_steady"] == rows[0]["static_first_ms"] / rows[0]["specialized_ms"]
+    assert summary["ort_first_vs_steady"] == rows[0]["ort_first_ms"] / rows[0]["ort_ms"]
+    assert "the session's first call / steady" in printed
 
 
 def test_a_missing_model_is_named(tmp_path, capsys):

@@ -90,7 +90,9 @@ SYNTHETIC = {
         "cases": [{"model": "cnn (free batch)",
                    "rows": [{"shape": [3, 3, 8, 8], "first_ms": 3.5, "generic_ms": 3.3, "specialized_ms": 3.1,
                              "ort_ms": 4.4, "agree": True, "max_rel_error": 1e-6}],
-                   "summary": {"generic_vs_ort": 0.75, "specialized_vs_ort": 0.70, "worst_first_vs_steady": 1.06}},
+                   "summary": {"generic_vs_ort": 0.75, "specialized_vs_ort": 0.70, "worst_first_vs_steady": 1.06,
+                               "session_first_vs_steady": 2.4, "static_first_vs_steady": 3.5,
+                               "ort_first_vs_steady": 3.2}},
                   {"model": "rec (free width)",
                    "rows": [{"shape": [1, 3, 48, 160], "first_ms": 3450.0, "generic_ms": None, "specialized_ms": 8.2,
                              "ort_ms": 9.9, "agree": True, "max_rel_error": 1e-5}],
@@ -212,7 +214,9 @@ def test_the_page_tabulates_every_file_with_its_provenance(tmp_path):
     assert "orders 73% of the pairs of measured programs right (random: 50%)" in page
     assert "| cnn (free batch) | 3x3x8x8 | 3.50 | 3.30 (0.75x) | 3.10 (**0.70x**) | 4.40 |" in page
     assert "| rec (free width) | 1x3x48x160 | 3450.0 | - | 8.20 (**0.83x**) | 9.90 |" in page
-    assert "|  | geomean | worst 421.0x steady | - | **0.83x** |  |" in page
+    assert "|  | geomean | new shapes: worst 421.0x steady | - | **0.83x** |  |" in page
+    assert ("|  | geomean | new shapes: worst 1.1x steady; the session's first 2.4x (a static compile's 3.5x, "
+            "onnxruntime's 3.2x) | 0.75x | **0.70x** |  |") in page
     assert "| naive loop nests (untuned) | - | - | 64.37 | 0% |" in page
     assert "| zero-shot | 0 (no measurement) | - | 61.87 | **4%** |" in page
     assert "| cold cost model | 30 | 96 | 6.69 | 95% |" in page and "| pretrained cost model | 601 | 1746 | 4.10 | 99% |" \

@@ -21,7 +21,10 @@ Cases:
 Per shape, in the order given, on one session made by compile_model with the dims free (specialize="auto", as a
 user gets it): "first" is the first call of that shape, a shape this session has not seen (the generic tier runs
 it; a model without one compiles it in the call), made right after a call of the shape before it (the session in
-use, its threads and caches as a served model's, not as the other engines' timing left them). Then, timed in one
+use, its threads and caches as a served model's, not as the other engines' timing left them). The first shape's
+is the session's first call, after compile_model: its caches are cold, as those of a static compile's first call
+and of a new onnxruntime session's, which are timed beside it (the module compiled for that shape, its first run
+right after its compile; a new onnxruntime session's first run). Then, timed in one
 rotation on the same inputs and threads in steady state (bench/compare.py): the session's generic tier
 (`sess.run_generic`: the batch-1 module item by item for a free batch, else the kernels with run-time extents,
 compiler/generic.py), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
@@ -126,6 +129,16 @@ def length_case(path: Path, lengths: list[int]) -> dict:
             "shapes": [{n: (1, t) for n in names} for t in lengths]}
 
 
+def first_ort_call_ms(data: bytes, feed: dict, threads: int) -> float:
+    """The first call of a new onnxruntime session of the model, as the benchmark's sessions are made."""
+    from relayish_tools.bench.compare import make_ort_session, ort_feed
+    session = make_ort_session(data, threads)
+    inputs = ort_feed(session, feed)
+    t = time.perf_counter()
+    session.run(None, inputs)
+    return (time.perf_counter() - t) * 1e3
+
+
 def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
     model = case["model"]
     t0 = time.perf_counter()
@@ -145,7 +158,12 @@ def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
         auto.run(None, feed)
         first_ms = (time.perf_counter() - t) * 1e3
         auto.wait_for_specializations()
-        special = auto.specialization(shapes)
+        special = auto.specialization(shapes)  # (compiled now if it is not kept yet)
+        if k == 0 and generic:  # the session's first call is cold: so are a static compile's and onnxruntime's
+            t = time.perf_counter()
+            special.run(None, feed)
+            static_first_ms = (time.perf_counter() - t) * 1e3
+            ort_first_ms = first_ort_call_ms(data, feed, threads)
         extra = [("generic", lambda f: auto.run_generic(None, f))] if generic else []
         r = compare_with_onnxruntime(special, data, feed, threads=threads, repeat=repeat, extra_engines=extra)
         ort_ms = r["onnxruntime"]["median_ms"]
@@ -154,6 +172,8 @@ def run_case(case: dict, threads: int, repeat: int, log) -> list[dict]:
                "generic_ms": r["generic"]["median_ms"] if generic else None, "ort_ms": ort_ms,
                "max_rel_error": max(o["max_rel"] for o in r["outputs"].values()),
                "agree": all(o["passed"] for o in r["outputs"].values())}
+        if k == 0 and generic:
+            row.update(static_first_ms=static_first_ms, ort_first_ms=ort_first_ms)
         rows.append(row)
         log(f"  {str(shape):22s} first {first_ms:9.1f} ms   generic " +
             (f"{row['generic_ms']:8.2f} ms ({row['generic_ms'] / ort_ms:.2f}x)" if generic else
@@ -214,10 +234,20 @@ def geomean(values: list[float]) -> float | None:
 
 
 def summary(rows: list[dict]) -> dict:
+    """Geomeans against onnxruntime; the worst first call of a new shape on a session in use (every shape but the
+    first) over its steady time; the session's first call over its steady time, beside a static compile's and a
+    new onnxruntime session's first call over theirs (every engine's first call finds cold caches)."""
     steady = [r["generic_ms"] or r["specialized_ms"] for r in rows]
-    return {"generic_vs_ort": geomean([r["generic_ms"] / r["ort_ms"] for r in rows if r["generic_ms"]]),
-            "specialized_vs_ort": geomean([r["specialized_ms"] / r["ort_ms"] for r in rows]),
-            "worst_first_vs_steady": max(r["first_ms"] / s for r, s in zip(rows, steady))}
+    in_use = list(zip(rows, steady))[1:] or list(zip(rows, steady))
+    first = rows[0]
+    out = {"generic_vs_ort": geomean([r["generic_ms"] / r["ort_ms"] for r in rows if r["generic_ms"]]),
+           "specialized_vs_ort": geomean([r["specialized_ms"] / r["ort_ms"] for r in rows]),
+           "worst_first_vs_steady": max(r["first_ms"] / s for r, s in in_use),
+           "session_first_vs_steady": first["first_ms"] / steady[0]}
+    if "static_first_ms" in first:
+        out.update(static_first_vs_steady=first["static_first_ms"] / first["specialized_ms"],
+                   ort_first_vs_steady=first["ort_first_ms"] / first["ort_ms"])
+    return out
 
 
 def main(argv=None) -> int:
@@ -277,9 +307,12 @@ def main(argv=None) -> int:
         rows = run_case(case, args.threads, args.repeat, lambda line: print(line, flush=True))
         s = summary(rows)
         generic = f"{s['generic_vs_ort']:.2f}x" if s["generic_vs_ort"] else "- (no generic tier)"
+        cold = (f" (a static compile's {s['static_first_vs_steady']:.1f}x, onnxruntime's "
+                f"{s['ort_first_vs_steady']:.1f}x)" if "static_first_vs_steady" in s else "")
         print(f"  geomean generic/onnxruntime {generic}, specialized/onnxruntime "
-              f"{s['specialized_vs_ort']:.2f}x; worst first call / steady {s['worst_first_vs_steady']:.1f}x",
-              flush=True)
+              f"{s['specialized_vs_ort']:.2f}x; a new shape's first call / steady: worst "
+              f"{s['worst_first_vs_steady']:.1f}x; the session's first call / steady "
+              f"{s['session_first_vs_steady']:.1f}x{cold}", flush=True)
         report["cases"].append({"model": case["name"], "rows": rows, "summary": s})
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))

@@ -264,11 +264,17 @@ def dynamic_table(data: dict, where: str) -> Table:
                          ms(ort)])
         s = need(case, "summary", w)
         g = s.get("generic_vs_ort")
-        rows.append(["", "geomean", f"worst {number(s, 'worst_first_vs_steady', w):.1f}x steady",
-                     f"{g:.2f}x" if g else "-", f"**{number(s, 'specialized_vs_ort', w):.2f}x**", ""])
+        first = f"new shapes: worst {number(s, 'worst_first_vs_steady', w):.1f}x steady"
+        if "static_first_vs_steady" in s:
+            first += (f"; the session's first {number(s, 'session_first_vs_steady', w):.1f}x (a static compile's "
+                      f"{s['static_first_vs_steady']:.1f}x, onnxruntime's {number(s, 'ort_first_vs_steady', w):.1f}x)")
+        rows.append(["", "geomean", first, f"{g:.2f}x" if g else "-",
+                     f"**{number(s, 'specialized_vs_ort', w):.2f}x**", ""])
     notes = [f"{number(data, 'threads', where)} threads, median of {number(data, 'repeat', where)} runs per engine. "
              "First: the first call of a shape the session had not seen (the generic tier, or a compile where the "
-             "model has none). Generic: the batch-1 module item by item for a free batch, else the kernels with "
+             "model has none), right after a call of the shape before; the first shape's is the session's first "
+             "call, its caches cold, as those of a static compile's first call and of a new onnxruntime "
+             "session's (their first call over their steady time beside it). Generic: the batch-1 module item by item for a free batch, else the kernels with "
              "run-time extents (one library for every size, default schedules made for a typical size); "
              "specialized: the module compiled for that shape; ratios against onnxruntime."]
     return Table(["model", "shape", "first call ms", "generic ms", "specialized ms", "onnxruntime ms"], rows,
