@@ -8,11 +8,11 @@ A call binds the size variables from its inputs' shapes and plans that set of si
 with it, up to MAX_PLANS): every intermediate's dims, the checks and the kernels' size arguments, the buffers'
 bytes and workspace offsets. The offsets come from a packing made once, at the typical sizes: each intermediate
 and scratch buffer is given a block shared with buffers whose lives do not overlap (best fit), and at each set of
-sizes a block is as large as its largest buffer, the blocks end to end. A model with no scan and no data-sized
-dim is planned and run by generated code (compiler/generic_runner.py: one native call plans, one calls every
-kernel), so a new shape's first call costs a few microseconds more than its next ones; the others are planned by
-one generated Python function (compiler/arith.py evaluator) and numpy, and their kernels called step by step
-from Python, as a scan's steps and a data-sized dim (read between two kernels) need.
+sizes a block is as large as its largest buffer, the blocks end to end. A model with no data-sized dim is
+planned and run by generated code (compiler/generic_runner.py: one native call plans, one calls every kernel and
+every step of a scan), so a new shape's first call costs a few microseconds more than its next ones; one with a
+data-sized dim (read between two kernels) is planned by one generated Python function (compiler/arith.py
+evaluator) and numpy, and its kernels called step by step from Python.
 
 Workspaces are anonymous memory maps kept across calls (one per concurrent call, up to MAX_POOLED), asking the
 kernel for huge pages: a call takes the smallest that fits, else grows one in place (mremap), so that a larger
@@ -29,6 +29,7 @@ import ctypes
 import math
 import mmap
 import threading
+import warnings
 
 import numpy as np
 
@@ -197,13 +198,17 @@ class GenericModule:
                 self._runner = GeneratedRunner(self)
             except (ValueError, KeyError):  # a dim expression it cannot emit: planned and called from Python
                 self._runner = None
+            except Exception as e:  # noqa: BLE001  (LLVM refused it: the Python planner and loop serve every size)
+                warnings.warn(f"relayish: the generic module's planner could not be generated ({type(e).__name__}: "
+                              f"{e}); it plans and calls its kernels from Python, slower on a new shape",
+                              RuntimeWarning, stacklevel=2)
 
     def _index_steps(self) -> None:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
         self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]
-        self._generated = not self._data and not any(s.scan for s in steps)  # runs in generated code
+        self._generated = not self._data  # runs in generated code (a data-sized dim is read between two kernels)
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
             for a in s.args:

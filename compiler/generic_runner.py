@@ -1,5 +1,5 @@
 """A generic module's planning and kernel calls as generated code (compiler/generic_module.py uses it for models
-with no scan and no data-sized dim).
+with no data-sized dim: such a dim is read between two kernels).
 
     runner = GeneratedRunner(module)        # module: a GenericModule; its steps, evaluator numbers and packing
     status = runner.plan(values, state)     # values: int64 [symbols]; state: int64 [runner.words]
@@ -20,8 +20,8 @@ the blocks of the packing and the buffers' offsets, the workspace's size and the
 It returns -1, or the index of the first failed check, -2 for a negative output dim, -3 for a division by zero:
 then the caller plans in Python, which raises the error that names it. `run` calls every step's chosen kernel
 with its arguments' addresses (inputs and returned results from the two tables; constants at their addresses;
-intermediates and scratch at the workspace plus their offsets). Both functions hold no state and release the GIL
-(ctypes), so concurrent calls are safe.
+intermediates and scratch at the workspace plus their offsets), a scan's cell once per step in a loop. Both
+functions hold no state and release the GIL (ctypes), so concurrent calls are safe.
 
 The point is a shape's first call: GenericModule._plan's numpy and the Python loop over the steps ran 0.15-0.2 ms
 and 3-5 us per kernel with their caches cold after the kernels (BERT's generic module, 33 kernels, Zen 4), as much
@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 
 import llvmlite.binding as llvm
+import numpy as np
 from llvmlite import ir
 
 from relayish import te
@@ -243,9 +244,15 @@ class GeneratedRunner:
         def in_workspace(buf):
             return b.gep(workspace, [word(self.offset_at + buf)])
 
-        def at_address(address):
-            return b.inttoptr(I64(address), I8P)
+        def source(a):
+            """The address of a kernel argument: an input, a constant, or an earlier step's result."""
+            if a[0] == "input":
+                return b.load(b.gep(inputs, [I64(a[1])]))
+            if a[0] == "const":
+                return b.inttoptr(I64(m._const_ptrs[a[1]]), I8P)
+            return results[a[1]][a[2]]
         sizes = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I8P)
+        self._sizes = sizes
         results = []  # per step: per output, its address
         for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(m._kernels, m._steps, m._out_bufs,
                                                                   m._scratch_bufs)):
@@ -253,17 +260,13 @@ class GeneratedRunner:
                     for j, buf in enumerate(out_bufs)]
             results.append(outs)
             options = s.choices or (s,)
+            if s.scan:
+                self._emit_scan(b, fn, k, m, [source(a) for a in s.args], outs[0],
+                                [in_workspace(buf) for buf in scratch_bufs[0]], word)
+                continue
 
             def call(c, option=options[0]):
-                args = []
-                for a in option.args:
-                    if a[0] == "input":
-                        args.append(b.load(b.gep(inputs, [I64(a[1])])))
-                    elif a[0] == "const":
-                        args.append(at_address(m._const_ptrs[a[1]]))
-                    else:
-                        args.append(results[a[1]][a[2]])
-                args += outs + [in_workspace(buf) for buf in scratch_bufs[c]]
+                args = [source(a) for a in option.args] + outs + [in_workspace(buf) for buf in scratch_bufs[c]]
                 start = m._size_start[k][c]
                 if start is not None:
                     args.append(b.gep(sizes, [I64(4 * start)]))
@@ -284,3 +287,38 @@ class GeneratedRunner:
                 b.branch(done)
             b.position_at_end(done)
         b.ret_void()
+
+    def _emit_scan(self, b: ir.IRBuilder, fn: ir.Function, k: int, m, inputs: list, history: ir.Value,
+                   scratch: list, word) -> None:
+        """A scan's steps (generic_module._run_scan's loop): step t runs the cell (xp, times, state, weight[, bias],
+        out, scratch..., sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with
+        the times (t, T - 1 - t) that its forward and reverse directions process."""
+        s = m._steps[k]
+        dims = [word(p) for p in m._shape_at[(k, 0)]]
+        step_bytes = I64(np.dtype(s.outputs[0][1]).itemsize)
+        for d in dims[1:]:
+            step_bytes = b.mul(step_bytes, d)
+        times = b.alloca(I32, 2)
+        xp, initial, *rest = inputs
+        start = m._size_start[k][0]
+        tail = scratch + ([b.gep(self._sizes, [I64(4 * start)])] if start is not None else [])
+        kernel = ctypes.cast(m._kernels[k][0], ctypes.c_void_p).value
+        kernel_type = ir.FunctionType(ir.VoidType(), [I8P] * (len(inputs) + 2 + len(tail)))
+        before = b.block
+        head, body, done = (fn.append_basic_block(f"scan{k}_{n}") for n in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        t = b.phi(I64)
+        t.add_incoming(I64(0), before)
+        b.cbranch(b.icmp_signed("<", t, dims[0]), body, done)
+        b.position_at_end(body)
+        b.store(b.trunc(t, I32), times)
+        b.store(b.trunc(b.sub(b.sub(dims[0], I64(1)), t), I32), b.gep(times, [I32(1)]))
+        previous = b.gep(history, [b.mul(b.sub(t, I64(1)), step_bytes)])
+        state = b.select(b.icmp_signed("==", t, I64(0)), initial, previous)
+        out = b.gep(history, [b.mul(t, step_bytes)])
+        b.call(b.inttoptr(I64(kernel), kernel_type.as_pointer()),
+               [xp, b.bitcast(times, I8P), state, *rest, out, *tail])
+        t.add_incoming(b.add(t, I64(1)), body)
+        b.branch(head)
+        b.position_at_end(done)

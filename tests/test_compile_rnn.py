@@ -371,6 +371,18 @@ def test_a_free_sequence_length_runs_every_length_on_one_scan(case):
         assert ours[0].shape == ref[0].shape
         for k, (a, r, i) in enumerate(zip(ours, ref, interp)):
             assert_three_way(a, r, np.asarray(i), f"T={seq} output {k}")
+        # the scan's steps run in generated code (compiler/generic_runner.py): the step-by-step loop's results
+        module = sess._extents
+        runner, plans = module._runner, dict(module._plans)
+        assert runner is not None
+        module._runner = None
+        module._plans.clear()
+        try:
+            slow = module.run(None, feeds)
+        finally:
+            module._runner, module._plans = runner, plans
+        for a, b in zip(ours, slow):
+            np.testing.assert_array_equal(a, b)
     assert sess.specializations() == []  # nothing compiled on the calls
 
 
