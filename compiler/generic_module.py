@@ -35,7 +35,7 @@ import numpy as np
 
 from relayish import te
 from relayish.dims import TYPICAL_SIZE
-from runtime.aligned import aligned_empty, as_aligned
+from runtime.aligned import aligned_empty, as_aligned, data_address
 from runtime.feeds import check_index_values
 
 from .arith import evaluate, evaluator
@@ -133,7 +133,8 @@ def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
 
 class _Plan:
     """What a call at one set of sizes needs besides its inputs."""
-    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "state")
+    __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "state",
+                 "state_address")
 
     def __init__(self, offsets: list, size: int, sizes: np.ndarray, size_ptrs: list, shapes: dict, choice: list,
                  values: dict, nbytes: np.ndarray):
@@ -143,6 +144,7 @@ class _Plan:
         self.choice = choice  # per step: which of its kernels runs (0 but for a convolution of several algorithms)
         self.values, self.nbytes = values, nbytes  # every size variable's value; each buffer's bytes (its room)
         self.state = None  # the generated plan's numbers (GeneratedRunner.plan), when it made this plan
+        self.state_address = 0
 
 
 class GenericModule:
@@ -192,6 +194,9 @@ class GenericModule:
         hint = self._hint_numbers()
         self._packing = _pack([ALIGN] * len(self._lives) if hint is None else self._aligned_bytes(hint).tolist(),
                               self._lives)
+        self._in_dtypes = [np.dtype(dtype) for _, _, dtype in inputs]
+        # the generated run's two tables in one: the inputs' addresses, then the returned results'
+        self._table = ctypes.c_void_p * max(len(inputs) + sum(len(d) for _, d in self._returned), 1)
         self._runner = None  # the plan and the calls in generated code (compiler/generic_runner.py)
         if self._generated:
             try:
@@ -422,7 +427,7 @@ class GenericModule:
                      [None if at[c] is None else base + 4 * at[c] for at, c in zip(self._size_start, choice)],
                      {kj: tuple(listed[p] for p in positions) for kj, positions in self._shape_at.items()}, choice,
                      values, None)
-        plan.state = state
+        plan.state, plan.state_address = state, state.ctypes.data
         return plan
 
     def _bind_data(self, plan: _Plan, k: int, value: int) -> _Plan:
@@ -473,14 +478,18 @@ class GenericModule:
     def run(self, output_names, feed: dict, run_options=None) -> list[np.ndarray]:
         values = self.bind(feed)
         arrays = []
-        for (name, _, dtype) in self._inputs:
-            a = np.asarray(feed[name])
-            if a.dtype != np.dtype(dtype):
+        for (name, _, _), dtype in zip(self._inputs, self._in_dtypes):
+            a = feed[name]
+            if type(a) is not np.ndarray:
+                a = np.asarray(a)
+            if a.dtype != dtype:
                 raise ValueError(f"input {name!r} has dtype {a.dtype}, expected {dtype}")
             if name in self._index_specs:
                 check_index_values(self._index_specs[name], a)
             # read in place: kernels assume only element alignment (runtime/aligned.py), a copy costs a pass over it
-            arrays.append(as_aligned(np.ascontiguousarray(a), a.dtype.itemsize))
+            if not a.flags.c_contiguous or data_address(a) % a.itemsize:
+                a = as_aligned(np.ascontiguousarray(a), a.itemsize)
+            arrays.append(a)
         plan = self._plan(values)
         space = self._take_workspace(plan.size)
         try:
@@ -502,12 +511,13 @@ class GenericModule:
     def _run_generated(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
         """Every kernel called by the generated run function (compiler/generic_runner.py): the returned results
         allocated here, their addresses and the inputs' passed in two tables."""
-        fresh = {k: [aligned_empty(plan.shapes[(k, j)], dtype) for j, dtype in enumerate(dtypes)]
+        shapes = plan.shapes
+        fresh = {k: [np.empty(shapes[(k, j)], dtype) for j, dtype in enumerate(dtypes)]  # (element alignment)
                  for k, dtypes in self._returned}
-        inputs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        returned = [r.ctypes.data for k, _ in self._returned for r in fresh[k]]
-        self._runner.run(plan.state.ctypes.data, space.address, inputs,
-                         (ctypes.c_void_p * max(len(returned), 1))(*returned))
+        table = self._table(*[data_address(a) for a in arrays],
+                            *[data_address(r) for k, _ in self._returned for r in fresh[k]])
+        at = ctypes.addressof(table)
+        self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays))
         return [self._value(o, arrays, fresh) for o in self._outs]
 
     def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:

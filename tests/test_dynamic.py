@@ -648,6 +648,21 @@ def test_a_model_of_one_exported_size_runs_its_free_size_on_one_generic_module(h
         sess.run(None, {"x": np.zeros((1, 4, 23, 19), np.float32)})
 
 
+def test_the_generic_tier_reads_any_array_layout_a_caller_passes():
+    """Inputs read in place where they are C-contiguous and element-aligned; a Fortran-ordered array, a strided
+    view and an array whose elements are misaligned give the results of a plain array."""
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
+    x = RNG.standard_normal((1, 3, 8, 21)).astype(np.float32)
+    want = sess.run(None, {"x": x})[0]
+    raw = np.zeros(x.nbytes + 2, np.uint8)[1:-1]  # 1 byte off: no float32 there is 4-byte aligned
+    misaligned = raw.view(np.float32).reshape(x.shape)
+    misaligned[...] = x
+    wider = np.zeros((1, 3, 8, 42), np.float32)
+    wider[..., ::2] = x
+    for feed in (np.asfortranarray(x), wider[..., ::2], misaligned):
+        np.testing.assert_array_equal(sess.run(None, {"x": feed})[0], want)
+
+
 def test_the_generic_modules_generated_calls_give_the_step_by_step_results():
     """A generic module with no scan and no data-sized dim is planned and called by generated code
     (compiler/generic_runner.py); it gives what planning in Python and calling step by step (_run_steps) gives, at
