@@ -16,7 +16,7 @@ extent runs whole tiles and a guarded last tile. The kernels read their sizes fr
 
 The module (compiler/generic_module.py) binds the variables from a call's inputs' shapes, plans that set of sizes
 (every intermediate's shape, the kernels' size arguments, workspace offsets) and calls the kernels in order, both
-in generated code (compiler/generic_runner.py) for a model with no data-sized dim, else from Python (ctypes). A recurrent layer over a run-time length is a scan (nn.recurrent_scan): its kernel is one step,
+in generated code (compiler/generic_runner.py). A recurrent layer over a run-time length is a scan (nn.recurrent_scan): its kernel is one step,
 the cell, called once per step on the state before it. Tuning records are not used: every task runs its default
 schedule. compile_generic ends with a warm-up call at the typical sizes, so the first real call finds the
 library's code and threads and a workspace ready.

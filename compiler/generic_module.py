@@ -8,11 +8,12 @@ A call binds the size variables from its inputs' shapes and plans that set of si
 with it, up to MAX_PLANS): every intermediate's dims, the checks and the kernels' size arguments, the buffers'
 bytes and workspace offsets. The offsets come from a packing made once, at the typical sizes: each intermediate
 and scratch buffer is given a block shared with buffers whose lives do not overlap (best fit), and at each set of
-sizes a block is as large as its largest buffer, the blocks end to end. A model with no data-sized dim is
-planned and run by generated code (compiler/generic_runner.py: one native call plans, one calls every kernel and
-every step of a scan), so a new shape's first call costs a few microseconds more than its next ones; one with a
-data-sized dim (read between two kernels) is planned by one generated Python function (compiler/arith.py
-evaluator) and numpy, and its kernels called step by step from Python.
+sizes a block is as large as its largest buffer, the blocks end to end. Both the plan and the calls are generated
+code (compiler/generic_runner.py: one native call plans, one calls every kernel, every step of a scan, and binds
+each data-sized dim between two kernels), so a new shape's first call costs a few microseconds more than its next
+ones. The same work in Python (a generated Python function, compiler/arith.py evaluator, numpy and a loop over
+the steps) is the reference, the path when the native code cannot be generated, and what names an error: sizes
+that break a check, a count out of range.
 
 Workspaces are anonymous memory maps kept across calls (one per concurrent call, up to MAX_POOLED), asking the
 kernel for huge pages: a call takes the smallest that fits, else grows one in place (mremap), so that a larger
@@ -131,6 +132,16 @@ def _run_scan(fn, inputs: list, history: np.ndarray, tail: list) -> None:
         fn(*ptrs)
 
 
+def _cut(result: np.ndarray, shape: tuple) -> np.ndarray:
+    """A result made at a data-sized dim's largest value as the call's shape: its first elements (the kernel wrote
+    them at the call's sizes), copied out where they are under half of it (the memory goes back)."""
+    if result.shape == shape:
+        return result
+    n = math.prod(shape)
+    view = result.reshape(-1)[:n].reshape(shape)
+    return view.copy() if 2 * n < result.size else view
+
+
 class _Plan:
     """What a call at one set of sizes needs besides its inputs."""
     __slots__ = ("offsets", "size", "sizes", "size_ptrs", "shapes", "choice", "values", "nbytes", "state",
@@ -213,7 +224,7 @@ class GenericModule:
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
         self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]
-        self._generated = not self._data  # runs in generated code (a data-sized dim is read between two kernels)
+        self._generated = True  # planned and run in generated code (else, or for errors, from Python)
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
             for a in s.args:
@@ -388,6 +399,12 @@ class GenericModule:
             plan = self._generated_plan(values)
             if plan is not None:
                 return self._keep(key, plan)
+        return self._keep(key, self._python_plan(values))
+
+    def _python_plan(self, values: dict) -> _Plan:
+        """_plan's work in Python and numpy (the generated plan's reference; raises the error that names what is
+        wrong with these sizes)."""
+        key = tuple(sorted((v.name, n) for v, n in values.items()))
         values = self._with_bounds(values)  # (the buffers are placed for the largest data-sized dims)
         numbers = self._numbers(values)
         bad = self._failed_check(numbers)
@@ -407,15 +424,15 @@ class GenericModule:
         np.maximum.at(blocks, self._packing, nbytes)
         ends = np.cumsum(blocks)
         offsets = (ends - blocks)[self._packing].tolist() if len(blocks) else []
-        return self._keep(key, _Plan(offsets, int(ends[-1]) if len(ends) else 0, *self._arguments(numbers, choice),
-                                     choice, values, nbytes))
+        return _Plan(offsets, int(ends[-1]) if len(ends) else 0, *self._arguments(numbers, choice), choice, values,
+                     nbytes)
 
     def _generated_plan(self, values: dict) -> _Plan | None:
         """_plan's work in one call of the generated plan function; None where it finds these sizes wrong (the
         Python planning then raises the error that names the problem)."""
         r = self._runner
         state = np.empty(r.words, np.int64)
-        if r.plan(np.array([values[v] for v in self._order], np.int64).ctypes.data, state.ctypes.data) != OK:
+        if r.plan(np.array([values[v] for v in r.inputs], np.int64).ctypes.data, state.ctypes.data) != OK:
             return None
         listed = state[:r.offset_at].tolist()
         choice = [0] * len(self._steps)
@@ -511,13 +528,23 @@ class GenericModule:
     def _run_generated(self, plan: _Plan, space: _Workspace, arrays: list) -> list:
         """Every kernel called by the generated run function (compiler/generic_runner.py): the returned results
         allocated here, their addresses and the inputs' passed in two tables."""
-        shapes = plan.shapes
+        shapes = plan.shapes  # (a data-sized dim's at its largest value: the results are cut to the call's after)
         fresh = {k: [np.empty(shapes[(k, j)], dtype) for j, dtype in enumerate(dtypes)]  # (element alignment)
                  for k, dtypes in self._returned}
         table = self._table(*[data_address(a) for a in arrays],
                             *[data_address(r) for k, _ in self._returned for r in fresh[k]])
         at = ctypes.addressof(table)
-        self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays))
+        if not self._data:
+            self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays), None)
+            return [self._value(o, arrays, fresh) for o in self._outs]
+        final = np.empty(self._runner.numbers, np.int64)
+        if self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays), final.ctypes.data) != OK:
+            # a count out of range or a size that breaks a check: the call again from Python, which names it
+            return self._run_steps(self._python_plan(plan.values), space, arrays)
+        listed = final.tolist()
+        for k, results in fresh.items():
+            for j, r in enumerate(results):
+                results[j] = _cut(r, tuple(listed[p] for p in self._shape_at[(k, j)]))
         return [self._value(o, arrays, fresh) for o in self._outs]
 
     def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:

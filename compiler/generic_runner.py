@@ -1,18 +1,18 @@
-"""A generic module's planning and kernel calls as generated code (compiler/generic_module.py uses it for models
-with no data-sized dim: such a dim is read between two kernels).
+"""A generic module's planning and kernel calls as generated code (compiler/generic_module.py).
 
     runner = GeneratedRunner(module)        # module: a GenericModule; its steps, evaluator numbers and packing
-    status = runner.plan(values, state)     # values: int64 [symbols]; state: int64 [runner.words]
-    runner.run(state, workspace, inputs, returned)
+    status = runner.plan(values, state)     # values: int64 [runner.inputs]; state: int64 [runner.words]
+    status = runner.run(state, workspace, inputs, returned, final)
 
 `plan` evaluates what GenericModule._plan does in Python and numpy, in one call into native code: every number of
 the module's evaluator (the checks, the intermediates' dims, the kernels' size arguments; floor division and modulo
-as Python's), the algorithm of each convolution that has several (winograd_tile_at's rule), each buffer's bytes,
-the blocks of the packing and the buffers' offsets, the workspace's size and the size arguments as int32, into
-`state`:
+as Python's) with each data-sized dim at its largest value, the algorithm of each convolution that has several
+(winograd_tile_at's rule), each buffer's bytes, the blocks of the packing and the buffers' offsets, the
+workspace's size and the size arguments as int32, into `state`:
 
     state[:n]                      the evaluator's numbers, then a 1
     state[choice_at + i]           the chosen kernel of the i-th step with several
+    state[values_at + i]           the value of the module's i-th size variable (its inputs', then data-sized dims')
     state[offset_at + b]           buffer b's offset in the workspace
     state[size_at]                 the workspace's bytes
     state[sizes_at:] (as int32)    the size arguments of every kernel, in GenericModule._size_at's order
@@ -20,8 +20,12 @@ the blocks of the packing and the buffers' offsets, the workspace's size and the
 It returns -1, or the index of the first failed check, -2 for a negative output dim, -3 for a division by zero:
 then the caller plans in Python, which raises the error that names it. `run` calls every step's chosen kernel
 with its arguments' addresses (inputs and returned results from the two tables; constants at their addresses;
-intermediates and scratch at the workspace plus their offsets), a scan's cell once per step in a loop. Both
-functions hold no state and release the GIL (ctypes), so concurrent calls are safe.
+intermediates and scratch at the workspace plus their offsets), a scan's cell once per step in a loop. Before the
+step that a data-sized dim's count feeds, it reads the count (an int64 an earlier kernel wrote), evaluates every
+number again at it into its own copy of the size arguments, and writes the numbers it ends at into `final` (the
+shapes of the results, which the caller cuts from room made for the largest counts); a count out of range or a
+failed check returns DATA_REFUSED (the caller runs the call again in Python, which names it). Both functions hold
+no state and release the GIL (ctypes): `state` is read only by `run`, so concurrent calls are safe.
 
 The point is a shape's first call: GenericModule._plan's numpy and the Python loop over the steps ran 0.15-0.2 ms
 and 3-5 us per kernel with their caches cold after the kernels (BERT's generic module, 33 kernels, Zen 4), as much
@@ -45,7 +49,14 @@ from .passes.layout import WINOGRAD_MIN_TILES
 I8, I32, I64, I1 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.IntType(1)
 I8P, I64P = I8.as_pointer(), I64.as_pointer()
 ALIGN = 64
-OK, NEGATIVE_OUTPUT, DIVISION_BY_ZERO = -1, -2, -3
+OK, NEGATIVE_OUTPUT, DIVISION_BY_ZERO, DATA_REFUSED = -1, -2, -3, -4
+
+
+def _memcpy(module: ir.Module) -> ir.Function:
+    name = "llvm.memcpy.p0i8.p0i8.i64"
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [I8P, I8P, I64, I1]), name)
 
 
 class _Ints:
@@ -156,8 +167,11 @@ class GeneratedRunner:
         choosing = {k: (h, w, tiles) for k, h, w, tiles in m._choosing}
         self.choice_index = {k: i for i, k in enumerate(sorted(choosing))}
         n_buffers = len(m._starts)
+        self.numbers = self._n
+        self.inputs = list(m._vars.values())  # the plan's values, in order (the data-sized dims' it computes)
         self.choice_at = self._n
-        self.offset_at = self.choice_at + len(choosing)
+        self.values_at = self.choice_at + len(choosing)
+        self.offset_at = self.values_at + len(m._order)
         self.size_at = self.offset_at + n_buffers
         self.sizes_at = self.size_at + 1
         self.words = self.sizes_at + (len(m._size_at) + 1) // 2
@@ -167,7 +181,7 @@ class GeneratedRunner:
         self._engine, (plan_address, run_address) = _jit(ir_module, ["plan", "run"])
         vp = ctypes.c_void_p
         self.plan = ctypes.CFUNCTYPE(ctypes.c_int32, vp, vp)(plan_address)
-        self.run = ctypes.CFUNCTYPE(None, vp, vp, vp, vp)(run_address)
+        self.run = ctypes.CFUNCTYPE(ctypes.c_int32, vp, vp, vp, vp, vp)(run_address)
 
     # ------------------------------------------------------------------------------------------------ plan
 
@@ -175,8 +189,13 @@ class GeneratedRunner:
         fn = ir.Function(ir_module, ir.FunctionType(I32, [I64P, I64P]), "plan")
         values_ptr, state = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        values = {v: b.load(b.gep(values_ptr, [I64(k)])) for k, v in enumerate(m._order)}
+        values = {v: b.load(b.gep(values_ptr, [I64(k)])) for k, v in enumerate(self.inputs)}
         ints = _Ints(b, values)
+        for var, bound in m._data.values():  # a data-sized dim at its largest value (the buffers' room)
+            largest = ints(bound)
+            values[var] = b.select(b.icmp_signed("<", largest, I64(0)), I64(0), largest)
+        for k, v in enumerate(m._order):
+            b.store(values[v], b.gep(state, [I64(self.values_at + k)]))
         numbers = [ints(e) for e in m._exprs] + [I64(1)]
         for k, v in enumerate(numbers):
             b.store(v, b.gep(state, [I64(k)]))
@@ -231,9 +250,9 @@ class GeneratedRunner:
     # ------------------------------------------------------------------------------------------------ run
 
     def _emit_run(self, ir_module, m) -> None:
-        fn = ir.Function(ir_module, ir.FunctionType(ir.VoidType(), [I64P, I8P, I8P.as_pointer(),
-                                                                     I8P.as_pointer()]), "run")
-        state, workspace, inputs, returned = fn.args
+        fn = ir.Function(ir_module, ir.FunctionType(I32, [I64P, I8P, I8P.as_pointer(), I8P.as_pointer(), I64P]),
+                         "run")
+        state, workspace, inputs, returned, final = fn.args
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         returned_index = {kj: i for i, kj in
                           enumerate((k, j) for k, dtypes in m._returned for j in range(len(dtypes)))}
@@ -251,18 +270,32 @@ class GeneratedRunner:
             if a[0] == "const":
                 return b.inttoptr(I64(m._const_ptrs[a[1]]), I8P)
             return results[a[1]][a[2]]
-        sizes = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I8P)
+        numbers = [None] * self._n  # the numbers at this point of the call (loaded from the plan when first read)
+
+        def number(p):
+            if numbers[p] is None:
+                numbers[p] = word(p)
+            return numbers[p]
+        if m._data:  # the size arguments change as data-sized dims are bound: a copy of the plan's, this call's own
+            sizes = b.bitcast(b.alloca(I32, max(len(m._size_at), 1)), I8P)
+            planned = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I8P)
+            b.call(_memcpy(ir_module), [sizes, planned, I64(4 * len(m._size_at)), I1(0)])
+            values = {v: word(self.values_at + k) for k, v in enumerate(m._order)}
+        else:
+            sizes = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I8P)
         self._sizes = sizes
         results = []  # per step: per output, its address
         for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(m._kernels, m._steps, m._out_bufs,
                                                                   m._scratch_bufs)):
+            if k in m._data:  # its count is computed: what follows runs at it
+                self._bind_data(b, fn, m, k, source(s.args[1]), values, numbers, sizes)
             outs = [b.load(b.gep(returned, [I64(returned_index[(k, j)])])) if buf is None else in_workspace(buf)
                     for j, buf in enumerate(out_bufs)]
             results.append(outs)
             options = s.choices or (s,)
             if s.scan:
                 self._emit_scan(b, fn, k, m, [source(a) for a in s.args], outs[0],
-                                [in_workspace(buf) for buf in scratch_bufs[0]], word)
+                                [in_workspace(buf) for buf in scratch_bufs[0]], number)
                 continue
 
             def call(c, option=options[0]):
@@ -286,15 +319,40 @@ class GeneratedRunner:
                 call(c, options[c])
                 b.branch(done)
             b.position_at_end(done)
-        b.ret_void()
+        if m._data:  # the numbers the call ended at: the shapes of its results
+            for p in range(self._n):
+                b.store(number(p), b.gep(final, [I64(p)]))
+        b.ret(I32(OK))
+
+    def _bind_data(self, b, fn, m, k: int, count_at, values: dict, numbers: list, sizes) -> None:
+        """Before step k: its data-sized dim takes the value its count input holds (an int64), within [0, the
+        plan's largest]; every number is evaluated again at it, the checks hold again, and the size arguments
+        change (generic_module._bind_data's work). A count out of range, a failed check or a division by zero
+        returns DATA_REFUSED: the caller runs the call again in Python, which raises the error naming it."""
+        var, _ = m._data[k]
+        count = b.load(b.bitcast(count_at, I64P))
+        largest = values[var]
+        wrong = b.or_(b.icmp_signed("<", count, I64(0)), b.icmp_signed(">", count, largest))
+        values[var] = count
+        ints = _Ints(b, values)
+        fresh = [ints(e) for e in m._exprs] + [I64(1)]
+        for p in range(len(m._checks)):
+            wrong = b.or_(wrong, b.icmp_signed("<", fresh[p], I64(1)))
+        wrong = b.or_(wrong, ints.zero_divisor)
+        with b.if_then(wrong, likely=False):
+            b.ret(I32(DATA_REFUSED))
+        numbers[:] = fresh
+        sizes32 = b.bitcast(sizes, I32.as_pointer())
+        for i, p in enumerate(m._size_at.tolist()):
+            b.store(b.trunc(fresh[p], I32), b.gep(sizes32, [I64(i)]))
 
     def _emit_scan(self, b: ir.IRBuilder, fn: ir.Function, k: int, m, inputs: list, history: ir.Value,
-                   scratch: list, word) -> None:
+                   scratch: list, number) -> None:
         """A scan's steps (generic_module._run_scan's loop): step t runs the cell (xp, times, state, weight[, bias],
         out, scratch..., sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with
         the times (t, T - 1 - t) that its forward and reverse directions process."""
         s = m._steps[k]
-        dims = [word(p) for p in m._shape_at[(k, 0)]]
+        dims = [number(p) for p in m._shape_at[(k, 0)]]
         step_bytes = I64(np.dtype(s.outputs[0][1]).itemsize)
         for d in dims[1:]:
             step_bytes = b.mul(step_bytes, d)

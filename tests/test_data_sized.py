@@ -252,3 +252,46 @@ def test_non_max_suppression_whose_boxes_and_scores_disagree_on_the_box_count_is
     np.testing.assert_array_equal(session.run(None, feed)[0], run_ort(model, feed)[0])
     with pytest.raises(Exception, match="disagree on the box count|must equal"):
         session.run(None, {"boxes": feed["boxes"][:, :3], "scores": RNG.random((1, 2, 40)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("case", ["nonzero", "topk", "nms", "unique"])
+def test_data_sized_dims_run_in_generated_code_as_step_by_step(case):
+    """The generated run (compiler/generic_runner.py) binds each data-sized dim from its count between two kernels,
+    as the step-by-step loop does: the same results, bit for bit, cut to the call's count from room made for the
+    largest; a count out of range is refused with the same error (the call is run again in Python to name it)."""
+    if case == "nonzero":
+        model, shapes = gather_positive_model(), None
+        feeds = [{"x": RNG.standard_normal((3, 5)).astype(np.float32)}, {"x": -np.ones((3, 5), np.float32)}]
+    elif case == "topk":
+        nodes = [helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1)]
+        model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 10)),
+                               helper.make_tensor_value_info("k", TensorProto.INT64, (1,))],
+                       [helper.make_tensor_value_info("values", TensorProto.FLOAT, None),
+                        helper.make_tensor_value_info("indices", TensorProto.INT64, None)])
+        shapes, x = None, RNG.standard_normal((3, 10)).astype(np.float32)
+        feeds = [{"x": x, "k": np.array([k], np.int64)} for k in (3, 0, 10)]
+    elif case == "nms":
+        model, shapes = detector_head_model(), {"x": (None, 24, 7)}
+        feeds = [{"x": _detections(b)} for b in (1, 3)]
+    else:
+        model, shapes = labels_model(), {"logits": (2, None, 5)}
+        feeds = [{"logits": RNG.standard_normal((2, t, 5)).astype(np.float32)} for t in (7, 1)]
+    session = compile_model(model, input_shapes=shapes, cache=False)
+    module = session._extents
+    assert module._runner is not None and module._data
+    for feed in feeds:
+        fast = session.run(None, feed)
+        assert module._plan(module.bind(feed)).state is not None
+        runner, plans = module._runner, dict(module._plans)
+        module._runner = None
+        module._plans.clear()
+        try:
+            slow = session.run(None, feed)
+        finally:
+            module._runner, module._plans = runner, plans
+        for a, b in zip(fast, slow):
+            assert a.shape == b.shape and a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+    if case == "topk":
+        with pytest.raises(RuntimeError, match=r"topk0 would be 11, outside \[0, 10\]"):
+            session.run(None, {"x": x, "k": np.array([11], np.int64)})
