@@ -41,7 +41,7 @@ from runtime.feeds import check_index_values
 
 from .arith import evaluate, evaluator
 from .free_dims import Dim, bind
-from .generic_runner import OK, GeneratedRunner
+from .generic_runner import OK, OVERFLOW, GeneratedRunner
 from .passes.layout import winograd_tile_at
 
 MAX_PLANS = 16  # sets of sizes whose plans are kept
@@ -432,7 +432,11 @@ class GenericModule:
         Python planning then raises the error that names the problem)."""
         r = self._runner
         state = np.empty(r.words, np.int64)
-        if r.plan(np.array([values[v] for v in r.inputs], np.int64).ctypes.data, state.ctypes.data) != OK:
+        status = r.plan(np.array([values[v] for v in r.inputs], np.int64).ctypes.data, state.ctypes.data)
+        if status == OVERFLOW:
+            raise ValueError(f"sizes {({v.name: n for v, n in values.items()})}: a buffer or a kernel's size would "
+                             f"overflow (more than 2^63 bytes, or 2^31 elements along one loop)")
+        if status != OK:
             return None
         listed = state[:r.offset_at].tolist()
         choice = [0] * len(self._steps)

@@ -18,7 +18,8 @@ workspace's size and the size arguments as int32, into `state`:
     state[sizes_at:] (as int32)    the size arguments of every kernel, in GenericModule._size_at's order
 
 It returns -1, or the index of the first failed check, -2 for a negative output dim, -3 for a division by zero:
-then the caller plans in Python, which raises the error that names it. `run` calls every step's chosen kernel
+then the caller plans in Python, which raises the error that names it; -5 where a size overflows 64 bits (or a
+size argument 32): sizes no memory holds, which the caller refuses. `run` calls every step's chosen kernel
 with its arguments' addresses (inputs and returned results from the two tables; constants at their addresses;
 intermediates and scratch at the workspace plus their offsets), a scan's cell once per step in a loop. Before the
 step that a data-sized dim's count feeds, it reads the count (an int64 an earlier kernel wrote), evaluates every
@@ -49,7 +50,7 @@ from .passes.layout import WINOGRAD_MIN_TILES
 I8, I32, I64, I1 = ir.IntType(8), ir.IntType(32), ir.IntType(64), ir.IntType(1)
 I8P, I64P = I8.as_pointer(), I64.as_pointer()
 ALIGN = 64
-OK, NEGATIVE_OUTPUT, DIVISION_BY_ZERO, DATA_REFUSED = -1, -2, -3, -4
+OK, NEGATIVE_OUTPUT, DIVISION_BY_ZERO, DATA_REFUSED, OVERFLOW = -1, -2, -3, -4, -5
 
 
 def _memcpy(module: ir.Module) -> ir.Function:
@@ -61,11 +62,19 @@ def _memcpy(module: ir.Module) -> ir.Function:
 
 class _Ints:
     """Emits the evaluator's int expressions as i64 arithmetic, each distinct subexpression once; a division or
-    modulo by zero sets a flag (its divisor taken as 1)."""
+    modulo by zero sets a flag (its divisor taken as 1), and so does a sum or product that overflows 64 bits
+    (sizes no memory holds: Python's ints would not wrap, these must not)."""
 
     def __init__(self, b: ir.IRBuilder, values: dict):
         self.b, self.values, self.memo = b, values, {}
-        self.zero_divisor = I1(0)
+        self.zero_divisor = self.overflow = I1(0)
+
+    def checked(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """x + y, x - y or x * y; an overflow sets the flag."""
+        method = {"+": self.b.sadd_with_overflow, "-": self.b.ssub_with_overflow, "*": self.b.smul_with_overflow}
+        pair = method[op](x, y)
+        self.overflow = self.b.or_(self.overflow, self.b.extract_value(pair, 1))
+        return self.b.extract_value(pair, 0)
 
     def __call__(self, e) -> ir.Value:
         if not isinstance(e, PrimExpr):
@@ -87,12 +96,8 @@ class _Ints:
         if not isinstance(e, BinOp):
             raise ValueError(f"not an int expression of size variables: {te.expr_str(e)}")
         b, x, y = self.b, self(e.a), self(e.b)
-        if e.op == "+":
-            return b.add(x, y)
-        if e.op == "-":
-            return b.sub(x, y)
-        if e.op == "*":
-            return b.mul(x, y)
+        if e.op in ("+", "-", "*"):
+            return self.checked(e.op, x, y)
         if e.op == "min":
             return b.select(b.icmp_signed("<", x, y), x, y)
         if e.op == "max":
@@ -137,7 +142,8 @@ def _jit(ir_module: ir.Module, names: list[str]):
 
 def native_evaluator(exprs: list, variables: list):
     """compiler.arith.evaluator's function as the generated code computes it: f(*values) -> the tuple of the
-    expressions' values, or None where one divides by zero (the plan's status DIVISION_BY_ZERO)."""
+    expressions' values, or None where one divides by zero or overflows 64 bits (the plan's statuses
+    DIVISION_BY_ZERO, OVERFLOW)."""
     ir_module = ir.Module(name="relayish_ints")
     fn = ir.Function(ir_module, ir.FunctionType(I32, [I64P, I64P]), "evaluate")
     values_ptr, out = fn.args
@@ -145,7 +151,7 @@ def native_evaluator(exprs: list, variables: list):
     ints = _Ints(b, {v: b.load(b.gep(values_ptr, [I64(k)])) for k, v in enumerate(variables)})
     for k, e in enumerate(exprs):
         b.store(ints(e), b.gep(out, [I64(k)]))
-    b.ret(b.select(ints.zero_divisor, I32(DIVISION_BY_ZERO), I32(OK)))
+    b.ret(b.select(ints.zero_divisor, I32(DIVISION_BY_ZERO), b.select(ints.overflow, I32(OVERFLOW), I32(OK))))
     engine, (address,) = _jit(ir_module, ["evaluate"])
     call = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(address)
 
@@ -223,13 +229,14 @@ class GeneratedRunner:
             count = I64(1)
             for p in gather[starts[buf]:starts[buf + 1]]:
                 if p >= 0:
-                    count = b.mul(count, numbers[p])
+                    count = ints.checked("*", count, numbers[p])
             if buf in chooser:  # the scratch of a kernel not chosen: none
                 k, c = chooser[buf]
                 count = b.select(b.icmp_signed("==", choice[k], I64(c)), count, I64(0)) if k in choice else \
                     (count if c == 0 else I64(0))
             count = b.select(b.icmp_signed("<", count, I64(1)), I64(1), count)
-            aligned = b.mul(b.sdiv(b.add(b.mul(count, I64(itemsize)), I64(ALIGN - 1)), I64(ALIGN)), I64(ALIGN))
+            padded = ints.checked("+", ints.checked("*", count, I64(itemsize)), I64(ALIGN - 1))
+            aligned = b.mul(b.sdiv(padded, I64(ALIGN)), I64(ALIGN))
             nbytes.append(aligned)
         packing = list(m._packing)
         blocks = [I64(0)] * (max(packing, default=-1) + 1)
@@ -238,14 +245,16 @@ class GeneratedRunner:
         starts_of, end = [], I64(0)
         for size in blocks:
             starts_of.append(end)
-            end = b.add(end, size)
+            end = ints.checked("+", end, size)
         for buf, p in enumerate(packing):
             b.store(starts_of[p], b.gep(state, [I64(self.offset_at + buf)]))
         b.store(end, b.gep(state, [I64(self.size_at)]))
         sizes = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I32.as_pointer())
+        too_large = I1(0)  # a size argument is an int32
         for i, p in enumerate(m._size_at.tolist()):
+            too_large = b.or_(too_large, b.icmp_signed(">", numbers[p], I64(2**31 - 1)))
             b.store(b.trunc(numbers[p], I32), b.gep(sizes, [I64(i)]))
-        b.ret(status)
+        b.ret(b.select(b.or_(ints.overflow, too_large), I32(OVERFLOW), status))
 
     # ------------------------------------------------------------------------------------------------ run
 
@@ -338,7 +347,9 @@ class GeneratedRunner:
         fresh = [ints(e) for e in m._exprs] + [I64(1)]
         for p in range(len(m._checks)):
             wrong = b.or_(wrong, b.icmp_signed("<", fresh[p], I64(1)))
-        wrong = b.or_(wrong, ints.zero_divisor)
+        wrong = b.or_(b.or_(wrong, ints.zero_divisor), ints.overflow)
+        for p in m._size_at.tolist():
+            wrong = b.or_(wrong, b.icmp_signed(">", fresh[p], I64(2**31 - 1)))
         with b.if_then(wrong, likely=False):
             b.ret(I32(DATA_REFUSED))
         numbers[:] = fresh

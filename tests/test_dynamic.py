@@ -648,6 +648,17 @@ def test_a_model_of_one_exported_size_runs_its_free_size_on_one_generic_module(h
         sess.run(None, {"x": np.zeros((1, 4, 23, 19), np.float32)})
 
 
+def test_sizes_no_memory_holds_are_refused_not_wrapped():
+    """A size whose buffers would overflow 64 bits (or a loop's int32 extent) is refused with an error that says
+    so, where wrapped arithmetic would have planned a small workspace for kernels that write far past it."""
+    sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
+    module = sess._extents
+    (var,) = module._vars.values()
+    for size in (2**40, 2**62):
+        with pytest.raises(ValueError, match="overflow"):
+            module._plan({var: size})
+
+
 def test_the_generic_tier_reads_any_array_layout_a_caller_passes():
     """Inputs read in place where they are C-contiguous and element-aligned; a Fortran-ordered array, a strided
     view and an array whose elements are misaligned give the results of a plain array."""

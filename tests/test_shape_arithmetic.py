@@ -459,14 +459,16 @@ def test_the_generated_plan_is_the_python_one():
 
 def test_generated_integer_arithmetic_is_pythons():
     """Floor division and modulo of either sign, min, max, nested: the generated code's values against
-    compiler.arith.evaluate's at every value of two variables in [-9, 9]; a division by zero is reported, not
-    computed."""
+    compiler.arith.evaluate's at every value of two variables in [-9, 9]; a division by zero and a 64-bit
+    overflow are reported, not computed."""
     from compiler.arith import evaluate as int_value
     from compiler.generic_runner import native_evaluator
     a, b = te.size_var("a"), te.size_var("b")
     exprs = [a // 3, a % 3, a // -4, a % -4, (a - 7) // 2 + 1, te.min_(a, b) * 2 - te.max_(a, 5), (a * b) // 5 % 7,
              a // b, a % b]
     f = native_evaluator(exprs, [a, b])
+    assert native_evaluator([a * b], [a, b])(2**40, 2**40) is None  # 2^80 overflows: reported, not wrapped
+    assert native_evaluator([a + b], [a, b])(2**62, 2**62) is None
     for x in range(-9, 10):
         for y in range(-9, 10):
             if y == 0:
