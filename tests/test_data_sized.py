@@ -295,3 +295,21 @@ def test_data_sized_dims_run_in_generated_code_as_step_by_step(case):
     if case == "topk":
         with pytest.raises(RuntimeError, match=r"topk0 would be 11, outside \[0, 10\]"):
             session.run(None, {"x": x, "k": np.array([11], np.int64)})
+
+
+def test_data_sized_calls_from_several_threads_get_their_own_counts():
+    """Concurrent calls of one data-sized session, each with its own count of kept boxes (and batch): every
+    call's results are those it gets alone (the plan is shared and read only; each call binds its counts in its
+    own size arguments and workspace)."""
+    from concurrent.futures import ThreadPoolExecutor
+    model = detector_head_model()
+    session = compile_model(model, input_shapes={"x": (None, 24, 7)}, cache=False)
+    feeds = [{"x": _detections(1 + k % 3, logit_shift=(k % 4 - 2) * 1.5)} for k in range(12)]
+    alone = [session.run(None, f) for f in feeds]
+    assert len({a[0].shape for a in alone}) > 3  # counts differ from call to call
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            together = list(pool.map(lambda f: session.run(None, f), feeds))
+            for got, want in zip(together, alone):
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w)
