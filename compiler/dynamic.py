@@ -28,9 +28,9 @@ What the run-time extents do not cover yet (such a model compiles per shape, gen
 shape arithmetic over the free dims that cannot be decided at import (frontends/onnx/shape_values.py), Resize of
 a free dim other than nearest by a whole scale, a pool in ceil mode whose last window may be dropped, a recurrent
 layer over a free length outside its fused form (clip, peepholes, other activations, sequence_lens, quantized
-weights that are not constants). Sizes that break what the import assumed (an intermediate dim smaller than 1, a window larger
-than its input that onnxruntime clips, a slice past its table, two dims a feature pyramid adds that differ) are
-compiled per shape by a model that has the tier (compiler/generic.py SizesOutsideGeneric).
+weights that are not constants). Sizes that break what the import assumed (an intermediate dim smaller than 1, a
+window larger than its input that onnxruntime clips, a slice past its table, two dims a feature pyramid adds that
+differ) are compiled per shape by a model that has the tier (compiler/generic.py SizesOutsideGeneric).
 
 Invariants:
 - A specialized module is chosen by the sizes of every free dim: it is never reused for another shape, so results

@@ -16,8 +16,8 @@ extent runs whole tiles and a guarded last tile. The kernels read their sizes fr
 
 The module (compiler/generic_module.py) binds the variables from a call's inputs' shapes, plans that set of sizes
 (every intermediate's shape, the kernels' size arguments, workspace offsets) and calls the kernels in order, both
-in generated code (compiler/generic_runner.py). A recurrent layer over a run-time length is a scan (nn.recurrent_scan): its kernel is one step,
-the cell, called once per step on the state before it. Tuning records are not used: every task runs its default
+in generated code (compiler/generic_runner.py). A recurrent layer over a run-time length is a scan
+(nn.recurrent_scan): its kernel is one step, the cell, called once per step on the state before it. Tuning records are not used: every task runs its default
 schedule. compile_generic ends with a warm-up call at the typical sizes, so the first real call finds the
 library's code and threads and a workspace ready.
 
@@ -26,8 +26,8 @@ An output sized by data (NonZero, and Compress through it; TopK's k computed at 
 (generic_module.py), its kernel is written by hand (compiler/sequential.py).
 
 What is not here yet: shape arithmetic the importer cannot evaluate over the sizes (frontends/onnx/shape_values.py),
-Unique along an axis of a run-time value, a recurrent layer over a run-time length outside its fused form, pooling in ceil mode
-over a free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported
+Unique along an axis of a run-time value, a recurrent layer over a run-time length outside its fused form, pooling
+in ceil mode over a free dim, a SAME padding of stride > 1 over one: a model with any of them is refused (GenericUnsupported
 says where), and the session compiles per shape (or value) instead.
 
 Invariants: inputs are checked against the symbols before any kernel runs (a dim named in two inputs must agree,

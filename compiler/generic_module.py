@@ -209,22 +209,20 @@ class GenericModule:
         # the generated run's two tables in one: the inputs' addresses, then the returned results'
         self._table = ctypes.c_void_p * max(len(inputs) + sum(len(d) for _, d in self._returned), 1)
         self._runner = None  # the plan and the calls in generated code (compiler/generic_runner.py)
-        if self._generated:
-            try:
-                self._runner = GeneratedRunner(self)
-            except (ValueError, KeyError):  # a dim expression it cannot emit: planned and called from Python
-                self._runner = None
-            except Exception as e:  # noqa: BLE001  (LLVM refused it: the Python planner and loop serve every size)
-                warnings.warn(f"relayish: the generic module's planner could not be generated ({type(e).__name__}: "
-                              f"{e}); it plans and calls its kernels from Python, slower on a new shape",
-                              RuntimeWarning, stacklevel=2)
+        try:
+            self._runner = GeneratedRunner(self)
+        except (ValueError, KeyError):  # a dim expression it cannot emit: planned and called from Python
+            pass
+        except Exception as e:  # noqa: BLE001  (LLVM refused it: the Python planner and loop serve every size)
+            warnings.warn(f"relayish: the generic module's planner could not be generated ({type(e).__name__}: "
+                          f"{e}); it plans and calls its kernels from Python, slower on a new shape",
+                          RuntimeWarning, stacklevel=2)
 
     def _index_steps(self) -> None:
         """Where each step's numbers are among the evaluator's, and its buffers among the workspace's."""
         steps, checks = self._steps, self._checks
         returned = {src[1] for src in self._outs if src[0] == "value"}  # steps whose results are returned
         self._returned = [(k, [dtype for _, dtype in steps[k].outputs]) for k in sorted(returned)]
-        self._generated = True  # planned and run in generated code (else, or for errors, from Python)
         last_use, self._as_arrays = {}, set()  # (step, output) -> last reader; steps whose results a scan reads
         for k, s in enumerate(steps):
             for a in s.args:
@@ -538,17 +536,16 @@ class GenericModule:
         table = self._table(*[data_address(a) for a in arrays],
                             *[data_address(r) for k, _ in self._returned for r in fresh[k]])
         at = ctypes.addressof(table)
-        if not self._data:
-            self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays), None)
-            return [self._value(o, arrays, fresh) for o in self._outs]
-        final = np.empty(self._runner.numbers, np.int64)
-        if self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays), final.ctypes.data) != OK:
+        final = np.empty(self._runner.numbers, np.int64) if self._data else None  # (the numbers it ends at)
+        if self._runner.run(plan.state_address, space.address, at, at + 8 * len(arrays),
+                            None if final is None else final.ctypes.data) != OK:
             # a count out of range or a size that breaks a check: the call again from Python, which names it
             return self._run_steps(self._python_plan(plan.values), space, arrays)
-        listed = final.tolist()
-        for k, results in fresh.items():
-            for j, r in enumerate(results):
-                results[j] = _cut(r, tuple(listed[p] for p in self._shape_at[(k, j)]))
+        if final is not None:
+            listed = final.tolist()
+            for k, results in fresh.items():
+                for j, r in enumerate(results):
+                    results[j] = _cut(r, tuple(listed[p] for p in self._shape_at[(k, j)]))
         return [self._value(o, arrays, fresh) for o in self._outs]
 
     def _run_steps(self, plan: _Plan, space: _Workspace, arrays: list) -> list:

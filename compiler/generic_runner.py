@@ -169,13 +169,12 @@ class GeneratedRunner:
 
     def __init__(self, module):
         m = module
-        self._n = len(m._exprs) + 1
+        self.numbers = len(m._exprs) + 1  # the evaluator's, then a 1
         choosing = {k: (h, w, tiles) for k, h, w, tiles in m._choosing}
         self.choice_index = {k: i for i, k in enumerate(sorted(choosing))}
         n_buffers = len(m._starts)
-        self.numbers = self._n
         self.inputs = list(m._vars.values())  # the plan's values, in order (the data-sized dims' it computes)
-        self.choice_at = self._n
+        self.choice_at = self.numbers
         self.values_at = self.choice_at + len(choosing)
         self.offset_at = self.values_at + len(m._order)
         self.size_at = self.offset_at + n_buffers
@@ -279,7 +278,7 @@ class GeneratedRunner:
             if a[0] == "const":
                 return b.inttoptr(I64(m._const_ptrs[a[1]]), I8P)
             return results[a[1]][a[2]]
-        numbers = [None] * self._n  # the numbers at this point of the call (loaded from the plan when first read)
+        numbers = [None] * self.numbers  # the numbers at this point of the call (loaded from the plan when first read)
 
         def number(p):
             if numbers[p] is None:
@@ -292,7 +291,6 @@ class GeneratedRunner:
             values = {v: word(self.values_at + k) for k, v in enumerate(m._order)}
         else:
             sizes = b.bitcast(b.gep(state, [I64(self.sizes_at)]), I8P)
-        self._sizes = sizes
         results = []  # per step: per output, its address
         for k, (fns, s, out_bufs, scratch_bufs) in enumerate(zip(m._kernels, m._steps, m._out_bufs,
                                                                   m._scratch_bufs)):
@@ -304,7 +302,7 @@ class GeneratedRunner:
             options = s.choices or (s,)
             if s.scan:
                 self._emit_scan(b, fn, k, m, [source(a) for a in s.args], outs[0],
-                                [in_workspace(buf) for buf in scratch_bufs[0]], number)
+                                [in_workspace(buf) for buf in scratch_bufs[0]], sizes, number)
                 continue
 
             def call(c, option=options[0]):
@@ -329,7 +327,7 @@ class GeneratedRunner:
                 b.branch(done)
             b.position_at_end(done)
         if m._data:  # the numbers the call ended at: the shapes of its results
-            for p in range(self._n):
+            for p in range(self.numbers):
                 b.store(number(p), b.gep(final, [I64(p)]))
         b.ret(I32(OK))
 
@@ -358,7 +356,7 @@ class GeneratedRunner:
             b.store(b.trunc(fresh[p], I32), b.gep(sizes32, [I64(i)]))
 
     def _emit_scan(self, b: ir.IRBuilder, fn: ir.Function, k: int, m, inputs: list, history: ir.Value,
-                   scratch: list, number) -> None:
+                   scratch: list, sizes, number) -> None:
         """A scan's steps (generic_module._run_scan's loop): step t runs the cell (xp, times, state, weight[, bias],
         out, scratch..., sizes) on the state of step t - 1 (the initial one first) into the history's slice t, with
         the times (t, T - 1 - t) that its forward and reverse directions process."""
@@ -370,7 +368,7 @@ class GeneratedRunner:
         times = b.alloca(I32, 2)
         xp, initial, *rest = inputs
         start = m._size_start[k][0]
-        tail = scratch + ([b.gep(self._sizes, [I64(4 * start)])] if start is not None else [])
+        tail = scratch + ([b.gep(sizes, [I64(4 * start)])] if start is not None else [])
         kernel = ctypes.cast(m._kernels[k][0], ctypes.c_void_p).value
         kernel_type = ir.FunctionType(ir.VoidType(), [I8P] * (len(inputs) + 2 + len(tail)))
         before = b.block

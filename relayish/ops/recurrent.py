@@ -210,8 +210,8 @@ def _quantized_state(state):
         return te.select(hi > lo, (hi - lo) / 255.0, te.const(1.0, "float32"))
 
     def body(d, b, k):
-        s = scale(d)
-        zp = te.intrin("roundeven", te.max_(te.min_(0.0 - te.min_(low[d], 0.0) / s, 255.0), 0.0))
+        s, lo = scale(d), te.min_(low[d], 0.0)
+        zp = te.intrin("roundeven", te.max_(te.min_(0.0 - lo / s, 255.0), 0.0))
         return te.max_(te.min_(te.intrin("roundeven", state[0, d, 0, b, k] / s) + zp, 255.0), 0.0) - zp
     return te.compute((dirs, batch, padded), body, name="state_quantized", tag=CELL_TAG), scale
 

@@ -24,8 +24,8 @@ it; a model without one compiles it in the call), made right after a call of the
 use, its threads and caches as a served model's, not as the other engines' timing left them). The first shape's
 is the session's first call, after compile_model: its caches are cold, as those of a static compile's first call
 and of a new onnxruntime session's, which are timed beside it (the module compiled for that shape, its first run
-right after its compile; a new onnxruntime session's first run). Then, timed in one
-rotation on the same inputs and threads in steady state (bench/compare.py): the session's generic tier
+right after its compile; a new onnxruntime session's first run). Then, timed in one rotation on the same inputs
+and threads in steady state (bench/compare.py): the session's generic tier
 (`sess.run_generic`: the batch-1 module item by item for a free batch, else the kernels with run-time extents,
 compiler/generic.py), the specialized tier (the module compiled for exactly that shape) and onnxruntime. Ratios
 below 1: ours is faster. The generic tier of a model that has none is left blank.

@@ -274,9 +274,9 @@ def dynamic_table(data: dict, where: str) -> Table:
              "First: the first call of a shape the session had not seen (the generic tier, or a compile where the "
              "model has none), right after a call of the shape before; the first shape's is the session's first "
              "call, its caches cold, as those of a static compile's first call and of a new onnxruntime "
-             "session's (their first call over their steady time beside it). Generic: the batch-1 module item by item for a free batch, else the kernels with "
-             "run-time extents (one library for every size, default schedules made for a typical size); "
-             "specialized: the module compiled for that shape; ratios against onnxruntime."]
+             "session's (their first call over their steady time beside it). Generic: the batch-1 module item by "
+             "item for a free batch, else the kernels with run-time extents (one library for every size, default "
+             "schedules made for a typical size); specialized: the module compiled for that shape; ratios against onnxruntime."]
     return Table(["model", "shape", "first call ms", "generic ms", "specialized ms", "onnxruntime ms"], rows,
                  notes, [("", data)])
 

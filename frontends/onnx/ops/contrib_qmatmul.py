@@ -199,14 +199,14 @@ def _per_unit(p: Constant, dirs: int, units: int, what: str) -> np.ndarray:
 
 
 def _fused_parts(w, r, w_scale, w_zero_point, r_scale, r_zero_point):
-    """quantized(spec) for rnn.lstm's fused form (cells with quantize_state: relayish/ops/recurrent.py), or None
-    unless R, its scale and zero point are constants: xp, each direction's input projection as _quantized_dense
-    computes it plus the biases, the gates padded; R's integers less their zero points, [D, 4H, H] float32
-    (exact); R's scales by gate, padded with zeros [D, 4*Hp]."""
+    """quantized(spec, bias) for rnn.lstm's fused form (cells with quantize_state: relayish/ops/recurrent.py), or
+    None unless R, its scale and zero point are constants: xp, each direction's input projection as
+    _quantized_dense computes it plus its summed biases, the gates padded; R's integers less their zero points,
+    [D, 4H, H] float32 (exact); R's scales by gate, padded with zeros [D, 4*Hp]."""
     if not all(isinstance(v, Constant) for v in (r, r_scale, r_zero_point)):
         return None
 
-    def parts(spec):
+    def parts(spec, bias):
         dirs, hidden = spec.dirs, spec.hidden
         units, padded = 4 * hidden, padded_units(hidden)
         seq, batch, inputs = shape_of(spec.x)
@@ -215,10 +215,7 @@ def _fused_parts(w, r, w_scale, w_zero_point, r_scale, r_zero_point):
         columns = []
         for d in range(dirs):
             proj = _quantized_dense(x2d, w, d, w_scale, w_zero_point, units, "W", quantized_x)
-            bias = spec.take(spec.b, d)
-            bias = binary("add", fold("strided_slice", bias, begin=(0,), end=(units,), axes=(0,)),
-                          fold("strided_slice", bias, begin=(units,), end=(2 * units,), axes=(0,)))
-            proj = binary("add", proj, reshape(bias, (1, units)))
+            proj = binary("add", proj, reshape(spec.take(bias, d), (1, units)))
             columns.append(reshape(pad_units(reshape(proj, (seq * batch, 4, hidden)), 2, hidden),
                                    (seq * batch, 4 * padded)))
         xp = columns[0] if dirs == 1 else fold("concatenate", *columns, axis=1)

@@ -371,8 +371,9 @@ def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha
     C' = f * C + i * c, o = f(Xo + Ho + Po * C'), H' = o * h(C').
     For onnxruntime's DynamicQuantizeLSTM (contrib_qmatmul.py), whose products quantize X and H to uint8 at run
     time: the composed form computes dense(direction, "W" or "R", x), x @ W^T (R^T) of that direction (default:
-    nn.dense with W and R); the fused form, where it applies, takes quantized(spec) -> (xp, R's integers less
-    their zero points in LSTM's layout, R's scales [D, G*Hp]) for cells that quantize H (quantize_state)."""
+    nn.dense with W and R); the fused form, where it applies, takes quantized(spec, bias) -> (xp, R's integers less
+    their zero points in LSTM's layout, R's scales [D, G*Hp]) for cells that quantize H (quantize_state); bias:
+    W's and R's biases summed, [D, 4H]."""
     if input_forget not in (0, 1):
         raise ConversionError(f"attribute input_forget must be 0 or 1, got {input_forget}")
     spec = _Spec(x, w, r, b, sequence_lens, [("initial_h", initial_h), ("initial_c", initial_c)], gates=4,
@@ -382,11 +383,11 @@ def lstm(x, w, r, b, sequence_lens, initial_h, initial_c, p, *, activation_alpha
     _check_tensor(p, "P", (spec.dirs, 3 * h), spec.dtype)
     fused = dense is None or quantized is not None  # the fused cells read float W and R or quantized's parts
     if fused and _fast(spec, activations, ("Sigmoid", "Tanh", "Tanh")) and not input_forget and zero_constant(p):
+        bias = binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
         if quantized is not None:
-            xp, integers, scales = quantized(spec)
+            xp, integers, scales = quantized(spec, bias)
             return run_layer(spec, "nn.lstm_cell", xp, packed_weight(spec, integers, 4), _reverse_flags(direction),
                              extra=(scales,), quantize_state=1)
-        bias = binary("add", _cols(spec.b, 0, 4 * h), _cols(spec.b, 4 * h, 8 * h))
         return run_layer(spec, "nn.lstm_cell", projection(spec, w, bias, 4), packed_weight(spec, r, 4),
                          _reverse_flags(direction))
     results = []
