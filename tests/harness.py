@@ -16,6 +16,7 @@ assert_three_way does the same for outputs a test ran itself. case_id names a pa
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -353,3 +354,17 @@ def three_way(model, feeds, *, close=assert_close, steps=0, reference: Callable 
 def three_way_random(model, positive=False, seed=0, **compile_options) -> ThreeWay:
     """three_way on random_feeds(model, seed, positive) (a model of float inputs)."""
     return three_way(model, random_feeds(model, seed, positive), **compile_options)
+
+
+@contextlib.contextmanager
+def python_planned(module):
+    """A generic module (compiler/generic_module.py) that plans and calls its kernels from Python for the block,
+    the reference of its generated code: its runner set aside and its plans forgotten, both restored after."""
+    assert module._runner is not None, "the module has no generated runner to set aside"
+    runner, plans = module._runner, dict(module._plans)
+    module._runner = None
+    module._plans.clear()
+    try:
+        yield module
+    finally:
+        module._runner, module._plans = runner, plans

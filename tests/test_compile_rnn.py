@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from compiler import compile_model
 from frontends import OnnxImportError, from_onnx
-from harness import assert_close, assert_three_way, case_id, run_ort, three_way
+from harness import assert_close, assert_three_way, case_id, python_planned, run_ort, three_way
 from relayish import te
 from relayish.interp import evaluate
 
@@ -372,15 +372,8 @@ def test_a_free_sequence_length_runs_every_length_on_one_scan(case):
         for k, (a, r, i) in enumerate(zip(ours, ref, interp)):
             assert_three_way(a, r, np.asarray(i), f"T={seq} output {k}")
         # the scan's steps run in generated code (compiler/generic_runner.py): the step-by-step loop's results
-        module = sess._extents
-        runner, plans = module._runner, dict(module._plans)
-        assert runner is not None
-        module._runner = None
-        module._plans.clear()
-        try:
+        with python_planned(sess._extents) as module:
             slow = module.run(None, feeds)
-        finally:
-            module._runner, module._plans = runner, plans
         for a, b in zip(ours, slow):
             np.testing.assert_array_equal(a, b)
     assert sess.specializations() == []  # nothing compiled on the calls

@@ -12,7 +12,7 @@ from compiler import compile_model
 from compiler.dynamic import ShapeSpecializedSession
 from compiler.specialize import ValueSpecializedSession
 from frontends import from_onnx
-from harness import assert_three_way, run_ort
+from harness import assert_three_way, python_planned, run_ort
 from relayish.interp import evaluate
 
 RNG = np.random.default_rng(7)
@@ -282,13 +282,8 @@ def test_data_sized_dims_run_in_generated_code_as_step_by_step(case):
     for feed in feeds:
         fast = session.run(None, feed)
         assert module._plan(module.bind(feed)).state is not None
-        runner, plans = module._runner, dict(module._plans)
-        module._runner = None
-        module._plans.clear()
-        try:
+        with python_planned(module):
             slow = session.run(None, feed)
-        finally:
-            module._runner, module._plans = runner, plans
         for a, b in zip(fast, slow):
             assert a.shape == b.shape and a.dtype == b.dtype
             np.testing.assert_array_equal(a, b)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler import CompileOptions, compile_model
 from compiler.dynamic import ShapeSpecializedSession
-from harness import assert_three_way, run_ort
+from harness import assert_three_way, python_planned, run_ort
 from test_concurrency import run_threads
 from relayish.interp import evaluate
 from frontends import from_onnx
@@ -680,17 +680,11 @@ def test_the_generic_modules_generated_calls_give_the_step_by_step_results():
     new sizes and at sizes planned before, an output returned fresh each call."""
     sess = compile_model(line_model(), input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
     module = sess._extents
-    assert module._runner is not None
-    runner = module._runner
     for w in (5, 17, 5, 64):
         feed = {"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)}
         fast = module.run(None, feed)[0]
         assert module._plan(module.bind(feed)).state is not None  # planned by the generated code
-        module._runner, plans = None, dict(module._plans)
-        module._plans.clear()
-        try:
+        with python_planned(module):
             slow = module.run(None, feed)[0]
-        finally:
-            module._runner, module._plans = runner, plans
         np.testing.assert_array_equal(fast, slow)
         assert fast is not module.run(None, feed)[0]  # a new array per call

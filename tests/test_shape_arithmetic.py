@@ -14,7 +14,7 @@ from compiler import CompileOptions, compile_model
 from compiler.generic import GenericUnsupported, compile_generic
 from compiler.generic_module import SizesOutsideGeneric
 from frontends import OnnxImportError, from_onnx
-from harness import assert_three_way, run_ort
+from harness import assert_three_way, python_planned, run_ort
 from relayish import te
 from relayish.dims import TYPICAL_SIZE, canonical, exact_quotient, lower_bound, sign, typical
 from relayish.interp import evaluate
@@ -435,20 +435,14 @@ def test_the_generated_plan_is_the_python_one():
     and numpy, field by field, where the convolutions' Winograd tiles (and so their scratch buffers) differ from
     size to size; and the outputs of the generated calls against the step-by-step ones, bit for bit."""
     _, module = _pooled_convs()
-    runner = module._runner
-    assert runner is not None
     for h, w in ((2, 3), (8, 8), (13, 40), (64, 64), (33, 7)):
         values = module._values({"x": (1, 16, h, w)})
         module._plans.clear()
         generated = module._plan(values)
-        module._runner = None
-        module._plans.clear()
-        try:
+        with python_planned(module):
             python = module._plan(values)
             feed = {"x": RNG.standard_normal((1, 16, h, w)).astype(np.float32)}
             slow = module.run(None, feed)[0]
-        finally:
-            module._runner = runner
         assert generated.state is not None and python.state is None
         assert (generated.offsets, generated.size, generated.choice, generated.shapes) == \
             (python.offsets, python.size, python.choice, python.shapes), (h, w)
