@@ -20,6 +20,8 @@ median/mean/min/max/std (latency_stats).
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -113,7 +115,7 @@ class QuietCheck:
 def idle_wait(gap_s: float, window_s: float = QUIET_WINDOW_S, quiet: float = QUIET_CORES,
               max_settle_s: float = MAX_SETTLE_S) -> None:
     """Sleep gap_s, then until this process's threads use less than `quiet` of a core over a window of window_s
-    (at most max_settle_s more). A fixed gap is not enough everywhere: onnxruntime's workers spin ~60 ms after a
+    and none but the caller is runnable (at most max_settle_s more). A fixed gap is not enough everywhere: onnxruntime's workers spin ~60 ms after a
     run on a Zen 3 (40 ms on a Xeon), and a 2-thread kernel timed while one of them spins runs at half speed:
     bench.op_table measured our 3x3 convolutions 25-40% slow when they followed onnxruntime after 50 ms.
     The process's CPU clock counts every thread's time, so it sees any engine's workers, whoever made them.
@@ -125,8 +127,29 @@ def idle_wait(gap_s: float, window_s: float = QUIET_WINDOW_S, quiet: float = QUI
     while time.perf_counter() < deadline:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         time.sleep(window_s)
-        if time.process_time() - cpu0 < quiet * (time.perf_counter() - wall0):
+        if time.process_time() - cpu0 < quiet * (time.perf_counter() - wall0) and not _others_runnable():
             return
+
+
+def _others_runnable() -> bool:
+    """Whether another thread of this process is running or waiting for a core (state R in /proc; False where
+    there is no /proc). A spinning thread that other processes starve uses little CPU over a window but is still
+    runnable: the CPU clock alone would call the process quiet while it waits for a core."""
+    me = threading.get_native_id()
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in tids:
+        if tid == str(me):
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] == "R":
+                    return True
+        except (OSError, IndexError):  # (a thread that ended meanwhile)
+            continue
+    return False
 
 
 def latency_stats(times_ns) -> dict:

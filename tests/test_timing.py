@@ -1,5 +1,7 @@
 """The timing loops of runtime/timing.py with fake engines: who runs when, how many samples, which statistics. No
 assertion on how long anything takes."""
+import os
+
 import numpy as np
 import pytest
 
@@ -96,6 +98,27 @@ def test_time_repeats_means_number_calls_per_repeat():
     assert means == [1.0, 1.0, 1.0] and len(calls) == 12
     with pytest.raises(ValueError, match="number >= 1"):
         timing.time_repeats(lambda: None, repeat=1, number=0)
+
+
+def test_a_spinning_thread_counts_as_runnable_however_little_cpu_it_gets():
+    """idle_wait's second test of quiet: another thread of the process in state R (running, or waiting for a core
+    other processes hold) is seen; once it has ended the process settles to none."""
+    import threading
+    import time
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc on this host: idle_wait judges by the CPU clock alone")
+    stop = threading.Event()
+    spinner = threading.Thread(target=lambda: [None for _ in iter(stop.is_set, True)])
+    spinner.start()
+    try:
+        assert timing._others_runnable()
+    finally:
+        stop.set()
+        spinner.join()
+    deadline = time.perf_counter() + 2.0
+    while timing._others_runnable() and time.perf_counter() < deadline:  # (a library's workers settling)
+        time.sleep(0.01)
+    assert not timing._others_runnable()
 
 
 def test_idle_wait_outlasts_a_thread_that_still_spins():
