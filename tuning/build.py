@@ -2,10 +2,10 @@
 
     lib = library_bytes(func, phases)      # phases: seconds per step, added up (see PHASES)
 
-The kernel's module alone is compiled (emit its LLVM IR, parse, optimize, emit object code) and linked with
-the thread pool's object, which a worker compiles for its first candidate and remembers (compile_ir_text remembers
-objects by IR text: the pool is ~0.15 s, a sixth of a typical candidate's build; a candidate whose IR text
-equals an earlier one's is not compiled again). The optimization pipeline is the one compile_model uses
+The kernel's module alone is compiled (emit its LLVM IR, parse, optimize, emit object code) and linked, by the
+linker alone (link_shared's bare), with the thread pool's object, which a worker compiles for its first candidate
+and remembers (compile_ir_text remembers objects by IR text: the pool is ~0.15 s, a sixth of a typical candidate's
+build; a candidate whose IR text equals an earlier one's is not compiled again). The optimization pipeline is the one compile_model uses
 (compiler/codegen/objworker.optimize), so the code measured is the code that ships.
 """
 from __future__ import annotations
@@ -71,7 +71,7 @@ def library_bytes(func: PrimFunc, phases: dict, key: str | None = None) -> bytes
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="relayish-measure-") as tmp:
         path = os.path.join(tmp, "kernel.so")
-        link_shared(objects, path)
+        link_shared(objects, path, bare=True)  # loaded only by measure's workers
         with open(path, "rb") as f:
             lib = f.read()
     add_phase(phases, "link_s", time.perf_counter() - t0)

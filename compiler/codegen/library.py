@@ -273,10 +273,13 @@ def _c_compiler() -> str:
     return cc
 
 
-def link_shared(obj, path: str) -> None:
+def link_shared(obj, path: str, bare: bool = False) -> None:
     """Link object code (bytes, or a list of object codes) into the shared library `path` with the system C
-    compiler."""
-    cc = _c_compiler()
+    compiler. bare: with the linker itself (ld, when there is one) and no libraries: the C library's functions the
+    code calls (the pool's pthreads) stay unresolved until the library is loaded into a process that has them, as
+    the tuner's Python measuring process does. That is for the tuner's candidates, linked by the thousand: ld alone
+    takes ~3 ms where cc, which runs collect2 and ld with the C runtime's objects, takes ~17 ms."""
+    ld = shutil.which("ld") if bare else None
     objects = [obj] if isinstance(obj, (bytes, bytearray)) else list(obj)
     with tempfile.TemporaryDirectory(prefix="relayish-") as tmp:
         obj_paths = [os.path.join(tmp, f"module{i}.o") for i in range(len(objects))]
@@ -284,10 +287,12 @@ def link_shared(obj, path: str) -> None:
             with open(obj_path, "wb") as f:
                 f.write(code)
         tmp_out = os.path.join(tmp, "lib.so")  # link aside, then rename: a loaded library is never overwritten
-        proc = subprocess.run([cc, "-shared", "-o", tmp_out, *obj_paths, "-lpthread"], capture_output=True,
-                              text=True)
+        linker = ld or _c_compiler()
+        command = [ld, "-shared", "-o", tmp_out, *obj_paths] if ld else [linker, "-shared", "-o", tmp_out,
+                                                                         *obj_paths, "-lpthread"]
+        proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"build_library: linking with {cc} failed:\n{proc.stderr.strip()}")
+            raise RuntimeError(f"build_library: linking with {linker} failed:\n{proc.stderr.strip()}")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         shutil.move(tmp_out, path)
 
