@@ -108,3 +108,31 @@ def test_loop_vectorizer_is_off_for_integer_loads_on_zen4_and_zen5_only():
     assert not loop_vectorizer(gather, "znver5") and not loop_vectorizer(gather, "znver4")
     assert loop_vectorizer(gather, "znver3") and loop_vectorizer(gather, "x86-64-v4")
     assert loop_vectorizer(floats, "znver5")
+
+
+def test_llvm_leaves_the_unrolling_of_a_long_loop_to_the_schedule():
+    """objworker.LLVM_OPTIONS: LLVM does not partially unroll a rolled loop (1000 serial steps kept one body; with
+    partial unrolling allowed it made 25 copies on Zen 4), as the schedules decide what to unroll."""
+    import llvmlite.binding as llvm
+    from compiler.codegen import objworker
+    text = """define float @f(float* noalias %a) {
+entry:
+  br label %loop
+loop:
+  %i = phi i32 [0, %entry], [%i1, %loop]
+  %x = phi float [0.0, %entry], [%x1, %loop]
+  %p = getelementptr inbounds float, float* %a, i32 %i
+  %v = load float, float* %p
+  %m = fmul float %x, 1.5
+  %x1 = fadd float %m, %v
+  %i1 = add i32 %i, 1
+  %c = icmp slt i32 %i1, 1000
+  br i1 %c, label %loop, label %exit
+exit:
+  ret float %x1
+}
+"""
+    target = {k: host_target()[k] for k in ("triple", "cpu", "features")}
+    mod = llvm.parse_assembly(text)
+    objworker.optimize(mod, objworker.machine_for(target, 3), 3)
+    assert str(mod).count("fmul") == 1
