@@ -43,7 +43,7 @@ def k_broadcast(m=6, n=32):
 
 
 def k_gather(m=5, n=16):
-    """C[i, j] = A[j, i] (stride m) + A[(j * 5) % 17] (non-affine gather): both become lane-wise loads."""
+    """C[i, j] = A[j, i] (stride m) + A[(j * 5) % 17] (non-affine gather): both become gathers."""
     A, C = buf("A", n * m), buf("C", m * n)
     i, j = te.Var("i"), te.Var("j")
     body = L.Store(C, i * n + j, L.Load(A, j * m + i) + L.Load(A, (j * 5) % 17))

@@ -16,7 +16,7 @@ from relayish.intrinsics import INTRINSICS
 
 from codegen_helpers import buf, loop, rand, seq
 from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum,
-                             k_every_other, k_ew, k_ew_tail, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
+                             k_every_other, k_ew, k_gather, k_ew_tail, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
                              k_uniform_if, k_unrolled_tile)
 
 
@@ -96,6 +96,8 @@ def test_strided_and_gather_loads(lib):
     j = np.arange(16)
     expected = a.reshape(16, 5).T + a[(j * 5) % 17][None, :]
     np.testing.assert_allclose(c, expected, rtol=1e-6)
+    ir = emit_llvm_ir([k_gather()])  # each gathering load: one masked.gather, not 16 scalar loads and inserts
+    assert ir.count("call <16 x float> @\"llvm.masked.gather") == 2 and "= load float" not in ir
 
 
 def test_stride_two_loads(lib):
