@@ -102,9 +102,9 @@ class ScoresLike:
         return np.array([self.default if s.to_json() == self.first else self.other for s in schedules])
 
 
-def predict_with(model: ScoresLike, path, monkeypatch):
-    """zero_shot.predict_schedules(path) under `model`, which learns each task's default program as it is made (a
-    short search)."""
+def predict_with(model: ScoresLike, path, monkeypatch, start="hand-written"):
+    """zero_shot.predict_schedules(path, start=start) under `model`, which learns each task's default program as
+    it is made (a short search)."""
     real = zero_shot.untuned_schedule
 
     def remember(task, *args):
@@ -113,7 +113,7 @@ def predict_with(model: ScoresLike, path, monkeypatch):
         return schedule
     monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
     monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
-    return zero_shot.predict_schedules(path, model=model)
+    return zero_shot.predict_schedules(path, model=model, start=start)
 
 
 @pytest.mark.parametrize("default, other, chosen", [(1.0, 2.0, 1), (1.0, 1.05, 0), (0.0, 5.0, 0)],
@@ -142,6 +142,17 @@ def test_zero_shot_keeps_the_default_of_a_kind_of_task_the_model_never_saw(tmp_p
     report = [r for r in got.report if "conv" in r["task"]]
     assert [r["verdict"] for r in report] == ["predicted" if trained_on_convs else "default"]
     assert trained_on_convs or report[0]["reason"] == "a kind of task the cost model was never trained on"
+
+
+def test_zero_shot_from_naive_loop_nests_gives_every_task_its_best_scored_program(tmp_path, monkeypatch):
+    """With the naive loop nests as defaults there is nothing to keep: a model that lists none of the tasks' kinds
+    and scores no program 25% above the nest still gives each task the candidate it scores highest."""
+    path = conv_model(tmp_path / "c.onnx", 16, 8, 3)
+    model = ScoresLike(1.0, 1.05)
+    model.metadata = {"trained_on": {"task_kinds": ["no such kind"]}}
+    got = predict_with(model, path, monkeypatch, start="naive")
+    assert got.report and all(r["verdict"] == "predicted" for r in got.report)
+    assert len(got.chosen) == len(got.report)
 
 
 def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path, capsys, monkeypatch):
