@@ -112,7 +112,8 @@ def predict_with(model: ScoresLike, path, monkeypatch, start="hand-written"):
         model.first = schedule.to_json()
         return schedule
     monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
-    monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
+    monkeypatch.setitem(zero_shot.SEARCH, "population", 16)
+    monkeypatch.setitem(zero_shot.SEARCH, "generations", 1)
     return zero_shot.predict_schedules(path, model=model, start=start)
 
 
@@ -169,8 +170,12 @@ def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path
     result = pretrain.evaluate(db, str(path), {"conv_b"}, log=lambda m: None)
     assert result["held_out_tasks"] >= 1 and 0.0 <= result["pairwise_accuracy"] <= 1.0
 
-    monkeypatch.setitem(zero_shot.SEARCH, "time_budget_s", 0.5)
+    monkeypatch.setitem(zero_shot.SEARCH, "population", 16)
+    monkeypatch.setitem(zero_shot.SEARCH, "generations", 1)
     chosen = zero_shot.predict_schedules(models[1], model=cm)
+    naive = [zero_shot.predict_schedules(models[1], model=cm, start="naive") for _ in range(2)]
+    assert naive[0].chosen and [{k: s.to_json() for k, s in p.chosen.items()} for p in naive] == \
+        [{k: s.to_json() for k, s in naive[0].chosen.items()}] * 2, "zero-shot is deterministic"
     assert {r["verdict"] for r in chosen.report} <= {"default", "predicted"}
     x = RNG.standard_normal((1, 32, 6, 6)).astype(np.float32)
     ours = compile_model(models[1], records=chosen, cache=False).run(None, {"x": x})[0]
@@ -182,3 +187,25 @@ def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path
     tune_model(models[0], str(tmp_path / "t.db"), trials=4, cost_model=str(path), progress=False,
                check_model=False, log=lines.append)
     assert any(line.startswith("cost model: pretrained on") for line in lines)
+
+
+def test_the_shipped_model_ranks_the_programs_of_a_task_it_never_saw():
+    """The shipped cost model (tuning/data/cost_model.json.gz) loads and orders programs of a conv task whose shape
+    no model of its training data has (3 -> 5 blocks of 16 channels, 10x10), drawn from the three generations'
+    spaces as its dataset was (41 programs), built and timed here, far better than chance (pairwise accuracy 0.5,
+    Spearman 0): pairwise accuracy 0.83-0.87 and Spearman rank correlation 0.82-0.88 over three draws (Zen 4)."""
+    import random
+    from relayish_tools.bench import cost_data
+    from tuning.cost_model import pairwise_accuracy
+    model = load_cost_model()
+    assert model is not None and model.metadata["trained_on"]["programs"] >= 1000
+    task = cost_data.conv_task(in_blocks=3, size=10, out_blocks=5)
+    schedules = pretrain.sample_programs(task, 40, random.Random(0))
+    costs = cost_data.measure(task, schedules, batch=16, rounds=2)
+    ok = np.isfinite(costs)
+    assert ok.sum() >= 20, f"{ok.sum()} of {len(schedules)} programs built and ran"
+    scores = model.predict(task, [s for s, good in zip(schedules, ok) if good])
+    accuracy = pairwise_accuracy(scores, costs[ok])
+    rank = lambda v: np.argsort(np.argsort(v))
+    spearman = np.corrcoef(rank(scores), rank(-costs[ok]))[0, 1]
+    assert accuracy >= 0.7 and spearman >= 0.5, f"pairwise accuracy {accuracy:.2f}, Spearman {spearman:.2f}"

@@ -50,3 +50,11 @@ def test_gain_without_a_reference_gain_is_none():
     assert gain(10.0, 9.0, 11.0) is None
     assert gain(10.0, 9.0, 9.6) is None  # 4% of the untuned time: noise, not a gain to share
     assert gain(10.0, 9.0, 9.5) == pytest.approx(2.0)
+
+
+def test_reusing_runs_whose_databases_are_gone_is_refused_naming_them(tmp_path):
+    from relayish_tools.bench.tuning_curve import curve
+    runs = [{"start": "cold", "db": str(tmp_path / "gone.db"), "started_at": 0.0, "wall_s": 60.0, "trials": 1},
+            {"start": "pretrained", "db": str(tmp_path / "gone2.db"), "started_at": 0.0, "wall_s": 60.0, "trials": 1}]
+    with pytest.raises(ValueError, match="gone.db"):
+        curve("m.onnx", 60.0, [30.0], str(tmp_path), 1, 1, False, reuse=runs)

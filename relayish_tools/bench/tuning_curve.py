@@ -4,6 +4,7 @@ schedules that measure nothing.
 
     python -m relayish_tools.bench.tuning_curve MODEL [--budget 600] [--checkpoints 30,60,120,240,420]
         [--algorithms] [--start hand-written|naive] [--work DIR] [--threads 2] [--repeat 30] [--json FILE]
+        [--reuse REPORT]
 
 One tuning run per starting model (tuning.tune.tune_model with the budget, cost_model="cold" and "pretrained",
 the end-of-run model check off: it times models, which is what this bench does itself). A point of a curve at
@@ -13,7 +14,8 @@ of each task's best programs included, at the run's whole wall time. Every compi
 timed in one process, taking turns in steady-state blocks (bench.compare), the untuned model among them.
 --start naive: every run, the zero-shot schedules and every compiled model start from the naive loop nests
 instead of the hand-written schedules (template-free: the search's whole work shows; the hand-written model is
-then timed too, as the mark to reach).
+then timed too, as the mark to reach). --reuse REPORT: the tuning runs of an earlier report, whose databases are still
+in --work, instead of tuning again (the zero-shot schedules predicted and every point compiled and timed anew).
 
 The figures of issue 33: gain(x) = (untuned - x) / (untuned - cold at the end of its budget); zero-shot's gain,
 the pretrained tuner's gain at 120 s, and the first checkpoint where the pretrained run reaches 90% of the cold
@@ -73,13 +75,21 @@ def gain(untuned: float, x: float, reference: float) -> float | None:
 
 
 def curve(model: str, budget: float, checkpoints: list[float], work: str, threads: int, repeat: int,
-          algorithms: bool, defaults: str = "hand-written", log=print) -> dict:
+          algorithms: bool, defaults: str = "hand-written", log=print, reuse: list | None = None) -> dict:
+    """The report (module doc). reuse: the runs of an earlier report (its "runs", their databases still there),
+    taken instead of tuning again."""
     from compiler import compile_model
     from tuning.pretrained import load_cost_model
     from tuning.zero_shot import predict_schedules
 
     from .compare import compare_with_onnxruntime
 
+    if reuse is not None:
+        runs = [dict(run) for run in reuse]
+        missing = [run["db"] for run in runs if not os.path.exists(run["db"])]
+        if missing or [run["start"] for run in runs] != list(STARTS):
+            raise ValueError(f"--reuse: the report's runs must be {list(STARTS)} with their databases; missing "
+                             f"{missing}")
     os.makedirs(work, exist_ok=True)
     stem = Path(model).stem
     shipped = load_cost_model(None)
@@ -89,8 +99,9 @@ def curve(model: str, budget: float, checkpoints: list[float], work: str, thread
     t0 = time.perf_counter()
     predicted = predict_schedules(model, start=defaults)
     predict_s = time.perf_counter() - t0
-    runs = [tune_run(model, os.path.join(work, f"{stem}-{start}.db"), start, budget, algorithms, defaults, log)
-            for start in STARTS]
+    if reuse is None:
+        runs = [tune_run(model, os.path.join(work, f"{stem}-{start}.db"), start, budget, algorithms, defaults, log)
+                for start in STARTS]
 
     engines, points = [], []  # (name, module), and what each timed engine is
     untuned = compile_model(model, num_threads=threads, default_schedules=defaults)
@@ -162,6 +173,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--json", help="write the report with provenance (docs/data/tuning_curve.json)")
+    p.add_argument("--reuse", metavar="REPORT",
+                   help="take the tuning runs of an earlier report (its records databases still in place) instead "
+                        "of tuning again: zero-shot is predicted and every point compiled and timed anew")
     args = p.parse_args(argv)
     if args.budget <= 0:
         p.error("--budget must be > 0")
@@ -169,8 +183,12 @@ def main(argv=None) -> int:
         checkpoints = sorted(float(c) for c in args.checkpoints.split(",") if c.strip())
     except ValueError:
         p.error(f"--checkpoints: expected seconds separated by commas, got {args.checkpoints!r}")
+    reuse = None
+    if args.reuse:
+        with open(args.reuse) as f:
+            reuse = json.load(f)["runs"]
     report = curve(args.model, args.budget, checkpoints, args.work, args.threads, args.repeat, args.algorithms,
-                   args.start)
+                   args.start, reuse=reuse)
     print(format_rows(report))
     if args.json:
         with open(args.json, "w") as f:
