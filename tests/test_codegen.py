@@ -16,7 +16,7 @@ from relayish.intrinsics import INTRINSICS
 
 from codegen_helpers import buf, loop, rand, seq
 from codegen_kernels import (HEAVY_STEPS, PAR_EXTENTS, ROOT_POWERS, Lib, all_kernels, k_broadcast, k_closure, k_colsum,
-                             k_every_other, k_ew, k_gather, k_ew_tail, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
+                             k_every_other, k_ew, k_ew_tail, k_gather, k_intrinsic, k_matmul, k_padded_read, k_rowsum,
                              k_uniform_if, k_unrolled_tile)
 
 

@@ -75,11 +75,12 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
                          "relayish_tools.bench.pretrain, or pass model=tuning.pretrained.load_cost_model(PATH)")
     rng = random.Random(seed)
     out = PredictedSchedules()
-    known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds")
+    keep_default = start is DefaultSchedules.HAND_WRITTEN  # a naive nest is no default worth keeping
+    known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds") if keep_default else None
     for task in model_tasks(models, input_shapes, layout, winograd):
         default = untuned_schedule(task, vector_width(), start)
         entry = {"task": task.name, "key": task.key}
-        if start is DefaultSchedules.HAND_WRITTEN and known is not None and task_kind(task) not in known:
+        if known is not None and task_kind(task) not in known:
             entry.update(verdict="default", reason="a kind of task the cost model was never trained on")
             out.report.append(entry)
             if log:
@@ -90,8 +91,7 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
         candidates = [s for _, s in evolutionary_search(space, model, CANDIDATES, rng, SEARCH)]
         scores = model.predict(task, [default] + candidates)
         entry["default_score"] = float(scores[0])
-        chosen = _choose(task, candidates, scores[1:], float(scores[0]) if start is DefaultSchedules.HAND_WRITTEN
-                         else None)
+        chosen = _choose(task, candidates, scores[1:], float(scores[0]) if keep_default else None)
         if chosen is None:
             entry["verdict"] = "default"
         else:

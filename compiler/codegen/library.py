@@ -288,9 +288,9 @@ def link_shared(obj, path: str, bare: bool = False) -> None:
                 f.write(code)
         tmp_out = os.path.join(tmp, "lib.so")  # link aside, then rename: a loaded library is never overwritten
         linker = ld or _c_compiler()
-        command = [ld, "-shared", "-o", tmp_out, *obj_paths] if ld else [linker, "-shared", "-o", tmp_out,
-                                                                         *obj_paths, "-lpthread"]
-        proc = subprocess.run(command, capture_output=True, text=True)
+        libraries = [] if ld else ["-lpthread"]
+        proc = subprocess.run([linker, "-shared", "-o", tmp_out, *obj_paths, *libraries], capture_output=True,
+                              text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"build_library: linking with {linker} failed:\n{proc.stderr.strip()}")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
