@@ -3,6 +3,7 @@ from them without measuring a program again, and compile_model applies the best 
 from __future__ import annotations
 
 import time
+import zlib
 
 import numpy as np
 import pytest
@@ -94,6 +95,56 @@ def test_a_resumed_run_does_not_take_a_rejected_lucky_reading_for_its_best(tmp_p
             assert tuner.best[task.key] == 2e-3
         finally:
             tuner.close()
+
+
+class _Scored:
+    """A stand-in cost model: a fixed pseudo-random score in [0, 1) per program, 1 more for its favourite,
+    remembered; pretrained when it has metadata (as tuning.pretrained.load_cost_model's)."""
+
+    def __init__(self, metadata, favourite: str):
+        self.metadata, self.favourite, self.scores = metadata, favourite, {}
+
+    def predict(self, task, schedules):
+        keys = [s.to_json() for s in schedules]
+        scores = [zlib.crc32(k.encode()) / 2 ** 32 + (k == self.favourite) for k in keys]
+        self.scores.update(zip(keys, scores))
+        return np.array(scores)
+
+    def update(self, records, background=False):
+        pass
+
+    def wait(self):
+        pass
+
+
+@pytest.mark.parametrize("start", ["hand-written", "naive"])
+def test_a_pretrained_model_warm_starts_each_task_with_its_few_best_scored_programs(tmp_path, start):
+    """With a pretrained cost model, a task's first round measures its default and the model's best-scored
+    programs, warm_start's batch in all, none random and the default not twice; a cold model's first round is a
+    whole batch; later rounds are whole batches either way."""
+    from tuning.tune import TUNE_PARAMS, Tuner, model_tasks
+    path = str(tmp_path / "conv_pool.onnx")
+    onnx.save(conv_pool(), path)
+    task = model_tasks(path, layout="NCHW")[0]
+    params = dict(TUNE_PARAMS, batch_size=8)
+    warm = params["warm_start"]["batch_size"]
+    for metadata, first_size in (({"trained_on": {"programs": 1}}, warm), (None, 8)):
+        with RecordStore(str(tmp_path / f"{start}-{metadata is None}.db")) as store:
+            default = _default_schedule(task, start).to_json()
+            model = _Scored(metadata, favourite=default)  # the search's best is the default, already in the batch
+            tuner = Tuner([task], store, host_target(), params, start=start, cost_model=model)
+            try:
+                batch = tuner._next_batch(0, None)
+                assert batch[0] == (None, tuner.defaults[task.key]) and len(batch) == first_size
+                chosen = [s.to_json() for _, s in batch[1:]]
+                assert default not in chosen and len(set(chosen)) == len(chosen)
+                if metadata:
+                    ranked = sorted(((sc, k) for k, sc in model.scores.items() if k != default), reverse=True)
+                    assert chosen == [k for _, k in ranked[:warm - 1]]
+                tuner.default[task.key] = 1.0  # the first round is over
+                assert len(tuner._next_batch(0, None)) == 8
+            finally:
+                tuner.close()
 
 
 def test_budget_counts_trials_and_seconds():

@@ -58,3 +58,30 @@ def test_reusing_runs_whose_databases_are_gone_is_refused_naming_them(tmp_path):
             {"start": "pretrained", "db": str(tmp_path / "gone2.db"), "started_at": 0.0, "wall_s": 60.0, "trials": 1}]
     with pytest.raises(ValueError, match="gone.db"):
         curve("m.onnx", 60.0, [30.0], str(tmp_path), 1, 1, False, reuse=runs)
+
+
+def test_retune_without_runs_to_reuse_is_refused(capsys):
+    from relayish_tools.bench.tuning_curve import main
+    with pytest.raises(SystemExit) as exit_:
+        main(["m.onnx", "--retune", "pretrained"])
+    assert exit_.value.code == 2 and "--retune needs --reuse" in capsys.readouterr().err
+
+
+def test_reusing_runs_retunes_only_the_starts_asked_and_needs_only_the_others_databases(tmp_path, monkeypatch):
+    """--reuse with --retune pretrained: the cold run's database must be there, the pretrained one's need not."""
+    from relayish_tools.bench import tuning_curve
+    tuned = []
+
+    def fake_tune_run(model, db, start, *args, **kwargs):
+        tuned.append(start)
+        raise RuntimeError("tuned")  # enough: what is tuned, and that the check of databases passed
+
+    monkeypatch.setattr(tuning_curve, "tune_run", fake_tune_run)
+    monkeypatch.setattr("tuning.zero_shot.predict_schedules", lambda *a, **k: None)
+    cold_db = tmp_path / "cold.db"
+    cold_db.write_bytes(b"")
+    runs = [{"start": "cold", "db": str(cold_db), "started_at": 0.0, "wall_s": 60.0, "trials": 1},
+            {"start": "pretrained", "db": str(tmp_path / "gone.db"), "started_at": 0.0, "wall_s": 60.0, "trials": 1}]
+    with pytest.raises(RuntimeError, match="tuned"):
+        tuning_curve.curve("m.onnx", 60.0, [30.0], str(tmp_path), 1, 1, False, reuse=runs, retune=("pretrained",))
+    assert tuned == ["pretrained"]

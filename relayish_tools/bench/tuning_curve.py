@@ -4,7 +4,7 @@ schedules that measure nothing.
 
     python -m relayish_tools.bench.tuning_curve MODEL [--budget 600] [--checkpoints 30,60,120,240,420]
         [--algorithms] [--start hand-written|naive] [--work DIR] [--threads 2] [--repeat 30] [--json FILE]
-        [--reuse REPORT]
+        [--reuse REPORT [--retune pretrained]]
 
 One tuning run per starting model (tuning.tune.tune_model with the budget, cost_model="cold" and "pretrained",
 the end-of-run model check off: it times models, which is what this bench does itself). A point of a curve at
@@ -15,7 +15,9 @@ timed in one process, taking turns in steady-state blocks (bench.compare), the u
 --start naive: every run, the zero-shot schedules and every compiled model start from the naive loop nests
 instead of the hand-written schedules (template-free: the search's whole work shows; the hand-written model is
 then timed too, as the mark to reach). --reuse REPORT: the tuning runs of an earlier report, whose databases are still
-in --work, instead of tuning again (the zero-shot schedules predicted and every point compiled and timed anew).
+in --work, instead of tuning again (the zero-shot schedules predicted and every point compiled and timed anew);
+with --retune START, that start's run is tuned again (e.g. the pretrained tuner after a change to it, beside the same
+cold run).
 
 The figures of issue 33: gain(x) = (untuned - x) / (untuned - cold at the end of its budget); zero-shot's gain,
 the pretrained tuner's gain at 120 s, and the first checkpoint where the pretrained run reaches 90% of the cold
@@ -75,9 +77,10 @@ def gain(untuned: float, x: float, reference: float) -> float | None:
 
 
 def curve(model: str, budget: float, checkpoints: list[float], work: str, threads: int, repeat: int,
-          algorithms: bool, defaults: str = "hand-written", log=print, reuse: list | None = None) -> dict:
+          algorithms: bool, defaults: str = "hand-written", log=print, reuse: list | None = None,
+          retune: tuple = ()) -> dict:
     """The report (module doc). reuse: the runs of an earlier report (its "runs", their databases still there),
-    taken instead of tuning again."""
+    taken instead of tuning again, except those of the starts in `retune`, which are tuned again."""
     from compiler import compile_model
     from tuning.pretrained import load_cost_model
     from tuning.zero_shot import predict_schedules
@@ -86,7 +89,7 @@ def curve(model: str, budget: float, checkpoints: list[float], work: str, thread
 
     if reuse is not None:
         runs = [dict(run) for run in reuse]
-        missing = [run["db"] for run in runs if not os.path.exists(run["db"])]
+        missing = [run["db"] for run in runs if run["start"] not in retune and not os.path.exists(run["db"])]
         if missing or [run["start"] for run in runs] != list(STARTS):
             raise ValueError(f"--reuse: the report's runs must be {list(STARTS)} with their databases; missing "
                              f"{missing}")
@@ -100,8 +103,9 @@ def curve(model: str, budget: float, checkpoints: list[float], work: str, thread
     predicted = predict_schedules(model, start=defaults)
     predict_s = time.perf_counter() - t0
     if reuse is None:
-        runs = [tune_run(model, os.path.join(work, f"{stem}-{start}.db"), start, budget, algorithms, defaults, log)
-                for start in STARTS]
+        runs = [{"start": start} for start in STARTS]
+    runs = [tune_run(model, os.path.join(work, f"{stem}-{run['start']}.db"), run["start"], budget, algorithms,
+                     defaults, log) if reuse is None or run["start"] in retune else run for run in runs]
 
     engines, points = [], []  # (name, module), and what each timed engine is
     untuned = compile_model(model, num_threads=threads, default_schedules=defaults)
@@ -176,7 +180,11 @@ def main(argv=None) -> int:
     p.add_argument("--reuse", metavar="REPORT",
                    help="take the tuning runs of an earlier report (its records databases still in place) instead "
                         "of tuning again: zero-shot is predicted and every point compiled and timed anew")
+    p.add_argument("--retune", choices=STARTS, action="append", default=[],
+                   help="with --reuse: tune this start's run again (repeatable)")
     args = p.parse_args(argv)
+    if args.retune and not args.reuse:
+        p.error("--retune needs --reuse REPORT (the runs it does not tune again)")
     if args.budget <= 0:
         p.error("--budget must be > 0")
     try:
@@ -188,7 +196,7 @@ def main(argv=None) -> int:
         with open(args.reuse) as f:
             reuse = json.load(f)["runs"]
     report = curve(args.model, args.budget, checkpoints, args.work, args.threads, args.repeat, args.algorithms,
-                   args.start, reuse=reuse)
+                   args.start, reuse=reuse, retune=tuple(args.retune))
     print(format_rows(report))
     if args.json:
         with open(args.json, "w") as f:
