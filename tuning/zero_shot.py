@@ -35,7 +35,8 @@ from .pretrained import load_cost_model, task_kind
 from .search import SearchSpace, evolutionary_search
 from .tune import model_tasks, seed_space
 
-MARGIN = 0.25  # held-out crnn tasks: 0.10 chose 12 of 21, 8 slower than the default (worst 2.2x); 0.25 chose 1, none slower
+# held-out crnn tasks: a margin of 0.10 chose 12 of 21, 8 slower than the default (worst 2.2x); 0.25 chose 1, none slower
+MARGIN = 0.25
 CANDIDATES = 32  # programs the search hands back per task (from a few hundred it scores)
 # per task: the tuner's search with no random share and no time budget, so that the same seed and model give the
 # same schedules on any machine however fast (a budget cut the generations short where predictions were slow)

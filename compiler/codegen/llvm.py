@@ -374,7 +374,7 @@ class _FunctionEmitter(AddressEmitter):
         picks = [2 * i for i in range(n // 2)] + [n + 2 * i - (n - 1) for i in range(n // 2, n)]
         return self.b.shuffle_vector(low, high, ir.Constant(ir.VectorType(I32, n), picks))
 
-    def padded_read(self, e: Select):
+    def padded_read(self, e: te.Select):
         """select(cond, x[index], other) in a vector body where index clamps a lane-dependent value c into the
         tensor and is affine in the lanes (stride 1 or 2) without its clamps: a padded window's read, x[min(max(2
         * l + rx - 1, 0), W - 1)] where 1 <= 2 * l + rx <= W. Three versions, chosen per vector:
