@@ -197,7 +197,8 @@ class Tuner:
         batch = []
         if first:  # the first round of a task also measures its default schedule
             batch.append((None, self.defaults[task.key]))  # (its program is among the space's seeds)
-        want = (warm or self.params)["batch_size"] - len(batch)
+        want = min(warm["batch_size"], self.params["batch_size"]) if warm else self.params["batch_size"]
+        want -= len(batch)
         if max_trials is not None:
             want = min(want, max(max_trials - len(batch), 0))
         if want > 0:
