@@ -313,7 +313,11 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
             model = _starting_model(cost_model, p["seed"])
             if model is not None and getattr(model, "metadata", None):
                 trained = model.metadata.get("trained_on", {})
-                log(f"cost model: pretrained on {trained.get('programs')} programs of {trained.get('tasks')} tasks")
+                warm = p.get("warm_start")
+                first = min(warm["batch_size"], p["batch_size"]) if warm else 0
+                log(f"cost model: pretrained on {trained.get('programs')} programs of {trained.get('tasks')} tasks"
+                    + (f"; each task's first round measures its default and the model's {first - 1} best programs"
+                       if warm else ""))
             tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor, cost_model=model)
             log(f"tuning {len(chosen)} of {len(all_tasks)} tasks ({sum(t.weight for t in chosen)} kernel calls), "
                 f"{budget}, records in {records}")
