@@ -156,3 +156,35 @@ def test_a_program_found_this_session_seeds_the_similar_tasks_next_round(tmp_pat
             fitted.apply(a.initial_state())  # b's program, fitted to a's shapes
         finally:
             tuner.close()
+
+
+CROSSOVERS = """
+import hashlib, random, sys
+from tuning.annotate import crossover, random_programs
+from tuning.sketch import generate_sketches
+from tuning.tune import model_tasks
+task = next(t for t in model_tasks(sys.argv[1]) if t.name == "fused_conv2d_nchwc_add_relu")
+sketches, rng = generate_sketches(task), random.Random(0)
+progs = [p for p, _ in random_programs(sketches, task.initial_state(), 24, rng)]
+children = [crossover(sketches, rng.choice(progs), rng.choice(progs), rng) for _ in range(300)]
+print(hashlib.sha256(repr([(c.sketch_id, c.tiles, sorted(c.parallel.items()), sorted(c.unroll.items()),
+                            sorted(c.loc.items()), sorted(map(repr, c.simple.items()))) for c in children]).encode()
+                     ).hexdigest())
+"""
+
+
+def test_crossover_is_the_same_whatever_the_process_hash_seed(resnet18_path):
+    """A search's programs depend on its seed alone, not on the process: crossover walks the stages in a fixed
+    order (a set of strings iterates in the order of the process's hash seed, and each stage draws a random
+    number), so that zero-shot and the tuner give the same schedules in another process."""
+    import os
+    import subprocess
+    import sys
+    digests = set()
+    for hash_seed in ("1", "2", "3", "4"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+        out = subprocess.run([sys.executable, "-c", CROSSOVERS, str(resnet18_path)], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1, f"crossover's children differ with the hash seed: {digests}"

@@ -297,7 +297,7 @@ def crossover(sketches: list[Sketch], a: Program, b: Program, rng: random.Random
     sk = sketches[a.sketch_id]
     child = a.copy()
     stages = {t.stage for t in sk.tiles} | set(a.parallel) | set(a.unroll) | set(a.loc) | set(a.simple)
-    for st in stages:
+    for st in sorted(stages):  # in a fixed order: a set's (of strings) changes with the process's hash seed
         if rng.random() < 0.5:
             continue
         for k, t in enumerate(sk.tiles):
