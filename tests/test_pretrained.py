@@ -102,7 +102,7 @@ class ScoresLike:
         return np.array([self.default if s.to_json() == self.first else self.other for s in schedules])
 
 
-def predict_with(model: ScoresLike, path, monkeypatch, start="hand-written"):
+def predict_with(model: ScoresLike, path, monkeypatch, start="hand-written", **kwargs):
     """zero_shot.predict_schedules(path, start=start) under `model`, which learns each task's default program as
     it is made (a short search)."""
     real = zero_shot.untuned_schedule
@@ -114,7 +114,7 @@ def predict_with(model: ScoresLike, path, monkeypatch, start="hand-written"):
     monkeypatch.setattr(zero_shot, "untuned_schedule", remember)
     monkeypatch.setitem(zero_shot.SEARCH, "population", 16)
     monkeypatch.setitem(zero_shot.SEARCH, "generations", 1)
-    return zero_shot.predict_schedules(path, model=model, start=start)
+    return zero_shot.predict_schedules(path, model=model, start=start, **kwargs)
 
 
 @pytest.mark.parametrize("default, other, chosen", [(1.0, 2.0, 1), (1.0, 1.05, 0), (0.0, 5.0, 0)],
@@ -143,6 +143,18 @@ def test_zero_shot_keeps_the_default_of_a_kind_of_task_the_model_never_saw(tmp_p
     report = [r for r in got.report if "conv" in r["task"]]
     assert [r["verdict"] for r in report] == ["predicted" if trained_on_convs else "default"]
     assert trained_on_convs or report[0]["reason"] == "a kind of task the cost model was never trained on"
+
+
+def test_zero_shot_shows_its_progress_over_the_tasks_and_logs_each_verdict(tmp_path, monkeypatch, capsys):
+    """progress=True: a bar of the tasks on stderr (a model of many tasks takes minutes), each task's verdict
+    logged above it."""
+    path = conv_model(tmp_path / "c.onnx", 16, 8, 3)
+    lines = []
+    got = predict_with(ScoresLike(1.0, 2.0), path, monkeypatch, progress=True, log=lines.append)
+    err = capsys.readouterr().err
+    n = len(got.report)
+    assert n >= 1 and "zero-shot" in err and f"{n}/{n}" in err
+    assert len(lines) == n and all(": predicted" in line or ": default" in line for line in lines)
 
 
 def test_zero_shot_from_naive_loop_nests_gives_every_task_its_best_scored_program(tmp_path, monkeypatch):

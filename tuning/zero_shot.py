@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from compiler import DefaultSchedules, as_default_schedules
 from compiler.backend import untuned_schedule
@@ -62,13 +64,14 @@ class PredictedSchedules:
 
 
 def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHWc", winograd: bool = True,
-                      seed: int = 0, log=None, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN
-                      ) -> PredictedSchedules:
+                      seed: int = 0, log=None, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN,
+                      progress: bool = False) -> PredictedSchedules:
     """Zero-shot schedules for every task of `models` (a path or a list). model: a trained cost model
     (default: the one shipped with the package; ValueError when there is none). start: the default each task
     keeps unless a candidate passes the rule, and the search's starting program: the hand-written schedule, or
     the naive loop nest (template-free experiments: compile with default_schedules="naive" to match), which no
-    rule keeps."""
+    rule keeps. progress: a tqdm bar of the tasks on stderr (a model of many tasks takes minutes: GoogLeNet's 70,
+    two of them Winograd convolutions whose candidates are slow to lower, 2.5-3 min on a Zen 4)."""
     start = as_default_schedules(start)
     model = load_cost_model() if model is None else model
     if model is None:
@@ -78,7 +81,12 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
     out = PredictedSchedules()
     keep_default = start is DefaultSchedules.HAND_WRITTEN  # a naive nest is no default worth keeping
     known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds") if keep_default else None
-    for task in model_tasks(models, input_shapes, layout, winograd):
+    tasks = model_tasks(models, input_shapes, layout, winograd)
+    bar = tqdm(tasks, desc="zero-shot", unit="task", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    if log and progress:
+        log = _above(bar, log)
+    for task in bar:
+        bar.set_postfix_str(task.name[:40])
         default = untuned_schedule(task, vector_width(), start)
         entry = {"task": task.name, "key": task.key}
         if known is not None and task_kind(task) not in known:
@@ -120,6 +128,14 @@ def _choose(task, candidates: list, scores: np.ndarray, default_score: float | N
         if size <= MAX_UNROLLED_STATEMENTS:
             return candidates[k], float(scores[k])
     return None
+
+
+def _above(bar, log):
+    """log, writing above the progress bar instead of through it."""
+    def write(msg: str) -> None:
+        with bar.external_write_mode(file=sys.stderr):
+            log(msg)
+    return write
 
 
 class _NoRecords:

@@ -186,7 +186,8 @@ def _records(args):
                            "python -m relayish_tools.bench.pretrain, then give its file: --predicted FILE)")
         chosen = predict_schedules(existing(model_path, "model file"), model=model,
                                    input_shapes=input_shapes_arg(args.input_shapes), layout=args.layout,
-                                   winograd=args.winograd)
+                                   winograd=args.winograd, progress=sys.stderr.isatty(),
+                                   log=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else None)
     except CostModelFileError as e:
         raise CliError(str(e)) from None
     print(f"zero-shot schedules: {chosen.summary()}", file=sys.stderr)
