@@ -251,7 +251,7 @@ def test_a_reduction_over_no_axes_is_its_body():
 # ---------------------------------------------------------------------------------------------- tile versioning
 
 def test_a_condition_is_decided_for_a_whole_tile_from_the_outer_variables():
-    from compiler.lower import _holds_throughout
+    from compiler.loop_nest import _holds_throughout
     o, i = te.Var("o"), te.Var("i")
     inner = {i: 4}
     # 1 <= o + i for every i in [0, 4): 1 <= o;  o + i < 10 for every i: o + 3 < 10
