@@ -430,7 +430,10 @@ class GenericModule:
         Python planning then raises the error that names the problem)."""
         r = self._runner
         state = np.empty(r.words, np.int64)
-        status = r.plan(np.array([values[v] for v in r.inputs], np.int64).ctypes.data, state.ctypes.data)
+        # the sizes' array held by a name for the whole call: a temporary's .ctypes.data outlives the array, whose
+        # memory another thread's allocation could take before the plan reads it (a plan made for other sizes)
+        inputs = np.array([values[v] for v in r.inputs], np.int64)
+        status = r.plan(inputs.ctypes.data, state.ctypes.data)
         if status == OVERFLOW:
             raise ValueError(f"sizes {({v.name: n for v, n in values.items()})}: a buffer or a kernel's size would "
                              f"overflow (more than 2^63 bytes, or 2^31 elements along one loop)")

@@ -688,3 +688,24 @@ def test_the_generic_modules_generated_calls_give_the_step_by_step_results():
             slow = module.run(None, feed)[0]
         np.testing.assert_array_equal(fast, slow)
         assert fast is not module.run(None, feed)[0]  # a new array per call
+
+
+def test_concurrent_calls_at_new_sizes_each_get_the_plan_of_their_own_sizes():
+    """Plans made at once by calls of different new sizes: each call's plan is of its own sizes (the sizes' array
+    handed to the generated plan function was a temporary whose memory another thread's allocation could take
+    before the plan read it, and a plan made for other sizes was kept under these: outputs of another width). A
+    race: without the fix this failed 2 runs of 3, and the stress of fresh sessions' first calls 15 of 47."""
+    model = line_model()
+    sess = compile_model(model, input_shapes={"x": (1, 3, 8, None)}, cache=False, specialize="never")
+    widths = list(range(2, 200))
+    feeds = [{"x": RNG.standard_normal((1, 3, 8, w)).astype(np.float32)} for w in widths]
+    results = [None] * len(feeds)
+
+    def work(i):
+        for k in range(i, len(feeds), 8):
+            results[k] = sess.run(None, feeds[k])[0]
+    run_threads(work, 8)
+    for w, feed, got in zip(widths, feeds, results):
+        want = run_ort(model, feed)[0]
+        assert got.shape == want.shape == (1, w, 5)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
