@@ -72,8 +72,9 @@ def _concrete(space: SearchSpace, prog: Program, initial) -> Schedule | None:
 
 
 def evolutionary_search(space: SearchSpace, model, batch_size: int, rng: random.Random,
-                        params: dict | None = None) -> list[tuple[Program, Schedule]]:
-    """The next batch of programs to measure for this task: `batch_size` new (unmeasured) legal programs."""
+                        params: dict | None = None, exclude=()) -> list[tuple[Program, Schedule]]:
+    """The next batch of programs to measure for this task: `batch_size` new (unmeasured) legal programs, none of
+    the schedule JSONs in `exclude` (already in the caller's batch)."""
     p = dict(SEARCH_PARAMS, **(params or {}))
     initial = space.task.initial_state()
     t0 = time.perf_counter()
@@ -102,7 +103,7 @@ def evolutionary_search(space: SearchSpace, model, batch_size: int, rng: random.
                                       initial)
     ranked = sorted(seen.values(), key=lambda t: -t[2])
     n_random = int(round(batch_size * p["eps_random"]))
-    batch, keys = [], set()
+    batch, keys = [], set(exclude)
     for prog, sch, _ in ranked:
         key = sch.to_json()
         if key in space.measured or key in keys:

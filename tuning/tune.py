@@ -193,22 +193,26 @@ class Tuner:
         has measured programs early (GoogLeNet: 70 tasks; a first round of 16 programs each took seven minutes)."""
         task = self.tasks[i]
         first = task.key not in self.default
-        warm = self.params.get("warm_start") if first and self.pretrained else None
+        warm = self.warm_batch_size() if first else None
         batch = []
         if first:  # the first round of a task also measures its default schedule
             batch.append((None, self.defaults[task.key]))  # (its program is among the space's seeds)
-        want = min(warm["batch_size"], self.params["batch_size"]) if warm else self.params["batch_size"]
-        want -= len(batch)
+        want = (warm or self.params["batch_size"]) - len(batch)
         if max_trials is not None:
             want = min(want, max(max_trials - len(batch), 0))
         if want > 0:
             # similar tasks' best records as they are now: a tile found for one shape this session seeds the others
             seed_space(self.spaces[i], self.defaults[task.key], self.store, self.target)
-            # one more than wanted: the default, unmeasured yet, may be among the search's best (it is in the batch)
-            found = evolutionary_search(self.spaces[i], self.model, want + first, self.rng, warm and warm["search"])
-            default = self.defaults[task.key].to_json()
-            batch += [(prog, s) for prog, s in found if not (first and s.to_json() == default)][:want]
+            batch += evolutionary_search(self.spaces[i], self.model, want, self.rng,
+                                         self.params["warm_start"]["search"] if warm else None,
+                                         exclude=[s.to_json() for _, s in batch])
         return batch
+
+    def warm_batch_size(self) -> int | None:
+        """How many programs a task's first round measures under the warm start (its default among them, never
+        more than a round's batch_size), or None when there is none (a cold cost model, or no params["warm_start"])."""
+        warm = self.params.get("warm_start")
+        return min(warm["batch_size"], self.params["batch_size"]) if warm and self.pretrained else None
 
     def _learn(self, i: int, batch: list, results: list) -> None:
         """Measured costs -> the task's search space, best and default, the cost model, the scheduler."""
@@ -313,12 +317,11 @@ def tune_model(models, records: str, trials: int | None = None, time_budget_s: f
             model = _starting_model(cost_model, p["seed"])
             if model is not None and getattr(model, "metadata", None):
                 trained = model.metadata.get("trained_on", {})
-                warm = p.get("warm_start")
-                first = min(warm["batch_size"], p["batch_size"]) if warm else 0
-                log(f"cost model: pretrained on {trained.get('programs')} programs of {trained.get('tasks')} tasks"
-                    + (f"; each task's first round measures its default and the model's {first - 1} best programs"
-                       if warm else ""))
+                log(f"cost model: pretrained on {trained.get('programs')} programs of {trained.get('tasks')} tasks")
             tuner = Tuner(chosen, store, host_target(), p, log, start=start, executor=executor, cost_model=model)
+            if tuner.warm_batch_size():
+                log(f"warm start: each task's first round measures its default and the model's "
+                    f"{tuner.warm_batch_size() - 1} best programs")
             log(f"tuning {len(chosen)} of {len(all_tasks)} tasks ({sum(t.weight for t in chosen)} kernel calls), "
                 f"{budget}, records in {records}")
             try:
