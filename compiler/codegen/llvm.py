@@ -13,7 +13,8 @@ parameter in order (bool buffers are i8 in memory). Semantics:
 - float `+ - *` carry the `contract` fast-math flag (a*b+c may become one FMA); nothing is reassociated.
 - float min/max propagate NaN from either operand, as numpy and onnxruntime's Max/Min/Relu/Clip do
   (intrinsics.float_max_min: one vmaxps/vminps, plus a NaN test unless an operand is a non-NaN constant).
-- Loop kinds: serial -> a phi loop; unroll (constant extent) -> the body emitted extent times with the variable
+- Loop kinds: serial -> a phi loop (an innermost one whose iterations are independent, analysis.carried_dependence,
+  is marked llvm.loop.parallel_accesses); unroll (constant extent) -> the body emitted extent times with the variable
   bound to constants (or, for the square tile of a transposing copy, vector loads, shuffles and vector stores:
   transpose.py); vectorize (constant extent N) -> the body emitted once on <N x T> values when
   `vectorize_blocker` finds nothing unsafe, else a serial loop; parallel -> the body outlined into a
@@ -36,7 +37,7 @@ from relayish.te import IntImm, Var
 from ..arith import coefficient
 from ..loopir import Allocate, Buffer, For, IfThenElse, LetStmt, PrimFunc, Seq, Store
 from . import threadpool
-from .analysis import referenced, vectorize_blocker
+from .analysis import carried_dependence, referenced, vectorize_blocker
 from .cgutils import ALIGN, entry_alloca, for_range, is_vector, nbytes, scalar_type, splat
 from .dtypes import from_memory, memory_type, to_memory, value_type
 from .reads import ReadEmitter
@@ -62,6 +63,7 @@ class _Kernel:
         self.func = func
         self.outlined = 0
         self._blockers: dict[int, str | None] = {}  # id(For) -> vectorize_blocker (an unrolled body repeats loops)
+        self._carried: dict[int, str | None] = {}  # id(For) -> carried_dependence
         self._lane_offsets: dict[tuple, ir.Constant] = {}  # (lanes, start) -> constant
         self._coefficients: dict = {}  # (id(index), lane var) -> (index, its coefficient in the lane var)
 
@@ -69,6 +71,12 @@ class _Kernel:
         if id(loop) not in self._blockers:
             self._blockers[id(loop)] = vectorize_blocker(loop)
         return self._blockers[id(loop)]
+
+    def independent_iterations(self, loop: For) -> bool:
+        """Whether no iteration of loop touches memory another writes (analysis.carried_dependence)."""
+        if id(loop) not in self._carried:
+            self._carried[id(loop)] = carried_dependence(loop)
+        return self._carried[id(loop)] is None
 
     def lane_offsets(self, n: int, start: int = 0) -> ir.Constant:
         """The constant <start, start + 1, ..., start + n - 1> (i32), made once per kernel (llvmlite builds a vector
@@ -106,6 +114,7 @@ class _FunctionEmitter(ReadEmitter):
         self.env: dict = {}
         self.bufs: dict = {}
         self.lanes: int | None = None
+        self.loops = 0  # phi loops emitted so far
         self.mask = None  # in a vector body under a lane-dependent condition: its <N x i1> (masked stores/loads)
         self.vec_var: Var | None = None
         self.vec_start = None  # in a vector body: the scalar value of vec_var's lane 0
@@ -223,12 +232,24 @@ class _FunctionEmitter(ReadEmitter):
         return self.serial_loop(s)
 
     def serial_loop(self, s: For, start=None, stop=None):
+        """A phi loop. An innermost one (no loop emitted in its body) whose iterations are independent
+        (_Kernel.independent_iterations) says so to LLVM: its loads, stores and calls join an access group that
+        its loop ID lists as parallel_accesses (LLVM's loop passes look at innermost loops only)."""
         start = self.expr(s.start) if start is None else start
         stop = self.b.add(start, self.expr(s.extent), flags=("nsw",)) if stop is None else stop
+        loops_before = self.loops
         with for_range(self.b, start, stop, name=s.var.name) as i:
+            first = len(self.fn.blocks)  # the body's blocks: the one for_range made, then those appended from here
+            body = self.b.block
             self.env[s.var] = i
             self.stmt(s.body)
         del self.env[s.var]
+        if self.loops == loops_before and self.k.independent_iterations(s):
+            group = distinct_node(self.k.module)
+            join_access_group([body] + self.fn.blocks[first:], group)
+            back_edge = i.incomings[-1][1].terminator
+            back_edge.set_metadata("llvm.loop", parallel_loop_id(group))
+        self.loops += 1
 
     def unrolled_loop(self, s: For):
         tile = transposable(s)
@@ -359,6 +380,42 @@ class _FunctionEmitter(ReadEmitter):
 
     def from_memory(self, value, buf):
         return from_memory(self.b, value, buf.dtype)
+
+
+class _DistinctNode(ir.values.MDValue):
+    """`distinct !{...}`, which llvmlite's uniquing add_metadata cannot make: an access group, or a loop ID
+    (whose first operand is itself)."""
+
+    def descr(self, buf):
+        buf += ("distinct ",)
+        super().descr(buf)
+
+    __eq__ = object.__eq__  # each node is its own (MDValue compares operands: all access groups would be one)
+    __hash__ = object.__hash__
+
+
+def distinct_node(module: ir.Module, operands=()) -> _DistinctNode:
+    return _DistinctNode(module, operands, name=str(len(module.metadata)))
+
+
+def parallel_loop_id(group) -> _DistinctNode:
+    """The loop ID `!L = distinct !{!L, !{"llvm.loop.parallel_accesses", group}}`."""
+    module = group.parent
+    parallel = module.add_metadata([ir.MetaDataString(module, "llvm.loop.parallel_accesses"), group])
+    loop_id = distinct_node(module)
+    loop_id.operands = (loop_id, parallel)
+    return loop_id
+
+
+_MEMORY_INSTRUCTIONS = (ir.LoadInstr, ir.StoreInstr, ir.CallInstr)
+
+
+def join_access_group(blocks, group) -> None:
+    """Every load, store and call in blocks joins access group `group`."""
+    for block in blocks:
+        for instr in block.instructions:
+            if isinstance(instr, _MEMORY_INSTRUCTIONS):
+                instr.set_metadata("llvm.access.group", group)
 
 
 def _outline_task(kernel: _Kernel, chunk: ir.Function, types: list) -> ir.Function:
