@@ -251,7 +251,7 @@ def _guard_select_loads(expr, var_extent):
     try:
         return visit(expr, False)
     finally:
-        memo.clear()  # visit's closure is a reference cycle: without this, the memo waits for the cyclic GC
+        del visit  # visit's closure holds visit: a reference cycle (with the memo) left to the cyclic GC otherwise
 
 
 def _tile_version(expr, inner: dict) -> tuple | None:

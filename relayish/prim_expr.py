@@ -403,7 +403,10 @@ def substitute(e: PrimExpr, fn: Callable) -> PrimExpr:
             out = _rebuilt(e, go)
         memo[id(e)] = (e, out)  # (e kept alive: its id is not reused while the memo lives)
         return out
-    return go(e)
+    try:
+        return go(e)
+    finally:
+        del go  # go's closure holds go: a reference cycle (with the memo and fn) left to the cyclic GC otherwise
 
 
 def _rebuilt(e: PrimExpr, go: Callable) -> PrimExpr:

@@ -222,28 +222,36 @@ def _watchdog(timeout_s: float):
 
 
 def _build_job(spec: TaskSpec, schedule_json: str, timeout_s: float, fault: str | None) -> BuildOutput:
-    """Worker: schedule -> loop IR -> shared library bytes."""
-    t0, cpu0 = time.perf_counter(), time.process_time()
+    """Worker: schedule -> loop IR -> shared library bytes. The cyclic garbage collector is off for the build
+    (lowering and IR emission allocate ~10^5 objects) and on again once _build has returned: the loop IR is then
+    freed, and the collection that follows scans only what the build leaves behind (its llvmlite module, whose
+    parent links are cycles) instead of every object of the lowering still held."""
+    t0 = time.perf_counter()
+    with _watchdog(timeout_s), gc_paused():
+        return _build(spec, schedule_json, fault, t0)
+
+
+def _build(spec: TaskSpec, schedule_json: str, fault: str | None, t0: float) -> BuildOutput:
+    cpu0 = time.process_time()
     phases: dict = {}
-    with _watchdog(timeout_s), gc_paused():  # lowering and IR emission: allocation-heavy, no garbage cycles
-        try:
-            task = _task_of(spec)
-            func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)
-            add_phase(phases, "lower_s", time.process_time() - cpu0)
-            size = unrolled_size(func)
-            if size > MAX_UNROLLED_STATEMENTS:
-                # LLVM would take longer than the timeout, whose kill breaks the pool for every build in flight:
-                # in two template-free runs of ResNet-18, 11 of 15 build timeouts had > 1024 unrolled statements, and
-                # 6 of 1,004 programs that built (the default schedules of the suite models: at most 118)
-                return BuildOutput(None, None, 0, 0, f"build refused: {size} statements once unrolled, more than "
-                                   f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0, phases)
-            if fault == "build_crash":
-                ctypes.string_at(0)  # a segfault in the build process
-            func = _inject_fault(func, fault)
-            lib = library_bytes(func, phases, lowered_key(spec.key, func))
-        except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
-            return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0,
-                               phases)
+    try:
+        task = _task_of(spec)
+        func = lower(Schedule.from_json(schedule_json).apply(task.initial_state()), KERNEL_NAME)
+        add_phase(phases, "lower_s", time.process_time() - cpu0)
+        size = unrolled_size(func)
+        if size > MAX_UNROLLED_STATEMENTS:
+            # LLVM would take longer than the timeout, whose kill breaks the pool for every build in flight:
+            # in two template-free runs of ResNet-18, 11 of 15 build timeouts had > 1024 unrolled statements, and
+            # 6 of 1,004 programs that built (the default schedules of the suite models: at most 118)
+            return BuildOutput(None, None, 0, 0, f"build refused: {size} statements once unrolled, more than "
+                               f"{MAX_UNROLLED_STATEMENTS}", time.perf_counter() - t0, phases)
+        if fault == "build_crash":
+            ctypes.string_at(0)  # a segfault in the build process
+        func = _inject_fault(func, fault)
+        lib = library_bytes(func, phases, lowered_key(spec.key, func))
+    except Exception as e:  # a bad schedule, a lowering or codegen bug: this candidate's error
+        return BuildOutput(None, None, 0, 0, f"build error: {type(e).__name__}: {e}", time.perf_counter() - t0,
+                           phases)
     params = [(tuple(int(d) for d in p.shape), p.dtype) for p in func.params]
     return BuildOutput(lib, params, func.attrs["num_inputs"], func.attrs["num_outputs"], None,
                        time.perf_counter() - t0, phases)
