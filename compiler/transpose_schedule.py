@@ -14,6 +14,7 @@ annotation of simple root stages (tuning/annotate.py) may.
 """
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from relayish import te
@@ -52,7 +53,7 @@ def transpose_tile(state, st, vector_width: int) -> TransposeTile | None:
             if u.extent < lanes:
                 continue
             for period in [0] + _periods(indices, u, lanes):
-                if _strides(tensor, indices, u, v, lanes, period) is not None:
+                if _strides(tensor, tuple(indices), u, v, lanes, period) is not None:
                     return TransposeTile(_name(st, u), _name(st, v), lanes, period)
     return None
 
@@ -69,9 +70,12 @@ def _name(st, axis: te.IterVar) -> str:
     return st.roots[list(st.op.axes).index(axis)].name
 
 
-def _strides(tensor, indices, u: te.IterVar, v: te.IterVar, lanes: int, period: int = 0):
+@functools.lru_cache(maxsize=4096)
+def _strides(tensor, indices: tuple, u: te.IterVar, v: te.IterVar, lanes: int, period: int = 0):
     """(1, S) with S the stride of v's inner part (not 0, not 1; None if not affine) when the read walks u's inner
-    part with stride 1; else None."""
+    part with stride 1; else None. Remembered (a pure function of its arguments, which hash by identity, the
+    indices structurally): the tuner's annotation asks it of every program it draws for a copy stage, the same
+    few questions thousands of times (simplifying the flat index took a third of a template-free zero-shot)."""
     uo, ui, vo, vi, ug = te.Var("uo"), te.Var("ui"), te.Var("vo"), te.Var("vi"), te.Var("ug")
     mapping = {u.var: uo * lanes + ui, v.var: vo * lanes + vi if v.extent > lanes else vi}
     ranges = {uo: u.extent // lanes, ui: lanes, vo: v.extent // lanes, vi: lanes}  # the whole tiles (a partial
