@@ -54,6 +54,30 @@ def test_featurize_is_cached_and_rejects_bad_schedules(task):
         cm.featurize(task, Schedule((Annotate("nope", "i", "unroll"),)))
 
 
+def test_featurize_all_on_worker_processes_matches_this_process(task, monkeypatch):
+    """parallel_featurization: the programs are lowered on the workers (none in this process), their features
+    the same arrays as this process makes, a program that does not apply None in both, and the results cached
+    here."""
+    import random
+    from relayish_tools.bench import pretrain
+    from tuning.pool import WorkerPool
+    schedules = pretrain.sample_programs(task, 6, random.Random(1)) + [Schedule((Annotate("nope", "i", "unroll"),))]
+    monkeypatch.setattr(cm, "_FEATURE_CACHE", type(cm._FEATURE_CACHE)())
+    here = cm.featurize_all(task, schedules)
+    cm._FEATURE_CACHE.clear()
+    calls = []
+    real = cm._try_featurize
+    monkeypatch.setattr(cm, "_try_featurize", lambda *a: calls.append(a) or real(*a))
+    with WorkerPool(2) as pool, cm.parallel_featurization(pool):
+        there = cm.featurize_all(task, schedules)
+    assert not calls, "every program was featurized on the workers"
+    assert here[-1] is None and there[-1] is None and all(f is not None for f in here[:-1])
+    for a, b in zip(here[:-1], there[:-1]):
+        np.testing.assert_array_equal(a, b)
+    assert len(cm._FEATURE_CACHE) == len(schedules) - 1
+    assert cm.featurize_all(task, schedules)[0] is there[0]  # from the cache, with the pool gone
+
+
 def matmul(n=32, vectorize=False):
     """C[i, j] += A[i, k] * B[k, j] over loops i (parallel), k, j (innermost, vectorized or not)."""
     A, B, C = (L.Buffer(x, (n, n)) for x in "ABC")

@@ -15,7 +15,7 @@ from frontends import from_onnx
 from relayish.interp import evaluate
 from relayish_tools.bench import pretrain
 from relayish_tools.cli import main as cli_main
-from tuning import zero_shot
+from tuning import cost_model, zero_shot
 from tuning.cost_model import NUM_FEATURES, XGBoostModel, stack_programs
 from tuning.pretrained import CostModelFileError, load_cost_model, read_cost_model, save_cost_model
 from tuning.tune import tune_model
@@ -185,9 +185,12 @@ def test_collect_train_evaluate_then_zero_shot_and_tuning_start_from_it(tmp_path
     monkeypatch.setitem(zero_shot.SEARCH, "population", 16)
     monkeypatch.setitem(zero_shot.SEARCH, "generations", 1)
     chosen = zero_shot.predict_schedules(models[1], model=cm)
-    naive = [zero_shot.predict_schedules(models[1], model=cm, start="naive") for _ in range(2)]
+    naive = []
+    for workers in (1, 2):  # in this process, then with the programs lowered on two worker processes
+        monkeypatch.setattr(cost_model, "_FEATURE_CACHE", type(cost_model._FEATURE_CACHE)())
+        naive.append(zero_shot.predict_schedules(models[1], model=cm, start="naive", workers=workers))
     first, second = ({k: s.to_json() for k, s in p.chosen.items()} for p in naive)
-    assert first and first == second, "zero-shot is deterministic"
+    assert first and first == second, "zero-shot is deterministic, on workers or not"
     assert {r["verdict"] for r in chosen.report} <= {"default", "predicted"}
     x = RNG.standard_normal((1, 32, 6, 6)).astype(np.float32)
     ours = compile_model(models[1], records=chosen, cache=False).run(None, {"x": x})[0]

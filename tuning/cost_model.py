@@ -14,9 +14,10 @@ the benchmark tools (`python -m relayish_tools.bench.cost_data --collect data.np
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ThreadPoolExecutor
 from typing import Iterable, Protocol, Sequence
 
 import numpy as np
@@ -26,6 +27,7 @@ from compiler.lower import lower
 from compiler.schedule import Schedule, ScheduleError
 
 from .features import NUM_FEATURES, extract_features
+from .measure import TaskSpec, _task_of
 
 # Ansor's settings, except for shallower trees, a smaller step, no split penalty and more rounds: on held-out
 # measured programs (python -m relayish_tools.bench.cost_data --evaluate) this ranks random schedule variants better (pairwise
@@ -57,10 +59,15 @@ def featurize(task, schedule: Schedule) -> np.ndarray:
     with gc_paused():  # allocation-heavy, no garbage cycles: the GC's passes were ~40% of a Winograd program's
         feats = extract_features(lower(schedule.apply(task.initial_state()), "features"))
     feats.setflags(write=False)
+    _remember_features(key, feats)
+    return feats
+
+
+def _remember_features(key: tuple, feats: np.ndarray) -> None:
     _FEATURE_CACHE[key] = feats
+    _FEATURE_CACHE.move_to_end(key)
     if len(_FEATURE_CACHE) > FEATURE_CACHE_SIZE:
         _FEATURE_CACHE.popitem(last=False)
-    return feats
 
 
 def stack_programs(features: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -259,7 +266,7 @@ class XGBoostModel:
 
     # ------------------------------------------------------------------ prediction
     def predict(self, task, schedules: Sequence[Schedule]) -> np.ndarray:
-        feats = [_try_featurize(task, s) for s in schedules]
+        feats = featurize_all(task, schedules)
         ok = np.array([f is not None for f in feats], bool)
         scores = np.full(len(schedules), -np.inf)
         if ok.any():
@@ -290,6 +297,55 @@ def _try_featurize(task, schedule) -> np.ndarray | None:
         return featurize(task, schedule)
     except (ScheduleError, AssertionError):  # lowering asserts on states the steps let through but it cannot lower
         return None
+
+
+# Worker processes that featurize_all spreads its programs over (parallel_featurization), or None: this process
+_FEATURE_WORKERS = None
+FEATURE_CHUNK = 4  # programs per job: lowering a Winograd program takes ~0.1-0.5 s, a job's round trip ~1 ms
+
+
+@contextlib.contextmanager
+def parallel_featurization(pool):
+    """Within the block, featurize_all (and so every model's predict) lowers the programs it has no features of
+    on `pool`'s worker processes (a tuning.pool.WorkerPool) instead of in this one. Features are a function of
+    the program alone: the scores, and what a search chooses, are the same as in one process."""
+    global _FEATURE_WORKERS
+    before, _FEATURE_WORKERS = _FEATURE_WORKERS, pool
+    try:
+        yield
+    finally:
+        _FEATURE_WORKERS = before
+
+
+def featurize_all(task, schedules: Sequence[Schedule]) -> list:
+    """_try_featurize of every schedule, in order: the ones not cached computed on the workers of
+    parallel_featurization when it is on and more than one is missing, else here."""
+    feats = [_FEATURE_CACHE.get((task.key, s.to_json())) for s in schedules]
+    todo = [k for k, f in enumerate(feats) if f is None]
+    pool = _FEATURE_WORKERS
+    if pool is not None and len(todo) > 1:
+        spec = TaskSpec.of(task)
+        chunks = [todo[i:i + FEATURE_CHUNK] for i in range(0, len(todo), FEATURE_CHUNK)]
+        try:
+            futures = [pool.submit(_features_job, spec, [schedules[k].to_json() for k in chunk]) for chunk in chunks]
+            for chunk, future in zip(chunks, futures):
+                for k, f in zip(chunk, future.result()):
+                    if f is not None:
+                        f.setflags(write=False)
+                        _remember_features((task.key, schedules[k].to_json()), f)
+                    feats[k] = f if f is not None else False
+        except BrokenExecutor:  # a worker died (killed from outside): its programs are featurized here
+            pool.restart()
+    for k in todo:
+        if feats[k] is None:
+            feats[k] = _try_featurize(task, schedules[k])
+    return [f if f is not False else None for f in feats]
+
+
+def _features_job(spec: TaskSpec, schedule_jsons: list) -> list:
+    """Worker: the features of each program of the task (None where it does not apply or lower)."""
+    task = _task_of(spec)
+    return [_try_featurize(task, Schedule.from_json(js)) for js in schedule_jsons]
 
 
 def _as_triple(record) -> tuple:

@@ -17,6 +17,7 @@ naive -> 3.5 ms zero-shot, Zen 4). `PredictedSchedules.report` says, per task, w
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import sys
@@ -32,7 +33,11 @@ from compiler.codegen.analysis import unrolled_size
 from compiler.lower import lower
 from compiler.schedule import Schedule, ScheduleError
 
+from runtime import default_num_threads
+
+from .cost_model import parallel_featurization
 from .measure import MAX_UNROLLED_STATEMENTS
+from .pool import WorkerPool
 from .pretrained import load_cost_model, task_kind
 from .search import SearchSpace, evolutionary_search
 from .tune import model_tasks, seed_space
@@ -41,8 +46,10 @@ from .tune import model_tasks, seed_space
 MARGIN = 0.25
 CANDIDATES = 32  # programs the search hands back per task (from a few hundred it scores)
 # per task: the tuner's search with no random share and no time budget, so that the same seed and model give the
-# same schedules on any machine however fast (a budget cut the generations short where predictions were slow)
-SEARCH = {"time_budget_s": math.inf, "eps_random": 0.0, "population": 64, "generations": 3}
+# same schedules on any machine however fast (a budget cut the generations short where predictions were slow);
+# with no budget, min_population only sets how many programs one predict call scores: a whole generation, which
+# parallel_featurization's workers then lower side by side
+SEARCH = {"time_budget_s": math.inf, "eps_random": 0.0, "population": 64, "generations": 3, "min_population": 256}
 
 
 @dataclass
@@ -65,13 +72,15 @@ class PredictedSchedules:
 
 def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHWc", winograd: bool = True,
                       seed: int = 0, log=None, start: DefaultSchedules | str = DefaultSchedules.HAND_WRITTEN,
-                      progress: bool = False) -> PredictedSchedules:
+                      progress: bool = False, workers: int | None = None) -> PredictedSchedules:
     """Zero-shot schedules for every task of `models` (a path or a list). model: a trained cost model
     (default: the one shipped with the package; ValueError when there is none). start: the default each task
     keeps unless a candidate passes the rule, and the search's starting program: the hand-written schedule, or
     the naive loop nest (template-free experiments: compile with default_schedules="naive" to match), which no
-    rule keeps. progress: a tqdm bar of the tasks on stderr (a model of many tasks takes minutes: GoogLeNet's 70,
-    two of them Winograd convolutions whose candidates are slow to lower, 2.5-3 min on a Zen 4)."""
+    rule keeps. progress: a tqdm bar of the tasks on stderr (a model of many tasks takes a minute or more:
+    GoogLeNet's 70 from naive nests, 71 s on two cores of a Zen 4). workers: the
+    processes that lower the programs the search scores (cost_model.parallel_featurization; default: one per
+    core, 1: this process alone); the schedules chosen do not depend on it."""
     start = as_default_schedules(start)
     model = load_cost_model() if model is None else model
     if model is None:
@@ -82,6 +91,14 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
     keep_default = start is DefaultSchedules.HAND_WRITTEN  # a naive nest is no default worth keeping
     known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds") if keep_default else None
     tasks = model_tasks(models, input_shapes, layout, winograd)
+    workers = default_num_threads() if workers is None else workers
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and tasks:
+            stack.enter_context(parallel_featurization(stack.enter_context(WorkerPool(workers))))
+        return _predict_tasks(tasks, model, rng, out, keep_default, known, start, log, progress)
+
+
+def _predict_tasks(tasks, model, rng, out, keep_default, known, start, log, progress) -> PredictedSchedules:
     bar = tqdm(tasks, desc="zero-shot", unit="task", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     if log and progress:
         log = _above(bar, log)
