@@ -151,41 +151,24 @@ def carried_dependence(loop: For) -> str | None:
     """
     var, inner, lets = loop.var, {}, set()
     accesses, written = defaultdict(list), set()  # buffer -> [index]
-
-    def note_loads(e):
-        for n in walk_expr(e, unique=True):
-            if isinstance(n, Load):
-                accesses[n.buffer].append(n.index)
-
-    def visit(s):
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                visit(x)
-        elif isinstance(s, For):
+    for s in walk_stmt(loop.body):
+        if isinstance(s, For):
             if s.kind == "parallel":
-                raise _Blocked(f"parallel loop over {s.var.name} inside")
+                return f"parallel loop over {s.var.name} inside"
             if not (isinstance(s.start, IntImm) and isinstance(s.extent, IntImm) and s.extent.value >= 1):
-                raise _Blocked(f"loop over {s.var.name} of a range not constant")
+                return f"loop over {s.var.name} of a range not constant"
             inner[s.var] = (s.start.value, s.start.value + s.extent.value - 1)
-            visit(s.body)
-        elif isinstance(s, Allocate):
-            visit(s.body)
-        elif isinstance(s, IfThenElse):
-            note_loads(s.cond)
-            visit(s.then_case)
-            if s.else_case is not None:
-                visit(s.else_case)
         elif isinstance(s, LetStmt):
-            note_loads(s.value)
             lets.add(s.var)
-            visit(s.body)
         elif isinstance(s, Store):
-            note_loads(s.index)
-            note_loads(s.value)
             written.add(s.buffer)
             accesses[s.buffer].append(s.index)
-        else:
-            raise _Blocked(f"statement {type(s).__name__}")
+        elif not isinstance(s, (Seq, Allocate, IfThenElse)):
+            return f"statement {type(s).__name__}"
+        for e in stmt_exprs(s):
+            for n in walk_expr(e, unique=True):
+                if isinstance(n, Load):
+                    accesses[n.buffer].append(n.index)
 
     def split(index):
         """(c, R, lo, hi) of index = c * var + R + g with g in [lo, hi]; raises _Blocked."""
@@ -217,7 +200,6 @@ def carried_dependence(loop: For) -> str | None:
         return c, rest, lo, hi
 
     try:
-        visit(loop.body)
         for buf in written:
             parts = [split(index) for index in accesses[buf]]
             c, rest = parts[0][0], parts[0][1]
