@@ -320,26 +320,34 @@ def parallel_featurization(pool):
 def featurize_all(task, schedules: Sequence[Schedule]) -> list:
     """_try_featurize of every schedule, in order: the ones not cached computed on the workers of
     parallel_featurization when it is on and more than one is missing, else here."""
-    feats = [_FEATURE_CACHE.get((task.key, s.to_json())) for s in schedules]
+    keys = [(task.key, s.to_json()) for s in schedules]
+    feats = [_FEATURE_CACHE.get(key) for key in keys]
     todo = [k for k, f in enumerate(feats) if f is None]
-    pool = _FEATURE_WORKERS
-    if pool is not None and len(todo) > 1:
-        spec = TaskSpec.of(task)
-        chunks = [todo[i:i + FEATURE_CHUNK] for i in range(0, len(todo), FEATURE_CHUNK)]
-        try:
-            futures = [pool.submit(_features_job, spec, [schedules[k].to_json() for k in chunk]) for chunk in chunks]
-            for chunk, future in zip(chunks, futures):
-                for k, f in zip(chunk, future.result()):
-                    if f is not None:
-                        f.setflags(write=False)
-                        _remember_features((task.key, schedules[k].to_json()), f)
-                    feats[k] = f if f is not None else False
-        except BrokenExecutor:  # a worker died (killed from outside): its programs are featurized here
-            pool.restart()
+    if _FEATURE_WORKERS is not None and len(todo) > 1:
+        todo = _featurize_on_workers(_FEATURE_WORKERS, task, keys, todo, feats)
     for k in todo:
-        if feats[k] is None:
-            feats[k] = _try_featurize(task, schedules[k])
-    return [f if f is not False else None for f in feats]
+        feats[k] = _try_featurize(task, schedules[k])
+    return feats
+
+
+def _featurize_on_workers(pool, task, keys: list, todo: list, feats: list) -> list:
+    """Fill feats[k] for k in todo from the pool's workers (and the cache); returns the k left to do here (those
+    of jobs lost when a worker died, killed from outside)."""
+    spec = TaskSpec.of(task)
+    chunks = [todo[i:i + FEATURE_CHUNK] for i in range(0, len(todo), FEATURE_CHUNK)]
+    done = set()
+    try:
+        futures = [pool.submit(_features_job, spec, [keys[k][1] for k in chunk]) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            for k, f in zip(chunk, future.result()):
+                if f is not None:
+                    f.setflags(write=False)
+                    _remember_features(keys[k], f)
+                feats[k] = f
+                done.add(k)
+    except BrokenExecutor:
+        pool.restart()
+    return [k for k in todo if k not in done]
 
 
 def _features_job(spec: TaskSpec, schedule_jsons: list) -> list:

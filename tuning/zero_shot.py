@@ -32,7 +32,6 @@ from compiler.codegen import vector_width
 from compiler.codegen.analysis import unrolled_size
 from compiler.lower import lower
 from compiler.schedule import Schedule, ScheduleError
-
 from runtime import default_num_threads
 
 from .cost_model import parallel_featurization
@@ -78,9 +77,9 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
     keeps unless a candidate passes the rule, and the search's starting program: the hand-written schedule, or
     the naive loop nest (template-free experiments: compile with default_schedules="naive" to match), which no
     rule keeps. progress: a tqdm bar of the tasks on stderr (a model of many tasks takes a minute or more:
-    GoogLeNet's 70 from naive nests, 71 s on two cores of a Zen 4). workers: the
-    processes that lower the programs the search scores (cost_model.parallel_featurization; default: one per
-    core, 1: this process alone); the schedules chosen do not depend on it."""
+    GoogLeNet's 70 from naive nests, 71 s on two cores of a Zen 4). workers: the processes that lower the
+    programs the search scores (cost_model.parallel_featurization; default: one per core, 1: this process
+    alone); the schedules chosen do not depend on it."""
     start = as_default_schedules(start)
     model = load_cost_model() if model is None else model
     if model is None:
@@ -91,43 +90,46 @@ def predict_schedules(models, model=None, input_shapes=None, layout: str = "NCHW
     keep_default = start is DefaultSchedules.HAND_WRITTEN  # a naive nest is no default worth keeping
     known = (getattr(model, "metadata", None) or {}).get("trained_on", {}).get("task_kinds") if keep_default else None
     tasks = model_tasks(models, input_shapes, layout, winograd)
-    workers = default_num_threads() if workers is None else workers
-    with contextlib.ExitStack() as stack:
-        if workers > 1 and tasks:
-            stack.enter_context(parallel_featurization(stack.enter_context(WorkerPool(workers))))
-        return _predict_tasks(tasks, model, rng, out, keep_default, known, start, log, progress)
-
-
-def _predict_tasks(tasks, model, rng, out, keep_default, known, start, log, progress) -> PredictedSchedules:
     bar = tqdm(tasks, desc="zero-shot", unit="task", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     if log and progress:
         log = _above(bar, log)
-    for task in bar:
-        bar.set_postfix_str(task.name[:40])
-        default = untuned_schedule(task, vector_width(), start)
-        entry = {"task": task.name, "key": task.key}
-        if known is not None and task_kind(task) not in known:
-            entry.update(verdict="default", reason="a kind of task the cost model was never trained on")
+    with _lowering_workers(default_num_threads() if workers is None else workers):
+        for task in bar:
+            bar.set_postfix_str(task.name[:40])
+            default = untuned_schedule(task, vector_width(), start)
+            entry = {"task": task.name, "key": task.key}
+            if known is not None and task_kind(task) not in known:
+                entry.update(verdict="default", reason="a kind of task the cost model was never trained on")
+                out.report.append(entry)
+                if log:
+                    log(f"{task.name}: default ({entry['reason']})")
+                continue
+            space = SearchSpace.of(task)
+            seed_space(space, default, _NoRecords(), None)
+            candidates = [s for _, s in evolutionary_search(space, model, CANDIDATES, rng, SEARCH)]
+            scores = model.predict(task, [default] + candidates)
+            entry["default_score"] = float(scores[0])
+            chosen = _choose(task, candidates, scores[1:], float(scores[0]) if keep_default else None)
+            if chosen is None:
+                entry["verdict"] = "default"
+            else:
+                out.chosen[task.key] = chosen[0]
+                entry.update(verdict="predicted", score=chosen[1])
             out.report.append(entry)
             if log:
-                log(f"{task.name}: default ({entry['reason']})")
-            continue
-        space = SearchSpace.of(task)
-        seed_space(space, default, _NoRecords(), None)
-        candidates = [s for _, s in evolutionary_search(space, model, CANDIDATES, rng, SEARCH)]
-        scores = model.predict(task, [default] + candidates)
-        entry["default_score"] = float(scores[0])
-        chosen = _choose(task, candidates, scores[1:], float(scores[0]) if keep_default else None)
-        if chosen is None:
-            entry["verdict"] = "default"
-        else:
-            out.chosen[task.key] = chosen[0]
-            entry.update(verdict="predicted", score=chosen[1])
-        out.report.append(entry)
-        if log:
-            log(f"{task.name}: {entry['verdict']} (default score {entry['default_score']:.3g}"
-                + (f", chosen {entry['score']:.3g})" if chosen else ")"))
+                log(f"{task.name}: {entry['verdict']} (default score {entry['default_score']:.3g}"
+                    + (f", chosen {entry['score']:.3g})" if chosen else ")"))
     return out
+
+
+@contextlib.contextmanager
+def _lowering_workers(n: int):
+    """The block's programs lowered for their features on n worker processes (n > 1), or in this one."""
+    if n <= 1:
+        yield
+        return
+    with WorkerPool(n) as pool, parallel_featurization(pool):
+        yield
 
 
 def _choose(task, candidates: list, scores: np.ndarray, default_score: float | None):
